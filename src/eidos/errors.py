@@ -1,0 +1,40 @@
+"""The one exception hierarchy: every error a user sees from eidos is an EidosError."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class EidosError(Exception):
+    """Root of every error eidos raises on purpose."""
+
+
+class PlanError(EidosError):
+    """A bad plan: a missing column, a type error, a bad argument to a Flow method."""
+
+
+class UnsupportedError(EidosError):
+    """A lane or kernel backend cannot do something; names the thing."""
+
+
+class BackendUnavailable(EidosError):
+    """A lane or backend cannot run here; names why and how to install it."""
+
+
+class ExecutionError(EidosError):
+    """The engine failed while running; the engine's exception is chained with `from`."""
+
+
+class IsaError(EidosError):
+    """A bad ISA program; names the instruction index and the problem."""
+
+
+class BackendError(EidosError):
+    """A bad kernel-backend call: bad handle, out of bounds, use after free."""
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """' did you mean 'x'?' for the closest candidate, or '' when none is close."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
