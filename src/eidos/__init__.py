@@ -1,0 +1,45 @@
+"""eidos: one portable computation, run on the engine that suits it.
+
+Import is light: engines (polars, duckdb, numba, torch, ...) load only when a
+lane that needs them runs.
+"""
+
+from __future__ import annotations
+
+from eidos import errors
+from eidos.flow.expr import Expr, col, count, date, lit, udf, when
+from eidos.flow.frame import Flow, GroupBy
+from eidos.flow.sources import from_arrow, from_pydict, read_csv, read_parquet, read_sql
+from eidos.ir.dtypes import (
+    Boolean, Date, Decimal, DType, Float32, Float64, Int8, Int16, Int32, Int64, String,
+    Timestamp, UInt8, UInt16, UInt32, UInt64,
+)
+from eidos.ir.schema import Schema
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "detect_devices": "eidos.hal.devices",
+    "DeviceInfo": "eidos.hal.devices",
+    "backends": "eidos.hal.registry",
+    "register_backend": "eidos.hal.registry",
+    "Backend": "eidos.hal.backend",
+    "last_run": "eidos.hal.runner",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eidos' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "errors", "Expr", "col", "count", "date", "lit", "udf", "when", "Flow", "GroupBy",
+    "from_arrow", "from_pydict", "read_csv", "read_parquet", "read_sql", "Schema",
+    "Boolean", "Date", "Decimal", "DType", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64",
+    "String", "Timestamp", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,
+]

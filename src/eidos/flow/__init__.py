@@ -1,0 +1,1 @@
+"""The user's side of a plan: Flow, expression builders, sources and sinks. Builds IR; runs nothing."""

@@ -1,0 +1,303 @@
+"""Expression builders: `col`, `lit`, `when`, `count`, `date`, `udf` and the `Expr` wrapper.
+
+`Expr` wraps an immutable IR expression and overloads Python operators to
+build bigger ones. Nothing here evaluates anything.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from eidos.errors import PlanError
+from eidos.ir import dtypes as T
+from eidos.ir import expr as E
+from eidos.ir.typing import literal_dtype
+
+
+def to_ir(value: Any) -> E.Expr:
+    """An IR expression from an Expr or a Python value (a bare value is a literal)."""
+    if isinstance(value, Expr):
+        return value.node
+    if isinstance(value, E.Expr):
+        return value
+    return lit(value).node
+
+
+def name_or_expr(value: Any) -> E.Expr:
+    """Where a Flow method takes columns: a str names a column, anything else is an expression."""
+    if isinstance(value, str):
+        return E.Column(value)
+    if isinstance(value, (Expr, E.Expr)):
+        return to_ir(value)
+    raise PlanError(f"expected a column name or an expression, got {type(value).__name__} {value!r}")
+
+
+class Expr:
+    """A column expression. Build with operators and methods; evaluate by running a Flow."""
+
+    __slots__ = ("node",)
+    __hash__ = None  # == builds an expression, so Exprs are not dict keys
+
+    def __init__(self, node: E.Expr):
+        self.node = node
+
+    def __repr__(self) -> str:
+        return f"<Expr {self.node}>"
+
+    def __bool__(self) -> bool:
+        raise PlanError(f"the truth value of expression {self.node} is not known until the plan runs; "
+                        "use & | ~ instead of and / or / not, and .is_between() instead of a < x < b")
+
+    def _call(self, fn: str, *args: Any, options: tuple = ()) -> Expr:
+        return Expr(E.Call(fn, (self.node,) + tuple(to_ir(a) for a in args), options))
+
+    def _rcall(self, fn: str, other: Any) -> Expr:
+        return Expr(E.Call(fn, (to_ir(other), self.node)))
+
+    # arithmetic
+    def __add__(self, o): return self._call("add", o)
+    def __radd__(self, o): return self._rcall("add", o)
+    def __sub__(self, o): return self._call("sub", o)
+    def __rsub__(self, o): return self._rcall("sub", o)
+    def __mul__(self, o): return self._call("mul", o)
+    def __rmul__(self, o): return self._rcall("mul", o)
+    def __truediv__(self, o): return self._call("truediv", o)
+    def __rtruediv__(self, o): return self._rcall("truediv", o)
+    def __floordiv__(self, o): return self._call("floordiv", o)
+    def __rfloordiv__(self, o): return self._rcall("floordiv", o)
+    def __mod__(self, o): return self._call("mod", o)
+    def __rmod__(self, o): return self._rcall("mod", o)
+    def __pow__(self, o): return self._call("pow", o)
+    def __rpow__(self, o): return self._rcall("pow", o)
+    def __neg__(self): return self._call("neg")
+    def __pos__(self): return self
+
+    # comparison
+    def __eq__(self, o): return self._call("eq", o)  # type: ignore[override]
+    def __ne__(self, o): return self._call("ne", o)  # type: ignore[override]
+    def __lt__(self, o): return self._call("lt", o)
+    def __le__(self, o): return self._call("le", o)
+    def __gt__(self, o): return self._call("gt", o)
+    def __ge__(self, o): return self._call("ge", o)
+
+    # logic
+    def __and__(self, o): return self._call("and", o)
+    def __rand__(self, o): return self._rcall("and", o)
+    def __or__(self, o): return self._call("or", o)
+    def __ror__(self, o): return self._rcall("or", o)
+    def __invert__(self): return self._call("not")
+
+    # naming and types
+    def alias(self, name: str) -> Expr:
+        if not isinstance(name, str) or not name:
+            raise PlanError(f"alias needs a non-empty column name, got {name!r}")
+        return Expr(E.Alias(self.node, name))
+
+    def cast(self, dtype: Any) -> Expr:
+        return Expr(E.Cast(self.node, T.coerce(dtype)))
+
+    # nulls and membership
+    def is_null(self) -> Expr: return self._call("is_null")
+    def is_not_null(self) -> Expr: return self._call("is_not_null")
+    def fill_null(self, value: Any) -> Expr: return self._call("fill_null", value)
+
+    def is_in(self, values: Iterable[Any]) -> Expr:
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            raise PlanError(f"is_in takes a list of values, got {values!r}")
+        values = tuple(values)
+        for v in values:
+            literal_dtype(v)
+        return self._call("is_in", options=(values,))
+
+    def is_between(self, lower: Any, upper: Any) -> Expr:
+        return self._call("is_between", lower, upper)
+
+    # math
+    def abs(self) -> Expr: return self._call("abs")
+    def sqrt(self) -> Expr: return self._call("sqrt")
+    def exp(self) -> Expr: return self._call("exp")
+    def log(self) -> Expr: return self._call("log")
+    def sin(self) -> Expr: return self._call("sin")
+    def cos(self) -> Expr: return self._call("cos")
+    def tanh(self) -> Expr: return self._call("tanh")
+    def floor(self) -> Expr: return self._call("floor")
+    def ceil(self) -> Expr: return self._call("ceil")
+
+    def round(self, decimals: int = 0) -> Expr:
+        if not isinstance(decimals, int) or isinstance(decimals, bool):
+            raise PlanError(f"round(decimals) takes an integer, got {decimals!r}")
+        return self._call("round", options=(decimals,))
+
+    # aggregations
+    def _agg(self, fn: str) -> Expr: return Expr(E.Agg(fn, self.node))
+    def sum(self) -> Expr: return self._agg("sum")
+    def mean(self) -> Expr: return self._agg("mean")
+    def min(self) -> Expr: return self._agg("min")
+    def max(self) -> Expr: return self._agg("max")
+    def count(self) -> Expr: return self._agg("count")
+    def n_unique(self) -> Expr: return self._agg("n_unique")
+    def std(self) -> Expr: return self._agg("std")
+    def var(self) -> Expr: return self._agg("var")
+
+    @property
+    def str(self) -> StringMethods:
+        return StringMethods(self)
+
+    @property
+    def dt(self) -> DateMethods:
+        return DateMethods(self)
+
+
+class StringMethods:
+    """`expr.str.*`: string functions; positions count code points from 0."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e: Expr):
+        self._e = e
+
+    def _text_arg(self, fn: str, s: Any) -> Expr:
+        if not isinstance(s, str):
+            raise PlanError(f"str.{fn}() takes a string, got {s!r}")
+        return self._e._call(f"str_{fn}", options=(s,))
+
+    def contains(self, s: str) -> Expr: return self._text_arg("contains", s)
+    def starts_with(self, s: str) -> Expr: return self._text_arg("starts_with", s)
+    def ends_with(self, s: str) -> Expr: return self._text_arg("ends_with", s)
+    def like(self, pattern: str) -> Expr: return self._text_arg("like", pattern)
+    def to_lower(self) -> Expr: return self._e._call("str_to_lower")
+    def to_upper(self) -> Expr: return self._e._call("str_to_upper")
+    def len(self) -> Expr: return self._e._call("str_len")
+
+    def slice(self, offset: int, length: int | None = None) -> Expr:
+        if not isinstance(offset, int) or (length is not None and (not isinstance(length, int) or length < 0)):
+            raise PlanError(f"str.slice(offset, length) takes an integer offset and a non-negative "
+                            f"integer length or None, got {offset!r}, {length!r}")
+        return self._e._call("str_slice", options=(offset, length))
+
+
+class DateMethods:
+    """`expr.dt.*`: parts of dates and timestamps."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e: Expr):
+        self._e = e
+
+    def year(self) -> Expr: return self._e._call("dt_year")
+    def month(self) -> Expr: return self._e._call("dt_month")
+    def day(self) -> Expr: return self._e._call("dt_day")
+
+
+def col(name: str) -> Expr:
+    """The column called `name`."""
+    if not isinstance(name, str):
+        raise PlanError(f"col() takes a column name (str), got {name!r}")
+    return Expr(E.Column(name))
+
+
+def lit(value: Any, dtype: Any = None) -> Expr:
+    """A constant. Bare numbers adapt to the column type they meet; give `dtype` to fix it."""
+    if isinstance(value, Expr):
+        return value
+    natural = literal_dtype(value)
+    if dtype is None:
+        weak = natural.is_numeric and not natural.is_decimal or natural == T.Null
+        return Expr(E.Literal(value, natural, weak=weak))
+    target = T.coerce(dtype)
+    return Expr(E.Literal(_convert_literal(value, natural, target), target))
+
+
+def _convert_literal(value: Any, natural: T.DType, target: T.DType) -> Any:
+    """Check (and convert) a Python value for a literal of an explicit dtype."""
+    if value is None:
+        return None
+    bad = PlanError(f"literal {value!r} cannot be a {target}")
+    if target.is_integer:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise bad
+        lo, hi = T.int_range(target)
+        if not lo <= value <= hi:
+            raise PlanError(f"literal {value} is out of range for {target} ({lo}..{hi})")
+        return value
+    if target.is_float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad
+        return float(value)
+    if target.is_decimal:
+        if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal, str)):
+            raise bad
+        q = _decimal.Decimal(str(value)).quantize(_decimal.Decimal(1).scaleb(-target.scale))
+        if len(q.as_tuple().digits) > target.precision:
+            raise PlanError(f"literal {value} does not fit in {target}")
+        return q
+    if target == T.Boolean and isinstance(value, bool):
+        return value
+    if target == T.String and isinstance(value, str):
+        return value
+    if target == T.Date and isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        return value
+    if target == T.Timestamp and isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:
+            raise PlanError(f"timestamp literal {value} has a time zone; eidos timestamps are naive")
+        return value
+    raise bad
+
+
+def count() -> Expr:
+    """The number of rows (in each group)."""
+    return Expr(E.Agg("count_rows"))
+
+
+def date(year: int, month: int, day: int) -> Expr:
+    """A date literal."""
+    try:
+        return lit(_dt.date(year, month, day))
+    except (TypeError, ValueError) as e:
+        raise PlanError(f"invalid date {year}-{month}-{day}: {e}") from None
+
+
+class _When:
+    __slots__ = ("_branches", "_cond")
+
+    def __init__(self, branches: tuple, cond: E.Expr):
+        self._branches, self._cond = branches, cond
+
+    def then(self, value: Any) -> Then:
+        return Then(self._branches + ((self._cond, to_ir(value)),))
+
+
+class Then(Expr):
+    """when(...).then(...): an expression (null where no branch matches) that can chain more branches."""
+
+    __slots__ = ("_branches",)
+
+    def __init__(self, branches: tuple):
+        super().__init__(E.Case(branches, E.Literal(None, T.Null, weak=True)))
+        self._branches = branches
+
+    def when(self, condition: Any) -> _When:
+        return _When(self._branches, to_ir(condition))
+
+    def otherwise(self, value: Any) -> Expr:
+        return Expr(E.Case(self._branches, to_ir(value)))
+
+
+def when(condition: Any) -> _When:
+    """Start a conditional: when(cond).then(v)[.when(c).then(v)...].otherwise(v)."""
+    return _When((), to_ir(condition))
+
+
+def udf(fn: Callable, return_dtype: Any) -> Callable[..., Expr]:
+    """Wrap a per-row Python function: `ei.udf(f, ei.Float64)(col("a"), col("b"))`."""
+    if not callable(fn):
+        raise PlanError(f"udf() takes a callable, got {fn!r}")
+    dtype = T.coerce(return_dtype)
+
+    def apply(*args: Any) -> Expr:
+        return Expr(E.Udf(fn, dtype, tuple(name_or_expr(a) if isinstance(a, str) else to_ir(a) for a in args)))
+
+    return apply

@@ -1,0 +1,243 @@
+"""Flow: a lazy, immutable plan. Each method returns a new Flow; nothing runs until run()/stream()."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from eidos.errors import PlanError
+from eidos.flow.expr import name_or_expr, to_ir
+from eidos.ir import dtypes as T
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir.render import tree
+from eidos.ir.schema import Schema
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise PlanError(f"{what} takes a column name or a list of names, got {value!r}")
+
+
+def _named(exprs: tuple, named: Mapping[str, Any], *, bare_str_is_column: bool = True) -> N.NamedExprs:
+    """(name, expr) pairs from positional expressions (named by alias or column) and keyword ones."""
+    pairs = []
+    for value in exprs:
+        if isinstance(value, (list, tuple)):
+            pairs.extend(_named(tuple(value), {}))
+            continue
+        node = name_or_expr(value) if bare_str_is_column else to_ir(value)
+        name = E.output_name(node)
+        if name is None:
+            raise PlanError(f"expression {node} needs a name: add .alias('name') or pass it as name=expr")
+        pairs.append((name, E.strip_alias(node)))
+    for name, value in named.items():
+        pairs.append((name, E.strip_alias(name_or_expr(value) if not isinstance(value, str) else E.Column(value))))
+    return tuple(pairs)
+
+
+class Flow:
+    """A lazy relational computation; `run()` chooses a lane, runs it and returns a pyarrow.Table."""
+
+    __slots__ = ("_plan",)
+
+    def __init__(self, plan: N.Node):
+        plan.schema  # noqa: B018 - validate now, so a bad plan fails where it is built
+        self._plan = plan
+
+    @property
+    def plan(self) -> N.Node:
+        """The IR plan this Flow describes."""
+        return self._plan
+
+    @property
+    def schema(self) -> Schema:
+        """Output column names and dtypes, known without running."""
+        return self._plan.schema
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self._plan.schema.names
+
+    def __repr__(self) -> str:
+        return f"<Flow {self.schema}>\n{tree(self._plan, '  ')}"
+
+    # relational operations
+    def filter(self, predicate: Any) -> Flow:
+        if isinstance(predicate, str):
+            raise PlanError(f"filter takes a Boolean expression such as col({predicate!r}) > 0, "
+                            f"not the string {predicate!r}")
+        return Flow(N.Filter(self._plan, to_ir(predicate)))
+
+    def select(self, *exprs: Any, **named: Any) -> Flow:
+        if not exprs and not named:
+            raise PlanError("select needs at least one column or expression")
+        return Flow(N.Project(self._plan, _named(exprs, named)))
+
+    def with_columns(self, *exprs: Any, **named: Any) -> Flow:
+        new = dict(_named(exprs, named))
+        cols = [(n, new.pop(n, E.Column(n))) for n in self.schema.names]
+        return Flow(N.Project(self._plan, tuple(cols) + tuple(new.items())))
+
+    def group_by(self, *keys: Any) -> GroupBy:
+        if not keys:
+            raise PlanError("group_by needs at least one key; use flow.agg(...) to aggregate everything")
+        return GroupBy(self, _named(keys, {}))
+
+    def agg(self, *aggs: Any, **named: Any) -> Flow:
+        return GroupBy(self, ()).agg(*aggs, **named)
+
+    def join(self, other: Flow, on: Any = None, *, left_on: Any = None, right_on: Any = None,
+             how: str = "inner", suffix: str = "_right") -> Flow:
+        if not isinstance(other, Flow):
+            raise PlanError(f"join takes another Flow, got {type(other).__name__}")
+        if how not in N.JOIN_KINDS:
+            raise PlanError(f"unknown join kind {how!r}; use one of {', '.join(N.JOIN_KINDS)}")
+        if on is not None and (left_on is not None or right_on is not None):
+            raise PlanError("join takes either on=... or left_on=/right_on=..., not both")
+        lk = _names(on if on is not None else left_on, "join on")
+        rk = _names(on if on is not None else right_on, "join on")
+        if how != "cross" and not lk:
+            raise PlanError(f"a {how} join needs keys: on=... or left_on=.../right_on=...")
+        return Flow(N.Join(self._plan, other._plan, how, lk, rk, suffix))
+
+    def sort(self, *by: Any, descending: bool | Sequence[bool] = False,
+             nulls_last: bool | Sequence[bool] | None = None) -> Flow:
+        if len(by) == 1 and isinstance(by[0], (list, tuple)):
+            by = tuple(by[0])
+        if not by:
+            raise PlanError("sort needs at least one column or expression")
+        desc = _per_key(descending, len(by), "descending")
+        last = _per_key(nulls_last, len(by), "nulls_last")
+        keys = tuple(N.SortKey(E.strip_alias(name_or_expr(b)), d, True if n is None else n)
+                     for b, d, n in zip(by, desc, last))
+        return Flow(N.Sort(self._plan, keys))
+
+    def limit(self, n: int, offset: int = 0) -> Flow:
+        if not isinstance(n, int) or isinstance(n, bool) or not isinstance(offset, int):
+            raise PlanError(f"limit takes a non-negative integer, got {n!r}")
+        return Flow(N.Limit(self._plan, n, offset))
+
+    def head(self, n: int = 5) -> Flow:
+        return self.limit(n)
+
+    def distinct(self) -> Flow:
+        return Flow(N.Distinct(self._plan))
+
+    def union(self, *others: Flow) -> Flow:
+        for o in others:
+            if not isinstance(o, Flow):
+                raise PlanError(f"union takes Flows, got {type(o).__name__}")
+        return Flow(N.Union((self._plan,) + tuple(o._plan for o in others)))
+
+    def rename(self, mapping: Mapping[str, str]) -> Flow:
+        if not isinstance(mapping, Mapping):
+            raise PlanError(f"rename takes a mapping of old name to new name, got {mapping!r}")
+        for old in mapping:
+            if old not in self.schema:
+                raise self.schema.missing(old, "rename")
+        return Flow(N.Project(self._plan, tuple((mapping.get(n, n), E.Column(n)) for n in self.schema.names)))
+
+    def drop(self, *names: str) -> Flow:
+        for n in names:
+            if n not in self.schema:
+                raise self.schema.missing(n, "drop")
+        kept = tuple((n, E.Column(n)) for n in self.schema.names if n not in names)
+        if not kept:
+            raise PlanError("drop would remove every column")
+        return Flow(N.Project(self._plan, kept))
+
+    def map_batches(self, fn: Callable[[pa.RecordBatch], pa.RecordBatch], *, schema: Any) -> Flow:
+        if not callable(fn):
+            raise PlanError(f"map_batches takes a callable, got {fn!r}")
+        return Flow(N.MapBatches(self._plan, fn, _as_schema(schema)))
+
+    # running
+    def run(self, engine: str | None = None, *, strict: bool = False) -> pa.Table:
+        """Run on the lane the HAL chooses (or `engine`); returns a pyarrow.Table."""
+        from eidos.hal.runner import run
+
+        return run(self._plan, engine=engine, strict=strict)
+
+    def stream(self, engine: str | None = None) -> Iterator[pa.RecordBatch]:
+        """Run and yield the result as record batches."""
+        from eidos.hal.runner import stream
+
+        return stream(self._plan, engine=engine)
+
+    def explain(self, engine: str | None = None) -> str:
+        """The optimized plan, the lane chosen, the deciding rule and every rejected lane with why."""
+        from eidos.hal.planner import explain
+
+        return explain(self._plan, engine=engine)
+
+    def write_parquet(self, path: str, engine: str | None = None) -> None:
+        """Write the result to `path` atomically: a complete file or none (an old file stays)."""
+        from eidos.flow.sinks import write
+
+        write(self, path, "parquet", engine)
+
+    def write_csv(self, path: str, engine: str | None = None) -> None:
+        """Write the result to `path` as CSV with a header, atomically."""
+        from eidos.flow.sinks import write
+
+        write(self, path, "csv", engine)
+
+    def to_json(self) -> str:
+        """A versioned JSON form of the plan; `Flow.from_json` reads it back."""
+        from eidos.ir.serialize import dumps
+
+        return dumps(self._plan)
+
+    @classmethod
+    def from_json(cls, text: str) -> Flow:
+        from eidos.ir.serialize import loads
+
+        return cls(loads(text))
+
+
+def _per_key(value: Any, n: int, what: str) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise PlanError(f"sort got {len(value)} {what} flags for {n} keys")
+        return list(value)
+    if value is not None and not isinstance(value, bool):
+        raise PlanError(f"sort {what} takes a bool or a list of bools, got {value!r}")
+    return [value] * n
+
+
+def _as_schema(schema: Any) -> Schema:
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, pa.Schema):
+        return Schema.from_arrow(schema)
+    if isinstance(schema, Mapping):
+        return Schema((name, T.coerce(t)) for name, t in schema.items())
+    raise PlanError(f"map_batches schema must be a mapping of name to dtype, a pyarrow.Schema or an "
+                    f"eidos Schema, got {schema!r}")
+
+
+class GroupBy:
+    """flow.group_by(keys): call .agg(...) to get a Flow."""
+
+    __slots__ = ("_flow", "_keys")
+
+    def __init__(self, flow: Flow, keys: N.NamedExprs):
+        self._flow, self._keys = flow, keys
+
+    def agg(self, *aggs: Any, **named: Any) -> Flow:
+        if not aggs and not named:
+            raise PlanError("agg needs at least one aggregation, e.g. col('x').sum() or ei.count()")
+        pairs = _named(aggs, named, bare_str_is_column=False)
+        for name, e in pairs:
+            if not E.contains_agg(e) and not (isinstance(e, E.Column) and e.name in dict(self._keys)):
+                raise PlanError(f"agg {name!r} is not an aggregation: {e}; use .sum(), .mean(), "
+                                ".min(), .max(), .count(), .n_unique(), .std(), .var() or ei.count()")
+        return Flow(N.Aggregate(self._flow.plan, self._keys, pairs))

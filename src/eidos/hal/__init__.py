@@ -1,0 +1,1 @@
+"""The hardware abstraction layer: the Backend protocol, registry, devices, planner and runner."""

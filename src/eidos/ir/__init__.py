@@ -1,0 +1,1 @@
+"""The plan IR: nodes, expressions, dtypes, schemas, typing, validation, JSON and rewrites. Engine-free."""

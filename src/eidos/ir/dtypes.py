@@ -1,0 +1,190 @@
+"""eidos data types: a small closed set, each with one Arrow form.
+
+Type promotion lives in `eidos.ir.typing`; this module only names the types
+and maps them to and from Arrow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from eidos.errors import PlanError
+
+
+@dataclass(frozen=True)
+class DType:
+    """A column type. Compare with `==`; render with `str()`."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"ei.{self.name}"
+
+    # Kinds, used by type inference and lane coverage tables.
+    @property
+    def is_integer(self) -> bool:
+        return self.name in _INT_BITS
+
+    @property
+    def is_signed_integer(self) -> bool:
+        return self.is_integer and not self.name.startswith("UInt")
+
+    @property
+    def is_unsigned_integer(self) -> bool:
+        return self.is_integer and self.name.startswith("UInt")
+
+    @property
+    def is_float(self) -> bool:
+        return self.name in ("Float32", "Float64")
+
+    @property
+    def is_decimal(self) -> bool:
+        return False
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.is_integer or self.is_float or self.is_decimal
+
+    @property
+    def is_temporal(self) -> bool:
+        return self.name in ("Date", "Timestamp")
+
+    @property
+    def bits(self) -> int:
+        """Width of an integer or float type in bits."""
+        if self.is_integer:
+            return _INT_BITS[self.name]
+        return {"Float32": 32, "Float64": 64}.get(self.name, 0)
+
+    @property
+    def kind(self) -> str:
+        """The coverage-table name of the type family: 'Decimal' for every decimal."""
+        return self.name
+
+    def to_arrow(self) -> pa.DataType:
+        return _TO_ARROW[self.name]
+
+
+@dataclass(frozen=True, repr=False)
+class DecimalType(DType):
+    """Fixed-point decimal with SQL precision (1..38) and scale (0..precision)."""
+
+    precision: int = 38
+    scale: int = 0
+
+    def __str__(self) -> str:
+        return f"Decimal({self.precision}, {self.scale})"
+
+    def __repr__(self) -> str:
+        return f"ei.Decimal({self.precision}, {self.scale})"
+
+    @property
+    def is_decimal(self) -> bool:
+        return True
+
+    @property
+    def kind(self) -> str:
+        return "Decimal"
+
+    def to_arrow(self) -> pa.DataType:
+        return pa.decimal128(self.precision, self.scale)
+
+
+MAX_DECIMAL_PRECISION = 38
+
+
+def Decimal(precision: int, scale: int = 0) -> DecimalType:  # noqa: N802 - reads like a type
+    """A decimal type; precision 1..38, scale 0..precision."""
+    if not isinstance(precision, int) or not 1 <= precision <= MAX_DECIMAL_PRECISION:
+        raise PlanError(f"decimal precision must be an integer in 1..{MAX_DECIMAL_PRECISION}, got {precision!r}")
+    if not isinstance(scale, int) or not 0 <= scale <= precision:
+        raise PlanError(f"decimal scale must be an integer in 0..precision ({precision}), got {scale!r}")
+    return DecimalType("Decimal", precision, scale)
+
+
+_INT_BITS = {
+    "Int8": 8, "Int16": 16, "Int32": 32, "Int64": 64,
+    "UInt8": 8, "UInt16": 16, "UInt32": 32, "UInt64": 64,
+}
+
+Int8, Int16, Int32, Int64 = DType("Int8"), DType("Int16"), DType("Int32"), DType("Int64")
+UInt8, UInt16, UInt32, UInt64 = DType("UInt8"), DType("UInt16"), DType("UInt32"), DType("UInt64")
+Float32, Float64 = DType("Float32"), DType("Float64")
+Boolean, String = DType("Boolean"), DType("String")
+Date, Timestamp = DType("Date"), DType("Timestamp")
+# The type of an untyped `lit(None)`: it takes the type of whatever it meets.
+Null = DType("Null")
+
+_TO_ARROW = {
+    "Int8": pa.int8(), "Int16": pa.int16(), "Int32": pa.int32(), "Int64": pa.int64(),
+    "UInt8": pa.uint8(), "UInt16": pa.uint16(), "UInt32": pa.uint32(), "UInt64": pa.uint64(),
+    "Float32": pa.float32(), "Float64": pa.float64(),
+    "Boolean": pa.bool_(), "String": pa.large_string(),
+    "Date": pa.date32(), "Timestamp": pa.timestamp("us"), "Null": pa.null(),
+}
+
+ALL_SIMPLE = (Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
+              Float32, Float64, Boolean, String, Date, Timestamp)
+BY_NAME = {t.name: t for t in ALL_SIMPLE + (Null,)}
+INTEGERS = ALL_SIMPLE[:8]
+# Every type family a lane's coverage table may list.
+KINDS = tuple(t.name for t in ALL_SIMPLE) + ("Decimal",)
+
+
+def int_range(dtype: DType) -> tuple[int, int]:
+    """Inclusive value range of an integer type; overflow past it raises."""
+    bits = dtype.bits
+    if dtype.is_unsigned_integer:
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def from_arrow(t: pa.DataType, *, column: str = "?") -> DType:
+    """The eidos type of an Arrow type; PlanError names the column for types eidos lacks."""
+    if pa.types.is_dictionary(t):
+        return from_arrow(t.value_type, column=column)
+    for name, arrow in _TO_ARROW.items():
+        if t == arrow:
+            return BY_NAME[name]
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return String
+    if pa.types.is_decimal(t):
+        if t.precision > MAX_DECIMAL_PRECISION:
+            raise PlanError(f"column {column!r} has type {t}; eidos decimals hold at most 38 digits")
+        return Decimal(t.precision, t.scale)
+    if pa.types.is_date(t):
+        return Date
+    if pa.types.is_timestamp(t):
+        if t.tz is not None:
+            raise PlanError(f"column {column!r} has time-zone-aware type {t}; "
+                            "eidos timestamps are naive (convert to UTC and drop the zone first)")
+        return Timestamp
+    raise PlanError(f"column {column!r} has Arrow type {t}, which eidos does not support; "
+                    f"supported: {', '.join(KINDS)}")
+
+
+def parse(text: str) -> DType:
+    """Inverse of `str(dtype)`: used by the JSON form."""
+    if text.startswith("Decimal(") and text.endswith(")"):
+        p, s = text[len("Decimal("):-1].split(",")
+        return Decimal(int(p), int(s))
+    try:
+        return BY_NAME[text]
+    except KeyError:
+        raise PlanError(f"unknown dtype {text!r}; known: {', '.join(KINDS)}") from None
+
+
+def coerce(obj: object) -> DType:
+    """Accept an eidos dtype, a pyarrow type or a type name where a dtype is asked for."""
+    if isinstance(obj, DType):
+        return obj
+    if isinstance(obj, pa.DataType):
+        return from_arrow(obj)
+    if isinstance(obj, str):
+        return parse(obj)
+    raise PlanError(f"expected a dtype such as ei.Int64 or ei.Decimal(15, 2), got {obj!r}")

@@ -1,0 +1,39 @@
+"""The scalar and aggregate functions of the IR, as data.
+
+Lanes list which of these names they support; `typing.py` gives each its
+result type; the reference lane gives each its meaning.
+"""
+
+from __future__ import annotations
+
+# name -> infix symbol, for operators rendered between their operands.
+BINARY_OPERATORS = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
+    "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+    "and": "&", "or": "|",
+}
+UNARY_OPERATORS = {"neg": "-", "not": "~"}
+
+ARITHMETIC = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
+COMPARISON = ("eq", "ne", "lt", "le", "gt", "ge")
+LOGICAL = ("and", "or", "not")
+MATH = ("neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tanh", "round", "floor", "ceil")
+NULLS = ("is_null", "is_not_null", "fill_null")
+MEMBERSHIP = ("is_in", "is_between")
+STRINGS = ("str_contains", "str_starts_with", "str_ends_with", "str_like",
+           "str_to_lower", "str_to_upper", "str_len", "str_slice")
+TEMPORAL = ("dt_year", "dt_month", "dt_day")
+
+SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL
+
+# Number of expression arguments each scalar function takes.
+ARITY = {fn: 2 for fn in ARITHMETIC + COMPARISON + ("and", "or", "fill_null")}
+ARITY.update({fn: 1 for fn in ("not",) + MATH + ("is_null", "is_not_null", "is_in") + STRINGS + TEMPORAL})
+ARITY["is_between"] = 3
+
+AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "count_rows")
+
+# Pseudo-functions a coverage table lists for expression forms that are not Calls.
+FORMS = ("case", "cast", "udf")
+
+ALL = SCALAR + AGGREGATES + FORMS

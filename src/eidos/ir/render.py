@@ -1,0 +1,179 @@
+"""Text forms of expressions and plans, for explain() and error messages."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from functools import singledispatch
+
+from eidos.ir import expr as E
+from eidos.ir import functions as F
+from eidos.ir import nodes as N
+
+
+def literal_text(value: object) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return str(value)
+
+
+def expr_text(e: E.Expr) -> str:
+    return _text(e)
+
+
+def _operand(e: E.Expr) -> str:
+    text = _text(e)
+    if isinstance(e, E.Call) and e.fn in F.BINARY_OPERATORS:
+        return f"({text})"
+    return text
+
+
+@singledispatch
+def _text(e: E.Expr) -> str:
+    return type(e).__name__
+
+
+@_text.register
+def _(e: E.Column) -> str:
+    return e.name
+
+
+@_text.register
+def _(e: E.Literal) -> str:
+    return literal_text(e.value)
+
+
+@_text.register
+def _(e: E.Alias) -> str:
+    return f"{_text(e.expr)} AS {e.name}"
+
+
+@_text.register
+def _(e: E.Cast) -> str:
+    return f"{_operand(e.expr)}.cast({e.dtype})"
+
+
+@_text.register
+def _(e: E.Call) -> str:
+    if e.fn in F.BINARY_OPERATORS:
+        a, b = e.args
+        return f"{_operand(a)} {F.BINARY_OPERATORS[e.fn]} {_operand(b)}"
+    if e.fn in F.UNARY_OPERATORS:
+        return f"{F.UNARY_OPERATORS[e.fn]}{_operand(e.args[0])}"
+    receiver = _operand(e.args[0])
+    method = e.fn.replace("str_", "str.", 1).replace("dt_", "dt.", 1)
+    params = [_text(a) for a in e.args[1:]]
+    for opt in e.options:
+        if isinstance(opt, tuple):
+            params.append("[" + ", ".join(literal_text(v) for v in opt) + "]")
+        else:
+            params.append(literal_text(opt))
+    return f"{receiver}.{method}({', '.join(params)})"
+
+
+@_text.register
+def _(e: E.Case) -> str:
+    parts = "".join(f"when({_text(c)}).then({_text(v)})." for c, v in e.branches)
+    return f"{parts}otherwise({_text(e.otherwise)})"
+
+
+@_text.register
+def _(e: E.Agg) -> str:
+    if e.fn == "count_rows":
+        return "count()"
+    return f"{e.fn}({_text(e.arg)})"
+
+
+@_text.register
+def _(e: E.Udf) -> str:
+    name = getattr(e.fn, "__qualname__", repr(e.fn))
+    return f"udf:{name}({', '.join(_text(a) for a in e.args)})"
+
+
+def _named(pairs: N.NamedExprs) -> str:
+    out = []
+    for name, e in pairs:
+        out.append(name if isinstance(e, E.Column) and e.name == name else f"{name}={_text(e)}")
+    return ", ".join(out)
+
+
+@singledispatch
+def node_label(node: N.Node) -> str:
+    """One line naming the node and its arguments, as shown in explain() and errors."""
+    return type(node).__name__
+
+
+@node_label.register
+def _(node: N.Scan) -> str:
+    cols = "" if node.columns is None else f" [{', '.join(node.columns)}]"
+    return f"Scan {node.source.describe()}{cols}"
+
+
+@node_label.register
+def _(node: N.Filter) -> str:
+    return f"Filter({_text(node.predicate)})"
+
+
+@node_label.register
+def _(node: N.Project) -> str:
+    return f"Project [{_named(node.columns)}]"
+
+
+@node_label.register
+def _(node: N.Aggregate) -> str:
+    keys = f"[{_named(node.keys)}] " if node.keys else ""
+    return f"Aggregate {keys}{_named(node.aggs)}"
+
+
+@node_label.register
+def _(node: N.Join) -> str:
+    if node.how == "cross":
+        return "Join cross"
+    pairs = ", ".join(f"{lk} = {rk}" for lk, rk in zip(node.left_on, node.right_on))
+    return f"Join {node.how} [{pairs}]"
+
+
+@node_label.register
+def _(node: N.Sort) -> str:
+    keys = ", ".join(
+        f"{_text(k.expr)}{' desc' if k.descending else ''}{' nulls last' if k.nulls_last else ' nulls first'}"
+        for k in node.keys)
+    return f"Sort [{keys}]"
+
+
+@node_label.register
+def _(node: N.Limit) -> str:
+    return f"Limit {node.n}" + (f" offset {node.offset}" if node.offset else "")
+
+
+@node_label.register
+def _(node: N.Distinct) -> str:
+    return "Distinct"
+
+
+@node_label.register
+def _(node: N.Union) -> str:
+    return f"Union ({len(node.inputs)} inputs)"
+
+
+@node_label.register
+def _(node: N.MapBatches) -> str:
+    return f"MapBatches {getattr(node.fn, '__qualname__', repr(node.fn))}"
+
+
+def tree(node: N.Node, indent: str = "", annotate=None) -> str:
+    """The plan as an indented tree, one node a line; `annotate(node)` may add a suffix."""
+    lines: list[str] = []
+
+    def visit(n: N.Node, depth: int) -> None:
+        suffix = annotate(n) if annotate else ""
+        lines.append(f"{indent}{'  ' * depth}{node_label(n)}{suffix}")
+        for child in n.inputs:
+            visit(child, depth + 1)
+
+    visit(node, 0)
+    return "\n".join(lines)

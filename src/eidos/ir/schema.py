@@ -1,0 +1,80 @@
+"""An ordered list of named, typed columns: what a plan node produces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+from eidos.errors import PlanError, did_you_mean
+from eidos.ir import dtypes
+from eidos.ir.dtypes import DType
+
+
+class Schema:
+    """Column names and dtypes in order; names are unique."""
+
+    __slots__ = ("_fields", "_index")
+
+    def __init__(self, fields: Iterable[tuple[str, DType]]):
+        self._fields = tuple(fields)
+        self._index = {name: i for i, (name, _) in enumerate(self._fields)}
+        if len(self._index) != len(self._fields):
+            dup = sorted({n for n, _ in self._fields if list(self.names).count(n) > 1})
+            raise PlanError(f"duplicate column names {', '.join(map(repr, dup))}; "
+                            "rename them (alias/rename) so each name is unique")
+
+    @classmethod
+    def from_arrow(cls, schema: pa.Schema) -> Schema:
+        return cls((f.name, dtypes.from_arrow(f.type, column=f.name)) for f in schema)
+
+    def to_arrow(self) -> pa.Schema:
+        return pa.schema([pa.field(n, t.to_arrow()) for n, t in self._fields])
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self._fields)
+
+    @property
+    def dtypes(self) -> tuple[DType, ...]:
+        return tuple(t for _, t in self._fields)
+
+    def items(self) -> tuple[tuple[str, DType], ...]:
+        return self._fields
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __getitem__(self, name: str) -> DType:
+        return self.dtype(name)
+
+    def dtype(self, name: str, *, where: str = "") -> DType:
+        """The dtype of `name`; a PlanError that lists the columns and suggests one when missing."""
+        try:
+            return self._fields[self._index[name]][1]
+        except KeyError:
+            raise self.missing(name, where) from None
+
+    def missing(self, name: str, where: str = "") -> PlanError:
+        place = f" in {where}" if where else ""
+        hint = did_you_mean(name, self.names)
+        shown = ", ".join(self.names) if self._fields else "(none)"
+        lines = [f"column {name!r} does not exist{place}", f"  columns: {shown}"]
+        if hint:
+            lines.append(f"  {hint}")
+        return PlanError("\n".join(lines))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Schema) and self._fields == other._fields
+
+    def __hash__(self) -> int:
+        return hash(self._fields)
+
+    def __repr__(self) -> str:
+        return "Schema(" + ", ".join(f"{n}: {t}" for n, t in self._fields) + ")"

@@ -1,0 +1,395 @@
+"""Result types of expressions: the promotion table of docs/semantics.md, in code.
+
+`infer(expr, schema, where)` returns the dtype or raises a PlanError that
+names the expression, the types it met and what would be right.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+from functools import singledispatch
+
+from eidos.errors import PlanError
+from eidos.ir import dtypes as T
+from eidos.ir import functions as F
+from eidos.ir.dtypes import DType
+from eidos.ir.expr import Agg, Alias, Call, Case, Cast, Column, Expr, Literal, Udf
+from eidos.ir.schema import Schema
+
+# Decimal digits needed to hold every value of an integer type.
+_INT_DIGITS = {"Int8": 3, "Int16": 5, "Int32": 10, "Int64": 19,
+               "UInt8": 3, "UInt16": 5, "UInt32": 10, "UInt64": 20}
+
+
+def literal_dtype(value: object) -> DType:
+    """The natural dtype of a Python value used as a literal."""
+    if value is None:
+        return T.Null
+    if isinstance(value, bool):
+        return T.Boolean
+    if isinstance(value, int):
+        lo, hi = T.int_range(T.Int64)
+        if lo <= value <= hi:
+            return T.Int64
+        if 0 <= value <= T.int_range(T.UInt64)[1]:
+            return T.UInt64
+        raise PlanError(f"integer literal {value} does not fit in 64 bits; use a Decimal literal")
+    if isinstance(value, float):
+        return T.Float64
+    if isinstance(value, str):
+        return T.String
+    if isinstance(value, _dt.datetime):
+        return T.Timestamp
+    if isinstance(value, _dt.date):
+        return T.Date
+    if isinstance(value, _decimal.Decimal):
+        sign, digits, exponent = value.as_tuple()
+        if not isinstance(exponent, int):
+            raise PlanError(f"decimal literal {value} is not finite; use a float for NaN or infinity")
+        scale = max(0, -exponent)
+        precision = max(len(digits), scale, 1)
+        if precision > T.MAX_DECIMAL_PRECISION:
+            raise PlanError(f"decimal literal {value} has {precision} digits; at most 38 fit")
+        return T.Decimal(precision, scale)
+    raise PlanError(f"cannot use {type(value).__name__} value {value!r} as a literal; "
+                    "use int, float, str, bool, None, datetime.date, datetime.datetime or decimal.Decimal")
+
+
+def int_as_decimal(t: DType) -> DType:
+    return T.Decimal(_INT_DIGITS[t.name], 0)
+
+
+def promote(a: DType, b: DType, *, op: str = "combine") -> DType:
+    """The common type of two operands (the supertype), or PlanError."""
+    if a == b:
+        return a
+    if a == T.Null:
+        return b
+    if b == T.Null:
+        return a
+    if a.is_integer and b.is_integer:
+        return _promote_ints(a, b)
+    if a.is_numeric and b.is_numeric:
+        if a.is_float or b.is_float:
+            if a.is_decimal or b.is_decimal:
+                return T.Float64
+            ints = [t for t in (a, b) if t.is_integer]
+            if T.Float64 in (a, b):
+                return T.Float64
+            return T.Float32 if ints and ints[0].bits <= 16 else T.Float64
+        da = int_as_decimal(a) if a.is_integer else a
+        db = int_as_decimal(b) if b.is_integer else b
+        scale = max(da.scale, db.scale)
+        whole = max(da.precision - da.scale, db.precision - db.scale)
+        return T.Decimal(min(T.MAX_DECIMAL_PRECISION, whole + scale), scale)
+    if a.is_temporal and b.is_temporal:
+        return T.Timestamp
+    raise PlanError(f"cannot {op} {a} with {b}")
+
+
+def _promote_ints(a: DType, b: DType) -> DType:
+    if a.is_signed_integer == b.is_signed_integer:
+        return a if a.bits >= b.bits else b
+    signed, unsigned = (a, b) if a.is_signed_integer else (b, a)
+    if signed.bits > unsigned.bits:
+        return signed
+    if unsigned.bits < 64:
+        return T.DType(f"Int{unsigned.bits * 2}")
+    return T.Float64  # UInt64 with a signed type: no integer type holds both
+
+
+def _adapt(e: Expr, t: DType, other: DType) -> DType:
+    """A weak literal (bare Python number) takes the type of the operand it meets, if it fits."""
+    if not (isinstance(e, Literal) and e.weak) or other == T.Null:
+        return t
+    v = e.value
+    if v is None:
+        return other
+    if isinstance(v, int) and not isinstance(v, bool):
+        if other.is_integer:
+            lo, hi = T.int_range(other)
+            return other if lo <= v <= hi else t
+        if other.is_float:
+            return other
+        if other.is_decimal:
+            return T.Decimal(max(1, len(str(abs(v)))), 0)
+    if isinstance(v, float) and other.is_float:
+        return other
+    return t
+
+
+class _Typer:
+    """Walks an expression against a schema; `where` names the plan node in errors."""
+
+    def __init__(self, schema: Schema, where: str, allow_agg: bool):
+        self.schema, self.where, self.allow_agg = schema, where, allow_agg
+
+    def fail(self, e: Expr, problem: str) -> PlanError:
+        place = f" in {self.where}" if self.where else ""
+        return PlanError(f"{problem}: {e}{place}")
+
+    def operands(self, a: Expr, b: Expr) -> tuple[DType, DType]:
+        ta, tb = self(a), self(b)
+        return _adapt(a, ta, tb), _adapt(b, tb, ta)
+
+    def __call__(self, e: Expr) -> DType:
+        return _infer(e, self)
+
+
+@singledispatch
+def _infer(e: Expr, ty: _Typer) -> DType:
+    raise PlanError(f"unknown expression node {type(e).__name__}")
+
+
+@_infer.register
+def _(e: Column, ty: _Typer) -> DType:
+    return ty.schema.dtype(e.name, where=ty.where)
+
+
+@_infer.register
+def _(e: Literal, ty: _Typer) -> DType:
+    return e.dtype
+
+
+@_infer.register
+def _(e: Alias, ty: _Typer) -> DType:
+    return ty(e.expr)
+
+
+@_infer.register
+def _(e: Cast, ty: _Typer) -> DType:
+    src = ty(e.expr)
+    if not can_cast(src, e.dtype):
+        raise ty.fail(e, f"cannot cast {src} to {e.dtype}")
+    return e.dtype
+
+
+def can_cast(src: DType, dst: DType) -> bool:
+    if src == dst or src == T.Null:
+        return True
+    if src.is_numeric or src == T.Boolean:
+        return dst.is_numeric or dst in (T.Boolean, T.String)
+    if src == T.String:
+        return True
+    if src.is_temporal:
+        return dst.is_temporal or dst == T.String
+    return False
+
+
+@_infer.register
+def _(e: Case, ty: _Typer) -> DType:
+    for cond, _ in e.branches:
+        ct = ty(cond)
+        if ct not in (T.Boolean, T.Null):
+            raise ty.fail(cond, f"a when() condition must be Boolean, got {ct}")
+    values = [v for _, v in e.branches] + [e.otherwise]
+    types = [ty(v) for v in values]
+    strong = [t for v, t in zip(values, types) if not (isinstance(v, Literal) and v.weak)]
+    anchor = strong[0] if strong else types[0]
+    result = T.Null
+    for v, t in zip(values, types):
+        result = promote(result, _adapt(v, t, anchor), op="combine when/then branches of type")
+    return result
+
+
+@_infer.register
+def _(e: Udf, ty: _Typer) -> DType:
+    for a in e.args:
+        ty(a)
+    return e.return_dtype
+
+
+@_infer.register
+def _(e: Agg, ty: _Typer) -> DType:
+    if not ty.allow_agg:
+        raise ty.fail(e, f"aggregation {e.fn}() is allowed only inside agg(); "
+                         "use flow.group_by(...).agg(...) or flow.agg(...)")
+    if e.fn == "count_rows":
+        return T.Int64
+    inner = _Typer(ty.schema, ty.where, allow_agg=False)
+    try:
+        t = inner(e.arg)
+    except PlanError as err:
+        if "allowed only inside agg" in str(err):
+            raise ty.fail(e, "aggregations cannot be nested") from None
+        raise
+    if e.fn in ("count", "n_unique"):
+        return T.Int64
+    if e.fn in ("min", "max"):
+        return t
+    if not (t.is_numeric or t == T.Null):
+        raise ty.fail(e, f"{e.fn}() needs a numeric column, got {t}")
+    if e.fn == "sum":
+        if t.is_decimal:
+            return T.Decimal(T.MAX_DECIMAL_PRECISION, t.scale)
+        if t.is_integer:
+            return T.UInt64 if t.is_unsigned_integer else T.Int64
+        return T.Float64
+    return T.Float64  # mean, std, var
+
+
+@_infer.register
+def _(e: Call, ty: _Typer) -> DType:
+    rule = _CALL_RULES.get(e.fn)
+    if rule is None:
+        raise ty.fail(e, f"unknown function {e.fn!r}")
+    if len(e.args) != F.ARITY[e.fn]:
+        raise ty.fail(e, f"{e.fn} takes {F.ARITY[e.fn]} arguments, got {len(e.args)}")
+    return rule(e, ty)
+
+
+def _arith(e: Call, ty: _Typer) -> DType:
+    a, b = ty.operands(*e.args)
+    sym = F.BINARY_OPERATORS[e.fn]
+    if a.is_temporal or b.is_temporal:
+        return _date_arith(e, ty, a, b)
+    for t in (a, b):
+        if not (t.is_numeric or t == T.Null):
+            raise ty.fail(e, f"operator {sym} needs numbers, got {a} {sym} {b}")
+    if e.fn == "pow":
+        return T.Float32 if (a, b) == (T.Float32, T.Float32) else T.Float64
+    if e.fn == "truediv":
+        if a.is_float or b.is_float:
+            return promote(a, b)
+        return T.Float32 if T.Float32 in (a, b) else T.Float64
+    common = promote(a, b, op=f"apply {sym} to")
+    if not (a.is_decimal or b.is_decimal) or common.is_float:
+        return common
+    da = int_as_decimal(a) if a.is_integer else a
+    db = int_as_decimal(b) if b.is_integer else b
+    if a == T.Null:
+        da = db
+    if b == T.Null:
+        db = da
+    if e.fn in ("add", "sub"):
+        scale = max(da.scale, db.scale)
+        whole = max(da.precision - da.scale, db.precision - db.scale) + 1
+        return _decimal_result(e, ty, whole + scale, scale)
+    if e.fn == "mul":
+        return _decimal_result(e, ty, da.precision + db.precision, da.scale + db.scale)
+    if e.fn == "floordiv":
+        return T.Decimal(T.MAX_DECIMAL_PRECISION, 0)
+    return common  # mod: scale of the wider operand
+
+
+def _decimal_result(e: Call, ty: _Typer, precision: int, scale: int) -> DType:
+    if scale > T.MAX_DECIMAL_PRECISION:
+        raise ty.fail(e, f"decimal result needs scale {scale}, more than 38; cast an operand to Float64")
+    return T.Decimal(min(T.MAX_DECIMAL_PRECISION, max(precision, scale, 1)), scale)
+
+
+def _date_arith(e: Call, ty: _Typer, a: DType, b: DType) -> DType:
+    if e.fn in ("add", "sub") and a == T.Date and b.is_integer:
+        return T.Date
+    if e.fn == "add" and a.is_integer and b == T.Date:
+        return T.Date
+    if e.fn == "sub" and a == T.Date and b == T.Date:
+        return T.Int64
+    sym = F.BINARY_OPERATORS[e.fn]
+    raise ty.fail(e, f"cannot compute {a} {sym} {b}; dates take + and - with an integer number "
+                     "of days, and date - date gives days")
+
+
+def _compare(e: Call, ty: _Typer) -> DType:
+    a, b = ty.operands(*e.args)
+    comparable(a, b, ty, e)
+    return T.Boolean
+
+
+def comparable(a: DType, b: DType, ty: _Typer, e: Expr) -> None:
+    if T.Null in (a, b) or a == b:
+        return
+    if (a.is_numeric and b.is_numeric) or (a.is_temporal and b.is_temporal):
+        return
+    raise ty.fail(e, f"cannot compare {a} with {b}")
+
+
+def _logic(e: Call, ty: _Typer) -> DType:
+    for arg in e.args:
+        t = ty(arg)
+        if t not in (T.Boolean, T.Null):
+            raise ty.fail(e, f"logical {e.fn} needs Boolean operands, got {t} from {arg}")
+    return T.Boolean
+
+
+def _numeric_unary(e: Call, ty: _Typer) -> DType:
+    t = ty(e.args[0])
+    if not (t.is_numeric or t == T.Null):
+        raise ty.fail(e, f"{e.fn}() needs a number, got {t}")
+    if e.fn == "neg" and t.is_unsigned_integer:
+        raise ty.fail(e, f"cannot negate unsigned {t}; cast to a signed type first")
+    if e.fn in ("neg", "abs"):
+        return t
+    if e.fn in ("floor", "ceil"):
+        if t.is_decimal:
+            return T.Decimal(min(38, t.precision - t.scale + 1), 0)
+        return t
+    if e.fn == "round":
+        (decimals,) = e.options
+        if t.is_decimal:
+            scale = min(t.scale, max(decimals, 0))
+            return T.Decimal(min(38, t.precision - t.scale + scale + 1), scale)
+        return t
+    return T.Float32 if t == T.Float32 else T.Float64
+
+
+def _null_test(e: Call, ty: _Typer) -> DType:
+    ty(e.args[0])
+    return T.Boolean
+
+
+def _fill_null(e: Call, ty: _Typer) -> DType:
+    a, b = ty.operands(*e.args)
+    if a != T.Null and b != T.Null and not (a.is_numeric and b.is_numeric):
+        if a != b and not (a.is_temporal and b.is_temporal):
+            raise ty.fail(e, f"fill_null value of type {b} does not match column type {a}")
+    return promote(a, b, op="fill nulls of")
+
+
+def _is_in(e: Call, ty: _Typer) -> DType:
+    t = ty(e.args[0])
+    for v in e.options[0]:
+        comparable(t, literal_dtype(v), ty, e)
+    return T.Boolean
+
+
+def _is_between(e: Call, ty: _Typer) -> DType:
+    x, lo, hi = e.args
+    for bound in (lo, hi):
+        a, b = ty.operands(x, bound)
+        comparable(a, b, ty, e)
+    return T.Boolean
+
+
+def _string(e: Call, ty: _Typer) -> DType:
+    t = ty(e.args[0])
+    if t not in (T.String, T.Null):
+        raise ty.fail(e, f"{e.fn.replace('_', '.', 1)}() needs a String, got {t}")
+    if e.fn in ("str_to_lower", "str_to_upper", "str_slice"):
+        return T.String
+    if e.fn == "str_len":
+        return T.Int64
+    return T.Boolean
+
+
+def _temporal(e: Call, ty: _Typer) -> DType:
+    t = ty(e.args[0])
+    if not (t.is_temporal or t == T.Null):
+        raise ty.fail(e, f"{e.fn.replace('_', '.', 1)}() needs a Date or Timestamp, got {t}")
+    return T.Int32
+
+
+_CALL_RULES = {fn: _arith for fn in F.ARITHMETIC}
+_CALL_RULES.update({fn: _compare for fn in F.COMPARISON})
+_CALL_RULES.update({fn: _logic for fn in F.LOGICAL})
+_CALL_RULES.update({fn: _numeric_unary for fn in F.MATH})
+_CALL_RULES.update({"is_null": _null_test, "is_not_null": _null_test, "fill_null": _fill_null,
+                    "is_in": _is_in, "is_between": _is_between})
+_CALL_RULES.update({fn: _string for fn in F.STRINGS})
+_CALL_RULES.update({fn: _temporal for fn in F.TEMPORAL})
+
+
+def infer(e: Expr, schema: Schema, where: str = "", *, allow_agg: bool = False) -> DType:
+    """The dtype of `e` over `schema`; PlanError for missing columns and type errors."""
+    return _Typer(schema, where, allow_agg)(e)

@@ -1,0 +1,163 @@
+"""Schema inference and validation of plan nodes.
+
+Each node's output schema follows from its inputs' schemas; any problem is a
+PlanError naming the node, the column and what exists.
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+
+from eidos.errors import PlanError
+from eidos.ir import dtypes as T
+from eidos.ir import nodes as N
+from eidos.ir.expr import contains_agg
+from eidos.ir.render import node_label
+from eidos.ir.schema import Schema
+from eidos.ir.typing import infer, promote
+
+
+@singledispatch
+def infer_schema(node: N.Node) -> Schema:
+    raise PlanError(f"unknown plan node {type(node).__name__}")
+
+
+@infer_schema.register
+def _(node: N.Scan) -> Schema:
+    schema = node.source.schema
+    if node.columns is None:
+        return schema
+    where = node_label(node)
+    return Schema((c, schema.dtype(c, where=where)) for c in node.columns)
+
+
+@infer_schema.register
+def _(node: N.Filter) -> Schema:
+    schema = node.input.schema
+    t = infer(node.predicate, schema, node_label(node))
+    if t not in (T.Boolean, T.Null):
+        raise PlanError(f"filter predicate must be Boolean, got {t}: {node.predicate}\n"
+                        "  compare it with something, e.g. col(...) > 0, or use .is_not_null()")
+    return schema
+
+
+@infer_schema.register
+def _(node: N.Project) -> Schema:
+    schema = node.input.schema
+    where = node_label(node)
+    return Schema((name, infer(e, schema, where)) for name, e in node.columns)
+
+
+@infer_schema.register
+def _(node: N.Aggregate) -> Schema:
+    schema = node.input.schema
+    where = node_label(node)
+    fields = []
+    for name, e in node.keys:
+        if contains_agg(e):
+            raise PlanError(f"group key {name!r} contains an aggregation: {e}; keys are plain columns "
+                            f"or expressions in {where}")
+        fields.append((name, infer(e, schema, where)))
+    keys = {n for n, _ in node.keys}
+    for name, e in node.aggs:
+        stray = sorted(c for c in _columns_outside_aggs(e) if c not in keys)
+        if stray:
+            raise PlanError(f"agg {name!r} reads column {stray[0]!r} outside an aggregation: {e}\n"
+                            f"  wrap it in an aggregation (e.g. col({stray[0]!r}).sum()) or add it "
+                            f"to group_by in {where}")
+        fields.append((name, infer(e, _with_keys(schema, node), where, allow_agg=True)))
+    return Schema(fields)
+
+
+def _with_keys(schema: Schema, node: N.Aggregate) -> Schema:
+    """Key names may be read outside aggregations (they are constant per group)."""
+    extra = [(n, infer(e, schema)) for n, e in node.keys if n not in schema]
+    return Schema(list(schema.items()) + extra)
+
+
+def _columns_outside_aggs(e) -> set[str]:
+    from eidos.ir.expr import Agg, Column
+
+    if isinstance(e, Agg):
+        return set()
+    if isinstance(e, Column):
+        return {e.name}
+    out: set[str] = set()
+    for child in e.children():
+        out |= _columns_outside_aggs(child)
+    return out
+
+
+@infer_schema.register
+def _(node: N.Join) -> Schema:
+    left, right = node.left.schema, node.right.schema
+    where = node_label(node)
+    if node.how not in N.JOIN_KINDS:
+        raise PlanError(f"unknown join kind {node.how!r}; use one of {', '.join(N.JOIN_KINDS)}")
+    if node.how == "cross":
+        if node.left_on or node.right_on:
+            raise PlanError(f"a cross join takes no keys in {where}")
+    elif not node.left_on or len(node.left_on) != len(node.right_on):
+        raise PlanError(f"join needs the same number (at least one) of left and right keys, got "
+                        f"{list(node.left_on)} and {list(node.right_on)} in {where}")
+    key_types = {}
+    for lk, rk in zip(node.left_on, node.right_on):
+        lt, rt = left.dtype(lk, where=f"the left side of {where}"), right.dtype(rk, where=f"the right side of {where}")
+        try:
+            key_types[lk] = promote(lt, rt, op="join")
+        except PlanError:
+            raise PlanError(f"join keys {lk!r} ({lt}) and {rk!r} ({rt}) have incompatible types in {where}") from None
+    if node.how in ("semi", "anti"):
+        return left
+    fields = [(n, key_types.get(n, t)) for n, t in left.items()]
+    taken = set(left.names)
+    for n, t in right.items():
+        if n in node.right_on:
+            continue
+        name = n + node.suffix if n in taken else n
+        if name in taken:
+            raise PlanError(f"join output would have two columns named {name!r}; choose another suffix in {where}")
+        taken.add(name)
+        fields.append((name, t))
+    return Schema(fields)
+
+
+@infer_schema.register
+def _(node: N.Sort) -> Schema:
+    schema = node.input.schema
+    for k in node.keys:
+        infer(k.expr, schema, node_label(node))
+    return schema
+
+
+@infer_schema.register
+def _(node: N.Limit) -> Schema:
+    if node.n < 0 or node.offset < 0:
+        raise PlanError(f"limit and offset must be non-negative, got limit {node.n}, offset {node.offset}")
+    return node.input.schema
+
+
+@infer_schema.register
+def _(node: N.Distinct) -> Schema:
+    return node.input.schema
+
+
+@infer_schema.register
+def _(node: N.Union) -> Schema:
+    first = node.inputs[0].schema
+    for other in node.inputs[1:]:
+        if other.schema != first:
+            raise PlanError("union needs inputs with the same columns and types in the same order\n"
+                            f"  left:  {_fields(first)}\n  right: {_fields(other.schema)}")
+    return first
+
+
+def _fields(s: Schema) -> str:
+    return ", ".join(f"{n}: {t}" for n, t in s.items())
+
+
+@infer_schema.register
+def _(node: N.MapBatches) -> Schema:
+    node.input.schema  # noqa: B018 - validates the input
+    return node.output_schema
+

@@ -1,0 +1,148 @@
+"""Buffer, pool and class-memory bookkeeping shared by every kernel backend.
+
+Each backend owns one Memory. Handles are small positive ints, unique across buffers and
+pools (handle 0 names class memory in register-held pointers). Every access is checked;
+a bad handle, a freed one, or an out-of-bounds range raises BackendError before any byte
+moves, so no memory is ever corrupted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eidos.errors import BackendError
+
+from .address import CLASS_MEMORY_BYTES, NUM_CLASSES
+
+PHASE_MODULUS = 768
+
+
+def _as_bytes(data, what: str) -> np.ndarray:
+    """A read-only uint8 view of any bytes-like object or array (C-contiguous copy if needed)."""
+    if isinstance(data, np.ndarray):
+        arr = np.ascontiguousarray(data)
+        return arr.reshape(-1).view(np.uint8)
+    try:
+        return np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+    except TypeError as e:
+        raise BackendError(f"{what}: expected bytes, bytearray, memoryview or ndarray, got {type(data).__name__}") from e
+
+
+def _writable_bytes(out, what: str) -> np.ndarray:
+    """A writable uint8 view of `out`; BackendError when it is read-only or not a buffer."""
+    if isinstance(out, np.ndarray):
+        if not out.flags.writeable:
+            raise BackendError(f"{what}: the output array is read-only")
+        if not out.flags.c_contiguous:
+            raise BackendError(f"{what}: the output array must be C-contiguous")
+        return out.reshape(-1).view(np.uint8)
+    try:
+        mv = memoryview(out)
+    except TypeError as e:
+        raise BackendError(f"{what}: expected a writable buffer (bytearray, memoryview, ndarray), got {type(out).__name__}") from e
+    if mv.readonly:
+        raise BackendError(f"{what}: the output buffer is read-only ({type(out).__name__})")
+    return np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
+
+
+class Memory:
+    """The allocations of one backend: buffers, pools, class memory, accumulators and phases."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, np.ndarray] = {}
+        self.pools: dict[int, np.ndarray] = {}
+        self._freed: dict[int, str] = {}
+        self._next = 1
+        self.class_memory = np.zeros(CLASS_MEMORY_BYTES, dtype=np.uint8)
+        self.accumulators = np.zeros(NUM_CLASSES, dtype=np.float64)
+        self.phases = np.zeros(NUM_CLASSES, dtype=np.int64)
+
+    # ---- allocation --------------------------------------------------------------------
+    def _new_handle(self) -> int:
+        while self._next in self.buffers or self._next in self.pools or self._next in self._freed:
+            self._next += 1
+        h = self._next
+        self._next += 1
+        return h
+
+    @staticmethod
+    def _size(size, what: str) -> int:
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise BackendError(f"{what}: size must be a non-negative int, got {size!r}")
+        return int(size)
+
+    def allocate_buffer(self, size: int) -> int:
+        h = self._new_handle()
+        self.buffers[h] = np.zeros(self._size(size, "allocate_buffer"), dtype=np.uint8)
+        return h
+
+    def allocate_pool(self, size: int, handle: int | None = None) -> int:
+        size = self._size(size, "allocate_pool")
+        if handle is None:
+            handle = self._new_handle()
+        elif handle < 1 or handle in self.buffers or handle in self.pools:
+            raise BackendError(f"PoolAlloc: handle {handle} is {'in use' if handle >= 1 else 'reserved (handles start at 1)'}")
+        self._freed.pop(handle, None)
+        self.pools[handle] = np.zeros(size, dtype=np.uint8)
+        return handle
+
+    def free_buffer(self, handle: int) -> None:
+        self.buffer(handle, "free_buffer")
+        del self.buffers[handle]
+        self._freed[handle] = "buffer"
+
+    def free_pool(self, handle: int) -> None:
+        self.pool(handle, "free_pool")
+        del self.pools[handle]
+        self._freed[handle] = "pool"
+
+    # ---- lookup --------------------------------------------------------------------------
+    def _missing(self, handle, kind: str, what: str) -> BackendError:
+        if not isinstance(handle, (int, np.integer)) or isinstance(handle, bool):
+            return BackendError(f"{what}: a {kind} handle must be an int, got {type(handle).__name__}")
+        if self._freed.get(handle) == kind:
+            return BackendError(f"{what}: {kind} {handle} was freed (use after free)")
+        other = "pool" if kind == "buffer" else "buffer"
+        if handle in (self.pools if kind == "buffer" else self.buffers):
+            return BackendError(f"{what}: handle {handle} is a {other}, not a {kind}")
+        live = sorted(self.buffers if kind == "buffer" else self.pools)
+        return BackendError(f"{what}: no {kind} with handle {handle}; live {kind}s: {live or 'none'}")
+
+    def buffer(self, handle: int, what: str = "buffer") -> np.ndarray:
+        try:
+            return self.buffers[handle]
+        except (KeyError, TypeError):
+            raise self._missing(handle, "buffer", what) from None
+
+    def pool(self, handle: int, what: str = "pool") -> np.ndarray:
+        try:
+            return self.pools[handle]
+        except (KeyError, TypeError):
+            raise self._missing(handle, "pool", what) from None
+
+    def global_memory(self, handle: int, what: str) -> np.ndarray:
+        """The bytes a register-held pointer names: class memory (0), a buffer or a pool."""
+        if handle == 0:
+            return self.class_memory
+        if handle in self.buffers:
+            return self.buffers[handle]
+        if handle in self.pools:
+            return self.pools[handle]
+        raise BackendError(f"{what}: pointer names handle {handle}, which is no live buffer or pool"
+                           + (" (it was freed)" if handle in self._freed else ""))
+
+    @staticmethod
+    def check_range(mem: np.ndarray, offset: int, nbytes: int, what: str) -> None:
+        if offset < 0 or nbytes < 0 or offset + nbytes > mem.size:
+            raise BackendError(f"{what}: bytes {offset}..{offset + nbytes} out of bounds of {mem.size} bytes")
+
+    # ---- copies ----------------------------------------------------------------------------
+    def copy_in(self, mem: np.ndarray, offset: int, data, what: str) -> None:
+        src = _as_bytes(data, what)
+        self.check_range(mem, int(offset), src.size, what)
+        mem[offset:offset + src.size] = src
+
+    def copy_out(self, mem: np.ndarray, offset: int, out, what: str) -> None:
+        dst = _writable_bytes(out, what)
+        self.check_range(mem, int(offset), dst.size, what)
+        dst[:] = mem[offset:offset + dst.size]
