@@ -739,3 +739,6 @@ del A, N
 
 ARRAY_INSTRUCTIONS = tuple(c for c in INSTRUCTIONS.values() if c.collective)
 BRANCHES = (BRA, CALL, LOOP)
+
+__all__ = [*INSTRUCTIONS, "Instruction", "MapStep", "Condition", "MemoryScope", "MapOperation",
+           "BinaryMapOperation", "ReduceOperation"]
