@@ -38,3 +38,7 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """' did you mean 'x'?' for the closest candidate, or '' when none is close."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}?" if close else ""
+
+
+class FallbackWarning(UserWarning):
+    """A lane raised UnsupportedError at run time and the next capable lane took over."""

@@ -72,6 +72,11 @@ class Backend(ABC):
         """Estimated run time of `plan` on this lane; None when the lane has no cost model."""
         return None
 
+    def out_of_core(self, budget_bytes: int) -> Backend | None:
+        """This lane configured to keep peak memory under `budget_bytes` (streaming, spilling),
+        or None when it cannot. The planner asks for it when the input exceeds the budget."""
+        return None
+
     @abstractmethod
     def execute(self, plan: N.Node) -> pa.Table:
         """Run `plan` and return its result as Arrow, with the plan's schema."""

@@ -42,13 +42,24 @@ class Column(Expr):
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Literal(Expr):
     """A constant. `weak` literals (bare Python numbers) take the type of what they meet."""
 
     value: Any
     dtype: DType
     weak: bool = False
+
+    def _key(self) -> tuple:
+        v = self.value
+        nan = isinstance(v, float) and v != v
+        return (type(v).__name__, "nan" if nan else v, self.dtype, self.weak)
+
+    def __eq__(self, other: object) -> bool:  # NaN literals are equal to each other, as NaN values are
+        return isinstance(other, Literal) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True)

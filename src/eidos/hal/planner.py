@@ -1,0 +1,253 @@
+"""Lane choice: the seed's five rules, in order, and explain().
+
+1. explicit override (engine=... or EIDOS_BACKEND)
+2. data locality (sources in one database run there)
+3. data volume (input over the memory budget: cluster lane, else an out-of-core lane)
+4. hardware (a GPU and numeric map work: the GPU lane)
+5. logic type (opaque Python: the free lane; relational: the vector lane by cost model)
+
+Every lane not chosen is recorded with why.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from eidos.errors import BackendUnavailable, UnsupportedError
+from eidos.hal import registry
+from eidos.hal.backend import Backend, Estimate
+from eidos.hal.devices import detect_devices, memory_budget
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir.render import tree
+from eidos.ir.rewrite import optimize
+from eidos.ir.sources import LOCAL
+
+# Preference among lanes that can run a plan, when no rule decides (lower first).
+KIND_ORDER = {"vector": 0, "pushdown": 1, "streaming": 2, "gpu": 3, "cluster": 4, "free": 5, "reference": 9}
+
+RULES = {
+    1: "explicit override",
+    2: "data locality",
+    3: "data volume",
+    4: "hardware",
+    5: "logic type",
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a plan runs and why; `fallbacks` are the capable lanes to try on UnsupportedError."""
+
+    lane: Backend
+    rule: int
+    reason: str
+    plan: N.Node
+    rejected: tuple[tuple[str, str], ...] = ()
+    fallbacks: tuple[Backend, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def lane_name(self) -> str:
+        return self.lane.name
+
+    def __str__(self) -> str:
+        return render(self)
+
+
+class _Survey:
+    """Each lane's availability and gaps for one plan, computed once."""
+
+    def __init__(self, plan: N.Node):
+        self.plan = plan
+        self.rejected: dict[str, str] = {}
+        self.capable: list[Backend] = []
+        for lane in sorted(registry.lanes(), key=lambda l: (KIND_ORDER.get(l.kind, 8), l.name)):
+            a = lane.is_available()
+            if not a:
+                self.rejected[lane.name] = a.reason or "unavailable"
+                continue
+            gaps = lane.supports(plan)
+            if gaps:
+                self.rejected[lane.name] = "lacks " + ", ".join(gaps)
+                continue
+            self.capable.append(lane)
+
+    def of_kind(self, *kinds: str) -> list[Backend]:
+        return [lane for lane in self.capable if lane.kind in kinds]
+
+
+def decide(plan: N.Node, engine: str | None = None) -> Decision:
+    """Optimize `plan` and choose its lane by the five rules."""
+    plan = optimize(plan)
+    forced = engine or os.environ.get("EIDOS_BACKEND") or None
+    if forced:
+        return _forced(plan, forced, "engine=" + repr(forced) if engine else f"EIDOS_BACKEND={forced}")
+    survey = _Survey(plan)
+    notes: list[str] = []
+    for rule in (_locality, _volume, _hardware, _logic):
+        decision = rule(plan, survey, notes)
+        if decision is not None:
+            return decision
+    gaps = "\n".join(f"  {name}: {why}" for name, why in survey.rejected.items())
+    raise UnsupportedError(f"no lane can run this plan:\n{gaps}")
+
+
+def _forced(plan: N.Node, name: str, how: str) -> Decision:
+    lane = registry.get(name)
+    a = lane.is_available()
+    if not a:
+        raise BackendUnavailable(f"lane {name!r} ({how}) is unavailable: {a.reason}")
+    gaps = lane.supports(plan)
+    if gaps:
+        raise UnsupportedError(f"lane {name!r} ({how}) cannot run this plan: it lacks {', '.join(gaps)}; "
+                               "run with engine=None to let eidos choose a lane that can")
+    others = tuple((l.name, f"not chosen: {how} asked for {name}") for l in registry.lanes() if l is not lane)
+    return Decision(lane, 1, f"{how}", plan, rejected=others)
+
+
+def _finish(plan: N.Node, survey: _Survey, chosen: Backend, rule: int, reason: str,
+            notes: list[str], why_not: dict[str, str] | None = None) -> Decision:
+    rejected = dict(survey.rejected)
+    for lane in survey.capable:
+        if lane is not chosen:
+            rejected[lane.name] = (why_not or {}).get(lane.name) or _why_not(lane, rule, chosen)
+    fallbacks = tuple(l for l in survey.capable if l is not chosen and l.name in rejected)
+    return Decision(chosen, rule, reason, plan, tuple(rejected.items()), fallbacks, tuple(notes))
+
+
+def _why_not(lane: Backend, rule: int, chosen: Backend) -> str:
+    if lane.kind == "reference":
+        return "the oracle: slowest, used for checking and when no other lane can run the plan"
+    return f"can run it, but rule {rule} ({RULES[rule]}) chose {chosen.name}"
+
+
+def _locality(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
+    sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
+    places = {s.location for s in sources}
+    remote = places - {LOCAL}
+    if not remote:
+        return None
+    if len(places) == 1:
+        (place,) = places
+        lanes = sorted(survey.capable, key=lambda l: l.kind != "pushdown")
+        if lanes:
+            return _finish(plan, survey, lanes[0], 2,
+                           f"every source lives in {place}: the whole plan runs there; only the result moves",
+                           notes)
+        notes.append(f"rule 2: every source lives in {place}, but no lane that reads it can run the plan")
+        return None
+    notes.append(f"rule 2: sources live in several places ({', '.join(sorted(places))}); "
+                 "a lane that reads them all runs the plan")
+    return None
+
+
+def _volume(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
+    sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
+    size = sum(s.estimated_bytes or 0 for s in sources)
+    budget = memory_budget()
+    if size <= budget:
+        return None
+    over = f"estimated input {_bytes(size)} exceeds the memory budget {_bytes(budget)}"
+    cluster = survey.of_kind("cluster")
+    if cluster:
+        return _finish(plan, survey, cluster[0], 3, f"{over}: the cluster lane", notes)
+    for lane in survey.capable:
+        bounded = lane.out_of_core(budget)
+        if bounded is not None:
+            return _finish(plan, survey, bounded, 3, f"{over}: no cluster lane, so {lane.name} runs it "
+                                                      "out of core (streaming, spilling to disk)", notes)
+    notes.append(f"rule 3: {over}, but no cluster or out-of-core lane can run it")
+    return None
+
+
+def _is_numeric_map(plan: N.Node) -> bool:
+    allowed = (N.Scan, N.Filter, N.Project, N.Aggregate)
+    for node in plan.walk():
+        if not isinstance(node, allowed):
+            return False
+        if any(not (t.is_numeric or t.name == "Boolean") for t in node.schema.dtypes):
+            return False
+    return True
+
+
+def _hardware(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
+    devices = detect_devices()
+    if devices.gpu_count == 0 or not _is_numeric_map(plan):
+        return None
+    gpu = survey.of_kind("gpu")
+    if gpu:
+        return _finish(plan, survey, gpu[0], 4, f"numeric map work and a GPU ({devices.gpu_names[0]})", notes)
+    notes.append("rule 4: a GPU is present and the plan is numeric, but no GPU lane can run it")
+    return None
+
+
+def _has_opaque(plan: N.Node) -> bool:
+    for node in plan.walk():
+        if isinstance(node, N.MapBatches):
+            return True
+        if any(isinstance(e, E.Udf) for x in node.expressions() for e in x.walk()):
+            return True
+    return False
+
+
+def _logic(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
+    if _has_opaque(plan):
+        free = survey.of_kind("free")
+        if free:
+            return _finish(plan, survey, free[0], 5, "opaque Python functions: the free lane", notes)
+        notes.append("rule 5: the plan calls opaque Python functions, but no free lane is available")
+    vector = survey.of_kind("vector")
+    if vector:
+        estimates = {lane.name: lane.estimate(plan) for lane in vector}
+        costed = [(est.seconds, lane) for lane in vector if (est := estimates[lane.name]) is not None]
+        chosen = min(costed, key=lambda p: p[0])[1] if costed else vector[0]
+        reason = "relational plan: the vector lane"
+        why_not: dict[str, str] = {}
+        if len(costed) > 1:
+            reason += "; cost model: " + ", ".join(f"{l.name} {s:.3g} s" for s, l in sorted(costed, key=lambda p: p[0]))
+            chosen_basis = estimates[chosen.name].basis
+            if chosen_basis:
+                reason += f" ({chosen_basis})"
+            for s, lane in costed:
+                if lane is not chosen:
+                    why_not[lane.name] = f"cost model: {s:.3g} s vs {estimates[chosen.name].seconds:.3g} s for {chosen.name}"
+        return _finish(plan, survey, chosen, 5, reason, notes, why_not)
+    others = [l for l in survey.capable if l.kind != "reference"]
+    if others:
+        return _finish(plan, survey, others[0], 5, f"no vector lane can run it; {others[0].kind} lane", notes)
+    ref = survey.of_kind("reference")
+    if ref:
+        return _finish(plan, survey, ref[0], 5,
+                       "no vector lane can run it, so the reference lane (pure Python, the oracle) does", notes)
+    return None
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+    return f"{n} B"
+
+
+def estimate_text(est: Estimate | None) -> str:
+    return "no estimate" if est is None else f"{est.seconds:.3g} s"
+
+
+def render(decision: Decision) -> str:
+    """explain() text: lane and rule, rejected lanes with why, notes, then the optimized plan."""
+    lines = [f"lane: {decision.lane_name}   (rule {decision.rule}, {RULES[decision.rule]}: {decision.reason})"]
+    if decision.rejected:
+        width = max(len(name) for name, _ in decision.rejected)
+        lines.append("rejected:")
+        lines += [f"  {name.ljust(width)}  {why}" for name, why in decision.rejected]
+    lines += [f"note: {n}" for n in decision.notes]
+    lines.append("plan:")
+    lines.append(tree(decision.plan, "  "))
+    return "\n".join(lines)
+
+
+def explain(plan: N.Node, engine: str | None = None) -> str:
+    return render(decide(plan, engine))
