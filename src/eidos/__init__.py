@@ -10,6 +10,7 @@ from eidos import errors
 from eidos.flow.expr import Expr, col, count, date, lit, udf, when
 from eidos.flow.frame import Flow, GroupBy
 from eidos.flow.sources import from_arrow, from_pydict, read_csv, read_parquet, read_sql
+from eidos.hal.registry import backends, register_backend
 from eidos.ir.dtypes import (
     Boolean, Date, Decimal, DType, Float32, Float64, Int8, Int16, Int32, Int64, String,
     Timestamp, UInt8, UInt16, UInt32, UInt64,
@@ -21,8 +22,6 @@ __version__ = "0.1.0"
 _LAZY = {
     "detect_devices": "eidos.hal.devices",
     "DeviceInfo": "eidos.hal.devices",
-    "backends": "eidos.hal.registry",
-    "register_backend": "eidos.hal.registry",
     "Backend": "eidos.hal.backend",
     "last_run": "eidos.hal.runner",
 }
@@ -40,6 +39,7 @@ def __getattr__(name: str):
 __all__ = [
     "errors", "Expr", "col", "count", "date", "lit", "udf", "when", "Flow", "GroupBy",
     "from_arrow", "from_pydict", "read_csv", "read_parquet", "read_sql", "Schema",
+    "backends", "register_backend",
     "Boolean", "Date", "Decimal", "DType", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64",
     "String", "Timestamp", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,
 ]
