@@ -206,6 +206,16 @@ def ffma(ty: Type, a: float, b: float, c: float) -> float:
     """a * b + c rounded once to ty."""
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         return wrapper(ty)(a * b + c)
+    if ty is not Type.F64:
+        # The product of two <= 24-bit significands is exact in binary64; TwoSum gives the sum's
+        # exact error, and a nudge toward it keeps the final rounding single.
+        p = a * b
+        s = p + c
+        bb = s - p
+        err = (p - (s - bb)) + (c - bb)
+        if err != 0 and math.isfinite(s):
+            s = math.nextafter(s, INF if err > 0 else -INF)
+        return wrapper(ty)(s)
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     if exact == 0:
         return wrapper(ty)(a * b + c)  # IEEE signed-zero rules; the binary64 product is exact enough here

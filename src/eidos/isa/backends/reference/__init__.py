@@ -1,0 +1,35 @@
+"""The reference backend: a pure-Python interpreter of every instruction, the ISA's living definition."""
+
+from __future__ import annotations
+
+from eidos.errors import BackendError
+
+from ...backend import Backend
+from ...launch import ExecutionParams
+from ...program import Program
+from .execute import execute
+
+DEFAULT_MAX_STEPS = 10_000_000
+
+
+class ReferenceBackend(Backend):
+    """Runs each lane instruction by instruction (per-lane registers, per-block shared memory,
+    barriers honoured, every memory access bounds-checked). max_steps bounds the backward
+    jumps one lane may take, so an endless loop is an error rather than a hang."""
+
+    name = "reference"
+
+    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        super().__init__()
+        self.max_steps = int(max_steps)
+
+    def execute_program_with_params(self, program: Program, params: ExecutionParams) -> None:
+        if not isinstance(program, Program):
+            raise BackendError(f"execute: expected a Program, got {type(program).__name__}")
+        if not isinstance(params, ExecutionParams):
+            raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
+        program.validate()
+        execute(program, params, self.memory, self.max_steps)
+
+
+__all__ = ["ReferenceBackend"]

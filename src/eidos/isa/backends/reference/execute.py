@@ -1,0 +1,123 @@
+"""The lane scheduler: runs every lane of the grid, honouring barriers and collectives.
+
+A lane runs straight through its closures until it exits, reaches a BarSync, or reaches
+a collective instruction. A block's barrier opens when all its live lanes wait at it; a
+collective runs once when every live lane of the grid waits at it. Anything else is a
+divergence error, reported with where the lanes are.
+"""
+
+from __future__ import annotations
+
+from eidos.errors import BackendError
+
+from ...address import NUM_PREDICATES, NUM_REGISTERS, Special
+from . import arrays
+from .decode import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING, Context, decode
+
+
+class Lane:
+    __slots__ = ("R", "P", "stack", "pc", "state", "wait", "special", "shared", "budget", "block")
+
+    def __init__(self, registers, special, shared, budget, block, entry) -> None:
+        self.R = list(registers)
+        self.P = [False] * NUM_PREDICATES
+        self.stack: list[int] = []
+        self.pc = entry
+        self.state = RUNNING
+        self.wait = None
+        self.special = special
+        self.shared = shared
+        self.budget = budget
+        self.block = block
+
+
+def _specials(config, block_xyz, thread_xyz) -> dict:
+    (gx, gy, gz), (bx, by, bz) = config.grid, config.block
+    (kx, ky, kz), (tx, ty, tz) = block_xyz, thread_xyz
+    thread_index = tx + bx * (ty + by * tz)
+    block_index = kx + gx * (ky + gy * kz)
+    per_block = bx * by * bz
+    return {Special.GLOBAL_ID: block_index * per_block + thread_index, Special.THREAD_INDEX: thread_index,
+            Special.BLOCK_INDEX: block_index, Special.LANE_COUNT: per_block * gx * gy * gz,
+            Special.BLOCK_THREADS: per_block, Special.THREAD_X: tx, Special.THREAD_Y: ty, Special.THREAD_Z: tz,
+            Special.BLOCK_X: kx, Special.BLOCK_Y: ky, Special.BLOCK_Z: kz, Special.BLOCK_DIM_X: bx,
+            Special.BLOCK_DIM_Y: by, Special.BLOCK_DIM_Z: bz, Special.GRID_DIM_X: gx, Special.GRID_DIM_Y: gy,
+            Special.GRID_DIM_Z: gz}
+
+
+def _make_lanes(config, registers, max_steps, entry):
+    init = [0] * NUM_REGISTERS
+    for k, v in registers.items():
+        if not 0 <= int(k) < NUM_REGISTERS:
+            raise BackendError(f"ExecutionParams.registers: register r{k} out of range r0..r{NUM_REGISTERS - 1}")
+        init[int(k)] = v
+    (gx, gy, gz), (bx, by, bz) = config.grid, config.block
+    blocks = []
+    for kz in range(gz):
+        for ky in range(gy):
+            for kx in range(gx):
+                shared = memoryview(bytearray(config.shared_memory))
+                b = len(blocks)
+                blocks.append([Lane(init, _specials(config, (kx, ky, kz), (tx, ty, tz)), shared, max_steps, b, entry)
+                               for tz in range(bz) for ty in range(by) for tx in range(bx)])
+    return blocks
+
+
+def _run_lane(L, code) -> None:
+    R, P = L.R, L.P
+    pc = L.pc
+    L.state = RUNNING
+    while pc >= 0:
+        pc = code[pc](R, P, L)
+
+
+def _straight_collectives(program) -> bool:
+    """True when every instruction is a collective with no per-lane operand: run each once, no lanes."""
+    for ins in program.instructions:
+        if not ins.collective or ins.registers_read() or ins.registers_written():
+            return False
+    return program.entry == 0
+
+
+def execute(program, params, memory, max_steps: int) -> None:
+    config = params.config
+    if config.total_threads() == 0:
+        return
+    if _straight_collectives(program) and not params.registers:
+        for i, ins in enumerate(program.instructions):
+            arrays.run(ins, i, (), memory)
+        return
+    code = decode(program, Context(memory, program, max_steps))
+    blocks = _make_lanes(config, params.registers, max_steps, program.entry)
+    runnable = [L for block in blocks for L in block]
+    instructions = program.instructions
+    while True:
+        for L in runnable:
+            _run_lane(L, code)
+        blocks = [[L for L in block if L.state != EXITED] for block in blocks]
+        blocks = [b for b in blocks if b]
+        if not blocks:
+            return
+        runnable = []
+        for block in blocks:
+            if all(L.state == AT_BARRIER for L in block):
+                ids = {L.wait for L in block}
+                if len(ids) > 1:
+                    raise BackendError(f"block {block[0].block}: lanes wait at BarSync with different ids {sorted(ids)}")
+                runnable += block
+        if runnable:
+            continue
+        live = [L for block in blocks for L in block]
+        at = {(L.state, L.pc) for L in live}
+        if len(at) == 1 and live[0].state == AT_COLLECTIVE:
+            i = live[0].pc
+            arrays.run(instructions[i], i, live, memory)
+            for L in live:
+                L.pc = i + 1
+            runnable = live
+            continue
+        where = ", ".join(sorted(
+            f"{'BarSync' if s == AT_BARRIER else instructions[pc].name} before instruction {pc}"
+            if s == AT_BARRIER else f"{instructions[pc].name} at instruction {pc}" for s, pc in at))
+        raise BackendError("lanes diverged at a synchronization point: a barrier needs every live lane of its block, "
+                           f"a collective every live lane of the grid; lanes wait at: {where}")
