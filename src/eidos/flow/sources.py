@@ -15,7 +15,7 @@ from eidos.flow.frame import Flow
 from eidos.ir import dtypes as T
 from eidos.ir.nodes import Scan
 from eidos.ir.schema import Schema
-from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource, redact
+from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
 
 
 def read_parquet(path: str | os.PathLike) -> Flow:
@@ -118,8 +118,9 @@ def read_sql(uri: str, *, table: str | None = None, query: str | None = None) ->
     from eidos.hal.sources import describe_sql
 
     if not isinstance(uri, str) or "://" not in uri:
-        raise PlanError(f"read_sql needs a uri such as duckdb:///path.db, sqlite:///path.db or "
-                        f"postgresql://user@host:5432/db, got {redact(str(uri))!r}")
+        # The text is not echoed: a malformed uri cannot be reliably cleaned of a password.
+        raise PlanError("read_sql needs a uri such as duckdb:///path.db, sqlite:///path.db or "
+                        f"postgresql://user@host:5432/db; the {type(uri).__name__} given has no '://'")
     if (table is None) == (query is None):
         raise PlanError("read_sql takes exactly one of table=... or query=...")
     probe = SqlSource(Schema(()), uri=uri, table=table, query=query)
