@@ -55,8 +55,9 @@ def codec(ty: Type):
 class Context:
     """What decoding needs: the backend memory, the labels, and where each lane may go."""
 
-    def __init__(self, memory, program, max_steps: int) -> None:
+    def __init__(self, memory, program, max_steps: int, config) -> None:
         self.memory = memory
+        self.config = config
         self.program = program
         self.labels = program.labels
         self.class_mv = memoryview(memory.class_memory)
@@ -208,10 +209,11 @@ def _(ins, i, ctx):
 def _(ins, i, ctx):
     d, nxt = ins.dst.index, i + 1
     if isinstance(ins.src, Special):
-        key, w = ins.src, S.wrapper(ins.ty)
+        from .execute import special_getter
+        get, w = special_getter(ins.src, ctx.config), S.wrapper(ins.ty)
 
         def step(R, P, L):
-            R[d] = w(L.special[key])
+            R[d] = w(get(L))
             return nxt
         return step
     s = ins.src.index

@@ -16,33 +16,36 @@ from .decode import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING, Context, decode
 
 
 class Lane:
-    __slots__ = ("R", "P", "stack", "pc", "state", "wait", "special", "shared", "budget", "block")
+    """One lane's state. `ids` is (global_id, thread_index, block_index, tx, ty, tz, bx, by, bz)."""
 
-    def __init__(self, registers, special, shared, budget, block, entry) -> None:
-        self.R = list(registers)
+    __slots__ = ("R", "P", "stack", "pc", "state", "wait", "ids", "shared", "budget", "block")
+
+    def __init__(self, registers, ids, shared, budget, block, entry) -> None:
+        self.R = registers.copy()
         self.P = [False] * NUM_PREDICATES
         self.stack: list[int] = []
         self.pc = entry
         self.state = RUNNING
         self.wait = None
-        self.special = special
+        self.ids = ids
         self.shared = shared
         self.budget = budget
         self.block = block
 
 
-def _specials(config, block_xyz, thread_xyz) -> dict:
+def special_getter(key: Special, config):
+    """lane -> the value of a Special register, for this launch."""
     (gx, gy, gz), (bx, by, bz) = config.grid, config.block
-    (kx, ky, kz), (tx, ty, tz) = block_xyz, thread_xyz
-    thread_index = tx + bx * (ty + by * tz)
-    block_index = kx + gx * (ky + gy * kz)
     per_block = bx * by * bz
-    return {Special.GLOBAL_ID: block_index * per_block + thread_index, Special.THREAD_INDEX: thread_index,
-            Special.BLOCK_INDEX: block_index, Special.LANE_COUNT: per_block * gx * gy * gz,
-            Special.BLOCK_THREADS: per_block, Special.THREAD_X: tx, Special.THREAD_Y: ty, Special.THREAD_Z: tz,
-            Special.BLOCK_X: kx, Special.BLOCK_Y: ky, Special.BLOCK_Z: kz, Special.BLOCK_DIM_X: bx,
-            Special.BLOCK_DIM_Y: by, Special.BLOCK_DIM_Z: bz, Special.GRID_DIM_X: gx, Special.GRID_DIM_Y: gy,
-            Special.GRID_DIM_Z: gz}
+    constant = {Special.LANE_COUNT: per_block * gx * gy * gz, Special.BLOCK_THREADS: per_block,
+                Special.BLOCK_DIM_X: bx, Special.BLOCK_DIM_Y: by, Special.BLOCK_DIM_Z: bz,
+                Special.GRID_DIM_X: gx, Special.GRID_DIM_Y: gy, Special.GRID_DIM_Z: gz}
+    if key in constant:
+        v = constant[key]
+        return lambda L: v
+    pos = [Special.GLOBAL_ID, Special.THREAD_INDEX, Special.BLOCK_INDEX, Special.THREAD_X, Special.THREAD_Y,
+           Special.THREAD_Z, Special.BLOCK_X, Special.BLOCK_Y, Special.BLOCK_Z].index(key)
+    return lambda L: L.ids[pos]
 
 
 def _make_lanes(config, registers, max_steps, entry):
@@ -52,14 +55,16 @@ def _make_lanes(config, registers, max_steps, entry):
             raise BackendError(f"ExecutionParams.registers: register r{k} out of range r0..r{NUM_REGISTERS - 1}")
         init[int(k)] = v
     (gx, gy, gz), (bx, by, bz) = config.grid, config.block
+    per_block = bx * by * bz
     blocks = []
     for kz in range(gz):
         for ky in range(gy):
             for kx in range(gx):
                 shared = memoryview(bytearray(config.shared_memory))
                 b = len(blocks)
-                blocks.append([Lane(init, _specials(config, (kx, ky, kz), (tx, ty, tz)), shared, max_steps, b, entry)
-                               for tz in range(bz) for ty in range(by) for tx in range(bx)])
+                base = b * per_block
+                blocks.append([Lane(init, (base + t, t, b, t % bx, (t // bx) % by, t // (bx * by), kx, ky, kz),
+                                    shared, max_steps, b, entry) for t in range(per_block)])
     return blocks
 
 
@@ -87,7 +92,7 @@ def execute(program, params, memory, max_steps: int) -> None:
         for i, ins in enumerate(program.instructions):
             arrays.run(ins, i, (), memory)
         return
-    code = decode(program, Context(memory, program, max_steps))
+    code = decode(program, Context(memory, program, max_steps, config))
     blocks = _make_lanes(config, params.registers, max_steps, program.entry)
     runnable = [L for block in blocks for L in block]
     instructions = program.instructions
