@@ -12,6 +12,8 @@ from eidos.ir import nodes as N
 
 
 def literal_text(value: object) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, (_dt.date, _dt.datetime)):

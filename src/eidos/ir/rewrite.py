@@ -7,7 +7,7 @@ from eidos.errors import EidosError
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
-from eidos.ir.typing import infer
+from eidos.ir.typing import infer, operand_dtypes
 
 
 def optimize(plan: N.Node) -> N.Node:
@@ -84,16 +84,15 @@ def fold_expr(e: E.Expr, schema) -> E.Expr:
 
 
 def _fold_call(node: E.Call, schema) -> E.Expr:
-    try:
-        from eidos.ir import evaluate
-    except ImportError:  # the semantics module is optional for folding
-        return node
+    from eidos.ir import evaluate
+
     try:
         dtype = infer(node, schema)
-        value = evaluate.fold(node, dtype)
-    except (EidosError, AttributeError):
-        return node  # errors (overflow, division rules) surface when the plan runs, in every lane alike
-    return E.Literal(value, dtype)
+        value = evaluate.call(node.fn, [a.value for a in node.args], node.options,
+                              operand_dtypes(node, schema), dtype)
+    except EidosError:
+        return node  # errors (overflow, bad casts) surface when the plan runs, in every lane alike
+    return E.Literal(value, dtype)  # strong: the Call it replaces was never weak
 
 
 def fold(plan: N.Node) -> N.Node:

@@ -393,3 +393,14 @@ _CALL_RULES.update({fn: _temporal for fn in F.TEMPORAL})
 def infer(e: Expr, schema: Schema, where: str = "", *, allow_agg: bool = False) -> DType:
     """The dtype of `e` over `schema`; PlanError for missing columns and type errors."""
     return _Typer(schema, where, allow_agg)(e)
+
+
+def operand_dtypes(e: Call, schema: Schema) -> tuple[DType, ...]:
+    """The types a Call's arguments have when it runs: weak literals adapted to what they meet."""
+    ty = _Typer(schema, "", allow_agg=False)
+    if len(e.args) == 2:
+        return ty.operands(*e.args)
+    if e.fn == "is_between":
+        x, lo, hi = e.args
+        return (ty(x), ty.operands(x, lo)[1], ty.operands(x, hi)[1])
+    return tuple(ty(a) for a in e.args)
