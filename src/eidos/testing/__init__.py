@@ -1,0 +1,1 @@
+"""Test helpers shared by every lane: result comparison and Hypothesis strategies."""
