@@ -1,0 +1,65 @@
+"""The vector lane on Polars: the plan as one LazyFrame, collected to Arrow."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from eidos.backends.polars.coverage import COVERAGE, extra_gaps
+from eidos.errors import BackendUnavailable
+from eidos.hal.backend import Availability, Backend, Estimate
+from eidos.ir import nodes as N
+
+
+class PolarsLane(Backend):
+    """Runs a plan as a Polars LazyFrame (scans stay lazy, so Polars pushes projections and filters
+    into parquet and CSV reads).
+
+    `PolarsLane(streaming=True)` collects on Polars' streaming engine (`engine="streaming"`):
+    out of core, in bounded memory; the planner gets it from `out_of_core(budget)` when the input
+    exceeds the memory budget. `execute(plan, streaming=True)` does the same for one run.
+    """
+
+    name = "polars"
+    kind = "vector"
+    coverage = COVERAGE
+
+    def __init__(self, *, streaming: bool = False):
+        self.streaming = streaming
+
+    def is_available(self) -> Availability:
+        if importlib.util.find_spec("polars") is None:
+            return Availability(False, "polars is not installed: pip install 'eidos[polars]'")
+        return Availability(True)
+
+    def supports(self, plan: N.Node) -> list[str]:
+        return super().supports(plan) + extra_gaps(plan)
+
+    def estimate(self, plan: N.Node) -> Estimate:
+        from eidos.backends.polars.cost import estimate
+
+        return estimate(plan)
+
+    def out_of_core(self, budget_bytes: int) -> Backend:
+        return PolarsLane(streaming=True)
+
+    def execute(self, plan: N.Node, *, streaming: bool | None = None) -> pa.Table:
+        execute = self._engine().execute
+        return execute(plan, streaming=self.streaming if streaming is None else streaming)
+
+    def execute_stream(self, plan: N.Node, *, streaming: bool | None = None) -> Iterator[pa.RecordBatch]:
+        execute_stream = self._engine().execute_stream
+        yield from execute_stream(plan, streaming=self.streaming if streaming is None else streaming)
+
+    def _engine(self):
+        available = self.is_available()
+        if not available:
+            raise BackendUnavailable(available.reason)
+        from eidos.backends.polars import execute
+
+        return execute
+
+    def __repr__(self) -> str:
+        return f"<lane polars (vector{', streaming' if self.streaming else ''})>"

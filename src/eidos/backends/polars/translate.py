@@ -1,0 +1,734 @@
+"""IR -> a Polars LazyFrame: one visitor for plan nodes, one for expressions; nothing runs here.
+
+Every translated expression has exactly the Polars form of its eidos type
+(`eidos.ir.typing`), so the pieces compose. Where Polars' own rule differs from
+docs/semantics.md the function emits what makes it agree; each place says so
+in a comment beginning "eidos:".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import itertools
+import re
+from dataclasses import dataclass, field
+from functools import singledispatch
+
+import polars as pl
+import pyarrow as pa
+
+from eidos.errors import ExecutionError, UnsupportedError
+from eidos.ir import dtypes as T
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir import sources as S
+from eidos.ir.dtypes import DType
+from eidos.ir.schema import Schema
+from eidos.ir.typing import _adapt, infer, promote
+
+# --- types ------------------------------------------------------------------
+
+_PL = {
+    "Int8": pl.Int8, "Int16": pl.Int16, "Int32": pl.Int32, "Int64": pl.Int64,
+    "UInt8": pl.UInt8, "UInt16": pl.UInt16, "UInt32": pl.UInt32, "UInt64": pl.UInt64,
+    "Float32": pl.Float32, "Float64": pl.Float64, "Boolean": pl.Boolean, "String": pl.String,
+    "Date": pl.Date, "Timestamp": pl.Datetime("us"), "Null": pl.Null,
+}
+
+
+def pl_dtype(t: DType) -> pl.DataType:
+    if t.is_decimal:
+        return pl.Decimal(t.precision, t.scale)
+    return _PL[t.name]
+
+
+def pl_schema(schema: Schema) -> dict[str, pl.DataType]:
+    return {n: pl_dtype(t) for n, t in schema.items()}
+
+
+# --- plan nodes -------------------------------------------------------------
+
+@dataclass
+class Ctx:
+    """Translation state: a counter for the lane's private column names."""
+
+    names: itertools.count = field(default_factory=itertools.count)
+
+    def temp(self, what: str) -> str:
+        return f"__eidos_{what}{next(self.names)}"
+
+
+def to_lazyframe(plan: N.Node) -> pl.LazyFrame:
+    """The whole plan as one LazyFrame whose columns are the plan's, in order."""
+    return translate(plan, Ctx())
+
+
+@singledispatch
+def translate(node: N.Node, ctx: Ctx) -> pl.LazyFrame:
+    raise UnsupportedError(f"the polars lane has no translation for node {type(node).__name__}")
+
+
+@translate.register
+def _(node: N.Scan, ctx: Ctx) -> pl.LazyFrame:
+    lf = scan(node.source)
+    names = node.columns if node.columns is not None else node.source.schema.names
+    schema = node.schema
+    return lf.select([_conform(pl.col(n), schema[n]) for n in names])
+
+
+def _conform(x: pl.Expr, t: DType) -> pl.Expr:
+    # Parquet may hold ms/ns timestamps or dictionary strings; eidos has one form per type.
+    return x.cast(pl_dtype(t)) if t != T.Null else x
+
+
+@singledispatch
+def scan(source: S.Source) -> pl.LazyFrame:
+    raise UnsupportedError(f"the polars lane cannot read {source.describe()}")
+
+
+@scan.register
+def _(source: S.ParquetSource) -> pl.LazyFrame:
+    return pl.scan_parquet(list(source.files), glob=False)
+
+
+@scan.register
+def _(source: S.CsvSource) -> pl.LazyFrame:
+    # The Flow's schema is given whole, so Polars infers nothing and the types match exactly.
+    return pl.scan_csv(source.path, has_header=source.has_header, separator=source.delimiter,
+                       schema=pl_schema(source.schema), glob=False, empty_string_is_null=False,
+                       null_values=[""])
+
+
+@scan.register
+def _(source: S.ArrowSource) -> pl.LazyFrame:
+    return pl.from_arrow(source.table, rechunk=False).lazy()
+
+
+@translate.register
+def _(node: N.Filter, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    # eidos: a null predicate drops the row, as Polars' filter does.
+    return lf.filter(expr(node.predicate, Scope(node.input.schema)))
+
+
+@translate.register
+def _(node: N.Project, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    scope = Scope(node.input.schema)
+    exprs = [expr(e, scope).alias(name) for name, e in node.columns]
+    if any(e.columns() for _, e in node.columns):
+        return lf.select(exprs)
+    # eidos: a projection of constants keeps one row per input row; Polars' select of
+    # literals alone would give a single row, so broadcast them against the input.
+    temps = [ctx.temp("c") for _ in exprs]
+    return lf.with_columns([e.alias(t) for e, t in zip(exprs, temps)]).select(
+        [pl.col(t).alias(name) for t, (name, _) in zip(temps, node.columns)])
+
+
+@translate.register
+def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    schema = node.input.schema
+    if not node.keys:
+        scope = Scope(schema, keys={})
+        return lf.select([expr(e, scope).alias(name) for name, e in node.aggs])
+    # Keys get private names (a key may be an expression, or shadow an input column), and a
+    # second private copy that aggregations read with .first() where they use a key outside an Agg.
+    keys = [(name, ctx.temp("k"), ctx.temp("kc")) for name, _ in node.keys]
+    key_exprs = [expr(e, Scope(schema)) for _, e in node.keys]
+    lf = lf.with_columns([x.alias(k) for x, (_, k, _) in zip(key_exprs, keys)]
+                         + [x.alias(kc) for x, (_, _, kc) in zip(key_exprs, keys)])
+    key_types = [(name, infer(e, schema)) for name, e in node.keys]
+    agg_schema = Schema(list(schema.items()) + [(n, t) for n, t in key_types if n not in schema])
+    scope = Scope(agg_schema, keys={name: kc for name, _, kc in keys})
+    aggs = [(name, ctx.temp("a")) for name, _ in node.aggs]
+    out = lf.group_by([k for _, k, _ in keys]).agg(
+        [expr(e, scope).alias(tmp) for (_, e), (_, tmp) in zip(node.aggs, aggs)])
+    return out.select([pl.col(k).alias(name) for name, k, _ in keys]
+                      + [pl.col(tmp).alias(name) for name, tmp in aggs])
+
+
+@translate.register
+def _(node: N.Join, ctx: Ctx) -> pl.LazyFrame:
+    left, right = translate(node.left, ctx), translate(node.right, ctx)
+    ls, rs = node.left.schema, node.right.schema
+    # Right columns get private names so nothing clashes; the output is then built column by column.
+    rnames = {n: ctx.temp("r") for n in rs.names}
+    right = right.rename(rnames)
+    if node.how == "cross":
+        joined = left.join(right, how="cross")
+        return joined.select([pl.col(n) for n in ls.names] + _right_outputs(node, rnames))
+    lk, rk = [], []
+    for a, b in zip(node.left_on, node.right_on):
+        common = promote(ls[a], rs[b])
+        lk.append(pl.col(a).cast(pl_dtype(common)))
+        rk.append(pl.col(rnames[b]).cast(pl_dtype(common)))
+    how = {"full": "full"}.get(node.how, node.how)
+    # eidos: null keys never match (nulls_equal=False); NaN keys match NaN, as Polars' hashing does.
+    joined = left.join(right, left_on=lk, right_on=rk, how=how, nulls_equal=False, coalesce=False)
+    if node.how in ("semi", "anti"):
+        return joined
+    cols = []
+    keymap = dict(zip(node.left_on, node.right_on))
+    out = node.schema
+    for n in ls.names:
+        if n in keymap:
+            t = pl_dtype(out[n])
+            x = pl.col(n).cast(t)
+            if node.how in ("right", "full"):
+                # eidos: key columns appear once under the left name, coalesced for right/full joins.
+                x = pl.coalesce(x, pl.col(rnames[keymap[n]]).cast(t))
+            cols.append(x.alias(n))
+        else:
+            cols.append(pl.col(n))
+    return joined.select(cols + _right_outputs(node, rnames))
+
+
+def _right_outputs(node: N.Join, rnames: dict[str, str]) -> list[pl.Expr]:
+    taken = set(node.left.schema.names)
+    out = []
+    for n in node.right.schema.names:
+        if n in node.right_on:
+            continue
+        name = n + node.suffix if n in taken else n
+        taken.add(name)
+        out.append(pl.col(rnames[n]).alias(name))
+    return out
+
+
+@translate.register
+def _(node: N.Sort, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    scope = Scope(node.input.schema)
+    # eidos: stable (maintain_order), NaN above every number (Polars' float order), nulls per key.
+    return lf.sort([expr(k.expr, scope) for k in node.keys],
+                   descending=[k.descending for k in node.keys],
+                   nulls_last=[k.nulls_last for k in node.keys], maintain_order=True)
+
+
+@translate.register
+def _(node: N.Limit, ctx: Ctx) -> pl.LazyFrame:
+    return translate(node.input, ctx).slice(node.offset, node.n)
+
+
+@translate.register
+def _(node: N.Distinct, ctx: Ctx) -> pl.LazyFrame:
+    # eidos: the first of equal rows stays, in input order; NaN equals NaN and -0.0 equals 0.0.
+    return translate(node.input, ctx).unique(keep="first", maintain_order=True)
+
+
+@translate.register
+def _(node: N.Union, ctx: Ctx) -> pl.LazyFrame:
+    return pl.concat([translate(n, ctx) for n in node.inputs], how="vertical", rechunk=False)
+
+
+@translate.register
+def _(node: N.MapBatches, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    fn, in_schema, out_schema = node.fn, node.input.schema.to_arrow(), node.output_schema.to_arrow()
+
+    def apply(df: pl.DataFrame) -> pl.DataFrame:
+        table = df.to_arrow().cast(in_schema)
+        outs = []
+        for batch in table.to_batches():
+            got = fn(batch)
+            if isinstance(got, pa.Table):
+                got = got.combine_chunks().to_batches()[0] if got.num_rows else pa.RecordBatch.from_pylist([], got.schema)
+            if not isinstance(got, pa.RecordBatch):
+                raise ExecutionError(f"map_batches function {_fn_name(fn)} returned {type(got).__name__}, "
+                                     "expected a pyarrow.RecordBatch")
+            if got.schema.names != out_schema.names:
+                raise ExecutionError(f"map_batches function {_fn_name(fn)} returned columns {got.schema.names}, "
+                                     f"declared {out_schema.names}")
+            try:
+                outs.append(got.cast(out_schema))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise ExecutionError(f"map_batches function {_fn_name(fn)} returned types {got.schema.types} "
+                                     f"that do not convert to the declared {out_schema.types}: {e}") from e
+        return pl.from_arrow(pa.Table.from_batches(outs, out_schema), rechunk=False)
+
+    # The function sees whole batches in order, so Polars may not stream or reorder around it.
+    return lf.map_batches(apply, schema=pl_schema(node.output_schema), streamable=False)
+
+
+def _fn_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+# --- expressions ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scope:
+    """What an expression reads: the input schema and, inside an aggregation, where the keys are."""
+
+    schema: Schema
+    keys: dict[str, str] | None = None  # key name -> private column; None outside an Aggregate
+
+    def dtype(self, e: E.Expr) -> DType:
+        return infer(e, self.schema, allow_agg=self.keys is not None)
+
+    def inner(self) -> Scope:
+        """The scope of an aggregation's argument: plain rows of the group."""
+        return Scope(self.schema)
+
+
+@singledispatch
+def expr(e: E.Expr, scope: Scope) -> pl.Expr:
+    raise UnsupportedError(f"the polars lane has no translation for expression {type(e).__name__}")
+
+
+@expr.register
+def _(e: E.Column, scope: Scope) -> pl.Expr:
+    if scope.keys is not None and e.name in scope.keys:
+        return pl.col(scope.keys[e.name]).first()
+    return pl.col(e.name)
+
+
+@expr.register
+def _(e: E.Literal, scope: Scope) -> pl.Expr:
+    return lit(e.value, e.dtype)
+
+
+def lit(value, t: DType) -> pl.Expr:
+    """A constant of eidos type `t` (weak literals arrive here already adapted)."""
+    if value is None or t == T.Null:
+        return pl.lit(None, dtype=pl_dtype(t))
+    if t.is_float:
+        value = float(value)
+    elif t.is_decimal:
+        value = _decimal.Decimal(str(value)) if not isinstance(value, _decimal.Decimal) else value
+    elif t == T.Timestamp and not isinstance(value, _dt.datetime):
+        value = _dt.datetime.combine(value, _dt.time())
+    return pl.lit(value, dtype=pl_dtype(t))
+
+
+@expr.register
+def _(e: E.Alias, scope: Scope) -> pl.Expr:
+    return expr(e.expr, scope)
+
+
+def operand(e: E.Expr, t: DType, scope: Scope) -> pl.Expr:
+    """`e` translated and brought to type `t`; literals are built in `t` directly."""
+    if isinstance(e, E.Literal):
+        return lit(e.value, t)
+    x = expr(e, scope)
+    return x if scope.dtype(e) == t else x.cast(pl_dtype(t))
+
+
+def operand_types(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[DType, DType]:
+    """The operand types after weak literals adapt to the other side (typing's rule)."""
+    ta, tb = scope.dtype(a), scope.dtype(b)
+    return _adapt(a, ta, tb), _adapt(b, tb, ta)
+
+
+@expr.register
+def _(e: E.Cast, scope: Scope) -> pl.Expr:
+    src = scope.dtype(e.expr)
+    x = expr(e.expr, scope)
+    dst = e.dtype
+    if src == dst:
+        return x
+    if src == T.Null:
+        return pl.lit(None, dtype=pl_dtype(dst))
+    if dst == T.Boolean and src.is_numeric:
+        # eidos: a number is true when it is not zero (NaN is true).
+        return x != lit(0, src)
+    if src.is_decimal and dst.is_integer:
+        # eidos: towards zero; the value must fit (Polars truncates too, strict raises out of range).
+        return x.cast(pl_dtype(dst), strict=True)
+    # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
+    return x.cast(pl_dtype(dst), strict=True)
+
+
+@expr.register
+def _(e: E.Case, scope: Scope) -> pl.Expr:
+    res = scope.dtype(e)
+    chain = None
+    for cond, value in e.branches:
+        c = _boolean(cond, scope)
+        v = operand(value, res, scope)
+        chain = pl.when(c).then(v) if chain is None else chain.when(c).then(v)
+    # eidos: a null condition counts as false, as in Polars' when/then.
+    return chain.otherwise(operand(e.otherwise, res, scope))
+
+
+def _boolean(e: E.Expr, scope: Scope) -> pl.Expr:
+    return operand(e, T.Boolean, scope)
+
+
+@expr.register
+def _(e: E.Udf, scope: Scope) -> pl.Expr:
+    fn, out = e.fn, e.return_dtype.to_arrow()
+    args = [expr(a, scope) for a in e.args]
+    names = [f"a{i}" for i in range(len(args))]
+    arrow_types = [scope.dtype(a).to_arrow() for a in e.args]
+
+    def apply(s: pl.Series) -> pl.Series:
+        # Arrow gives each value as the Python object the reference lane passes (Decimal, date, ...).
+        cols = [s.struct.field(n).to_arrow().cast(t).to_pylist() for n, t in zip(names, arrow_types)]
+        values = [fn(*row) for row in zip(*cols)]
+        try:
+            arr = pa.array(values, type=out)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
+            raise ExecutionError(f"udf {_fn_name(fn)} returned values that are not {e.return_dtype}: {err}") from err
+        return pl.Series(s.name, arr)
+
+    packed = pl.struct([a.alias(n) for a, n in zip(args, names)])
+    return packed.map_batches(apply, return_dtype=pl_dtype(e.return_dtype), is_elementwise=True)
+
+
+@expr.register
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    if scope.dtype(e) == T.Null:
+        return pl.lit(None)
+    try:
+        rule = CALLS[e.fn]
+    except KeyError:
+        raise UnsupportedError(f"the polars lane has no translation for function {e.fn}") from None
+    return rule(e, scope)
+
+
+CALLS: dict = {}
+
+
+def call(*names: str):
+    def register(f):
+        for n in names:
+            CALLS[n] = f
+        return f
+    return register
+
+
+def _wide(t: DType, fn: str) -> pl.DataType:
+    """A type in which `fn` of two values of integer type `t` cannot overflow."""
+    if t.bits <= 16 or (t.bits == 32 and (t.is_signed_integer or fn != "mul")):
+        return pl.Int64
+    if t.bits == 32:
+        return pl.UInt64
+    if t.is_unsigned_integer and fn == "mul":
+        return pl.UInt128
+    return pl.Int128
+
+
+def _nonzero(y: pl.Expr) -> pl.Expr:
+    """`y` with zeros made null: eidos division by zero is null, for every numeric type."""
+    return pl.when(y != 0).then(y)
+
+
+_ARITH = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+          "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y}
+
+
+@call("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    a, b = e.args
+    ta, tb = operand_types(a, b, scope)
+    res = scope.dtype(e)
+    fn = e.fn
+    if ta.is_temporal or tb.is_temporal:
+        return _date_arith(e, ta, tb, scope)
+    if fn in ("pow", "truediv") or res.is_float:
+        x, y = operand(a, res, scope), operand(b, res, scope)
+        if fn == "pow":
+            return x.pow(y)
+        if fn == "truediv":
+            return x / _nonzero(y)
+        if fn in ("floordiv", "mod"):
+            return _ARITH[fn](x, _nonzero(y))
+        return _ARITH[fn](x, y)
+    if res.is_integer:
+        x, y = operand(a, res, scope), operand(b, res, scope)
+        if fn == "mod" and res.is_unsigned_integer:
+            return x % y  # Polars: x % 0 is null
+        if fn == "floordiv" and res.is_unsigned_integer:
+            return x // y  # Polars floors, and x // 0 is null
+        # eidos: integer overflow raises; Polars wraps, so compute where it cannot overflow and
+        # cast back strictly (a value out of range fails the cast, which execute reports).
+        wide = _wide(res, fn)
+        return _ARITH[fn](x.cast(wide), y.cast(wide)).cast(pl_dtype(res), strict=True)
+    # decimals
+    if fn in ("add", "sub"):
+        work = T.Decimal(38, res.scale)
+        x, y = operand(a, work, scope), operand(b, work, scope)
+        return _ARITH[fn](x, y).cast(pl_dtype(res), strict=True)
+    if fn == "mul":
+        # eidos: a product keeps the full scale sa + sb; Polars keeps max(sa, sb), so widen the
+        # left operand's scale first (its product is then exact at scale sa + sb).
+        sa, sb = _scale(ta), _scale(tb)
+        x = operand(a, T.Decimal(38, sa + sb), scope)
+        y = operand(b, T.Decimal(38, sb), scope)
+        return (x * y).cast(pl_dtype(res), strict=True)
+    common = _decimal_common(ta, tb)
+    x, y = operand(a, common, scope), operand(b, common, scope)
+    # Polars raises on decimal division by zero; eidos gives null.
+    return _ARITH[fn](x, _nonzero(y)).cast(pl_dtype(res), strict=True)
+
+
+def _scale(t: DType) -> int:
+    return t.scale if t.is_decimal else 0
+
+
+def _decimal_common(ta: DType, tb: DType) -> DType:
+    scale = max(_scale(ta), _scale(tb))
+    return T.Decimal(38, scale)
+
+
+def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
+    a, b = e.args
+    if ta == T.Date and tb == T.Date:
+        # eidos: date - date is a whole number of days, Int64.
+        return operand(a, T.Date, scope).cast(pl.Int64) - operand(b, T.Date, scope).cast(pl.Int64)
+    date, days = (a, b) if ta == T.Date else (b, a)
+    d = operand(date, T.Date, scope).cast(pl.Int32).cast(pl.Int128)
+    n = expr(days, scope) if not isinstance(days, E.Literal) else pl.lit(days.value)
+    n = n.cast(pl.Int128)
+    # eidos: date +/- days; a result outside the Date range raises (strict cast to Int32 days).
+    total = d + n if e.fn == "add" else d - n
+    return total.cast(pl.Int32, strict=True).cast(pl.Date)
+
+
+@call("eq", "ne", "lt", "le", "gt", "ge")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    a, b = e.args
+    x, y = _comparable(a, b, scope)
+    return {"eq": x.eq, "ne": x.ne, "lt": x.lt, "le": x.le, "gt": x.gt, "ge": x.ge}[e.fn](y)
+
+
+def _comparable(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[pl.Expr, pl.Expr]:
+    ta, tb = operand_types(a, b, scope)
+    if T.Null in (ta, tb):
+        t = tb if ta == T.Null else ta
+        return operand(a, t, scope), operand(b, t, scope)
+    if ta.is_integer and tb.is_integer:
+        common = promote(ta, tb)
+        if common.is_float:  # UInt64 against a signed type: compare exactly in 128 bits
+            return operand(a, ta, scope).cast(pl.Int128), operand(b, tb, scope).cast(pl.Int128)
+    elif ta.is_decimal or tb.is_decimal:
+        if ta.is_float or tb.is_float:
+            common = T.Float64
+        else:
+            # Polars compares decimals of different scales exactly; integers join them at scale 0.
+            x = operand(a, ta if ta.is_decimal else T.Decimal(38, 0), scope)
+            y = operand(b, tb if tb.is_decimal else T.Decimal(38, 0), scope)
+            return x, y
+    else:
+        common = promote(ta, tb)
+    # eidos: NaN equals NaN and sorts above every number, as in Polars' float comparisons.
+    return operand(a, common, scope), operand(b, common, scope)
+
+
+@call("and", "or")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x, y = (_boolean(arg, scope) for arg in e.args)
+    # eidos: Kleene logic (false & null = false, true | null = true), as Polars does.
+    return x & y if e.fn == "and" else x | y
+
+
+@call("not")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return ~_boolean(e.args[0], scope)
+
+
+@call("neg", "abs")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    t = scope.dtype(e)
+    x = operand(e.args[0], t, scope)
+    if t.is_integer:
+        # eidos: -min and abs(min) overflow and raise; Polars wraps.
+        w = x.cast(_wide(t, "add"))
+        return (-w if e.fn == "neg" else w.abs()).cast(pl_dtype(t), strict=True)
+    return -x if e.fn == "neg" else x.abs()
+
+
+@call("sqrt", "exp", "log", "sin", "cos", "tanh")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x = operand(e.args[0], scope.dtype(e), scope)
+    # eidos: sqrt of a negative is NaN, log(0) is -inf, log of a negative NaN: IEEE, as Polars.
+    return getattr(x, e.fn)()
+
+
+@call("round")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    (decimals,) = e.options
+    t, res = scope.dtype(e.args[0]), scope.dtype(e)
+    x = operand(e.args[0], t, scope)
+    if decimals < 0:
+        raise UnsupportedError("the polars lane cannot round to negative decimals")
+    if t.is_integer:
+        return x
+    # eidos: half away from zero.
+    return x.round(decimals, mode="half_away_from_zero").cast(pl_dtype(res), strict=True)
+
+
+@call("floor", "ceil")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    t, res = scope.dtype(e.args[0]), scope.dtype(e)
+    x = operand(e.args[0], t, scope)
+    if t.is_integer:
+        return x
+    y = x.floor() if e.fn == "floor" else x.ceil()
+    return y.cast(pl_dtype(res), strict=True)
+
+
+@call("is_null")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).is_null()  # NaN is a value, not null
+
+
+@call("is_not_null")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).is_not_null()
+
+
+@call("fill_null")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    res = scope.dtype(e)
+    a, b = e.args
+    return operand(a, res, scope).fill_null(operand(b, res, scope))
+
+
+@call("is_in")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    (values,) = e.options
+    t = scope.dtype(e.args[0])
+    x = expr(e.args[0], scope)
+    present = [v for v in values if v is not None]
+    common = t
+    for v in present:
+        common = promote(common, _literal_type(v, t))
+    if common.is_float and t.is_integer and all(isinstance(v, int) for v in present):
+        common = None  # integers beyond 64 signed bits: compare exactly
+    if not present:
+        hit = pl.lit(False)
+    elif common is None:
+        hit = x.cast(pl.Int128).is_in(pl.Series(present, dtype=pl.Int128))
+    else:
+        xs = x if common == t else x.cast(pl_dtype(common))
+        hit = xs.is_in(pl.lit(pl.Series([_value(v, common) for v in present], dtype=pl_dtype(common))).implode())
+    # eidos: a null input gives null (Polars' is_in, nulls_equal=False); a null in the list makes a
+    # miss null, as x = a OR x = null would be (Kleene).
+    if len(present) < len(values):
+        hit = pl.when(hit).then(True).otherwise(pl.lit(None, dtype=pl.Boolean))
+    return pl.when(x.is_null()).then(pl.lit(None, dtype=pl.Boolean)).otherwise(hit)
+
+
+def _literal_type(v, against: DType) -> DType:
+    from eidos.ir.typing import literal_dtype
+
+    natural = literal_dtype(v)
+    return _adapt(E.Literal(v, natural, weak=natural.is_numeric and not natural.is_decimal), natural, against)
+
+
+def _value(v, t: DType):
+    if t.is_float:
+        return float(v)
+    if t.is_decimal:
+        return _decimal.Decimal(str(v))
+    if t == T.Timestamp and not isinstance(v, _dt.datetime):
+        return _dt.datetime.combine(v, _dt.time())
+    return v
+
+
+@call("is_between")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x, lo, hi = e.args
+    a, b = _comparable(x, lo, scope)
+    c, d = _comparable(x, hi, scope)
+    # eidos: inclusive both ends; Kleene and.
+    return (a >= b) & (c <= d)
+
+
+@call("str_contains", "str_starts_with", "str_ends_with")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x = expr(e.args[0], scope).str
+    (s,) = e.options
+    # eidos: literal text, not a pattern.
+    if e.fn == "str_contains":
+        return x.contains(s, literal=True)
+    return x.starts_with(s) if e.fn == "str_starts_with" else x.ends_with(s)
+
+
+def like_regex(pattern: str) -> str:
+    """SQL LIKE as an anchored regex: % any run, _ one code point, no escape, newlines match."""
+    parts = ["(?s)^"]
+    for ch in pattern:
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    parts.append("$")
+    return "".join(parts)
+
+
+@call("str_like")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    (pattern,) = e.options
+    return expr(e.args[0], scope).str.contains(like_regex(pattern))
+
+
+@call("str_to_lower")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).str.to_lowercase()
+
+
+@call("str_to_upper")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).str.to_uppercase()
+
+
+@call("str_len")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos: length in code points, Int64.
+    return expr(e.args[0], scope).str.len_chars().cast(pl.Int64)
+
+
+@call("str_slice")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    offset, length = e.options
+    # eidos: offset from 0 in code points, negative counts from the end; None runs to the end.
+    return expr(e.args[0], scope).str.slice(offset, length)
+
+
+@call("dt_year", "dt_month", "dt_day")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x = expr(e.args[0], scope).dt
+    part = {"dt_year": x.year, "dt_month": x.month, "dt_day": x.day}[e.fn]()
+    return part.cast(pl.Int32)
+
+
+# --- aggregations -------------------------------------------------------------
+
+@expr.register
+def _(e: E.Agg, scope: Scope) -> pl.Expr:
+    if e.fn == "count_rows":
+        return pl.len().cast(pl.Int64)
+    inner = scope.inner()
+    t = inner.dtype(e.arg)
+    res = scope.dtype(e)
+    x = expr(e.arg, inner)
+    fn = e.fn
+    if fn == "count":
+        return x.count().cast(pl.Int64)
+    if fn == "n_unique":
+        # eidos: null is not a value here; NaN counts once.
+        return x.drop_nulls().n_unique().cast(pl.Int64)
+    if fn == "sum":
+        if res.is_integer:
+            # eidos: overflow raises; sum in 128 bits and cast back strictly.
+            total = x.cast(pl.Int128).sum().cast(pl_dtype(res), strict=True)
+        elif res.is_decimal:
+            total = x.cast(pl_dtype(res)).sum()
+        else:
+            total = x.cast(pl.Float64).sum()
+        # eidos: the sum of no values is null (Polars gives 0).
+        return pl.when(x.count() > 0).then(total)
+    if fn == "mean":
+        return x.cast(pl.Float64).mean()
+    if fn in ("std", "var"):
+        # eidos: sample (ddof=1), null with fewer than two values (as Polars).
+        y = x.cast(pl.Float64)
+        return y.std(ddof=1) if fn == "std" else y.var(ddof=1)
+    if fn == "max":
+        # eidos: NaN is above every number, so max of a column with NaN is NaN.
+        return x.nan_max() if t.is_float else x.max()
+    if fn == "min":
+        return x.min()  # Polars' min already ranks NaN above numbers
+    raise UnsupportedError(f"the polars lane has no translation for aggregation {fn}")
