@@ -615,8 +615,22 @@ def kernel(fn: str, options: tuple, arg_dtypes: Sequence[DType], result_dtype: D
 
 
 def call(fn: str, args: Sequence[Any], options: tuple, arg_dtypes: Sequence[DType], result_dtype: DType) -> Any:
-    """`fn` applied to one set of argument values; for constant folding."""
-    return kernel(fn, options, arg_dtypes, result_dtype)(*args)
+    """`fn` applied to one set of argument values (literal values are taken as `literal_value` reads them)."""
+    values = [literal_value(v, t) for v, t in zip(args, arg_dtypes)]
+    return kernel(fn, options, arg_dtypes, result_dtype)(*values)
+
+
+def literal_value(value: Any, dtype: DType) -> Any:
+    """The value a literal of `dtype` holds: a number made exactly a `dtype` value (Float32 rounded, ints as Decimal)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if dtype.is_float and isinstance(value, (int, float, decimal.Decimal)):
+        return to_f32(float(value)) if dtype == T.Float32 else float(value)
+    if dtype.is_decimal and isinstance(value, (int, float)):
+        return cast(value, T.Float64 if isinstance(value, float) else T.Int64, dtype)
+    if dtype == T.Timestamp and type(value) is _dt.date:
+        return _dt.datetime.combine(value, _MIDNIGHT)
+    return value
 
 
 # ---------------------------------------------------------------- casts

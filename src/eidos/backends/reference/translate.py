@@ -1,0 +1,456 @@
+"""IR -> Python closures over column lists: one visitor for nodes, one for expressions.
+
+`translate(node, ctx)` compiles a plan into a thunk that returns `Rows`;
+nothing runs until the thunk is called. Expressions compile once into
+closures that map an `eidos.ir.evaluate` kernel over whole columns, so a
+row costs a function call, not a walk of the tree.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from functools import singledispatch
+from typing import Any, Protocol
+
+from eidos.errors import ExecutionError
+from eidos.ir import dtypes as T
+from eidos.ir import evaluate as V
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir.render import node_label
+from eidos.ir.schema import Schema
+from eidos.ir.typing import _adapt, infer, operand_dtypes
+
+
+class Rows:
+    """A relation in flight: one Python list per column, in schema order, each `n` long. Never mutated."""
+
+    __slots__ = ("columns", "n")
+
+    def __init__(self, columns: list[list], n: int):
+        self.columns, self.n = columns, n
+
+    def take(self, idx: list[int]) -> Rows:
+        return Rows([[c[i] for i in idx] for c in self.columns], len(idx))
+
+
+class Ctx(Protocol):
+    """What translated plans need from the executor: reading sources and Arrow round trips."""
+
+    def read(self, node: N.Scan) -> Rows: ...
+
+    def call_map_batches(self, node: N.MapBatches, rows: Rows) -> Rows: ...
+
+
+Thunk = Callable[[], Rows]
+Column = Callable[[Rows], list]
+
+
+# ---------------------------------------------------------------- expressions
+
+def compile_expr(e: E.Expr, schema: Schema) -> Column:
+    """A closure computing `e` for every row of a Rows with `schema`."""
+    return _expr(e, schema)
+
+
+def compile_named(name: str, e: E.Expr, schema: Schema, where: str) -> Column:
+    """compile_expr, with errors saying which output column and expression failed."""
+    f = _expr(e, schema)
+
+    def run(rows: Rows) -> list:
+        try:
+            return f(rows)
+        except ExecutionError as err:
+            raise ExecutionError(f"{err}\n  in {where}: {name} = {e}") from (err.__cause__ or None)
+    return run
+
+
+@singledispatch
+def _expr(e: E.Expr, schema: Schema) -> Column:
+    raise ExecutionError(f"the reference lane cannot evaluate {type(e).__name__} {e}")
+
+
+@_expr.register
+def _(e: E.Column, schema: Schema) -> Column:
+    schema.dtype(e.name)  # a PlanError naming the columns when it is missing
+    i = schema.names.index(e.name)
+    return lambda rows: rows.columns[i]
+
+
+@_expr.register
+def _(e: E.Literal, schema: Schema) -> Column:
+    return _constant(V.literal_value(e.value, e.dtype))
+
+
+def _constant(value: Any) -> Column:
+    return lambda rows: [value] * rows.n
+
+
+def _operand(e: E.Expr, schema: Schema, dtype: T.DType) -> Column:
+    """`e` compiled as an operand of type `dtype`: a weak literal takes that type."""
+    if isinstance(e, E.Literal) and e.weak and dtype != e.dtype:
+        return _constant(V.literal_value(V.cast(e.value, e.dtype, dtype), dtype))
+    return _expr(e, schema)
+
+
+@_expr.register
+def _(e: E.Alias, schema: Schema) -> Column:
+    return _expr(e.expr, schema)
+
+
+@_expr.register
+def _(e: E.Cast, schema: Schema) -> Column:
+    inner = _expr(e.expr, schema)
+    src = infer(e.expr, schema)
+    if src == e.dtype:
+        return inner
+    f = V.caster(src, e.dtype)
+    return lambda rows: list(map(f, inner(rows)))
+
+
+@_expr.register
+def _(e: E.Call, schema: Schema) -> Column:
+    types = operand_dtypes(e, schema)
+    args = [_operand(a, schema, t) for a, t in zip(e.args, types)]
+    k = V.kernel(e.fn, e.options, types, infer(e, schema))
+    if len(args) == 1:
+        (a,) = args
+        return lambda rows: list(map(k, a(rows)))
+    return lambda rows: list(map(k, *[a(rows) for a in args]))
+
+
+@_expr.register
+def _(e: E.Case, schema: Schema) -> Column:
+    """Each row takes the first branch whose condition is true; only that branch is computed for it."""
+    rt = infer(e, schema)
+    values = [v for _, v in e.branches] + [e.otherwise]
+    types = [infer(v, schema) for v in values]
+    strong = [t for v, t in zip(values, types) if not (isinstance(v, E.Literal) and v.weak)]
+    anchor = strong[0] if strong else types[0]
+    compiled = []
+    for v, t in zip(values, types):
+        t = _adapt(v, t, anchor)
+        f, conv = _operand(v, schema, t), V.caster(t, rt)
+        compiled.append((f, conv, t == rt))
+    conds = [_expr(c, schema) for c, _ in e.branches]
+
+    def run(rows: Rows) -> list:
+        out: list = [None] * rows.n
+        remaining = list(range(rows.n))
+        sub = rows
+        for i, (f, conv, same) in enumerate(compiled):
+            if not remaining:
+                break
+            if i < len(conds):
+                hit = conds[i](sub)
+                chosen = [j for j, h in enumerate(hit) if h is True]
+                rest = [j for j, h in enumerate(hit) if h is not True]
+            else:
+                chosen, rest = list(range(sub.n)), []
+            if chosen:
+                part = f(sub if len(chosen) == sub.n else sub.take(chosen))
+                if not same:
+                    part = list(map(conv, part))
+                for j, value in zip(chosen, part):
+                    out[remaining[j]] = value
+            remaining = [remaining[j] for j in rest]
+            sub = sub.take(rest) if rest and len(rest) < sub.n else sub
+        return out
+    return run
+
+
+@_expr.register
+def _(e: E.Udf, schema: Schema) -> Column:
+    args = [_expr(a, schema) for a in e.args]
+    fn, name = e.fn, function_name(e.fn)
+    check = V.udf_value(e.return_dtype)
+
+    def apply(*values: Any) -> Any:
+        try:
+            out = fn(*values)
+        except Exception as err:
+            raise ExecutionError(f"udf {name} raised {type(err).__name__}: {err} "
+                                 f"(arguments {values!r})") from err
+        try:
+            return check(out)
+        except ExecutionError as err:
+            raise ExecutionError(f"udf {name} {err} (declared return_dtype {e.return_dtype}; "
+                                 f"arguments {values!r})") from None
+
+    if not args:
+        return lambda rows: [apply() for _ in range(rows.n)]
+    return lambda rows: list(map(apply, *[a(rows) for a in args]))
+
+
+@_expr.register
+def _(e: E.Agg, schema: Schema) -> Column:
+    raise ExecutionError(f"aggregation {e} outside an Aggregate node")
+
+
+def function_name(fn: Callable) -> str:
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}.{name}" if module and module != "builtins" else name
+
+
+# ---------------------------------------------------------------- keys
+
+def _key_rows(columns: list[list], dtypes: list[T.DType]) -> list:
+    """Hashable keys per row (NaN made equal to NaN); a single key column is not wrapped in tuples."""
+    normed = []
+    for c, t in zip(columns, dtypes):
+        key = V.hash_key(t)
+        normed.append(c if key is None else [None if v is None else key(v) for v in c])
+    if len(normed) == 1:
+        return normed[0]
+    return list(zip(*normed))
+
+
+# ---------------------------------------------------------------- nodes
+
+@singledispatch
+def translate(node: N.Node, ctx: Ctx) -> Thunk:
+    raise ExecutionError(f"the reference lane has no rule for {type(node).__name__}")
+
+
+@translate.register
+def _(node: N.Scan, ctx: Ctx) -> Thunk:
+    return lambda: ctx.read(node)
+
+
+@translate.register
+def _(node: N.Filter, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    pred = compile_named("predicate", node.predicate, node.input.schema, node_label(node))
+
+    def run() -> Rows:
+        rows = child()
+        mask = [v is True for v in pred(rows)]
+        cols = [list(itertools.compress(c, mask)) for c in rows.columns]
+        return Rows(cols, sum(mask))
+    return run
+
+
+@translate.register
+def _(node: N.Project, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    where = node_label(node)
+    exprs = [compile_named(n, e, node.input.schema, where) for n, e in node.columns]
+
+    def run() -> Rows:
+        rows = child()
+        return Rows([f(rows) for f in exprs], rows.n)
+    return run
+
+
+def _collect_aggs(e: E.Expr, found: dict[E.Agg, str]) -> E.Expr:
+    """`e` with every aggregation replaced by a column of the per-group results."""
+    def step(x: E.Expr) -> E.Expr:
+        if isinstance(x, E.Agg):
+            name = found.setdefault(x, f"\0agg{len(found)}")
+            return E.Column(name)
+        return x
+    return E.transform(e, step)
+
+
+@translate.register
+def _(node: N.Aggregate, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    schema, where = node.input.schema, node_label(node)
+    key_fns = [compile_named(n, e, schema, where) for n, e in node.keys]
+    key_types = [infer(e, schema) for _, e in node.keys]
+    found: dict[E.Agg, str] = {}
+    outer = [(n, _collect_aggs(e, found)) for n, e in node.aggs]
+    agg_fns = []
+    for agg in found:
+        arg = None if agg.arg is None else compile_named(agg.fn, agg.arg, schema, where)
+        arg_type = T.Null if agg.arg is None else infer(agg.arg, schema)
+        result = infer(agg, schema, allow_agg=True)
+        agg_fns.append((agg, arg, V.aggregator(agg.fn, arg_type, result), result))
+    group_schema = Schema([(n, t) for (n, _), t in zip(node.keys, key_types)]
+                          + [(found[a], t) for a, _, _, t in agg_fns])
+    outer_fns = [compile_named(n, e, group_schema, where) for n, e in outer]
+
+    def run() -> Rows:
+        rows = child()
+        if node.keys:
+            keys = [f(rows) for f in key_fns]
+            index: dict = {}
+            members: list[list[int]] = []
+            for i, k in enumerate(_key_rows(keys, key_types)):
+                g = index.get(k)
+                if g is None:
+                    index[k] = g = len(members)
+                    members.append([])
+                members[g].append(i)
+            out_cols = [[c[m[0]] for m in members] for c in keys]
+        else:
+            members = [list(range(rows.n))]
+            out_cols = []
+        for agg, arg, fn, _ in agg_fns:
+            if arg is None:
+                out_cols.append([fn(m) for m in members])
+                continue
+            values = arg(rows)
+            try:
+                out_cols.append([fn([values[i] for i in m]) for m in members])
+            except ExecutionError as err:
+                raise ExecutionError(f"{err}\n  in {where}: {agg}") from (err.__cause__ or None)
+        groups = Rows(out_cols, len(members))
+        return Rows(out_cols[:len(key_fns)] + [f(groups) for f in outer_fns], len(members))
+    return run
+
+
+@translate.register
+def _(node: N.Join, ctx: Ctx) -> Thunk:
+    left, right = translate(node.left, ctx), translate(node.right, ctx)
+    ls, rs = node.left.schema, node.right.schema
+    if node.how == "cross":
+        def cross() -> Rows:
+            a, b = left(), right()
+            li = [i for i in range(a.n) for _ in range(b.n)]
+            ri = list(range(b.n)) * a.n
+            return Rows(a.take(li).columns + b.take(ri).columns, len(li))
+        return cross
+
+    out_types = node.schema
+    key_types = [out_types[lk] if node.how not in ("semi", "anti") else _join_type(ls[lk], rs[rk])
+                 for lk, rk in zip(node.left_on, node.right_on)]
+    l_idx = [ls.names.index(k) for k in node.left_on]
+    r_idx = [rs.names.index(k) for k in node.right_on]
+    l_cast = [V.caster(ls[k], t) for k, t in zip(node.left_on, key_types)]
+    r_cast = [V.caster(rs[k], t) for k, t in zip(node.right_on, key_types)]
+    r_keep = [i for i, n in enumerate(rs.names) if n not in node.right_on]
+
+    def keys_of(rows: Rows, idx: list[int], casts: list) -> tuple[list[list], list]:
+        cols = [list(map(f, rows.columns[i])) for i, f in zip(idx, casts)]
+        keys = _key_rows(cols, key_types)
+        if len(cols) == 1:
+            return cols, keys
+        return cols, [None if None in k else k for k in keys]
+
+    def run() -> Rows:
+        a, b = left(), right()
+        a_keys, a_key = keys_of(a, l_idx, l_cast)
+        b_keys, b_key = keys_of(b, r_idx, r_cast)
+        table: dict = {}
+        for j, k in enumerate(b_key):
+            if k is not None:
+                table.setdefault(k, []).append(j)
+        if node.how in ("semi", "anti"):
+            want = node.how == "semi"
+            keep = [i for i, k in enumerate(a_key) if (k is not None and k in table) == want]
+            return a.take(keep)
+        li: list = []
+        ri: list = []
+        matched = [False] * b.n
+        outer_left = node.how in ("left", "full")
+        for i, k in enumerate(a_key):
+            hits = table.get(k) if k is not None else None
+            if hits:
+                li.extend([i] * len(hits))
+                ri.extend(hits)
+                for j in hits:
+                    matched[j] = True
+            elif outer_left:
+                li.append(i)
+                ri.append(None)
+        if node.how in ("right", "full"):
+            extra = [j for j in range(b.n) if not matched[j]]
+            li.extend([None] * len(extra))
+            ri.extend(extra)
+        cols = []
+        key_at = dict(zip(l_idx, range(len(l_idx))))
+        for c, col in enumerate(a.columns):
+            if c in key_at:
+                lk, rk = a_keys[key_at[c]], b_keys[key_at[c]]
+                cols.append([lk[i] if i is not None else rk[j] for i, j in zip(li, ri)])
+            else:
+                cols.append(_gather(col, li))
+        for c in r_keep:
+            cols.append(_gather(b.columns[c], ri))
+        return Rows(cols, len(li))
+    return run
+
+
+def _join_type(a: T.DType, b: T.DType) -> T.DType:
+    from eidos.ir.typing import promote
+
+    return promote(a, b, op="join")
+
+
+def _gather(col: list, idx: list) -> list:
+    return [col[i] if i is not None else None for i in idx]
+
+
+@translate.register
+def _(node: N.Sort, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    schema, where = node.input.schema, node_label(node)
+    keys = [(compile_named(f"sort key {k.expr}", k.expr, schema, where), V.order_key(infer(k.expr, schema)), k)
+            for k in node.keys]
+
+    def run() -> Rows:
+        rows = child()
+        perm = list(range(rows.n))
+        for f, order, k in reversed(keys):
+            values = f(rows)
+            present = [i for i in perm if values[i] is not None]
+            nulls = [i for i in perm if values[i] is None]
+            if order is None:
+                present.sort(key=values.__getitem__, reverse=k.descending)
+            else:
+                present.sort(key=lambda i: order(values[i]), reverse=k.descending)
+            perm = present + nulls if k.nulls_last else nulls + present
+        return rows.take(perm)
+    return run
+
+
+@translate.register
+def _(node: N.Limit, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    lo, hi = node.offset, node.offset + node.n
+
+    def run() -> Rows:
+        rows = child()
+        cols = [c[lo:hi] for c in rows.columns]
+        return Rows(cols, max(0, min(hi, rows.n) - lo))
+    return run
+
+
+@translate.register
+def _(node: N.Distinct, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    types = list(node.schema.dtypes)
+
+    def run() -> Rows:
+        rows = child()
+        if not rows.columns:
+            return rows
+        seen: set = set()
+        keep = []
+        for i, k in enumerate(_key_rows(rows.columns, types)):
+            if k not in seen:
+                seen.add(k)
+                keep.append(i)
+        return rows.take(keep)
+    return run
+
+
+@translate.register
+def _(node: N.Union, ctx: Ctx) -> Thunk:
+    parts = [translate(i, ctx) for i in node.inputs]
+
+    def run() -> Rows:
+        results = [p() for p in parts]
+        cols = [list(itertools.chain.from_iterable(r.columns[c] for r in results))
+                for c in range(len(node.schema))]
+        return Rows(cols, sum(r.n for r in results))
+    return run
+
+
+@translate.register
+def _(node: N.MapBatches, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    return lambda: ctx.call_map_batches(node, child())
