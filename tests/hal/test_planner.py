@@ -268,3 +268,38 @@ def test_entry_point_lane_is_loaded(monkeypatch):
     finally:
         registry._lanes.clear()
         registry._lanes.update(saved)
+
+
+def test_rule2_mixed_sources_split_and_push_down_the_database_part(lanes):
+    from eidos.ir.sources import ArrowSource
+
+    pg = lanes(Recording("pg", kind="pushdown", reads=frozenset({"postgresql"})))
+    vec = lanes(Recording("vec"))
+    src = SqlSource(Schema([("k", ei.Int64), ("v", ei.Int64)]), uri="postgresql://u:pw@h/db", table="t")
+    remote = ei.Flow(N.Scan(src)).filter(col("v") > 1).group_by("k").agg(s=col("v").sum())
+    local = ei.from_pydict({"k": [1, 2], "name": ["a", "b"]})
+    f = local.join(remote, on="k")
+    d = decide(f.plan)
+    assert d.lane is vec and d.rule == 2 and len(d.parts) == 1
+    assert "1 part pushed down to pg" in d.reason and "vec finishes the plan" in d.reason
+    text = f.explain()
+    assert "Scan result of the part pushed down to pg" in text
+    assert "Aggregate [k] s=sum(v)" in text and "pw" not in text
+    f.run()
+    (part,) = pg.ran
+    assert isinstance(part, N.Aggregate)  # the filter and aggregate ran in the database
+    (local_plan,) = vec.ran
+    scans = [n.source for n in local_plan.walk() if isinstance(n, N.Scan)]
+    assert all(isinstance(s, ArrowSource) for s in scans)
+    assert "pushed-down part: 0 rows fetched" in dict(ei.last_run().attempts)["pg"]
+
+
+def test_forced_local_lane_still_pushes_database_parts_down(lanes):
+    pg = lanes(Recording("pg", kind="pushdown", reads=frozenset({"postgresql"})))
+    lanes(Recording("vec"))
+    src = SqlSource(Schema([("k", ei.Int64)]), uri="postgresql://h/db", table="t")
+    f = ei.from_pydict({"k": [1]}).join(ei.Flow(N.Scan(src)), on="k")
+    d = decide(f.plan, engine="vec")
+    assert d.lane.name == "vec" and len(d.parts) == 1 and d.parts[0].lane == "pg"
+    f.run(engine="vec")
+    assert len(pg.ran) == 1

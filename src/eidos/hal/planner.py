@@ -12,7 +12,7 @@ Every lane not chosen is recorded with why.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from eidos.errors import BackendUnavailable, UnsupportedError
 from eidos.hal import registry
@@ -21,8 +21,8 @@ from eidos.hal.devices import detect_devices, memory_budget
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import tree
-from eidos.ir.rewrite import optimize
-from eidos.ir.sources import LOCAL
+from eidos.ir.rewrite import map_inputs, optimize
+from eidos.ir.sources import LOCAL, PushedSource
 
 # Preference among lanes that can run a plan, when no rule decides (lower first).
 KIND_ORDER = {"vector": 0, "pushdown": 1, "streaming": 2, "gpu": 3, "cluster": 4, "free": 5, "reference": 9}
@@ -47,6 +47,7 @@ class Decision:
     rejected: tuple[tuple[str, str], ...] = ()
     fallbacks: tuple[Backend, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    parts: tuple[PushedSource, ...] = ()   # subplans pushed down to databases (rule 2 splits)
 
     @property
     def lane_name(self) -> str:
@@ -84,14 +85,50 @@ def decide(plan: N.Node, engine: str | None = None) -> Decision:
     forced = engine or os.environ.get("EIDOS_BACKEND") or None
     if forced:
         return _forced(plan, forced, "engine=" + repr(forced) if engine else f"EIDOS_BACKEND={forced}")
-    survey = _Survey(plan)
     notes: list[str] = []
-    for rule in (_locality, _volume, _hardware, _logic):
+    whole = _locality(plan, _Survey(plan), notes) if _remote_places(plan) else None
+    if whole is not None:
+        return whole
+    plan, parts = split(plan) if _remote_places(plan) else (plan, [])
+    survey = _Survey(plan)
+    for rule in (_volume, _hardware, _logic):
         decision = rule(plan, survey, notes)
         if decision is not None:
-            return decision
+            return _with_parts(decision, parts)
     gaps = "\n".join(f"  {name}: {why}" for name, why in survey.rejected.items())
     raise UnsupportedError(f"no lane can run this plan:\n{gaps}")
+
+
+def _remote_places(plan: N.Node) -> set[str]:
+    return {n.source.location for n in plan.walk() if isinstance(n, N.Scan)} - {LOCAL}
+
+
+def split(plan: N.Node) -> tuple[N.Node, list[PushedSource]]:
+    """Cut out the largest subtrees whose sources all live in one database and that a lane
+    reading that database can run; each becomes a Scan of its (future) Arrow result."""
+    parts: list[PushedSource] = []
+
+    def visit(node: N.Node) -> N.Node:
+        places = {n.source.location for n in node.walk() if isinstance(n, N.Scan)}
+        if len(places) == 1 and LOCAL not in places:
+            for lane in sorted(registry.lanes(), key=lambda l: l.kind != "pushdown"):
+                if lane.is_available() and not lane.supports(node):
+                    part = PushedSource(node.schema, plan=node, lane=lane.name, place=next(iter(places)))
+                    parts.append(part)
+                    return N.Scan(part)
+        return map_inputs(node, visit)
+
+    return visit(plan), parts
+
+
+def _with_parts(decision: Decision, parts: list[PushedSource]) -> Decision:
+    if not parts:
+        return decision
+    pushed = ", ".join(f"{p.lane} ({p.place})" for p in parts)
+    reason = (f"sources live in several places: {len(parts)} part{'s' if len(parts) > 1 else ''} pushed down "
+              f"to {pushed}, streamed back as Arrow; {decision.lane_name} finishes the plan "
+              f"(rule {decision.rule}, {RULES[decision.rule]}: {decision.reason})")
+    return replace(decision, rule=2, reason=reason, parts=tuple(parts))
 
 
 def _forced(plan: N.Node, name: str, how: str) -> Decision:
@@ -100,11 +137,15 @@ def _forced(plan: N.Node, name: str, how: str) -> Decision:
     if not a:
         raise BackendUnavailable(f"lane {name!r} ({how}) is unavailable: {a.reason}")
     gaps = lane.supports(plan)
+    parts: list[PushedSource] = []
+    if gaps and all(g.startswith("cannot read") for g in gaps):
+        plan, parts = split(plan)  # the forced lane finishes what the databases cannot
+        gaps = lane.supports(plan)
     if gaps:
         raise UnsupportedError(f"lane {name!r} ({how}) cannot run this plan: it lacks {', '.join(gaps)}; "
                                "run with engine=None to let eidos choose a lane that can")
     others = tuple((l.name, f"not chosen: {how} asked for {name}") for l in registry.lanes() if l is not lane)
-    return Decision(lane, 1, f"{how}", plan, rejected=others)
+    return _with_parts(Decision(lane, 1, f"{how}", plan, rejected=others), parts)
 
 
 def _finish(plan: N.Node, survey: _Survey, chosen: Backend, rule: int, reason: str,
@@ -124,22 +165,17 @@ def _why_not(lane: Backend, rule: int, chosen: Backend) -> str:
 
 
 def _locality(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
-    sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
-    places = {s.location for s in sources}
-    remote = places - {LOCAL}
-    if not remote:
+    """Rule 2 for a plan whose sources all live in one database: run all of it there."""
+    places = {n.source.location for n in plan.walk() if isinstance(n, N.Scan)}
+    if len(places) != 1 or LOCAL in places:
         return None
-    if len(places) == 1:
-        (place,) = places
-        lanes = sorted(survey.capable, key=lambda l: l.kind != "pushdown")
-        if lanes:
-            return _finish(plan, survey, lanes[0], 2,
-                           f"every source lives in {place}: the whole plan runs there; only the result moves",
-                           notes)
-        notes.append(f"rule 2: every source lives in {place}, but no lane that reads it can run the plan")
-        return None
-    notes.append(f"rule 2: sources live in several places ({', '.join(sorted(places))}); "
-                 "a lane that reads them all runs the plan")
+    (place,) = places
+    lanes = sorted(survey.capable, key=lambda l: l.kind != "pushdown")
+    if lanes:
+        return _finish(plan, survey, lanes[0], 2,
+                       f"every source lives in {place}: the whole plan runs there; only the result moves", notes)
+    notes.append(f"rule 2: every source lives in {place}, but no lane that reads it can run all of the plan; "
+                 "the parts it can run are pushed down")
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,9 +14,12 @@ import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError, FallbackWarning, UnsupportedError
 from eidos.hal.arrow import conform
+from eidos.hal import registry
 from eidos.hal.backend import Backend
 from eidos.hal.planner import Decision, decide
 from eidos.ir import nodes as N
+from eidos.ir.rewrite import map_inputs
+from eidos.ir.sources import ArrowSource, PushedSource
 
 
 @dataclass
@@ -55,6 +59,23 @@ def _call(lane: Backend, fn, plan: N.Node):
         raise ExecutionError(f"lane {lane.name!r} failed: {type(e).__name__}: {e}") from e
 
 
+def _run_parts(decision: Decision, record: RunRecord) -> N.Node:
+    """The plan with each pushed-down part replaced by its Arrow result, fetched from its database."""
+    if not decision.parts:
+        return decision.plan
+
+    def visit(node: N.Node) -> N.Node:
+        if isinstance(node, N.Scan) and isinstance(node.source, PushedSource):
+            part = node.source
+            lane = registry.get(part.lane)
+            table = conform(_call(lane, lane.execute, part.plan), part.plan.schema, lane.name)
+            record.attempts.append((lane.name, f"pushed-down part: {table.num_rows} rows fetched"))
+            return N.Scan(ArrowSource(node.schema, token=f"pushed-{uuid.uuid4().hex[:12]}", table=table))
+        return map_inputs(node, visit)
+
+    return visit(decision.plan)
+
+
 def _handover(record: RunRecord, lane: Backend, error: UnsupportedError, remaining: bool) -> None:
     record.attempts.append((lane.name, f"unsupported: {error}"))
     if not remaining:
@@ -69,9 +90,10 @@ def run(plan: N.Node, engine: str | None = None, *, strict: bool = False) -> pa.
     _last.set(record)
     start = time.perf_counter()
     lanes = _lanes_to_try(decision, strict)
+    local = _run_parts(decision, record)
     for i, lane in enumerate(lanes):
         try:
-            table = _call(lane, lane.execute, decision.plan)
+            table = _call(lane, lane.execute, local)
         except UnsupportedError as e:
             _handover(record, lane, e, remaining=i + 1 < len(lanes))
             continue
@@ -92,8 +114,9 @@ def _stream(plan: N.Node, decision: Decision) -> Iterator[pa.RecordBatch]:
     _last.set(record)
     lanes = _lanes_to_try(decision, strict=False)
     start = time.perf_counter()
+    local = _run_parts(decision, record)
     for i, lane in enumerate(lanes):
-        batches = _call(lane, lane.execute_stream, decision.plan)
+        batches = _call(lane, lane.execute_stream, local)
         try:
             first = _call(lane, next, batches)
         except StopIteration:

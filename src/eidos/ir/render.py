@@ -174,7 +174,8 @@ def tree(node: N.Node, indent: str = "", annotate=None) -> str:
     def visit(n: N.Node, depth: int) -> None:
         suffix = annotate(n) if annotate else ""
         lines.append(f"{indent}{'  ' * depth}{node_label(n)}{suffix}")
-        for child in n.inputs:
+        pushed = getattr(n.source, "plan", None) if isinstance(n, N.Scan) else None
+        for child in (pushed,) if pushed is not None else n.inputs:
             visit(child, depth + 1)
 
     visit(node, 0)

@@ -20,7 +20,7 @@ def optimize(plan: N.Node) -> N.Node:
 
 # ---------------------------------------------------------------- folding
 
-def _map_inputs(node: N.Node, fn) -> N.Node:
+def map_inputs(node: N.Node, fn) -> N.Node:
     """`node` with `fn` applied to each input (a new node only when something changed)."""
     if isinstance(node, N.Union):
         new = tuple(fn(i) for i in node.inputs)
@@ -96,7 +96,7 @@ def _fold_call(node: E.Call, schema) -> E.Expr:
 
 
 def fold(plan: N.Node) -> N.Node:
-    plan = _map_inputs(plan, fold)
+    plan = map_inputs(plan, fold)
     if isinstance(plan, N.Filter):
         predicate = fold_expr(plan.predicate, plan.input.schema)
         if _is_bool(predicate, True):
@@ -130,7 +130,7 @@ def _rename(e: E.Expr, mapping: dict[str, str]) -> E.Expr:
 
 
 def push_filters(plan: N.Node) -> N.Node:
-    plan = _map_inputs(plan, push_filters)
+    plan = map_inputs(plan, push_filters)
     if isinstance(plan, N.Filter):
         return _push(plan.input, conjuncts(plan.predicate))
     return plan
@@ -235,7 +235,7 @@ def prune(plan: N.Node, need: set[str] | None = None) -> N.Node:
         keep = None if need is None else ({n for n in names if n in need} or {names[0]})
         return N.Union(tuple(prune(i, keep) for i in plan.inputs))
     # Distinct and MapBatches read every input column.
-    return _map_inputs(plan, prune)
+    return map_inputs(plan, prune)
 
 
 def _is_identity(cols: N.NamedExprs, inner: N.Node) -> bool:

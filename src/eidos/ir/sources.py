@@ -131,3 +131,19 @@ _PASSWORD_PARAM = re.compile(r"(password=)([^&\s]*)", re.IGNORECASE)
 def redact(uri: str) -> str:
     """The uri with any password replaced by '***': safe for messages and logs."""
     return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD.sub(r"\1***@", uri))
+
+
+@dataclass(frozen=True)
+class PushedSource(Source):
+    """The result of a subplan that a database lane runs where its data lives.
+
+    The planner cuts such parts out of a plan that mixes places; at run time the
+    part's Arrow result becomes an in-memory source of the lane that finishes the plan.
+    """
+
+    plan: object = None   # the subplan (an eidos.ir.nodes.Node)
+    lane: str = ""
+    place: str = ""
+
+    def describe(self) -> str:
+        return f"result of the part pushed down to {self.lane} ({self.place})"
