@@ -51,8 +51,8 @@ class Recording(Backend):
 @pytest.fixture
 def lanes():
     """Only the lanes a test registers (plus the entry-point lanes, made unavailable)."""
-    saved = dict(registry._lanes)
     registry._load_entry_points()
+    saved = dict(registry._lanes)
     for lane in list(registry._lanes.values()):
         registry._lanes[lane.name] = Recording(lane.name, lane.kind, available=False)
     added = []
