@@ -1,0 +1,75 @@
+"""TPC-H data: generate it with tpchgen-cli, stored as zstd parquet with exact types.
+
+Money columns are DECIMAL(15,2), dates are DATE, keys are integers. Strings are
+stored as plain Arrow strings (tpchgen-cli writes string views, which some
+readers and database loaders do not take).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
+INSTALL_HINT = "pip install tpchgen-cli   (the TPC-H generator, pure Rust, from PyPI)"
+
+
+class GeneratorMissing(RuntimeError):
+    """tpchgen-cli is not installed."""
+
+
+def tpchgen() -> str:
+    """The path of the tpchgen-cli executable, or GeneratorMissing saying how to install it."""
+    found = shutil.which("tpchgen-cli") or shutil.which("tpchgen-cli", path=os.path.dirname(sys.executable))
+    if found is None:
+        raise GeneratorMissing(f"tpchgen-cli is not installed; {INSTALL_HINT}")
+    return found
+
+
+def generate(scale: float, out_dir: str | os.PathLike, *, threads: int | None = None) -> Path:
+    """Write the eight TPC-H tables at `scale` as <out_dir>/<table>.parquet; returns out_dir."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    exe = tpchgen()
+    with tempfile.TemporaryDirectory(dir=out, prefix=".gen-") as raw:
+        cmd = [exe, "parquet", "-s", str(scale), "-o", raw, "-c", "SNAPPY", "--field-ids", "false", "-q"]
+        if threads:
+            cmd += ["-n", str(threads)]
+        subprocess.run(cmd, check=True)
+        for name in TABLES:
+            table = pq.read_table(os.path.join(raw, f"{name}.parquet"))
+            schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type,
+                                         nullable=False) for f in table.schema])
+            tmp = out / f".{name}.parquet.tmp"
+            pq.write_table(table.cast(schema), tmp, compression="zstd", compression_level=9,
+                           row_group_size=1 << 20)
+            os.replace(tmp, out / f"{name}.parquet")
+    return out
+
+
+def ensure(scale: float, out_dir: str | os.PathLike) -> Path:
+    """Generate the data unless every table is already there."""
+    out = Path(out_dir)
+    if all((out / f"{name}.parquet").exists() for name in TABLES):
+        return out
+    return generate(scale, out)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    p = argparse.ArgumentParser(description="Generate TPC-H parquet data with tpchgen-cli.")
+    p.add_argument("--scale", type=float, default=0.01)
+    p.add_argument("--out", required=True)
+    a = p.parse_args()
+    try:
+        print(generate(a.scale, a.out))
+    except GeneratorMissing as e:
+        sys.exit(str(e))
