@@ -26,10 +26,12 @@ def read_parquet(path: str | os.PathLike) -> Flow:
     files = _expand(path, "*.parquet")
     try:
         schema = Schema.from_arrow(pq.read_schema(files[0]))
-        rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        metadata = [pq.read_metadata(f) for f in files]
     except (OSError, pa.ArrowInvalid) as e:
         raise PlanError(f"cannot read parquet {path!r}: {e}") from e
-    nbytes = sum(os.path.getsize(f) for f in files)
+    rows = sum(m.num_rows for m in metadata)
+    # Uncompressed size: what the data takes in memory, which the planner weighs against the budget.
+    nbytes = sum(m.row_group(i).total_byte_size for m in metadata for i in range(m.num_row_groups))
     return Flow(Scan(ParquetSource(schema, path=path, files=tuple(files), rows=rows, nbytes=nbytes)))
 
 
