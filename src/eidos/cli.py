@@ -1,0 +1,523 @@
+"""The `eidos` command: a thin shell over the public API (`import eidos`).
+
+Tables and highlighting come from rich on a terminal; in a pipe the output is
+plain aligned text, and progress is shown only on a terminal. An EidosError
+ends the command with `error: <message>` on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import decimal
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import eidos as ei
+from eidos.errors import EidosError, UnsupportedError
+
+HEAD_DEFAULT = 20
+FORMATS = {".parquet": "parquet", ".csv": "csv"}
+
+
+class CommandError(EidosError):
+    """A bad command line or input file (missing plan, unknown output format)."""
+
+
+# ---------------------------------------------------------------- output
+
+
+class Out:
+    """Where the command writes: rich on a terminal, plain aligned text in a pipe."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(highlight=False, soft_wrap=False)
+        self.rich = self.console.is_terminal
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        if self.rich:
+            self.console.print(text, style=style, markup=False)
+        else:
+            sys.stdout.write(text + "\n")
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None,
+              right: Sequence[bool] | None = None) -> None:
+        right = list(right or [False] * len(headers))
+        if self.rich:
+            from rich.table import Table
+
+            t = Table(title=title, title_justify="left", title_style="bold")
+            for h, r in zip(headers, right):
+                t.add_column(h, justify="right" if r else "left", overflow="fold")
+            for row in rows:
+                t.add_row(*row)
+            self.console.print(t)
+            return
+        if title:
+            sys.stdout.write(title + "\n")
+        sys.stdout.write(plain_table(headers, rows, right) + "\n")
+
+    def status(self, message: str):
+        """A spinner on a terminal; nothing in a pipe."""
+        if self.rich:
+            return self.console.status(message)
+        return contextlib.nullcontext()
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    last = len(headers) - 1
+
+    def fmt(cells: Sequence[str]) -> str:
+        parts = [c.rjust(w) if r else (c if i == last else c.ljust(w))
+                 for i, (c, w, r) in enumerate(zip(cells, widths, right))]
+        return "  ".join(parts).rstrip()
+
+    lines = [fmt(headers), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines)
+
+
+def cell(v: Any) -> str:
+    """One value as table text: null for None, ISO dates, floats to about 10 significant digits."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if not math.isfinite(v) else f"{v:.10g}"
+    if isinstance(v, (_dt.date, _dt.datetime)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    return str(v)
+
+
+def _is_numeric(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def show_table(out: Out, table, head: int, *, title: str | None = None) -> None:
+    """The first `head` rows of an Arrow table (all when head is 0), then the row count."""
+    shown = table if head <= 0 else table.slice(0, head)
+    headers = [f"{f.name}\n{f.type}" if out.rich else f.name for f in table.schema]
+    rows = [[cell(v) for v in row.values()] for row in shown.to_pylist()]
+    out.table(headers, rows, title=title, right=[_is_numeric(f.type) for f in table.schema])
+    n = table.num_rows
+    note = f"{n:,} row{'s' if n != 1 else ''} x {table.num_columns} column{'s' if table.num_columns != 1 else ''}"
+    if shown.num_rows < n:
+        note += f" (showing the first {shown.num_rows:,}; --head 0 shows all)"
+    out.line(note, style="dim")
+
+
+def show_explain(out: Out, text: str) -> None:
+    if not out.rich:
+        out.line(text)
+        return
+    from rich.text import Text
+
+    t = Text(text)
+    t.highlight_regex(r"^lane: \S+", "bold green")
+    t.highlight_regex(r"^(rejected|plan):", "bold")
+    t.highlight_regex(r"^note:.*$", "yellow")
+    t.highlight_regex(r"\(rule \d+[^)]*", "cyan")
+    out.console.print(t)
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def load_plan(path: str) -> ei.Flow:
+    """A Flow from a plan JSON file ('-' reads standard input); errors name the file."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except FileNotFoundError:
+        raise CommandError(f"plan file {name!r} does not exist") from None
+    except IsADirectoryError:
+        raise CommandError(f"plan file {name!r} is a folder, not a file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise CommandError(f"cannot read plan file {name!r}: {reason}") from None
+    if not text.strip():
+        raise CommandError(f"plan file {name!r} is empty; write one with flow.to_json()")
+    try:
+        return ei.Flow.from_json(text)
+    except EidosError as e:
+        raise CommandError(f"plan file {name!r}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - a malformed file must read as an error about the file
+        raise CommandError(f"plan file {name!r} is not a valid eidos plan: {type(e).__name__}: {e}") from e
+
+
+def output_format(path: str) -> str:
+    ext = os.path.splitext(path)[1].lower()
+    try:
+        return FORMATS[ext]
+    except KeyError:
+        raise CommandError(f"cannot tell the output format of {path!r} from its extension "
+                           f"{ext or '(none)'!r}; use a name ending in .parquet or .csv") from None
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_devices(args: argparse.Namespace, out: Out) -> int:
+    d = ei.detect_devices()
+    if args.json:
+        out.line(json.dumps(asdict(d), indent=2))
+        return 0
+    flags = [f for f, on in (("avx2", d.has_avx2), ("avx512", d.has_avx512), ("neon", d.has_neon)) if on]
+    gpus = ", ".join(f"{n} ({m / 2**30:.0f} GiB)" for n, m in zip(d.gpu_names, d.gpu_memory_bytes))
+    rows = [
+        ("platform", d.platform_system),
+        ("cpu cores", str(d.cpu_cores)),
+        ("cpu flags", ", ".join(flags) or "none detected"),
+        ("memory limit", f"{d.memory_limit_bytes / 2**30:.1f} GiB"),
+        ("gpus", f"{d.gpu_count}" + (f": {gpus}" if gpus else "")),
+        ("EIDOS_BACKEND", d.forced_backend or "not set"),
+        ("EIDOS_MEMORY_BUDGET", os.environ.get("EIDOS_MEMORY_BUDGET") or "not set (half the memory limit)"),
+    ]
+    out.table(["device", "value"], rows)
+    return 0
+
+
+def cmd_backends(args: argparse.Namespace, out: Out) -> int:
+    lanes = ei.backends()
+    if args.json:
+        out.line(json.dumps([{"lane": l.name, "kind": l.kind, "available": l.available, "reason": l.reason}
+                             for l in lanes], indent=2))
+        return 0
+    rows = [(l.name, l.kind, "yes" if l.available else "no", l.reason or "") for l in lanes]
+    out.table(["lane", "kind", "available", "reason"], rows)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace, out: Out) -> int:
+    flow = load_plan(args.plan)
+    show_explain(out, flow.explain(engine=args.engine))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, out: Out) -> int:
+    flow = load_plan(args.plan)
+    if args.output:
+        fmt = output_format(args.output)
+        with out.status(f"running {args.plan} and writing {args.output}"):
+            start = time.perf_counter()
+            getattr(flow, f"write_{fmt}")(args.output, engine=args.engine)
+            seconds = time.perf_counter() - start
+        what = fmt
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            rows = pq.read_metadata(args.output).num_rows
+            what += f", {rows:,} row{'s' if rows != 1 else ''}"
+        out.line(f"wrote {args.output} ({what}) {_ran_on()}in {seconds:.3f} s")
+        return 0
+    with out.status(f"running {args.plan}"):
+        start = time.perf_counter()
+        table = flow.run(engine=args.engine, strict=args.strict)
+        seconds = time.perf_counter() - start
+    show_table(out, table, args.head)
+    out.line(f"{_ran_on()}in {seconds:.3f} s", style="dim")
+    return 0
+
+
+def _ran_on() -> str:
+    record = ei.last_run()
+    return f"on lane {record.lane} " if record is not None and record.lane else ""
+
+
+# ---------------------------------------------------------------- demo
+
+
+def demo_data(folder: str, orders: int, seed: int) -> tuple[str, str]:
+    """Two small parquet files, orders and customers, with nulls, decimals, dates and strings."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    n_customers = max(10, orders // 10)
+    regions = np.array(["north", "south", "east", "west", "zürich"])
+    segments = np.array(["retail", "wholesale", "online"])
+    customers = pa.table({
+        "customer_id": pa.array(np.arange(1, n_customers + 1), pa.int64()),
+        "name": pa.array([f"customer {i:04d}" for i in range(1, n_customers + 1)], pa.string()),
+        "region": pa.array(rng.choice(regions, n_customers), pa.string(), mask=rng.random(n_customers) < 0.05),
+        "segment": pa.array(rng.choice(segments, n_customers), pa.string()),
+    })
+    cents = rng.integers(100, 500_000, orders)
+    statuses = np.array(["shipped", "pending", "returned", "cancelled"])
+    start = _dt.date(2023, 1, 1)
+    days = rng.integers(0, 730, orders)
+    orders_t = pa.table({
+        "order_id": pa.array(np.arange(1, orders + 1), pa.int64()),
+        # ids past the last customer find no match in the join
+        "customer_id": pa.array(rng.integers(1, n_customers + n_customers // 10 + 1, orders), pa.int64(),
+                                mask=rng.random(orders) < 0.02),
+        "amount": pa.array([decimal.Decimal(int(c)).scaleb(-2) for c in cents], pa.decimal128(10, 2),
+                           mask=rng.random(orders) < 0.03),
+        "order_date": pa.array([start + _dt.timedelta(days=int(d)) for d in days], pa.date32()),
+        "status": pa.array(rng.choice(statuses, orders), pa.string(), mask=rng.random(orders) < 0.02),
+    })
+    orders_path = os.path.join(folder, "orders.parquet")
+    customers_path = os.path.join(folder, "customers.parquet")
+    pq.write_table(orders_t, orders_path)
+    pq.write_table(customers, customers_path)
+    return orders_path, customers_path
+
+
+def demo_flow(orders_path: str, customers_path: str) -> ei.Flow:
+    """Revenue per region in 2024 from orders not cancelled: filter, join, group_by/agg, sort."""
+    col = ei.col
+    orders = ei.read_parquet(orders_path)
+    customers = ei.read_parquet(customers_path)
+    return (orders
+            .filter((col("status") != "cancelled") & (col("order_date") >= ei.date(2024, 1, 1)))
+            .join(customers, on="customer_id")
+            .group_by("region")
+            .agg(orders=ei.count(),
+                 customers=col("customer_id").n_unique(),
+                 revenue=col("amount").sum(),
+                 largest=col("amount").max(),
+                 first_order=col("order_date").min())
+            .sort("revenue", descending=True))
+
+
+def tables_agree(result, expected) -> str | None:
+    """None when two results hold the same rows (in any order, floats within 1e-9), else what differs."""
+    try:
+        from eidos.testing.compare import assert_tables_equal
+    except ImportError:
+        return _sorted_rows_differ(result, expected)
+    try:
+        assert_tables_equal(result, expected, check_order=False)
+    except AssertionError as e:
+        return str(e).strip().splitlines()[0] if str(e).strip() else "results differ"
+    return None
+
+
+def _sorted_rows_differ(a, b) -> str | None:
+    if a.schema.names != b.schema.names:
+        return f"columns differ: {a.schema.names} vs {b.schema.names}"
+    if a.num_rows != b.num_rows:
+        return f"{a.num_rows} rows vs {b.num_rows}"
+
+    def key(row: tuple) -> tuple:
+        return tuple((v is None, v if v is not None else 0) for v in row)
+
+    rows_a = sorted((tuple(r.values()) for r in a.to_pylist()), key=key)
+    rows_b = sorted((tuple(r.values()) for r in b.to_pylist()), key=key)
+    for ra, rb in zip(rows_a, rows_b):
+        for name, x, y in zip(a.schema.names, ra, rb):
+            if not _same_value(x, y):
+                return f"column {name!r}: {cell(x)} vs {cell(y)}"
+    return None
+
+
+def _same_value(x: Any, y: Any) -> bool:
+    if isinstance(x, float) and isinstance(y, float):
+        return (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+    return x == y
+
+
+def cmd_demo(args: argparse.Namespace, out: Out) -> int:
+    if args.dir:
+        os.makedirs(args.dir, exist_ok=True)
+        folder_cm = contextlib.nullcontext(args.dir)
+    else:
+        folder_cm = tempfile.TemporaryDirectory(prefix="eidos-demo-")
+    with folder_cm as folder:
+        with out.status("making the demo data"):
+            orders_path, customers_path = demo_data(folder, args.rows, args.seed)
+            flow = demo_flow(orders_path, customers_path)
+        if args.dir:
+            with open(os.path.join(folder, "plan.json"), "w", encoding="utf-8") as f:
+                f.write(flow.to_json())
+        out.line(f"eidos demo: {args.rows:,} orders joined with their customers, revenue per region in 2024",
+                 style="bold")
+        out.line(f"data: {orders_path}, {customers_path}"
+                 + (f"; plan: {os.path.join(folder, 'plan.json')}" if args.dir else " (removed afterwards)"))
+        return _demo_lanes(out, flow)
+
+
+def _demo_lanes(out: Out, flow: ei.Flow) -> int:
+    lanes = ei.backends()
+    available = [l for l in lanes if l.available]
+    chosen, verdicts = _planner_view(out, flow)
+    results: dict[str, Any] = {}
+    rows, problems = [], 0
+    order = sorted(available, key=lambda l: l.kind != "reference")  # the reference first: the others compare to it
+    for lane in order:
+        with out.status(f"running on {lane.name}"):
+            start = time.perf_counter()
+            try:
+                results[lane.name] = flow.run(engine=lane.name, strict=True)
+                outcome = None
+            except UnsupportedError as e:
+                outcome = f"cannot run it: {_first_line(e)}"
+            except EidosError as e:
+                outcome = f"failed: {_first_line(e)}"
+                problems += 1
+            seconds = time.perf_counter() - start
+        if outcome is not None:
+            rows.append((lane.name, lane.kind, verdicts.get(lane.name, ""), "", "", outcome))
+            continue
+        table = results[lane.name]
+        if lane.kind == "reference":
+            agree = "is the reference"
+        elif "reference" not in results:
+            agree = "no reference result to compare"
+        else:
+            diff = tables_agree(table, results["reference"])
+            agree = "yes" if diff is None else f"NO: {diff}"
+            problems += diff is not None
+        rows.append((lane.name, lane.kind, verdicts.get(lane.name, ""), f"{seconds:.3f} s", f"{table.num_rows:,}",
+                     agree))
+    out.line()
+    out.table(["lane", "kind", "planner", "time", "rows", "agrees with reference"], rows,
+              title="every available lane, forced with engine=<lane>",
+              right=[False, False, False, True, True, False])
+    missing = [l for l in lanes if not l.available]
+    if missing:
+        out.line()
+        out.table(["lane", "kind", "why unavailable"], [(l.name, l.kind, l.reason) for l in missing],
+                  title="unavailable lanes")
+    shown = chosen if chosen in results else next(iter(results), None)
+    if shown is not None:
+        out.line()
+        show_table(out, results[shown], 20, title=f"result (lane {shown})")
+    if problems:
+        out.line()
+        out.line(f"{problems} lane{'s' if problems != 1 else ''} failed or disagreed with the reference",
+                 style="bold red")
+        return 1
+    return 0
+
+
+def _planner_view(out: Out, flow: ei.Flow) -> tuple[str | None, dict[str, str]]:
+    """Run once with no engine named: the lane eidos chooses, and per lane why it was chosen or not."""
+    try:
+        with out.status("running with the lane eidos chooses"):
+            flow.run()
+    except EidosError as e:
+        out.line(f"left to itself, eidos fails: {_first_line(e)}", style="red")
+        return None, {}
+    record = ei.last_run()
+    decision = record.decision
+    out.line(f"left to itself, eidos chooses {record.lane} by rule {decision.rule}: {decision.reason}")
+    verdicts = {name: why for name, why in decision.rejected}
+    verdicts[decision.lane_name] = f"chosen by rule {decision.rule}"
+    if record.lane != decision.lane_name:
+        verdicts[record.lane] = f"took over from {decision.lane_name}"
+    return record.lane, verdicts
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eidos",
+        description="Run one lazy relational plan (a Flow) on the engine that suits it.",
+        epilog="Plans are the JSON written by Flow.to_json(). 'eidos COMMAND --help' tells more.")
+    parser.add_argument("--version", action="version", version=f"eidos {ei.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("devices", help="what this machine has: cores, memory, CPU flags, GPUs",
+                       description="Show what eidos detected on this machine: CPU cores and flags, the "
+                                   "memory limit (cgroup-aware), GPUs, and the EIDOS_* settings.")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("backends", help="every lane, its kind, and whether it can run here",
+                       description="List every lane (built-in and from the 'eidos.backends' entry points) "
+                                   "with its kind, whether it is available here, and if not, why and "
+                                   "how to install what it needs.")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_backends)
+
+    p = sub.add_parser("explain", help="show the optimized plan, the lane chosen and why",
+                       description="Show the optimized plan of PLAN.json, the lane eidos chooses, the rule "
+                                   "that chose it, and every rejected lane with why. Runs nothing.")
+    p.add_argument("plan", metavar="PLAN.json", help="a plan written by Flow.to_json() ('-' reads stdin)")
+    p.add_argument("--engine", metavar="LANE", help="force this lane (see 'eidos backends')")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("run", help="run a plan; print the result or write it to a file",
+                       description="Run PLAN.json on the lane eidos chooses (or --engine). Without -o, "
+                                   "print the first rows of the result and the row count; with -o, write "
+                                   "the whole result atomically as parquet or CSV, chosen by extension.")
+    p.add_argument("plan", metavar="PLAN.json", help="a plan written by Flow.to_json() ('-' reads stdin)")
+    p.add_argument("--engine", metavar="LANE", help="force this lane (see 'eidos backends')")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE (.parquet or .csv)")
+    p.add_argument("-n", "--head", type=int, default=HEAD_DEFAULT, metavar="N",
+                   help=f"rows to print (default {HEAD_DEFAULT}; 0 prints all)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail instead of handing over to another lane when the chosen one cannot run it")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("demo", help="make a small dataset and run one flow on every available lane",
+                       description="Make a small orders/customers dataset (nulls, decimals, dates, "
+                                   "strings) as parquet, build one flow (filter, join, group_by/agg, "
+                                   "sort), and run it on every available lane: each lane's planner "
+                                   "verdict, time, and whether its result agrees with the reference "
+                                   "lane's. Exits 1 when a lane fails or disagrees.")
+    p.add_argument("--rows", type=int, default=5000, metavar="N", help="orders to make (default 5000)")
+    p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    p.add_argument("--dir", metavar="DIR",
+                   help="keep the data and the plan (plan.json) in DIR instead of a temporary folder")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    if getattr(args, "rows", 1) < 1:
+        parser.error("--rows must be at least 1")
+    try:
+        rc = args.func(args, Out())
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return rc
+    except EidosError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `eidos run plan.json | head`): not an error
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
