@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.path[0] = str(Path(__file__).resolve().parents[2])  # the repository root, not this folder
 
 from examples.tpch import sql  # noqa: E402
 
