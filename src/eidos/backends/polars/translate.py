@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from functools import singledispatch
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -25,7 +26,7 @@ from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
 from eidos.ir.schema import Schema
-from eidos.ir.typing import _adapt, infer, promote
+from eidos.ir.typing import _adapt, infer, literal_dtype, promote
 
 # --- types ------------------------------------------------------------------
 
@@ -94,10 +95,10 @@ def _(source: S.ParquetSource) -> pl.LazyFrame:
 
 @scan.register
 def _(source: S.CsvSource) -> pl.LazyFrame:
-    # The Flow's schema is given whole, so Polars infers nothing and the types match exactly.
+    # The Flow's schema is given whole, so Polars infers nothing and the types match exactly;
+    # eidos: an empty field is null, in every column (strings too).
     return pl.scan_csv(source.path, has_header=source.has_header, separator=source.delimiter,
-                       schema=pl_schema(source.schema), glob=False, empty_string_is_null=False,
-                       null_values=[""])
+                       schema=pl_schema(source.schema), glob=False, empty_string_is_null=True)
 
 
 @scan.register
@@ -317,7 +318,8 @@ def operand(e: E.Expr, t: DType, scope: Scope) -> pl.Expr:
 
 
 def operand_types(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[DType, DType]:
-    """The operand types after weak literals adapt to the other side (typing's rule)."""
+    """The operand types after weak literals adapt to the other side (typing's rule; the
+    Aggregate-aware form of typing.operand_dtypes)."""
     ta, tb = scope.dtype(a), scope.dtype(b)
     return _adapt(a, ta, tb), _adapt(b, tb, ta)
 
@@ -334,9 +336,10 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
     if dst == T.Boolean and src.is_numeric:
         # eidos: a number is true when it is not zero (NaN is true).
         return x != lit(0, src)
-    if src.is_decimal and dst.is_integer:
-        # eidos: towards zero; the value must fit (Polars truncates too, strict raises out of range).
-        return x.cast(pl_dtype(dst), strict=True)
+    if src.is_decimal and dst.is_decimal and dst.scale < src.scale:
+        # eidos: to fewer places half away from zero; Polars' cast would truncate.
+        x = x.round(dst.scale, mode="half_away_from_zero")
+    # decimal -> int truncates towards zero (Polars too); strict raises out of range.
     # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
     return x.cast(pl_dtype(dst), strict=True)
 
@@ -428,14 +431,18 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     fn = e.fn
     if ta.is_temporal or tb.is_temporal:
         return _date_arith(e, ta, tb, scope)
-    if fn in ("pow", "truediv") or res.is_float:
+    if fn == "pow":
+        # eidos: IEEE pow computed in Float64 (a Float32 result is rounded from it).
+        x, y = operand(a, T.Float64, scope), operand(b, T.Float64, scope)
+        return _to_result(x.pow(y), res)
+    if fn == "truediv" or res.is_float:
         x, y = operand(a, res, scope), operand(b, res, scope)
-        if fn == "pow":
-            return x.pow(y)
         if fn == "truediv":
             return x / _nonzero(y)
-        if fn in ("floordiv", "mod"):
-            return _ARITH[fn](x, _nonzero(y))
+        if fn == "mod":
+            return _to_result(_float_mod(x.cast(pl.Float64), _nonzero(y).cast(pl.Float64)), res)
+        if fn == "floordiv":
+            return x // _nonzero(y)  # floor(a / b), as Polars computes it
         return _ARITH[fn](x, y)
     if res.is_integer:
         x, y = operand(a, res, scope), operand(b, res, scope)
@@ -463,6 +470,26 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     x, y = operand(a, common, scope), operand(b, common, scope)
     # Polars raises on decimal division by zero; eidos gives null.
     return _ARITH[fn](x, _nonzero(y)).cast(pl_dtype(res), strict=True)
+
+
+def _to_result(x: pl.Expr, res: DType) -> pl.Expr:
+    return x if res == T.Float64 else x.cast(pl_dtype(res))
+
+
+def _fmod(s: pl.Series) -> pl.Series:
+    a, b = s.struct.field("a").to_numpy(), s.struct.field("b").to_numpy()
+    with np.errstate(all="ignore"):
+        return pl.Series(s.name, np.fmod(a, b), dtype=pl.Float64)
+
+
+def _float_mod(x: pl.Expr, y: pl.Expr) -> pl.Expr:
+    """Python's float %: the sign of the divisor, from the exact fmod. Polars computes
+    a - b * floor(a / b), which is not exact (1.0 % 0.1 gives 0.0, not 0.09999999999999995)."""
+    r = pl.struct([x.alias("a"), y.alias("b")]).map_batches(_fmod, return_dtype=pl.Float64, is_elementwise=True)
+    signed_zero = pl.when(y < 0).then(pl.lit(-0.0)).otherwise(pl.lit(0.0))
+    adjusted = pl.when((r < 0) != (y < 0)).then(r + y).otherwise(r)
+    out = pl.when(r != 0).then(adjusted).otherwise(signed_zero)
+    return pl.when(x.is_not_null() & y.is_not_null()).then(out)
 
 
 def _scale(t: DType) -> int:
@@ -496,24 +523,17 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
 
 
 def _comparable(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[pl.Expr, pl.Expr]:
+    """Both operands in the type they are compared in (evaluate.comparison_domain)."""
     ta, tb = operand_types(a, b, scope)
     if T.Null in (ta, tb):
         t = tb if ta == T.Null else ta
         return operand(a, t, scope), operand(b, t, scope)
-    if ta.is_integer and tb.is_integer:
-        common = promote(ta, tb)
-        if common.is_float:  # UInt64 against a signed type: compare exactly in 128 bits
-            return operand(a, ta, scope).cast(pl.Int128), operand(b, tb, scope).cast(pl.Int128)
-    elif ta.is_decimal or tb.is_decimal:
-        if ta.is_float or tb.is_float:
-            common = T.Float64
-        else:
-            # Polars compares decimals of different scales exactly; integers join them at scale 0.
-            x = operand(a, ta if ta.is_decimal else T.Decimal(38, 0), scope)
-            y = operand(b, tb if tb.is_decimal else T.Decimal(38, 0), scope)
-            return x, y
-    else:
-        common = promote(ta, tb)
+    common = promote(ta, tb)
+    if common.is_decimal:
+        # Decimals compare exactly whatever their scales (Polars does too); integers join at scale 0.
+        x = operand(a, ta if ta.is_decimal else T.Decimal(38, 0), scope)
+        y = operand(b, tb if tb.is_decimal else T.Decimal(38, 0), scope)
+        return x, y
     # eidos: NaN equals NaN and sorts above every number, as in Polars' float comparisons.
     return operand(a, common, scope), operand(b, common, scope)
 
@@ -543,9 +563,10 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
 
 @call("sqrt", "exp", "log", "sin", "cos", "tanh")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
-    x = operand(e.args[0], scope.dtype(e), scope)
-    # eidos: sqrt of a negative is NaN, log(0) is -inf, log of a negative NaN: IEEE, as Polars.
-    return getattr(x, e.fn)()
+    # eidos: computed in Float64 (a Float32 result rounded from it); sqrt of a negative is NaN,
+    # log(0) is -inf, log of a negative NaN: IEEE, as Polars.
+    x = operand(e.args[0], T.Float64, scope)
+    return _to_result(getattr(x, e.fn)(), scope.dtype(e))
 
 
 @call("round")
@@ -553,12 +574,40 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     (decimals,) = e.options
     t, res = scope.dtype(e.args[0]), scope.dtype(e)
     x = operand(e.args[0], t, scope)
-    if decimals < 0:
-        raise UnsupportedError("the polars lane cannot round to negative decimals")
     if t.is_integer:
-        return x
-    # eidos: half away from zero.
-    return x.round(decimals, mode="half_away_from_zero").cast(pl_dtype(res), strict=True)
+        return x if decimals >= 0 else _round_int(x, -decimals, res)
+    if t.is_decimal:
+        if decimals < 0:
+            raise UnsupportedError("the polars lane cannot round a Decimal to negative decimals")
+        # eidos: half away from zero (Polars' mode of that name rounds decimals exactly).
+        return x.round(decimals, mode="half_away_from_zero").cast(pl_dtype(res), strict=True)
+    return _to_result(_round_float(x.cast(pl.Float64), decimals), res)
+
+
+def _round_float(x: pl.Expr, decimals: int) -> pl.Expr:
+    """The reference's float rounding, step for step: scale by 10**d, round half away from
+    zero, scale back. (Polars' own round rounds the decimal text: 2.675 -> 2.68, not 2.67.)"""
+    def half_away(y: pl.Expr) -> pl.Expr:
+        r = pl.when(y >= 0).then(y.floor()).otherwise(y.ceil())
+        return pl.when((y - r).abs() >= 0.5).then(r + y.sign()).otherwise(r)
+
+    if decimals >= 0:
+        p = 10.0 ** decimals
+        y = x * p
+        return pl.when(y.is_finite()).then(half_away(y) / p).otherwise(x)
+    p = 10.0 ** -decimals
+    return pl.when(x.is_finite()).then(half_away(x / p) * p).otherwise(x)
+
+
+def _round_int(x: pl.Expr, digits: int, res: DType) -> pl.Expr:
+    """Round an integer to a multiple of 10**digits, half away from zero; overflow raises."""
+    if digits > 20:  # the step is above twice any 64-bit value: everything rounds to 0
+        return pl.when(x.is_not_null()).then(lit(0, res))
+    step = 10 ** digits
+    w = x.cast(pl.Int128)
+    q, r = w.abs() // step, w.abs() % step
+    up = (q + (2 * r >= step).cast(pl.Int128)) * step
+    return (pl.when(w < 0).then(-up).otherwise(up)).cast(pl_dtype(res), strict=True)
 
 
 @call("floor", "ceil")
@@ -595,14 +644,10 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     x = expr(e.args[0], scope)
     present = [v for v in values if v is not None]
     common = t
-    for v in present:
-        common = promote(common, _literal_type(v, t))
-    if common.is_float and t.is_integer and all(isinstance(v, int) for v in present):
-        common = None  # integers beyond 64 signed bits: compare exactly
+    for v in present:  # eidos: compared in the promotion of the column and the values' own types
+        common = promote(common, literal_dtype(v))
     if not present:
         hit = pl.lit(False)
-    elif common is None:
-        hit = x.cast(pl.Int128).is_in(pl.Series(present, dtype=pl.Int128))
     else:
         xs = x if common == t else x.cast(pl_dtype(common))
         hit = xs.is_in(pl.lit(pl.Series([_value(v, common) for v in present], dtype=pl_dtype(common))).implode())
@@ -611,13 +656,6 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     if len(present) < len(values):
         hit = pl.when(hit).then(True).otherwise(pl.lit(None, dtype=pl.Boolean))
     return pl.when(x.is_null()).then(pl.lit(None, dtype=pl.Boolean)).otherwise(hit)
-
-
-def _literal_type(v, against: DType) -> DType:
-    from eidos.ir.typing import literal_dtype
-
-    natural = literal_dtype(v)
-    return _adapt(E.Literal(v, natural, weak=natural.is_numeric and not natural.is_decimal), natural, against)
 
 
 def _value(v, t: DType):
@@ -704,6 +742,11 @@ def _(e: E.Agg, scope: Scope) -> pl.Expr:
     t = inner.dtype(e.arg)
     res = scope.dtype(e)
     x = expr(e.arg, inner)
+    if not e.arg.columns():
+        # eidos: an aggregation of a constant sees it once per row; Polars would see one value
+        # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
+        anchor = pl.col(scope.schema.names[0]).is_null().is_not_null()
+        x = pl.when(anchor).then(x)
     fn = e.fn
     if fn == "count":
         return x.count().cast(pl.Int64)
