@@ -41,7 +41,8 @@ def round_bf16(x: float) -> float:
     import ml_dtypes
     import numpy as np
 
-    return float(np.float64(x).astype(np.float32).astype(ml_dtypes.bfloat16))
+    with np.errstate(over="ignore"):
+        return float(np.float64(x).astype(np.float32).astype(ml_dtypes.bfloat16))
 
 
 def _identity(x: float) -> float:
@@ -70,7 +71,7 @@ def _exact_to(ty: Type, exact: Fraction | int) -> float:
     try:
         v = float(exact)
     except OverflowError:
-        return math.copysign(INF, exact)
+        return INF if exact > 0 else -INF
     if ty is not Type.F64 and Fraction(v) != exact:
         v = math.nextafter(v, INF if exact > v else -INF)
     return wrapper(ty)(v)

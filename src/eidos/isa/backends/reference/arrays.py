@@ -77,9 +77,10 @@ class Arrays:
 
 def to_type(values: np.ndarray, ty: Type) -> np.ndarray:
     """Round float64 results once to ty (BF16 through float32, as the scalar rounding does)."""
-    if ty is Type.BF16:
-        return np.asarray(values, dtype=np.float64).astype(np.float32).astype(ty.np_dtype)
-    return np.asarray(values).astype(ty.np_dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if ty is Type.BF16:
+            return np.asarray(values, dtype=np.float64).astype(np.float32).astype(ty.np_dtype)
+        return np.asarray(values).astype(ty.np_dtype)
 
 
 def f64(a: np.ndarray) -> np.ndarray:

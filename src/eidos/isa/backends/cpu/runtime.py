@@ -1,0 +1,318 @@
+"""What generated code calls: raw loads and stores, LLVM's fma, and the scalar semantics in numba.
+
+Imported only when a program is compiled (it imports numba). Each helper mirrors one function
+of eidos.isa.semantics bit for bit; the instruction suite checks them against the reference.
+Registers live as two locals per ISA register: an int64 (integers, U64 as its bit pattern) and a
+float64 (floats, always holding a value exactly representable in the instruction's type).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+OPTS = {"cache": True, "error_model": "numpy", "nogil": True}
+
+
+# ---- raw memory: addresses are plain int64 byte addresses (base pointer + offset) ----------
+
+def _load(nbty):
+    @intrinsic
+    def load(typingctx, addr):
+        def codegen(context, builder, signature, args):
+            ptr = builder.inttoptr(args[0], context.get_value_type(nbty).as_pointer())
+            return builder.load(ptr, align=1)
+        return nbty(types.int64), codegen
+    return load
+
+
+def _store(nbty):
+    @intrinsic
+    def store(typingctx, addr, value):
+        def codegen(context, builder, signature, args):
+            ptr = builder.inttoptr(args[0], context.get_value_type(nbty).as_pointer())
+            builder.store(args[1], ptr, align=1)
+            return context.get_dummy_value()
+        return types.void(types.int64, nbty), codegen
+    return store
+
+
+ld_i8, ld_u8, ld_i16, ld_u16 = _load(types.int8), _load(types.uint8), _load(types.int16), _load(types.uint16)
+ld_i32, ld_u32, ld_i64 = _load(types.int32), _load(types.uint32), _load(types.int64)
+ld_f32, ld_f64 = _load(types.float32), _load(types.float64)
+st_i8, st_i16, st_i32, st_i64 = _store(types.int8), _store(types.int16), _store(types.int32), _store(types.int64)
+st_f32, st_f64 = _store(types.float32), _store(types.float64)
+
+
+@intrinsic
+def fma64(typingctx, a, b, c):
+    """IEEE fused multiply-add in binary64 (one rounding), LLVM's llvm.fma.f64."""
+    def codegen(context, builder, signature, args):
+        d = ir.DoubleType()
+        fn = builder.module.declare_intrinsic("llvm.fma", [d], ir.FunctionType(d, [d, d, d]))
+        return builder.call(fn, args)
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
+# ---- rounding to the narrow float types -------------------------------------------------------
+
+@njit(**OPTS)
+def rf32(x):
+    return np.float64(np.float32(x))
+
+
+@njit(**OPTS)
+def f64_to_f16(x):
+    """Bits of binary16 nearest x (ties to even), as struct.pack('<e') rounds; overflow -> inf."""
+    b = np.int64(np.float64(x).view(np.int64))
+    sign = (b >> 48) & 0x8000
+    if x != x:
+        return np.int64(sign | 0x7E00)
+    a = abs(x)
+    if a == np.inf:
+        return np.int64(sign | 0x7C00)
+    if a >= 65520.0:  # rounds past 65504
+        return np.int64(sign | 0x7C00)
+    if a < 6.103515625e-05:  # subnormal half: multiples of 2**-24
+        q = a * 16777216.0
+        r = np.rint(q)  # ties to even
+        return np.int64(sign | np.int64(r))
+    e = np.int64((np.float64(a).view(np.int64) >> 52) & 0x7FF) - 1023
+    m = a / (2.0 ** e) - 1.0  # in [0, 1)
+    q = np.rint(m * 1024.0)
+    if q == 1024.0:
+        q = 0.0
+        e += 1
+    if e > 15:
+        return np.int64(sign | 0x7C00)
+    return np.int64(sign | ((e + 15) << 10) | np.int64(q))
+
+
+@njit(**OPTS)
+def f16_to_f64(h):
+    h = np.int64(h) & 0xFFFF
+    s = -1.0 if h & 0x8000 else 1.0
+    e = (h >> 10) & 0x1F
+    m = h & 0x3FF
+    if e == 0:
+        return s * m * 5.9604644775390625e-08
+    if e == 31:
+        return s * np.inf if m == 0 else np.nan
+    return s * (1.0 + m / 1024.0) * 2.0 ** (e - 15)
+
+
+@njit(**OPTS)
+def rf16(x):
+    return f16_to_f64(f64_to_f16(x))
+
+
+@njit(**OPTS)
+def f64_to_bf16(x):
+    """Bits of bfloat16: through float32 first, then nearest-even on the top 16 bits (as ml_dtypes)."""
+    f = np.float32(x)
+    u = np.int64(f.view(np.uint32))
+    if f != f:
+        return np.int64(((u >> 16) | 0x40) & 0xFFFF)
+    u = u + 0x7FFF + ((u >> 16) & 1)
+    return np.int64((u >> 16) & 0xFFFF)
+
+
+@njit(**OPTS)
+def bf16_to_f64(h):
+    return np.float64(np.uint32((np.int64(h) & 0xFFFF) << 16).view(np.float32))
+
+
+@njit(**OPTS)
+def rbf16(x):
+    return bf16_to_f64(f64_to_bf16(x))
+
+
+# ---- float operations with the reference's results -----------------------------------------
+
+@njit(**OPTS)
+def fmin(a, b):
+    if a != a or b != b:
+        return np.nan
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a < b else b
+
+
+@njit(**OPTS)
+def fmax(a, b):
+    if a != a or b != b:
+        return np.nan
+    if a == b:
+        return b if math.copysign(1.0, a) < 0 else a
+    return a if a > b else b
+
+
+@njit(**OPTS)
+def flog(x):
+    if x > 0:
+        return math.log(x)
+    if x == 0:
+        return -np.inf
+    return np.nan
+
+
+@njit(**OPTS)
+def fsqrt(x):
+    if x >= 0 or x == np.inf:
+        return math.sqrt(x)
+    return np.nan
+
+
+@njit(**OPTS)
+def ftrig(which, x):
+    if x != x or x == np.inf or x == -np.inf:
+        return np.nan
+    if which == 0:
+        return math.sin(x)
+    if which == 1:
+        return math.cos(x)
+    return math.tan(x)
+
+
+@njit(**OPTS)
+def fsigmoid(x):
+    if x != x:
+        return np.nan
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(**OPTS)
+def frem(a, b):
+    if a != a or b != b or b == 0 or a == np.inf or a == -np.inf:
+        return np.nan
+    return math.fmod(a, b)
+
+
+@njit(**OPTS)
+def fkeep(which, x):
+    """FLOOR (0), CEIL (1), TRUNC (2), ROUND half-even (3); a zero result keeps x's sign."""
+    if x != x or x == np.inf or x == -np.inf:
+        return x
+    if which == 0:
+        r = math.floor(x)
+    elif which == 1:
+        r = math.ceil(x)
+    elif which == 2:
+        r = math.trunc(x)
+    else:
+        r = np.rint(x)
+    if r == 0:
+        return math.copysign(0.0, x)
+    return r
+
+
+@njit(**OPTS)
+def fsign(x):
+    if x != x:
+        return np.nan
+    return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+
+
+@njit(**OPTS)
+def fgelu(x):
+    return x * (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
+@njit(**OPTS)
+def fpow(a, b):
+    return a ** b
+
+
+@njit(**OPTS)
+def ffma_narrow(a, b, c):
+    """a * b + c for F32/F16/BF16 values: the binary64 result nudged so the final rounding is single."""
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        return a * b + c
+    p = a * b
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    if err != 0 and math.isfinite(s):
+        s = np.nextafter(s, np.inf if err > 0 else -np.inf)
+    return s
+
+
+# ---- integers (int64 locals; U64 values as their bit pattern) --------------------------------
+
+@njit(**OPTS)
+def sdiv(a, b):
+    """Signed truncating division; x/0 -> -1, MIN/-1 -> -MIN wrapped (the caller wraps to the width)."""
+    if b == 0:
+        return np.int64(-1)
+    if b == -1:
+        return -a
+    q = a // b
+    if q < 0 and q * b != a:
+        q += 1
+    return q
+
+
+@njit(**OPTS)
+def srem(a, b):
+    if b == 0:
+        return a
+    if b == -1:
+        return np.int64(0)
+    return a - b * sdiv(a, b)
+
+
+@njit(**OPTS)
+def udiv64(a, b):
+    if b == 0:
+        return np.int64(-1)
+    return np.int64(np.uint64(a) // np.uint64(b))
+
+
+@njit(**OPTS)
+def urem64(a, b):
+    if b == 0:
+        return a
+    return np.int64(np.uint64(a) % np.uint64(b))
+
+
+@njit(**OPTS)
+def umod64(a, m):
+    return np.int64(np.uint64(a) % np.uint64(m))
+
+
+@njit(**OPTS)
+def ult64(a, b):
+    return np.uint64(a) < np.uint64(b)
+
+
+@njit(**OPTS)
+def ushr64(a, s):
+    return np.int64(np.uint64(a) >> np.uint64(s))
+
+
+@njit(**OPTS)
+def f2i(x, lo, hi):
+    """Float -> signed int: truncate, saturate at [lo, hi], NaN -> 0."""
+    if x != x:
+        return np.int64(0)
+    if x >= np.float64(hi):
+        return hi
+    if x <= np.float64(lo):
+        return lo
+    return np.int64(x)
+
+
+@njit(**OPTS)
+def f2u64(x):
+    if x != x or x <= 0.0:
+        return np.int64(0)
+    if x >= 18446744073709551615.0:
+        return np.int64(-1)
+    return np.int64(np.uint64(x))
