@@ -1,8 +1,10 @@
 """How long `import eidos` takes, next to `import polars` and `import duckdb`, and what it pulls in.
 
-Each import runs in a fresh interpreter, several times; the figure is the wall
-time of the import statement inside that interpreter (interpreter start-up is
-measured separately as `(nothing)` and not subtracted). Reports min and median.
+Each import runs in a fresh interpreter; the figure is the wall time of the
+import statement inside that interpreter (start-up excluded). The modules take
+turns round by round, so a noisy machine weighs on all alike. Reports min and
+median. `eidos (pyarrow loaded)` times `import eidos` after `import pyarrow`:
+what eidos itself adds over its one required heavy dependency.
 Fails (exit 1) when `import eidos` loads a heavy engine.
 
     python bench/import_time.py [--runs 15]
@@ -21,6 +23,7 @@ HEAVY = ("polars", "duckdb", "numba", "torch", "ray", "sqlglot", "triton", "pand
 
 PROBE = """
 import json, sys, time
+{setup}
 t = time.perf_counter()
 {stmt}
 dt = time.perf_counter() - t
@@ -28,16 +31,20 @@ print(json.dumps({{"seconds": dt, "modules": sorted(m.split('.')[0] for m in sys
 """
 
 
-def measure(module: str | None, runs: int) -> tuple[list[float], set[str]]:
-    stmt = f"import {module}" if module else "pass"
-    times, modules = [], set()
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", PROBE.format(stmt=stmt)], capture_output=True, text=True,
-                             check=True)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        times.append(result["seconds"])
-        modules = set(result["modules"])
-    return times, modules
+CASES = {  # name: (setup, statement)
+    "eidos": ("", "import eidos"),
+    "polars": ("", "import polars"),
+    "duckdb": ("", "import duckdb"),
+    "pyarrow": ("", "import pyarrow"),
+    "eidos (pyarrow loaded)": ("import pyarrow", "import eidos"),
+}
+
+
+def once(setup: str, stmt: str) -> tuple[float, set[str]]:
+    out = subprocess.run([sys.executable, "-c", PROBE.format(setup=setup, stmt=stmt)], capture_output=True,
+                         text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["seconds"], set(result["modules"])
 
 
 def version(module: str) -> str:
@@ -51,23 +58,23 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=15, help="fresh interpreters per module (default 15)")
     args = parser.parse_args()
 
-    rows = {}
-    baseline_modules: set[str] = set()
-    for module in (None, "eidos", "polars", "duckdb", "pyarrow"):
-        times, modules = measure(module, args.runs)
-        rows[module or "(nothing)"] = (min(times), statistics.median(times))
-        if module is None:
-            baseline_modules = modules
-        if module == "eidos":
-            eidos_modules = modules
+    times: dict[str, list[float]] = {name: [] for name in CASES}
+    for _ in range(args.runs):
+        for name, (setup, stmt) in CASES.items():
+            seconds, modules = once(setup, stmt)
+            times[name].append(seconds)
+            if name == "eidos":
+                eidos_modules = modules
+    _, baseline_modules = once("", "pass")
 
     print(f"python {platform.python_version()} on {platform.machine()}, {args.runs} fresh interpreters each")
-    print(f"{'import':<12} {'version':>10} {'min ms':>9} {'median ms':>10} {'median / eidos':>15}")
-    eidos_median = rows["eidos"][1]
-    for name, (lo, med) in rows.items():
-        ver = version(name) if name != "(nothing)" else ""
-        ratio = f"{med / eidos_median:.2f}x" if name != "(nothing)" else ""
-        print(f"{name:<12} {ver:>10} {lo * 1e3:>9.1f} {med * 1e3:>10.1f} {ratio:>15}")
+    print(f"{'import':<23} {'version':>8} {'min ms':>8} {'median ms':>10} {'eidos / this (median)':>22}")
+    eidos_median = statistics.median(times["eidos"])
+    for name, ts in times.items():
+        module = CASES[name][1].split()[1]
+        med = statistics.median(ts)
+        print(f"{name:<23} {version(module):>8} {min(ts) * 1e3:>8.1f} {med * 1e3:>10.1f} "
+              f"{eidos_median / med:>21.2f}x")
 
     pulled = sorted(m for m in HEAVY if m in eidos_modules)
     new = sorted(eidos_modules - baseline_modules)

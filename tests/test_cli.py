@@ -17,6 +17,9 @@ import pytest
 
 import eidos as ei
 from eidos.cli import main
+from eidos.errors import ExecutionError
+from eidos.hal import registry
+from eidos.hal.backend import Backend
 
 ROOT = Path(__file__).resolve().parents[1]
 EIDOS = Path(sys.executable).with_name("eidos")
@@ -302,13 +305,48 @@ def test_demo(capsys, tmp_path):
     assert re.search(r"^reference\s+reference\s+.*is the reference", out, re.MULTILINE)
     for lane in ei.backends():
         assert re.search(rf"^{re.escape(lane.name)}\s", out, re.MULTILINE), lane.name
-    assert "NO:" not in out and "failed:" not in out
+    assert "NO (see below)" not in out and "failed:" not in out
     assert "result (lane " in out
     assert {"orders.parquet", "customers.parquet", "plan.json"} <= set(os.listdir(tmp_path))
     # the demo's plan runs again through the command
     rc, out, err = run_cli(capsys, "run", str(tmp_path / "plan.json"), "--engine", "reference")
     assert rc == 0, err
     assert out.splitlines()[0].split() == ["region", "orders", "customers", "revenue", "largest", "first_order"]
+
+
+class Liar(Backend):
+    """Answers like the reference, with one value off."""
+
+    kind = "free"
+
+    def execute(self, plan):
+        table = ei.Flow(plan).run(engine="reference")
+        return table.set_column(1, table.field(1), pa.array([0] * table.num_rows, table.field(1).type))
+
+
+class Broken(Backend):
+    kind = "free"
+
+    def execute(self, plan):
+        raise ExecutionError("the engine fell over")
+
+
+@pytest.fixture
+def bad_lanes():
+    ei.register_backend("liar", Liar)
+    ei.register_backend("broken", Broken)
+    yield
+    registry.unregister_backend("liar")
+    registry.unregister_backend("broken")
+
+
+def test_demo_reports_disagreement_and_failure(capsys, bad_lanes):
+    rc, out, err = run_cli(capsys, "demo", "--rows", "300")
+    assert rc == 1
+    assert re.search(r"^liar\s+free\s.*NO \(see below\)", out, re.MULTILINE)
+    assert "liar vs reference: tables differ" in out
+    assert re.search(r"^broken\s+free\s.*failed: .*the engine fell over", out, re.MULTILINE)
+    assert "2 lanes failed or disagreed with the reference" in out
 
 
 def test_demo_rejects_no_rows(capsys):

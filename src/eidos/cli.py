@@ -302,40 +302,15 @@ def demo_flow(orders_path: str, customers_path: str) -> ei.Flow:
 
 
 def tables_agree(result, expected) -> str | None:
-    """None when two results hold the same rows (in any order, floats within 1e-9), else what differs."""
+    """None when a lane's result matches the reference's under eidos semantics (the demo's flow is
+    sorted, so row order counts), else the difference as eidos.testing.compare reports it."""
+    from eidos.testing.compare import assert_tables_equal
+
     try:
-        from eidos.testing.compare import assert_tables_equal
-    except ImportError:
-        return _sorted_rows_differ(result, expected)
-    try:
-        assert_tables_equal(result, expected, check_order=False)
+        assert_tables_equal(result, expected, ordered=True)
     except AssertionError as e:
-        return str(e).strip().splitlines()[0] if str(e).strip() else "results differ"
+        return str(e).strip() or "results differ"
     return None
-
-
-def _sorted_rows_differ(a, b) -> str | None:
-    if a.schema.names != b.schema.names:
-        return f"columns differ: {a.schema.names} vs {b.schema.names}"
-    if a.num_rows != b.num_rows:
-        return f"{a.num_rows} rows vs {b.num_rows}"
-
-    def key(row: tuple) -> tuple:
-        return tuple((v is None, v if v is not None else 0) for v in row)
-
-    rows_a = sorted((tuple(r.values()) for r in a.to_pylist()), key=key)
-    rows_b = sorted((tuple(r.values()) for r in b.to_pylist()), key=key)
-    for ra, rb in zip(rows_a, rows_b):
-        for name, x, y in zip(a.schema.names, ra, rb):
-            if not _same_value(x, y):
-                return f"column {name!r}: {cell(x)} vs {cell(y)}"
-    return None
-
-
-def _same_value(x: Any, y: Any) -> bool:
-    if isinstance(x, float) and isinstance(y, float):
-        return (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
-    return x == y
 
 
 def cmd_demo(args: argparse.Namespace, out: Out) -> int:
@@ -363,7 +338,7 @@ def _demo_lanes(out: Out, flow: ei.Flow) -> int:
     available = [l for l in lanes if l.available]
     chosen, verdicts = _planner_view(out, flow)
     results: dict[str, Any] = {}
-    rows, problems = [], 0
+    rows, problems, diffs = [], 0, []
     order = sorted(available, key=lambda l: l.kind != "reference")  # the reference first: the others compare to it
     for lane in order:
         with out.status(f"running on {lane.name}"):
@@ -387,8 +362,10 @@ def _demo_lanes(out: Out, flow: ei.Flow) -> int:
             agree = "no reference result to compare"
         else:
             diff = tables_agree(table, results["reference"])
-            agree = "yes" if diff is None else f"NO: {diff}"
-            problems += diff is not None
+            agree = "yes" if diff is None else "NO (see below)"
+            if diff is not None:
+                problems += 1
+                diffs.append(f"{lane.name} vs reference: {diff}")
         rows.append((lane.name, lane.kind, verdicts.get(lane.name, ""), f"{seconds:.3f} s", f"{table.num_rows:,}",
                      agree))
     out.line()
@@ -404,6 +381,9 @@ def _demo_lanes(out: Out, flow: ei.Flow) -> int:
     if shown is not None:
         out.line()
         show_table(out, results[shown], 20, title=f"result (lane {shown})")
+    for diff in diffs:
+        out.line()
+        out.line(diff)
     if problems:
         out.line()
         out.line(f"{problems} lane{'s' if problems != 1 else ''} failed or disagreed with the reference",
