@@ -30,7 +30,7 @@ def tpchgen() -> str:
     return found
 
 
-def generate(scale: float, out_dir: str | os.PathLike, *, threads: int | None = None) -> Path:
+def generate(scale: float, out_dir: str | os.PathLike, *, threads: int | None = None, level: int = 9) -> Path:
     """Write the eight TPC-H tables at `scale` as <out_dir>/<table>.parquet; returns out_dir."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -48,18 +48,18 @@ def generate(scale: float, out_dir: str | os.PathLike, *, threads: int | None = 
             schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type,
                                          nullable=False) for f in table.schema])
             tmp = out / f".{name}.parquet.tmp"
-            pq.write_table(table.cast(schema), tmp, compression="zstd", compression_level=9,
+            pq.write_table(table.cast(schema), tmp, compression="zstd", compression_level=level,
                            row_group_size=1 << 20)
             os.replace(tmp, out / f"{name}.parquet")
     return out
 
 
-def ensure(scale: float, out_dir: str | os.PathLike) -> Path:
+def ensure(scale: float, out_dir: str | os.PathLike, *, level: int = 9) -> Path:
     """Generate the data unless every table is already there."""
     out = Path(out_dir)
     if all((out / f"{name}.parquet").exists() for name in TABLES):
         return out
-    return generate(scale, out)
+    return generate(scale, out, level=level)
 
 
 if __name__ == "__main__":
