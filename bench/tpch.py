@@ -44,8 +44,13 @@ def polars_queries(data: str):
     def scan(name: str) -> pl.LazyFrame:
         return pl.scan_parquet(f"{data}/{name}.parquet")
 
+    # Polars keeps the larger operand scale in a decimal product (0.05 * 12.34 rounds to 2
+    # places), so money is widened first to get SQL's exact products, as eidos's answers are.
+    def price(scale: int) -> pl.Expr:
+        return pl.col("l_extendedprice").cast(pl.Decimal(38, scale))
+
     def revenue() -> pl.Expr:
-        return pl.col("l_extendedprice") * (1 - pl.col("l_discount"))
+        return price(4) * (1 - pl.col("l_discount"))
 
     def q1():
         return (scan("lineitem")
@@ -54,7 +59,7 @@ def polars_queries(data: str):
                 .agg(sum_qty=pl.col("l_quantity").sum(),
                      sum_base_price=pl.col("l_extendedprice").sum(),
                      sum_disc_price=revenue().sum(),
-                     sum_charge=(revenue() * (1 + pl.col("l_tax"))).sum(),
+                     sum_charge=(price(6) * (1 - pl.col("l_discount")) * (1 + pl.col("l_tax"))).sum(),
                      avg_qty=pl.col("l_quantity").cast(pl.Float64).mean(),
                      avg_price=pl.col("l_extendedprice").cast(pl.Float64).mean(),
                      avg_disc=pl.col("l_discount").cast(pl.Float64).mean(),
@@ -93,7 +98,7 @@ def polars_queries(data: str):
                 .filter(pl.col("l_shipdate").is_between(dt.date(1994, 1, 1), dt.date(1995, 1, 1), closed="left")
                         & pl.col("l_discount").is_between(Decimal("0.05"), Decimal("0.07"))
                         & (pl.col("l_quantity") < 24))
-                .select(revenue=(pl.col("l_extendedprice") * pl.col("l_discount")).sum()))
+                .select(revenue=(price(4) * pl.col("l_discount")).sum()))
 
     def q10():
         orders = scan("orders").filter(pl.col("o_orderdate").is_between(dt.date(1993, 10, 1), dt.date(1994, 1, 1),
