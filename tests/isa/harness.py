@@ -38,7 +38,8 @@ def lane_address(base: Register, size: int) -> list:
 
 def run_lanes(backend, body, in_types: list[Type], inputs: list[list], out_type: Type, *,
               out_reg: Register = Register(0), in_regs=None, optimize: bool = False, pred_out: bool = False):
-    """Each lane i loads inputs[k][i] into in_regs[k] (default r1, r2, ...), runs `body`, and stores
+    """Each lane i loads inputs[k][i] into in_regs[k] (default r1, r2, ...), runs `body` (a Label in it
+    binds there), and stores
     out_reg (as out_type) to output element i. Returns the outputs as Python values."""
     n = len(inputs[0]) if inputs else 1
     in_regs = in_regs or [Register(k + 1) for k in range(len(inputs))]
@@ -54,7 +55,8 @@ def run_lanes(backend, body, in_types: list[Type], inputs: list[list], out_type:
     b = isa.ProgramBuilder()
     for k, ty in enumerate(in_types):
         b.add(*lane_address(bases[k + 1], ty.size_bytes), isa.LDG(in_regs[k], Address.register(ADDR), ty))
-    b.add(*body)
+    for item in body:  # a Label in the body binds there
+        b.label(item) if isinstance(item, isa.Label) else b.add(item)
     b.add(*lane_address(bases[0], out_type.size_bytes), isa.STG(Address.register(ADDR), out_reg, out_type))
     program = b.build()
     if optimize:
