@@ -510,9 +510,17 @@ def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
     d = operand(date, T.Date, scope).cast(pl.Int32).cast(pl.Int128)
     n = expr(days, scope) if not isinstance(days, E.Literal) else pl.lit(days.value)
     n = n.cast(pl.Int128)
-    # eidos: date +/- days; a result outside the Date range raises (strict cast to Int32 days).
+    # eidos: date +/- days; a result outside 0001-01-01..9999-12-31 raises. Polars' Date reaches
+    # much further, so send what is outside to a value the strict cast to Int32 days rejects.
     total = d + n if e.fn == "add" else d - n
+    inside = total.is_between(_FIRST_DAY, _LAST_DAY)
+    total = pl.when(inside | total.is_null()).then(total).otherwise(pl.lit(2**40, dtype=pl.Int128))
     return total.cast(pl.Int32, strict=True).cast(pl.Date)
+
+
+_EPOCH = _dt.date(1970, 1, 1)
+_FIRST_DAY = (_dt.date.min - _EPOCH).days
+_LAST_DAY = (_dt.date.max - _EPOCH).days
 
 
 @call("eq", "ne", "lt", "le", "gt", "ge")
@@ -557,7 +565,7 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     if t.is_integer:
         # eidos: -min and abs(min) overflow and raise; Polars wraps.
         w = x.cast(_wide(t, "add"))
-        return (-w if e.fn == "neg" else w.abs()).cast(pl_dtype(t), strict=True)
+        return ((0 - w) if e.fn == "neg" else w.abs()).cast(pl_dtype(t), strict=True)  # Polars has no i128 neg
     return -x if e.fn == "neg" else x.abs()
 
 
@@ -607,7 +615,7 @@ def _round_int(x: pl.Expr, digits: int, res: DType) -> pl.Expr:
     w = x.cast(pl.Int128)
     q, r = w.abs() // step, w.abs() % step
     up = (q + (2 * r >= step).cast(pl.Int128)) * step
-    return (pl.when(w < 0).then(-up).otherwise(up)).cast(pl_dtype(res), strict=True)
+    return (pl.when(w < 0).then(0 - up).otherwise(up)).cast(pl_dtype(res), strict=True)
 
 
 @call("floor", "ceil")
