@@ -258,7 +258,7 @@ class Options:
     expr_depth: int = 2
     case_sensitive: bool = True
     zero_division: bool = True
-    float_to_string: bool = False
+    float_to_string: bool = True
 
 
 def options(*, coverage: Coverage | None = None, nodes: Iterable[str] | None = None,
@@ -425,7 +425,11 @@ class _Builder:
     def expr(self, s: _State, kind: str, depth: int) -> _TE | None:
         """An expression of `kind` ('bool', 'numeric', 'string', 'temporal', 'any') over `s`."""
         if kind == "any":
-            kind = self.pick(("bool", "numeric", "numeric", "string", "temporal"))
+            present = sorted({_kind_of(t) for t in s.schema.dtypes})
+            if present and self.chance(0.8):
+                kind = self.pick(present)
+            else:
+                kind = self.pick(("bool", "numeric", "numeric", "string", "temporal"))
         makers = {"bool": self.boolean, "numeric": self.numeric, "string": self.string,
                   "temporal": self.temporal}[kind]
         for _ in range(3):
@@ -802,6 +806,16 @@ class _Builder:
         return self.typed(getattr(a.e, fn)(), s, agg=True)
 
 
+def _kind_of(t: DType) -> str:
+    if t == T.Boolean:
+        return "bool"
+    if t.is_numeric:
+        return "numeric"
+    if t == T.String:
+        return "string"
+    return "temporal"
+
+
 def _arith_bounds(op: str, a: _TE, b: _TE) -> tuple[Fraction | None, Fraction | None]:
     if a.lo is None or b.lo is None or a.hi is None or b.hi is None:
         return None, None
@@ -1096,7 +1110,7 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
           functions: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
           joins: Iterable[str] | None = None, exclude: Iterable[str] = (), max_ops: int = 4,
           max_rows: int = 8, max_sources: int = 2, expr_depth: int = 2, case_sensitive: bool = True,
-          zero_division: bool = True, float_to_string: bool = False, opts: Options | None = None) -> Generated:
+          zero_division: bool = True, float_to_string: bool = True, opts: Options | None = None) -> Generated:
     """Well-typed random Flows over 1..max_sources in-memory sources, drawn only from what is allowed.
 
     Restrict with a lane's `coverage` (and/or explicit `nodes`, `functions`, `dtypes`, `joins` sets, minus
