@@ -148,6 +148,16 @@ def test_terminal_output_is_rich(capsys, monkeypatch):
     assert "┃" in out or ANSI.search(out)
 
 
+def test_terminal_run_and_explain(capsys, monkeypatch, plan):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    rc, out, err = run_cli(capsys, "run", plan, "--engine", "reference")
+    assert rc == 0, err
+    assert "Int64" in out and "3 rows x 3 columns" in out  # eidos dtypes under the column names
+    rc, out, err = run_cli(capsys, "explain", plan)
+    assert rc == 0, err
+    assert "lane:" in out
+
+
 # ---------------------------------------------------------------- explain
 
 

@@ -112,7 +112,14 @@ def _is_numeric(t) -> bool:
 def show_table(out: Out, table, head: int, *, title: str | None = None) -> None:
     """The first `head` rows of an Arrow table (all when head is 0), then the row count."""
     shown = table if head <= 0 else table.slice(0, head)
-    headers = [f"{f.name}\n{f.type}" if out.rich else f.name for f in table.schema]
+    if out.rich:  # eidos dtypes under the names; a type eidos does not know shows as Arrow's
+        try:
+            types = [str(t) for t in ei.Schema.from_arrow(table.schema).dtypes]
+        except EidosError:
+            types = [str(f.type) for f in table.schema]
+        headers = [f"{f.name}\n{t}" for f, t in zip(table.schema, types)]
+    else:
+        headers = table.schema.names
     rows = [[cell(v) for v in row.values()] for row in shown.to_pylist()]
     out.table(headers, rows, title=title, right=[_is_numeric(f.type) for f in table.schema])
     n = table.num_rows
@@ -342,16 +349,14 @@ def _demo_lanes(out: Out, flow: ei.Flow) -> int:
     order = sorted(available, key=lambda l: l.kind != "reference")  # the reference first: the others compare to it
     for lane in order:
         with out.status(f"running on {lane.name}"):
-            start = time.perf_counter()
             try:
-                results[lane.name] = flow.run(engine=lane.name, strict=True)
+                results[lane.name], seconds = _best_of_two(flow, lane.name)
                 outcome = None
             except UnsupportedError as e:
                 outcome = f"cannot run it: {_first_line(e)}"
             except EidosError as e:
                 outcome = f"failed: {_first_line(e)}"
                 problems += 1
-            seconds = time.perf_counter() - start
         if outcome is not None:
             rows.append((lane.name, lane.kind, verdicts.get(lane.name, ""), "", "", outcome))
             continue
@@ -392,6 +397,16 @@ def _demo_lanes(out: Out, flow: ei.Flow) -> int:
     return 0
 
 
+def _best_of_two(flow: ei.Flow, lane: str):
+    """The result on `lane` and the faster of two runs (the first also loads the engine)."""
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        table = flow.run(engine=lane, strict=True)
+        times.append(time.perf_counter() - start)
+    return table, min(times)
+
+
 def _planner_view(out: Out, flow: ei.Flow) -> tuple[str | None, dict[str, str]]:
     """Run once with no engine named: the lane eidos chooses, and per lane why it was chosen or not."""
     try:
@@ -418,6 +433,54 @@ def _first_line(e: BaseException) -> str:
 # ---------------------------------------------------------------- parser
 
 
+def _json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", metavar="PLAN.json", help="a plan written by Flow.to_json() ('-' reads stdin)")
+    p.add_argument("--engine", metavar="LANE", help="force this lane (see 'eidos backends')")
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    _plan_args(p)
+    p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE (.parquet or .csv)")
+    p.add_argument("-n", "--head", type=int, default=HEAD_DEFAULT, metavar="N",
+                   help=f"rows to print (default {HEAD_DEFAULT}; 0 prints all)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail instead of handing over to another lane when the chosen one cannot run it")
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rows", type=int, default=5000, metavar="N", help="orders to make (default 5000)")
+    p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    p.add_argument("--dir", metavar="DIR",
+                   help="keep the data and the plan (plan.json) in DIR instead of a temporary folder")
+
+
+# name: (function, arguments, one-line help, description)
+COMMANDS = {
+    "devices": (cmd_devices, _json_flag, "what this machine has: cores, memory, CPU flags, GPUs",
+                "Show what eidos detected on this machine: CPU cores and flags, the memory limit "
+                "(cgroup-aware), GPUs, and the EIDOS_* settings."),
+    "backends": (cmd_backends, _json_flag, "every lane, its kind, and whether it can run here",
+                 "List every lane (built-in and from the 'eidos.backends' entry points) with its kind, "
+                 "whether it is available here, and if not, why and how to install what it needs."),
+    "explain": (cmd_explain, _plan_args, "show the optimized plan, the lane chosen and why",
+                "Show the optimized plan of PLAN.json, the lane eidos chooses, the rule that chose it, "
+                "and every rejected lane with why. Runs nothing."),
+    "run": (cmd_run, _run_args, "run a plan; print the result or write it to a file",
+            "Run PLAN.json on the lane eidos chooses (or --engine). Without -o, print the first rows of "
+            "the result and the row count; with -o, write the whole result atomically as parquet or CSV, "
+            "chosen by extension."),
+    "demo": (cmd_demo, _demo_args, "make a small dataset and run one flow on every available lane",
+             "Make a small orders/customers dataset (nulls, decimals, dates, strings) as parquet, build "
+             "one flow (filter, join, group_by/agg, sort), and run it on every available lane: each "
+             "lane's planner verdict, time (best of two runs), and whether its result agrees with the "
+             "reference lane's. Exits 1 when a lane fails or disagrees."),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eidos",
@@ -425,51 +488,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Plans are the JSON written by Flow.to_json(). 'eidos COMMAND --help' tells more.")
     parser.add_argument("--version", action="version", version=f"eidos {ei.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("devices", help="what this machine has: cores, memory, CPU flags, GPUs",
-                       description="Show what eidos detected on this machine: CPU cores and flags, the "
-                                   "memory limit (cgroup-aware), GPUs, and the EIDOS_* settings.")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=cmd_devices)
-
-    p = sub.add_parser("backends", help="every lane, its kind, and whether it can run here",
-                       description="List every lane (built-in and from the 'eidos.backends' entry points) "
-                                   "with its kind, whether it is available here, and if not, why and "
-                                   "how to install what it needs.")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=cmd_backends)
-
-    p = sub.add_parser("explain", help="show the optimized plan, the lane chosen and why",
-                       description="Show the optimized plan of PLAN.json, the lane eidos chooses, the rule "
-                                   "that chose it, and every rejected lane with why. Runs nothing.")
-    p.add_argument("plan", metavar="PLAN.json", help="a plan written by Flow.to_json() ('-' reads stdin)")
-    p.add_argument("--engine", metavar="LANE", help="force this lane (see 'eidos backends')")
-    p.set_defaults(func=cmd_explain)
-
-    p = sub.add_parser("run", help="run a plan; print the result or write it to a file",
-                       description="Run PLAN.json on the lane eidos chooses (or --engine). Without -o, "
-                                   "print the first rows of the result and the row count; with -o, write "
-                                   "the whole result atomically as parquet or CSV, chosen by extension.")
-    p.add_argument("plan", metavar="PLAN.json", help="a plan written by Flow.to_json() ('-' reads stdin)")
-    p.add_argument("--engine", metavar="LANE", help="force this lane (see 'eidos backends')")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE (.parquet or .csv)")
-    p.add_argument("-n", "--head", type=int, default=HEAD_DEFAULT, metavar="N",
-                   help=f"rows to print (default {HEAD_DEFAULT}; 0 prints all)")
-    p.add_argument("--strict", action="store_true",
-                   help="fail instead of handing over to another lane when the chosen one cannot run it")
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("demo", help="make a small dataset and run one flow on every available lane",
-                       description="Make a small orders/customers dataset (nulls, decimals, dates, "
-                                   "strings) as parquet, build one flow (filter, join, group_by/agg, "
-                                   "sort), and run it on every available lane: each lane's planner "
-                                   "verdict, time, and whether its result agrees with the reference "
-                                   "lane's. Exits 1 when a lane fails or disagrees.")
-    p.add_argument("--rows", type=int, default=5000, metavar="N", help="orders to make (default 5000)")
-    p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-    p.add_argument("--dir", metavar="DIR",
-                   help="keep the data and the plan (plan.json) in DIR instead of a temporary folder")
-    p.set_defaults(func=cmd_demo)
+    for name, (func, add_args, help_, description) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=description)
+        add_args(p)
+        p.set_defaults(func=func)
     return parser
 
 
