@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from . import instructions as I
 from . import semantics as S
 from .address import Address, Register, Space
+from .cfg import successors
 from .instructions import Instruction, MapStep
 from .program import Program
 from .types import Type
@@ -193,16 +194,6 @@ _PURE = (I.MOV, I.MOV_IMM, I.CVT, I.ADD, I.SUB, I.MUL, I.DIV, I.REM, I.MAD, I.FM
          I.GELU, I.SWISH, I.ClsGet, I.MIRROR, I.UnityTest, I.BoundMap)
 
 
-def _successors(i: int, ins: Instruction, pos: dict[str, int]) -> list[int]:
-    if isinstance(ins, (I.EXIT, I.RET)):
-        return []
-    if isinstance(ins, I.BRA):
-        return [pos[ins.target.name]] + ([i + 1] if ins.pred is not None else [])
-    if isinstance(ins, (I.LOOP, I.CALL)):
-        return [pos[ins.target.name], i + 1]
-    return [i + 1]
-
-
 def _key(r) -> tuple[str, int]:
     return ("r" if isinstance(r, Register) else "p", r.index)
 
@@ -210,7 +201,7 @@ def _key(r) -> tuple[str, int]:
 def dce(slots: list[_Slot], tail: list[str], entry_pos: int) -> list[bool]:
     n = len(slots)
     pos = {**{name: n for name in tail}, **_positions(slots)}
-    succ = [_successors(i, s.ins, pos) for i, s in enumerate(slots)]
+    succ = [successors(i, s.ins, pos) for i, s in enumerate(slots)]
     # reachability
     seen, stack = set(), [entry_pos]
     while stack:

@@ -8,6 +8,7 @@ from dataclasses import fields
 from eidos.errors import IsaError, did_you_mean
 
 from . import instructions as I
+from .cfg import successors
 from .address import (CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, NUM_PREDICATES, NUM_REGISTERS, Address,
                       Label, Predicate, Register, Space, Special)
 from .instructions import Instruction, MapStep
@@ -218,6 +219,48 @@ def _written_type(ins: Instruction) -> Type | str | None:
     return getattr(ins, "ty", None)
 
 
+_CONFLICT = "conflict"
+
+
+def _register_types(program) -> list[dict[int, object]]:
+    """For each instruction, the type each register holds on entry where every path agrees
+    (forward dataflow; a register written with different types on different paths is a conflict)."""
+    ins_list, n = program.instructions, len(program.instructions)
+    written = {r.index for ins in ins_list for r in ins.registers_written() if isinstance(r, Register)}
+    states: list[dict | None] = [None] * (n + 1)
+    states[program.entry] = {}
+    work = [program.entry]
+    while work:
+        i = work.pop()
+        if i >= n:
+            continue
+        out = dict(states[i])
+        ins = ins_list[i]
+        wt = _written_type(ins)
+        for reg in ins.registers_written():
+            if isinstance(reg, Register) and wt is not None:
+                out[reg.index] = wt
+        for j in successors(i, ins, program.labels):
+            flow = out
+            if isinstance(ins, I.CALL) and j == i + 1:  # the callee may have written anything
+                flow = {**out, **{r: _CONFLICT for r in written}}
+            old = states[j]
+            if old is None:
+                states[j] = dict(flow)
+                work.append(j)
+                continue
+            merged = dict(old)
+            for r, t in flow.items():
+                if merged.get(r, t) != t:
+                    merged[r] = _CONFLICT
+                elif r not in merged:
+                    merged[r] = t
+            if merged != old:
+                states[j] = merged
+                work.append(j)
+    return [s if s is not None else {} for s in states]
+
+
 def validate(program) -> None:
     n = len(program.instructions)
     labels = program.labels
@@ -226,32 +269,37 @@ def validate(program) -> None:
             raise IsaError(f"label {name!r} marks instruction {idx}, outside 0..{n}")
     if not 0 <= program.entry <= n:
         raise IsaError(f"entry {program.entry} is outside the program (0..{n})")
-    label_at = set(labels.values())
-    known: dict[int, tuple[object, int]] = {}  # register -> (type, index that wrote it), straight-line
     from .program import disassemble
+
+    def fail(i, ins, p):
+        try:
+            text = disassemble(ins)
+        except Exception:
+            text = type(ins).__name__
+        raise IsaError(f"instruction {i} ({text}): {p}") from None
 
     for i, ins in enumerate(program.instructions):
         try:
             _check_instruction(i, ins, labels, n)
-            if i in label_at:
-                known.clear()
+        except _Problem as p:
+            fail(i, ins, p)
+    types = _register_types(program)
+    writer: dict[int, int] = {}
+    for i, ins in enumerate(program.instructions):
+        try:
             for fname, reg, want in _read_types(ins):
-                have = known.get(reg.index)
-                if have is None:
+                hty = types[i].get(reg.index)
+                if hty is None or hty == _CONFLICT:
                     continue
-                hty, at = have
                 ok = (hty == want) or (want == "int" and (hty == "int" or isinstance(hty, Type) and hty.is_integer)) \
                     or (hty == "int" and isinstance(want, Type) and want.is_integer)
                 if not ok:
-                    _fail(f"type mismatch: {fname} {reg} holds {getattr(hty, 'name', hty)} (written by instruction {at}), "
+                    at = writer.get(reg.index)
+                    by = f" (written by instruction {at})" if at is not None else ""
+                    _fail(f"type mismatch: {fname} {reg} holds {getattr(hty, 'name', hty)}{by}, "
                           f"read as {getattr(want, 'name', want)}")
-            wt = _written_type(ins)
-            for reg in ins.registers_written():
-                if isinstance(reg, Register) and wt is not None:
-                    known[reg.index] = (wt, i)
         except _Problem as p:
-            try:
-                text = disassemble(ins)
-            except Exception:
-                text = type(ins).__name__
-            raise IsaError(f"instruction {i} ({text}): {p}") from None
+            fail(i, ins, p)
+        for reg in ins.registers_written():
+            if isinstance(reg, Register):
+                writer[reg.index] = i

@@ -201,11 +201,11 @@ def fkeep(which, x):
     if x != x or x == np.inf or x == -np.inf:
         return x
     if which == 0:
-        r = math.floor(x)
+        r = np.floor(x)
     elif which == 1:
-        r = math.ceil(x)
+        r = np.ceil(x)
     elif which == 2:
-        r = math.trunc(x)
+        r = np.trunc(x)
     else:
         r = np.rint(x)
     if r == 0:

@@ -1,0 +1,191 @@
+"""Hypothesis strategies for ISA programs, for optimizer checks and cross-backend comparison.
+
+programs() draws a GeneratedProgram: straight-line register code over several types, with
+optional counted loops and predicated forward branches; every lane ends by storing all of
+its value registers to its own slice of an output buffer, whose pointer arrives in r255
+through ExecutionParams. run(backend, gp) returns what the lanes stored, as raw bytes per
+lane, so two backends (or a program and its optimized form) compare directly.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, fields
+
+from hypothesis import strategies as st
+
+from eidos import isa
+from eidos.isa import Address, Condition, ExecutionParams, Label, LaunchConfig, Predicate, Register, Special, Type
+
+# Value registers by type: 6 of each; r240.. are the harness's.
+TYPES = [Type.I32, Type.U8, Type.I64, Type.F32, Type.F64, Type.I128]
+PER_TYPE = 6
+REGS = {ty: [Register(8 * k + j) for j in range(PER_TYPE)] for k, ty in enumerate(TYPES)}
+SLOT = 16  # bytes per stored register
+OUT, GID, SCRATCH, ADDR, COUNTER = Register(255), Register(250), Register(251), Register(252), Register(249)
+BINARY = ["ADD", "SUB", "MUL", "DIV", "REM", "MIN", "MAX"]
+INT_BINARY = ["AND", "OR", "XOR", "SHL", "SHR"]
+UNARY = ["ABS", "NEG"]
+FLOAT_UNARY = ["SQRT", "FLOOR", "CEIL", "ROUND", "TRUNC", "SIGN", "RCP", "EXP", "SIN", "TANH"]
+
+
+def _imm(ty: Type):
+    if ty.is_float:
+        return st.one_of(st.floats(-1e3, 1e3, width=32 if ty is Type.F32 else 64),
+                         st.sampled_from([0.0, -0.0, 1.0, float("inf"), float("nan")]))
+    return st.integers(ty.min_value, ty.max_value)
+
+
+@st.composite
+def _instruction(draw, depth_ok: bool = True):
+    ty = draw(st.sampled_from(TYPES))
+    regs = REGS[ty]
+    d, a, b, c = (draw(st.sampled_from(regs)) for _ in range(4))
+    kinds = ["binary", "unary", "imm", "mov", "select", "fma", "cvt", "lane"]
+    if ty.is_integer:
+        kinds.append("int")
+    else:
+        kinds.append("float")
+    kind = draw(st.sampled_from(kinds))
+    if kind == "binary":
+        return [getattr(isa, draw(st.sampled_from(BINARY)))(d, a, b, ty)]
+    if kind == "int":
+        return [getattr(isa, draw(st.sampled_from(INT_BINARY)))(d, a, b, ty)]
+    if kind == "unary":
+        return [getattr(isa, draw(st.sampled_from(UNARY)))(d, a, ty)]
+    if kind == "float":
+        return [getattr(isa, draw(st.sampled_from(FLOAT_UNARY)))(d, a, ty)]
+    if kind == "imm":
+        return [isa.MOV_IMM(d, draw(_imm(ty)), ty)]
+    if kind == "mov":
+        return [isa.MOV(d, a, ty)]
+    if kind == "fma":
+        return [getattr(isa, draw(st.sampled_from(["FMA", "MAD", "CLAMP"])))(d, a, b, c, ty)]
+    if kind == "select":
+        p = Predicate(draw(st.integers(1, 3)))
+        return [isa.SETcc(p, a, b, draw(st.sampled_from(list(Condition))), ty), isa.SEL(d, p, b, c, ty)]
+    if kind == "cvt":
+        src_ty = draw(st.sampled_from(TYPES))
+        return [isa.CVT(d, draw(st.sampled_from(REGS[src_ty])), src_ty, ty)]
+    # lane: mix the lane id in, so lanes differ
+    return [isa.MOV(d, Special.GLOBAL_ID, ty)] if ty.is_integer else \
+        [isa.MOV(REGS[Type.I32][0], Special.GLOBAL_ID, Type.I32), isa.CVT(d, REGS[Type.I32][0], Type.I32, ty)]
+
+
+@dataclass
+class GeneratedProgram:
+    program: isa.Program
+    config: LaunchConfig
+
+    @property
+    def out_bytes(self) -> int:
+        return self.config.total_threads() * len(TYPES) * PER_TYPE * SLOT
+
+
+def _prologue() -> list:
+    out = []
+    for ty in TYPES:
+        for k, r in enumerate(REGS[ty]):
+            out.append(isa.MOV_IMM(r, (k + 1) * (0.5 if ty.is_float else 3), ty))
+    return out
+
+
+def _epilogue() -> list:
+    lane = len(TYPES) * PER_TYPE * SLOT
+    out = [isa.MOV(GID, Special.GLOBAL_ID, Type.U64), isa.MOV_IMM(SCRATCH, lane, Type.U64),
+           isa.MUL(GID, GID, SCRATCH, Type.U64), isa.ADD(GID, GID, OUT, Type.U64),
+           isa.MOV_IMM(SCRATCH, SLOT, Type.U64)]
+    for ty in TYPES:
+        for r in REGS[ty]:
+            out += [isa.STG(Address.register(GID), r, ty), isa.ADD(GID, GID, SCRATCH, Type.U64)]
+    return out
+
+
+@st.composite
+def programs(draw, max_blocks: int = 4, loops: bool = True, branches: bool = True):
+    """A random GeneratedProgram (straight-line, plus loops and predicated forward branches)."""
+    b = isa.ProgramBuilder(metadata={"generated": True})
+    b.add(*_prologue())
+    n_labels = 0
+    for _ in range(draw(st.integers(1, max_blocks))):
+        shape = draw(st.sampled_from(["line"] + (["loop"] if loops else []) + (["branch"] if branches else [])))
+        body = [ins for chunk in draw(st.lists(_instruction(), min_size=1, max_size=6)) for ins in chunk]
+        if shape == "line":
+            b.add(*body)
+        elif shape == "loop":
+            top = b.label(f"loop{n_labels}")
+            n_labels += 1
+            b.add(isa.MOV_IMM(COUNTER, 0, Type.I64))
+            b2 = b.label(f"body{n_labels}")
+            b.add(*body, isa.LOOP(COUNTER, draw(st.integers(1, 4)), b2))
+            del top
+        else:
+            ty = draw(st.sampled_from(TYPES))
+            x, y = draw(st.sampled_from(REGS[ty])), draw(st.sampled_from(REGS[ty]))
+            p = Predicate(draw(st.integers(4, 6)))
+            skip = Label(f"skip{n_labels}")
+            n_labels += 1
+            b.add(isa.SETcc(p, x, y, draw(st.sampled_from(list(Condition))), ty), isa.BRA(skip, p), *body)
+            b.label(skip)
+    b.add(*_epilogue())
+    lanes = draw(st.sampled_from([(1, 1), (1, 3), (2, 2)]))
+    return GeneratedProgram(b.build(), LaunchConfig(grid=(lanes[0], 1, 1), block=(lanes[1], 1, 1)))
+
+
+def run(backend, gp: GeneratedProgram, program: isa.Program | None = None) -> bytes:
+    out = backend.allocate_buffer(gp.out_bytes)
+    backend.execute_program_with_params(program or gp.program,
+                                        ExecutionParams(gp.config, {OUT.index: isa.pointer(out)}))
+    data = bytearray(gp.out_bytes)
+    backend.copy_from_buffer(out, data)
+    backend.free_buffer(out)
+    return bytes(data)
+
+
+# ---- one sample of every instruction class (JSON, disassembly and validation checks) -----------
+
+def _sample_value(hint, name: str):
+    from eidos.isa.instructions import MapStep, MapOperation
+    if hint is Register or name in ("dst", "src") and hint == (Register | Special):
+        return Register(1)
+    if hint == (Register | Special):
+        return Register(1)
+    if hint is Predicate or hint == (Predicate | None):
+        return Predicate(2)
+    if hint is Label:
+        return Label("start")
+    if hint is Address:
+        return Address.buffer(1, 8)
+    if hint is Type:
+        return Type.U32
+    if hint is bool:
+        return True
+    if hint is int or hint == (int | float):
+        return 2
+    if hint is float:
+        return 0.5
+    if isinstance(hint, type) and issubclass(hint, __import__("enum").Enum):
+        return list(hint)[0]
+    args = typing.get_args(hint)
+    if args and args[0] is MapStep:
+        return (MapStep(Address.buffer(1), MapOperation.Abs, Address.buffer(2)),)
+    if args == (int, int):
+        return (1, 1)
+    if args == (int, Ellipsis):
+        return (2, 3)
+    if args and typing.get_args(args[0]) == (int, int):
+        return ((0, 0),)
+    raise TypeError(f"no sample for {hint!r}")
+
+
+def every_instruction() -> list[isa.Instruction]:
+    """One valid-looking instance of each instruction class (types chosen by the class's rule)."""
+    from eidos.isa import instructions as I
+    out = []
+    for name, cls in I.INSTRUCTIONS.items():
+        hints = typing.get_type_hints(cls, vars(I))
+        kwargs = {f.name: _sample_value(hints[f.name], f.name) for f in fields(cls)}
+        if cls.types == "float" and "ty" in kwargs:
+            kwargs["ty"] = Type.F32
+        out.append(cls(**kwargs))
+    return out
