@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import polars as pl
 import pyarrow as pa
 
-from eidos.backends.polars.translate import to_lazyframe
+from eidos.backends.polars.translate import Ctx, to_lazyframe
 from eidos.errors import EidosError, ExecutionError
 from eidos.hal.arrow import conform
 from eidos.ir import nodes as N
@@ -17,21 +17,23 @@ ENGINES = {False: "auto", True: "streaming"}
 
 
 def execute(plan: N.Node, *, streaming: bool = False) -> pa.Table:
-    lf = to_lazyframe(plan)
-    with _errors(plan):
+    ctx = Ctx()
+    lf = to_lazyframe(plan, ctx)
+    with _errors(ctx):
         df = lf.collect(engine=ENGINES[streaming])
     return _arrow(df, plan)
 
 
 def execute_stream(plan: N.Node, *, streaming: bool = False, chunk_size: int | None = None
                    ) -> Iterator[pa.RecordBatch]:
-    lf = to_lazyframe(plan)
-    with _errors(plan):
+    ctx = Ctx()
+    lf = to_lazyframe(plan, ctx)
+    with _errors(ctx):
         batches = lf.collect_batches(chunk_size=chunk_size, maintain_order=True, engine=ENGINES[streaming])
     it = iter(batches)
     empty = True
     while True:
-        with _errors(plan):
+        with _errors(ctx):
             try:
                 df = next(it)
             except StopIteration:
@@ -57,31 +59,24 @@ def _arrow(df: pl.DataFrame, plan: N.Node) -> pa.Table:
 
 
 class _errors:
-    """Polars' exceptions (and a UDF's own) become ExecutionError, chained; eidos errors pass."""
+    """Polars' exceptions become ExecutionError chained from them; an error a Python callback
+    raised (kept in ctx.failures, since Polars re-raises it without its chain) is raised as it was."""
 
-    def __init__(self, plan: N.Node):
-        self.plan = plan
+    def __init__(self, ctx: Ctx):
+        self.ctx = ctx
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind, error, tb) -> bool:
-        if error is None or isinstance(error, (EidosError, StopIteration, KeyboardInterrupt)):
+        if error is None or isinstance(error, (StopIteration, KeyboardInterrupt)):
             return False
-        cause = _eidos_cause(error)
-        if cause is not None:
-            raise cause from error
+        if self.ctx.failures:
+            first = self.ctx.failures[0]
+            raise first.with_traceback(None) from first.__cause__
+        if isinstance(error, EidosError):
+            return False
         raise ExecutionError(f"polars failed: {_describe(error)}") from error
-
-
-def _eidos_cause(error: BaseException) -> EidosError | None:
-    """An eidos error raised inside a Polars callback (a UDF or map_batches), if Polars wrapped one."""
-    seen = error
-    while seen is not None:
-        if isinstance(seen, EidosError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def _describe(error: BaseException) -> str:

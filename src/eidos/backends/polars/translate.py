@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal as _decimal
+import contextvars
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
+from eidos.ir.evaluate import udf_value
 from eidos.ir.schema import Schema
 from eidos.ir.typing import _adapt, infer, literal_dtype, promote
 
@@ -52,17 +54,30 @@ def pl_schema(schema: Schema) -> dict[str, pl.DataType]:
 
 @dataclass
 class Ctx:
-    """Translation state: a counter for the lane's private column names."""
+    """Translation state: a counter for the lane's private column names, and where Python
+    callbacks (UDFs, map_batches) leave their exceptions, which Polars re-raises without
+    the original chained; execute chains from the one kept here."""
 
     names: itertools.count = field(default_factory=itertools.count)
+    failures: list[BaseException] = field(default_factory=list)
 
     def temp(self, what: str) -> str:
         return f"__eidos_{what}{next(self.names)}"
 
 
-def to_lazyframe(plan: N.Node) -> pl.LazyFrame:
+_CTX: contextvars.ContextVar[Ctx] = contextvars.ContextVar("eidos_polars_translation")
+
+
+def to_lazyframe(plan: N.Node, ctx: Ctx | None = None) -> pl.LazyFrame:
     """The whole plan as one LazyFrame whose columns are the plan's, in order."""
-    return translate(plan, Ctx())
+    ctx = ctx or Ctx()
+    token = _CTX.set(ctx)
+    try:
+        return translate(plan, ctx)
+    finally:
+        _CTX.reset(token)
+
+
 
 
 @singledispatch
@@ -228,8 +243,21 @@ def _(node: N.Union, ctx: Ctx) -> pl.LazyFrame:
 def _(node: N.MapBatches, ctx: Ctx) -> pl.LazyFrame:
     lf = translate(node.input, ctx)
     fn, in_schema, out_schema = node.fn, node.input.schema.to_arrow(), node.output_schema.to_arrow()
+    failures = ctx.failures
 
     def apply(df: pl.DataFrame) -> pl.DataFrame:
+        try:
+            return batches(df)
+        except ExecutionError as error:
+            failures.append(error)
+            raise
+        except Exception as err:
+            error = ExecutionError(f"map_batches function {_fn_name(fn)} raised {type(err).__name__}: {err}")
+            error.__cause__ = err
+            failures.append(error)
+            raise error from err
+
+    def batches(df: pl.DataFrame) -> pl.DataFrame:
         table = df.to_arrow().cast(in_schema)
         outs = []
         for batch in table.to_batches():
@@ -265,6 +293,9 @@ class Scope:
 
     schema: Schema
     keys: dict[str, str] | None = None  # key name -> private column; None outside an Aggregate
+    # Inside a when/then branch: the rows that take it. eidos computes a branch only for those
+    # rows, so whatever can raise (an overflow check, a cast, a UDF) sees null elsewhere.
+    guard: pl.Expr | None = None
 
     def dtype(self, e: E.Expr) -> DType:
         return infer(e, self.schema, allow_agg=self.keys is not None)
@@ -272,6 +303,17 @@ class Scope:
     def inner(self) -> Scope:
         """The scope of an aggregation's argument: plain rows of the group."""
         return Scope(self.schema)
+
+    def narrow(self, rows: pl.Expr) -> Scope:
+        return Scope(self.schema, self.keys, rows if self.guard is None else self.guard & rows)
+
+    def mask(self, x: pl.Expr) -> pl.Expr:
+        """`x` where this scope's rows are computed, null elsewhere."""
+        return x if self.guard is None else pl.when(self.guard).then(x)
+
+    def strict(self, x: pl.Expr, t) -> pl.Expr:
+        """`x` cast to Polars type `t`, raising for a value that does not fit (on computed rows only)."""
+        return self.mask(x).cast(t, strict=True)
 
 
 @singledispatch
@@ -314,7 +356,7 @@ def operand(e: E.Expr, t: DType, scope: Scope) -> pl.Expr:
     if isinstance(e, E.Literal):
         return lit(e.value, t)
     x = expr(e, scope)
-    return x if scope.dtype(e) == t else x.cast(pl_dtype(t))
+    return x if scope.dtype(e) == t else scope.strict(x, pl_dtype(t))
 
 
 def operand_types(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[DType, DType]:
@@ -341,19 +383,21 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
         x = x.round(dst.scale, mode="half_away_from_zero")
     # decimal -> int truncates towards zero (Polars too); strict raises out of range.
     # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
-    return x.cast(pl_dtype(dst), strict=True)
+    return scope.strict(x, pl_dtype(dst))
 
 
 @expr.register
 def _(e: E.Case, scope: Scope) -> pl.Expr:
     res = scope.dtype(e)
-    chain = None
+    chain, taken = None, None
     for cond, value in e.branches:
-        c = _boolean(cond, scope)
-        v = operand(value, res, scope)
+        reach = scope if taken is None else scope.narrow(~taken)
+        c = _boolean(cond, reach)
+        hit = c.fill_null(False)  # eidos: a null condition counts as false, as in Polars' when/then
+        v = operand(value, res, reach.narrow(hit))
         chain = pl.when(c).then(v) if chain is None else chain.when(c).then(v)
-    # eidos: a null condition counts as false, as in Polars' when/then.
-    return chain.otherwise(operand(e.otherwise, res, scope))
+        taken = hit if taken is None else taken | hit
+    return chain.otherwise(operand(e.otherwise, res, scope.narrow(~taken)))
 
 
 def _boolean(e: E.Expr, scope: Scope) -> pl.Expr:
@@ -362,22 +406,38 @@ def _boolean(e: E.Expr, scope: Scope) -> pl.Expr:
 
 @expr.register
 def _(e: E.Udf, scope: Scope) -> pl.Expr:
-    fn, out = e.fn, e.return_dtype.to_arrow()
+    fn, name = e.fn, _fn_name(e.fn)
+    check = udf_value(e.return_dtype)
+    out = e.return_dtype.to_arrow()
     args = [expr(a, scope) for a in e.args]
-    names = [f"a{i}" for i in range(len(args))]
     arrow_types = [scope.dtype(a).to_arrow() for a in e.args]
+    fields = [f"a{i}" for i in range(len(args))]
+    guard = scope.guard if scope.guard is not None else pl.lit(True)
+    failures = _CTX.get().failures
+
+    def call(*values):
+        try:
+            result = fn(*values)
+        except Exception as err:
+            error = ExecutionError(f"udf {name} raised {type(err).__name__}: {err} (arguments {values!r})")
+            error.__cause__ = err
+            failures.append(error)
+            raise error from err
+        try:
+            return check(result)
+        except ExecutionError as err:
+            error = ExecutionError(f"udf {name} {err} (declared return_dtype {e.return_dtype}; arguments {values!r})")
+            failures.append(error)
+            raise error from None
 
     def apply(s: pl.Series) -> pl.Series:
         # Arrow gives each value as the Python object the reference lane passes (Decimal, date, ...).
-        cols = [s.struct.field(n).to_arrow().cast(t).to_pylist() for n, t in zip(names, arrow_types)]
-        values = [fn(*row) for row in zip(*cols)]
-        try:
-            arr = pa.array(values, type=out)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as err:
-            raise ExecutionError(f"udf {_fn_name(fn)} returned values that are not {e.return_dtype}: {err}") from err
-        return pl.Series(s.name, arr)
+        cols = [s.struct.field(f).to_arrow().cast(t).to_pylist() for f, t in zip(fields, arrow_types)]
+        take = s.struct.field("take").to_list()
+        values = [call(*row) if ok else None for ok, row in zip(take, zip(*cols))]
+        return pl.Series(s.name, pa.array(values, type=out))
 
-    packed = pl.struct([a.alias(n) for a, n in zip(args, names)])
+    packed = pl.struct([a.alias(f) for a, f in zip(args, fields)] + [guard.fill_null(False).alias("take")])
     return packed.map_batches(apply, return_dtype=pl_dtype(e.return_dtype), is_elementwise=True)
 
 
@@ -453,23 +513,23 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
         # eidos: integer overflow raises; Polars wraps, so compute where it cannot overflow and
         # cast back strictly (a value out of range fails the cast, which execute reports).
         wide = _wide(res, fn)
-        return _ARITH[fn](x.cast(wide), y.cast(wide)).cast(pl_dtype(res), strict=True)
+        return scope.strict(_ARITH[fn](x.cast(wide), y.cast(wide)), pl_dtype(res))
     # decimals
     if fn in ("add", "sub"):
         work = T.Decimal(38, res.scale)
         x, y = operand(a, work, scope), operand(b, work, scope)
-        return _ARITH[fn](x, y).cast(pl_dtype(res), strict=True)
+        return scope.strict(_ARITH[fn](scope.mask(x), y), pl_dtype(res))
     if fn == "mul":
         # eidos: a product keeps the full scale sa + sb; Polars keeps max(sa, sb), so widen the
         # left operand's scale first (its product is then exact at scale sa + sb).
         sa, sb = _scale(ta), _scale(tb)
         x = operand(a, T.Decimal(38, sa + sb), scope)
         y = operand(b, T.Decimal(38, sb), scope)
-        return (x * y).cast(pl_dtype(res), strict=True)
+        return scope.strict(scope.mask(x) * y, pl_dtype(res))
     common = _decimal_common(ta, tb)
     x, y = operand(a, common, scope), operand(b, common, scope)
     # Polars raises on decimal division by zero; eidos gives null.
-    return _ARITH[fn](x, _nonzero(y)).cast(pl_dtype(res), strict=True)
+    return scope.strict(_ARITH[fn](scope.mask(x), _nonzero(y)), pl_dtype(res))
 
 
 def _to_result(x: pl.Expr, res: DType) -> pl.Expr:
@@ -515,7 +575,7 @@ def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
     total = d + n if e.fn == "add" else d - n
     inside = total.is_between(_FIRST_DAY, _LAST_DAY)
     total = pl.when(inside | total.is_null()).then(total).otherwise(pl.lit(2**40, dtype=pl.Int128))
-    return total.cast(pl.Int32, strict=True).cast(pl.Date)
+    return scope.strict(total, pl.Int32).cast(pl.Date)
 
 
 _EPOCH = _dt.date(1970, 1, 1)
@@ -565,7 +625,7 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     if t.is_integer:
         # eidos: -min and abs(min) overflow and raise; Polars wraps.
         w = x.cast(_wide(t, "add"))
-        return ((0 - w) if e.fn == "neg" else w.abs()).cast(pl_dtype(t), strict=True)  # Polars has no i128 neg
+        return scope.strict((0 - w) if e.fn == "neg" else w.abs(), pl_dtype(t))  # Polars has no i128 neg
     return -x if e.fn == "neg" else x.abs()
 
 
@@ -583,12 +643,12 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     t, res = scope.dtype(e.args[0]), scope.dtype(e)
     x = operand(e.args[0], t, scope)
     if t.is_integer:
-        return x if decimals >= 0 else _round_int(x, -decimals, res)
+        return x if decimals >= 0 else _round_int(x, -decimals, res, scope)
     if t.is_decimal:
         if decimals < 0:
             raise UnsupportedError("the polars lane cannot round a Decimal to negative decimals")
         # eidos: half away from zero (Polars' mode of that name rounds decimals exactly).
-        return x.round(decimals, mode="half_away_from_zero").cast(pl_dtype(res), strict=True)
+        return scope.strict(x.round(decimals, mode="half_away_from_zero"), pl_dtype(res))
     return _to_result(_round_float(x.cast(pl.Float64), decimals), res)
 
 
@@ -607,7 +667,7 @@ def _round_float(x: pl.Expr, decimals: int) -> pl.Expr:
     return pl.when(x.is_finite()).then(half_away(x / p) * p).otherwise(x)
 
 
-def _round_int(x: pl.Expr, digits: int, res: DType) -> pl.Expr:
+def _round_int(x: pl.Expr, digits: int, res: DType, scope: Scope) -> pl.Expr:
     """Round an integer to a multiple of 10**digits, half away from zero; overflow raises."""
     if digits > 20:  # the step is above twice any 64-bit value: everything rounds to 0
         return pl.when(x.is_not_null()).then(lit(0, res))
@@ -615,7 +675,7 @@ def _round_int(x: pl.Expr, digits: int, res: DType) -> pl.Expr:
     w = x.cast(pl.Int128)
     q, r = w.abs() // step, w.abs() % step
     up = (q + (2 * r >= step).cast(pl.Int128)) * step
-    return (pl.when(w < 0).then(0 - up).otherwise(up)).cast(pl_dtype(res), strict=True)
+    return scope.strict(pl.when(w < 0).then(0 - up).otherwise(up), pl_dtype(res))
 
 
 @call("floor", "ceil")
@@ -625,7 +685,7 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     if t.is_integer:
         return x
     y = x.floor() if e.fn == "floor" else x.ceil()
-    return y.cast(pl_dtype(res), strict=True)
+    return scope.strict(y, pl_dtype(res))
 
 
 @call("is_null")
