@@ -1,0 +1,88 @@
+"""The SQL lanes: DuckDB (embedded, local data and DuckDB files), SQLite and PostgreSQL (pushdown).
+
+One translator (translate.py) renders each plan per dialect (duckdb.py, sqlite.py,
+postgresql.py); execute.py runs it. Engines and sqlglot load only when a lane runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from eidos.hal.backend import Availability, Backend, Estimate
+from eidos.ir import nodes as N
+from eidos.ir.sources import SqlSource
+from eidos.backends.sql.coverage import COVERAGE, gaps
+
+INSTALL = "pip install 'eidos[sql]'"
+
+
+class SqlLane(Backend):
+    """A lane that runs a whole plan as one SQL statement where its data lives."""
+
+    packages: tuple[str, ...] = ()
+
+    def is_available(self) -> Availability:
+        missing = [p for p in self.packages if importlib.util.find_spec(p) is None]
+        if missing:
+            return Availability(False, f"needs {', '.join(missing)}: {INSTALL}")
+        return Availability(True)
+
+    def supports(self, plan: N.Node) -> list[str]:
+        found = gaps(plan, self.name)
+        places = set()
+        for node in plan.walk():
+            if isinstance(node, N.Scan):
+                why = self.can_read(node.source)
+                if why:
+                    found.append(why)
+                elif isinstance(node.source, SqlSource):
+                    places.add(node.source.uri)
+        if len(places) > 1:
+            found.append(f"sources live in {len(places)} different {self.name} databases")
+        return list(dict.fromkeys(found))
+
+    def execute(self, plan: N.Node):
+        from eidos.backends.sql.execute import run
+
+        return run(self.name, plan)
+
+    def describe_source(self, source: SqlSource):
+        """(Schema, estimated rows or None) of a table or query, read from the database's catalog."""
+        from eidos.backends.sql.execute import describe
+
+        return describe(self.name, source)
+
+
+class DuckDBLane(SqlLane):
+    """Embedded DuckDB: a local vector engine (parquet, CSV, Arrow) that also reads DuckDB files."""
+
+    name = "duckdb"
+    kind = "vector"
+    coverage = COVERAGE["duckdb"]
+    reads = frozenset({"local", "duckdb"})
+    packages = ("duckdb", "sqlglot")
+
+    def estimate(self, plan: N.Node) -> Estimate:
+        from eidos.backends.sql.cost import estimate
+
+        return estimate(plan)
+
+
+class SQLiteLane(SqlLane):
+    """SQLite database files through the ADBC driver (Arrow results)."""
+
+    name = "sqlite"
+    kind = "pushdown"
+    coverage = COVERAGE["sqlite"]
+    reads = frozenset({"sqlite"})
+    packages = ("adbc_driver_sqlite", "adbc_driver_manager", "sqlglot")
+
+
+class PostgresLane(SqlLane):
+    """PostgreSQL servers through the ADBC driver (Arrow results)."""
+
+    name = "postgresql"
+    kind = "pushdown"
+    coverage = COVERAGE["postgresql"]
+    reads = frozenset({"postgresql", "postgres"})
+    packages = ("adbc_driver_postgresql", "adbc_driver_manager", "sqlglot")

@@ -1,0 +1,138 @@
+"""DuckDB: the embedded default. Reads parquet, CSV, in-memory Arrow (registered, not copied)
+and tables of one DuckDB database file; its integers raise on overflow like eidos's."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from eidos.errors import PlanError, UnsupportedError
+from eidos.ir import dtypes as T
+from eidos.ir.schema import Schema
+from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
+from eidos.backends.sql.dialect import Dialect
+from eidos.backends.sql.translate import fn, ident, string
+
+# pyarrow's CSV reader treats these as null in non-string columns (its defaults); DuckDB is told
+# the same, and never to read an empty string column value as null, so both read a file alike.
+ARROW_CSV_NULLS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                   "1.#QNAN", "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null")
+
+
+def path_of(uri: str) -> str:
+    """The file a uri names: scheme:///abs/path.db and scheme:////abs/path.db are /abs/path.db,
+    scheme://rel.db is rel.db (relative to the working directory), duckdb:///:memory: is memory."""
+    rest = uri.split("://", 1)[1].split("?", 1)[0]
+    if rest.lstrip("/") == ":memory:":
+        return ":memory:"
+    return "/" + rest.lstrip("/") if rest.startswith("/") else rest
+
+
+def table_ref(name: str) -> exp.Table:
+    """A table name, dotted names read as schema.table; every part quoted."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return exp.Table(this=ident(parts[0]))
+    if len(parts) == 2:
+        return exp.Table(this=ident(parts[1]), db=ident(parts[0]))
+    return exp.Table(this=ident(parts[-1]), db=ident(parts[-2]), catalog=ident(".".join(parts[:-2])))
+
+
+class DuckDBDialect(Dialect):
+    name = "duckdb"
+    sqlglot = "duckdb"
+    native_ints = frozenset(t.name for t in T.INTEGERS)
+    types = {
+        "Int8": "TINYINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
+        "UInt8": "UTINYINT", "UInt16": "USMALLINT", "UInt32": "UINTEGER", "UInt64": "UBIGINT",
+        "Float32": "FLOAT", "Float64": "DOUBLE", "Boolean": "BOOLEAN", "String": "VARCHAR",
+        "Date": "DATE", "Timestamp": "TIMESTAMP",
+    }
+
+    def error(self, message, witness, t):
+        return fn("error", string("eidos: " + message))
+
+    def int_div(self, a, b, t=None):
+        return exp.Paren(this=exp.IntDiv(this=a, expression=b))
+
+    def is_nan(self, x):
+        return fn("isnan", x)
+
+    def scan_column(self, e, t, source=None):
+        if isinstance(source, ArrowSource):
+            return e
+        return self.cast(e, T.Null, t, force=True)
+
+    def scan(self, source, ctx):
+        if isinstance(source, ArrowSource):
+            name = ctx.fresh("arrow")
+            ctx.arrow[name] = source.table
+            return exp.Table(this=ident(name))
+        if isinstance(source, ParquetSource):
+            files = exp.Array(expressions=[string(f) for f in source.files])
+            return exp.Table(this=fn("read_parquet", files))
+        if isinstance(source, CsvSource):
+            return exp.Table(this=self._read_csv(source))
+        if isinstance(source, SqlSource) and source.scheme == "duckdb":
+            if source.table is not None:
+                return table_ref(source.table)
+            return ctx.raw(source.query)
+        raise UnsupportedError(f"the duckdb lane cannot read {source.describe()}")
+
+    def _read_csv(self, source: CsvSource) -> exp.Expression:
+        def named(key, value):
+            return exp.EQ(this=exp.var(key), expression=value)
+
+        columns = exp.Struct(expressions=[
+            exp.PropertyEQ(this=string(n), expression=string(self.types[t.name] if not t.is_decimal
+                                                            else f"DECIMAL({t.precision}, {t.scale})"))
+            for n, t in source.schema.items()])
+        text_cols = [string(n) for n, t in source.schema.items() if t == T.String]
+        args = [string(source.path), named("header", exp.Boolean(this=source.has_header)),
+                named("delim", string(source.delimiter)), named("columns", columns),
+                named("nullstr", exp.Array(expressions=[string(s) for s in ARROW_CSV_NULLS])),
+                named("auto_detect", exp.Boolean(this=False))]
+        if text_cols:
+            args.append(named("force_not_null", exp.Array(expressions=text_cols)))
+        return fn("read_csv", *args)
+
+
+def describe(source: SqlSource) -> tuple[Schema, int | None]:
+    """Schema of a table or query in a DuckDB file from a zero-row query; rows from DuckDB's catalog."""
+    import duckdb
+
+    path = path_of(source.uri)
+    if path != ":memory:":
+        import os
+
+        if not os.path.exists(path):
+            raise PlanError(f"cannot read {source.describe()}: no such database file {path!r}")
+    con = duckdb.connect(path, read_only=path != ":memory:")
+    try:
+        rel = table_ref(source.table).sql("duckdb") if source.table is not None else f"({source.query})"
+        arrow = con.sql(f"SELECT * FROM {rel} AS q LIMIT 0").to_arrow_table().schema
+        schema = Schema.from_arrow(arrow)
+        rows = None
+        if source.table is not None:
+            name = source.table.split(".")[-1]
+            got = con.execute("SELECT estimated_size FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()
+            rows = int(got[0][0]) if len(got) == 1 and got[0][0] is not None else None
+        return schema, rows
+    finally:
+        con.close()
+
+
+def connect(query, sources):
+    """A DuckDB connection for a translated plan: the plan's database file (read-only) or memory."""
+    import duckdb
+
+    paths = {path_of(s.uri) for s in sources if isinstance(s, SqlSource)}
+    path = next(iter(paths)) if paths else ":memory:"
+    con = duckdb.connect(path, read_only=path != ":memory:")
+    for name, table in query.arrow.items():
+        con.register(name, table)
+    return con
+
+
+def fetch(con, sql: str):
+    return con.sql(sql).to_arrow_table()
+

@@ -1,0 +1,437 @@
+"""IR -> SQL as sqlglot expressions: one visitor for nodes, one for expressions, no execution.
+
+Every node becomes one CTE (`WITH q0 AS (...), q1 AS (...) SELECT ... FROM qN`) that reads
+only the CTEs of its inputs, so each function below is small and self-contained. What the
+three dialects do differently is asked of `Dialect` (see dialect.py and one file per dialect).
+
+Identifiers are always quoted `exp.Identifier(quoted=True)` and literals are built with
+`exp.Literal`, so sqlglot escapes both: user text never becomes SQL syntax.
+
+Row order is data: a Sort adds a hidden ROW_NUMBER column that Filter, Project, Limit and
+Distinct carry along and the final SELECT orders by, because SQL does not promise that a
+CTE's ORDER BY survives the next SELECT.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import math
+from dataclasses import dataclass, field
+from functools import singledispatch
+
+import pyarrow as pa
+from sqlglot import exp
+
+from eidos.errors import UnsupportedError
+from eidos.ir import dtypes as T
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir import typing as TY
+from eidos.ir.dtypes import DType
+from eidos.ir.schema import Schema
+from eidos.ir.typing import infer, promote
+
+
+# ---------------------------------------------------------------- small builders
+
+def ident(name: str) -> exp.Identifier:
+    return exp.Identifier(this=name, quoted=True)
+
+
+def column(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=ident(name), table=ident(table) if table else None)
+
+
+def paren(e: exp.Expression) -> exp.Expression:
+    return e if isinstance(e, (exp.Paren, exp.Column, exp.Literal, exp.Null, exp.Boolean)) else exp.Paren(this=e)
+
+
+def binop(cls: type, a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    return exp.Paren(this=cls(this=paren(a), expression=paren(b)))
+
+
+def fn(name: str, *args: exp.Expression) -> exp.Expression:
+    """A function call rendered exactly as named, in every dialect."""
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def case(branches: list[tuple[exp.Expression, exp.Expression]], default: exp.Expression | None) -> exp.Expression:
+    return exp.Case(ifs=[exp.If(this=c, true=v) for c, v in branches], default=default)
+
+
+def number(v: int | float | str) -> exp.Expression:
+    text = str(v)
+    if text.startswith("-"):
+        return exp.Paren(this=exp.Neg(this=exp.Literal.number(text[1:])))
+    return exp.Literal.number(text)
+
+
+def string(s: str) -> exp.Literal:
+    return exp.Literal.string(s)
+
+
+NULL = exp.Null()
+
+
+# ---------------------------------------------------------------- what a translation produces
+
+@dataclass
+class Query:
+    """A whole plan as one SQL statement, plus what the executor must provide for it."""
+
+    sql: str
+    arrow: dict[str, pa.Table] = field(default_factory=dict)   # view name -> in-memory table to register
+    sources: list = field(default_factory=list)                # the plan's sources, in scan order
+
+
+@dataclass(frozen=True)
+class Rel:
+    """A translated node: the CTE that holds it, its data columns, its hidden order columns."""
+
+    name: str
+    columns: tuple[str, ...]
+    order: tuple[str, ...] = ()
+
+
+class Ctx:
+    """State of one translation: the CTEs so far and what the scans need."""
+
+    def __init__(self, dialect):
+        self.dialect = dialect
+        self.ctes: list[tuple[str, exp.Expression]] = []
+        self.arrow: dict[str, pa.Table] = {}
+        self.sources: list = []
+        self.raws: dict[str, str] = {}
+        self._n = 0
+
+    def raw(self, query: str) -> exp.Table:
+        """A user's own SQL query as a table: a placeholder replaced by `(query)` after rendering."""
+        name = self.fresh("raw")
+        self.raws[name] = query.strip().rstrip(";")
+        return exp.Table(this=ident(name))
+
+    def fresh(self, stem: str = "q") -> str:
+        self._n += 1
+        return f"__eidos_{stem}{self._n}"
+
+    def add(self, select: exp.Expression, columns: tuple[str, ...], order: tuple[str, ...] = ()) -> Rel:
+        name = self.fresh()
+        self.ctes.append((name, select))
+        return Rel(name, columns, order)
+
+
+def to_sql(plan: N.Node, dialect) -> Query:
+    """The plan as one SQL statement in `dialect`; the result has exactly the plan's columns."""
+    ctx = Ctx(dialect)
+    rel = node(plan, ctx)
+    final = exp.select(*[column(c) for c in rel.columns]).from_(exp.to_identifier(rel.name, quoted=True))
+    if rel.order:
+        final = final.order_by(*[exp.Ordered(this=column(o), desc=False, nulls_first=False) for o in rel.order])
+    with_ = exp.With(expressions=[exp.CTE(this=q, alias=exp.TableAlias(this=ident(n))) for n, q in ctx.ctes])
+    final.set("with_", with_) if "with_" in exp.Select.arg_types else final.set("with", with_)
+    sql = final.sql(dialect=dialect.sqlglot)
+    for name, query in ctx.raws.items():
+        sql = sql.replace(f'"{name}"', f'({query}) AS "{name}"', 1)
+    return Query(sql, ctx.arrow, ctx.sources)
+
+
+def _from(rel: Rel, alias: str | None = None) -> exp.Expression:
+    table = exp.Table(this=ident(rel.name))
+    if alias:
+        table.set("alias", exp.TableAlias(this=ident(alias)))
+    return table
+
+
+def _select(rel: Rel, items: list[exp.Expression], *, carry_order: bool = True) -> exp.Select:
+    order = [column(o) for o in rel.order] if carry_order else []
+    return exp.select(*items, *order).from_(_from(rel))
+
+
+def _named(e: exp.Expression, name: str) -> exp.Expression:
+    return exp.Alias(this=e, alias=ident(name))
+
+
+# ---------------------------------------------------------------- nodes
+
+@singledispatch
+def node(n: N.Node, ctx: Ctx) -> Rel:
+    raise UnsupportedError(f"the {ctx.dialect.name} lane cannot run plan node {type(n).__name__}")
+
+
+@node.register
+def _(n: N.Scan, ctx: Ctx) -> Rel:
+    ctx.sources.append(n.source)
+    names = n.columns if n.columns is not None else n.source.schema.names
+    table = ctx.dialect.scan(n.source, ctx)
+    items = [_named(ctx.dialect.scan_column(column(c), n.source.schema[c], n.source), c) for c in names]
+    return ctx.add(exp.select(*items).from_(table), tuple(names))
+
+
+@node.register
+def _(n: N.Filter, ctx: Ctx) -> Rel:
+    rel = node(n.input, ctx)
+    x = Exprs(ctx.dialect, n.input.schema)
+    sel = _select(rel, [column(c) for c in rel.columns]).where(x(n.predicate))
+    return ctx.add(sel, rel.columns, rel.order)
+
+
+@node.register
+def _(n: N.Project, ctx: Ctx) -> Rel:
+    rel = node(n.input, ctx)
+    x = Exprs(ctx.dialect, n.input.schema)
+    items = [_named(x.typed(e, n.schema[name]), name) for name, e in n.columns]
+    return ctx.add(_select(rel, items), tuple(name for name, _ in n.columns), rel.order)
+
+
+@node.register
+def _(n: N.Aggregate, ctx: Ctx) -> Rel:
+    rel = node(n.input, ctx)
+    schema = n.input.schema
+    x = Exprs(ctx.dialect, schema)
+    # Stage 1: the keys as hidden columns, next to the input columns the aggregations read.
+    keys = {name: ctx.fresh("k") for name, _ in n.keys}
+    items = [column(c) for c in rel.columns]
+    items += [_named(x.typed(e, n.schema[name]), keys[name]) for name, e in n.keys]
+    stage = ctx.add(_select(rel, items, carry_order=False), rel.columns + tuple(keys.values()))
+    # Stage 2: group; outside an aggregation a key name means the key.
+    key_refs = {name: column(keys[name]) for name in keys}
+    ax = Exprs(ctx.dialect, _with_keys(schema, n), outside_agg=key_refs)
+    out = [_named(column(keys[name]), name) for name, _ in n.keys]
+    out += [_named(ax.typed(e, n.schema[name]), name) for name, e in n.aggs]
+    sel = exp.select(*out).from_(_from(stage))
+    if keys:
+        sel = sel.group_by(*[column(k) for k in keys.values()])
+    return ctx.add(sel, n.schema.names)
+
+
+def _with_keys(schema: Schema, n: N.Aggregate) -> Schema:
+    extra = [(name, infer(e, schema)) for name, e in n.keys if name not in schema]
+    return Schema(list(schema.items()) + extra)
+
+
+@node.register
+def _(n: N.Join, ctx: Ctx) -> Rel:
+    left, right = node(n.left, ctx), node(n.right, ctx)
+    d = ctx.dialect
+    ls, rs = n.left.schema, n.right.schema
+    if n.how in ("semi", "anti"):
+        cond = _join_condition(n, ls, rs, d, "r", right)
+        sub = exp.select(exp.Literal.number(1)).from_(_from(right, "r")).where(cond)
+        test = exp.Exists(this=sub)
+        if n.how == "anti":
+            test = exp.Not(this=test)
+        sel = exp.select(*[column(c, "l") for c in left.columns], *[column(o, "l") for o in left.order])
+        sel = sel.from_(_from(left, "l")).where(test)
+        return ctx.add(sel, left.columns, left.order)
+    out_schema = n.schema
+    items = []
+    for name in left.columns:
+        if name in n.left_on:
+            rk = n.right_on[n.left_on.index(name)]
+            t = out_schema[name]
+            lref, rref = d.cast(column(name, "l"), ls[name], t), d.cast(column(rk, "r"), rs[rk], t)
+            value = exp.Coalesce(this=lref, expressions=[rref]) if n.how in ("right", "full") else lref
+            items.append(_named(value, name))
+        else:
+            items.append(_named(column(name, "l"), name))
+    right_names = [c for c in right.columns if c not in n.right_on]
+    taken = set(left.columns)
+    out_names = list(left.columns)
+    for c in right_names:
+        name = c + n.suffix if c in taken else c
+        taken.add(name)
+        out_names.append(name)
+        items.append(_named(column(c, "r"), name))
+    sel = exp.select(*items).from_(_from(left, "l"))
+    kind = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL", "cross": "CROSS"}[n.how]
+    if n.how == "cross":
+        sel = sel.join(_from(right, "r"), join_type="CROSS")
+    else:
+        sel = sel.join(_from(right, "r"), on=_join_condition(n, ls, rs, d, "r", right), join_type=kind)
+    return ctx.add(sel, tuple(out_names))
+
+
+def _join_condition(n: N.Join, ls: Schema, rs: Schema, d, ralias: str, right: Rel) -> exp.Expression:
+    conds = []
+    for lk, rk in zip(n.left_on, n.right_on):
+        t = promote(ls[lk], rs[rk], op="join")
+        conds.append(d.equal(d.cast(column(lk, "l"), ls[lk], t), d.cast(column(rk, ralias), rs[rk], t), t))
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = exp.And(this=cond, expression=c)
+    return cond
+
+
+@node.register
+def _(n: N.Sort, ctx: Ctx) -> Rel:
+    rel = node(n.input, ctx)
+    x = Exprs(ctx.dialect, n.input.schema)
+    keys = []
+    for k in n.keys:
+        t = infer(k.expr, n.input.schema)
+        keys.append(exp.Ordered(this=ctx.dialect.sort_key(x(k.expr), t), desc=k.descending,
+                                nulls_first=not k.nulls_last))
+    # Ties keep the order they had (a stable sort), when there was one.
+    keys += [exp.Ordered(this=column(o), desc=False, nulls_first=False) for o in rel.order]
+    order = ctx.fresh("o")
+    rank = exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=keys))
+    sel = exp.select(*[column(c) for c in rel.columns], _named(rank, order)).from_(_from(rel))
+    return ctx.add(sel, rel.columns, (order,))
+
+
+@node.register
+def _(n: N.Limit, ctx: Ctx) -> Rel:
+    rel = node(n.input, ctx)
+    sel = _select(rel, [column(c) for c in rel.columns])
+    if rel.order:
+        sel = sel.order_by(*[exp.Ordered(this=column(o), desc=False, nulls_first=False) for o in rel.order])
+    sel = sel.limit(exp.Literal.number(n.n))
+    if n.offset:
+        sel = sel.offset(exp.Literal.number(n.offset))
+    return ctx.add(sel, rel.columns, rel.order)
+
+
+@node.register
+def _(n: N.Distinct, ctx: Ctx) -> Rel:
+    rel = node(n.input, ctx)
+    if not rel.order:
+        sel = exp.select(*[column(c) for c in rel.columns]).from_(_from(rel)).distinct()
+        return ctx.add(sel, rel.columns)
+    # Keep each row's first position: group the rows and take the smallest order value.
+    first = ctx.fresh("o")
+    sel = exp.select(*[column(c) for c in rel.columns],
+                     _named(exp.Min(this=column(rel.order[0])), first)).from_(_from(rel))
+    sel = sel.group_by(*[column(c) for c in rel.columns])
+    return ctx.add(sel, rel.columns, (first,))
+
+
+@node.register
+def _(n: N.Union, ctx: Ctx) -> Rel:
+    rels = [node(i, ctx) for i in n.inputs]
+    ordered = any(r.order for r in rels)
+    names = rels[0].columns
+    which, within = ctx.fresh("o"), ctx.fresh("o")
+    parts = []
+    for i, r in enumerate(rels):
+        items = [column(c) for c in names]
+        if ordered:
+            pos = column(r.order[0]) if r.order else exp.Literal.number(0)
+            items += [_named(exp.Literal.number(i), which), _named(pos, within)]
+        parts.append(exp.select(*items).from_(_from(r)))
+    body = parts[0]
+    for p in parts[1:]:
+        body = exp.Union(this=body, expression=p, distinct=False)
+    sel = exp.select(*[column(c) for c in names], *([column(which), column(within)] if ordered else []))
+    sel = sel.from_(exp.Subquery(this=body, alias=exp.TableAlias(this=ident(ctx.fresh("u")))))
+    return ctx.add(sel, names, (which, within) if ordered else ())
+
+
+# ---------------------------------------------------------------- expressions
+
+class Exprs:
+    """Translates expressions over one input schema; `outside_agg` maps key names read outside aggregations."""
+
+    def __init__(self, dialect, schema: Schema, outside_agg: dict[str, exp.Expression] | None = None):
+        self.d, self.schema, self.keys = dialect, schema, outside_agg
+        self.in_agg = False
+
+    def dtype(self, e: E.Expr) -> DType:
+        return infer(e, self.schema, allow_agg=self.keys is not None and not self.in_agg)
+
+    def operand_types(self, e: E.Call) -> tuple[DType, ...]:
+        if self.keys is not None and not self.in_agg and E.contains_agg(e):
+            ty = TY._Typer(self.schema, "", allow_agg=True)
+            if len(e.args) == 2:
+                return ty.operands(*e.args)
+            return tuple(ty(a) for a in e.args)
+        return TY.operand_dtypes(e, self.schema)
+
+    def __call__(self, e: E.Expr) -> exp.Expression:
+        return expr(e, self)
+
+    def typed(self, e: E.Expr, t: DType) -> exp.Expression:
+        """`e` as a value of type `t` (its own type unless a weak literal adapts)."""
+        if isinstance(e, E.Literal):
+            return self.d.literal(e.value, t)
+        return self.d.cast(self(e), self.dtype(e), t)
+
+
+@singledispatch
+def expr(e: E.Expr, x: Exprs) -> exp.Expression:
+    raise UnsupportedError(f"the {x.d.name} lane cannot translate expression {type(e).__name__}")
+
+
+@expr.register
+def _(e: E.Column, x: Exprs) -> exp.Expression:
+    if x.keys is not None and not x.in_agg and e.name in x.keys:
+        return x.keys[e.name]
+    return column(e.name)
+
+
+@expr.register
+def _(e: E.Literal, x: Exprs) -> exp.Expression:
+    return x.d.literal(e.value, e.dtype)
+
+
+@expr.register
+def _(e: E.Alias, x: Exprs) -> exp.Expression:
+    return x(e.expr)
+
+
+@expr.register
+def _(e: E.Cast, x: Exprs) -> exp.Expression:
+    src = x.dtype(e.expr)
+    if isinstance(e.expr, E.Literal) and e.expr.weak and src.is_numeric and e.dtype.is_numeric:
+        src = e.expr.dtype
+    return x.d.convert(x(e.expr), src, e.dtype)
+
+
+@expr.register
+def _(e: E.Case, x: Exprs) -> exp.Expression:
+    t = x.dtype(e)
+    branches = [(x(c), x.typed(v, t)) for c, v in e.branches]
+    return case(branches, x.typed(e.otherwise, t))
+
+
+@expr.register
+def _(e: E.Agg, x: Exprs) -> exp.Expression:
+    t = x.dtype(e)
+    if e.fn == "count_rows":
+        return x.d.cast(exp.Count(this=exp.Star()), T.Int64, T.Int64, force=True)
+    x.in_agg = True
+    try:
+        at = x.dtype(e.arg)
+        arg = x(e.arg)
+    finally:
+        x.in_agg = False
+    return x.d.aggregate(e.fn, arg, at, t)
+
+
+@expr.register
+def _(e: E.Call, x: Exprs) -> exp.Expression:
+    t = x.dtype(e)
+    ts = x.operand_types(e)
+    args = [x.typed(a, at) for a, at in zip(e.args, ts)]
+    return x.d.call(e.fn, args, ts, t, e.options)
+
+
+# ---------------------------------------------------------------- literals (shared by the dialects)
+
+def literal_text(value: object, t: DType) -> str | None:
+    """The text of a non-float literal value for a CAST('...' AS t), or None for numbers and bools."""
+    if isinstance(value, _dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    if isinstance(value, _decimal.Decimal):
+        return format(value, "f")
+    return None
+
+
+def float_literal(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    return repr(v)

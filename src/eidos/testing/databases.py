@@ -1,0 +1,115 @@
+"""Loading in-memory test tables into DuckDB, SQLite and PostgreSQL, so the cross-lane suite can
+run the same plans on the pushdown lanes as on the reference.
+
+    flow = load_table("sqlite:///tmp/x.db", "t", table)   # creates table "t", returns read_sql(...)
+
+`load_table` raises UnsupportedError when the database cannot hold a column exactly (SQLite:
+only Int64, Float64 without NaN, Boolean and String; PostgreSQL: no Int8 or unsigned integers),
+so a suite can skip that lane for that data instead of comparing different plans.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyarrow as pa
+
+from eidos.errors import UnsupportedError
+from eidos.ir import dtypes as T
+from eidos.ir.schema import Schema
+from eidos.ir.sources import redact
+
+# What each database holds exactly, so reading the table back gives the same eidos schema.
+HOLDS = {
+    "duckdb": {t.name for t in T.ALL_SIMPLE} | {"Decimal"},
+    "sqlite": {"Int64", "Float64", "Boolean", "String"},
+    "postgresql": {"Int16", "Int32", "Int64", "Float32", "Float64", "Boolean", "String", "Date",
+                   "Timestamp", "Decimal"},
+}
+
+
+def _lane(uri: str) -> str:
+    scheme = uri.split(":", 1)[0].lower()
+    return {"postgres": "postgresql"}.get(scheme, scheme)
+
+
+def representable(schema: Schema, uri: str) -> list[str]:
+    """The columns (with their types) the database at `uri` cannot hold exactly; empty when all fit."""
+    holds = HOLDS[_lane(uri)]
+    return [f"{n}: {t}" for n, t in schema.items() if t.kind not in holds]
+
+
+def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
+    """Create table `name` at `uri` holding `table` (eidos types); returns `ei.read_sql(uri, table=name)`."""
+    from eidos.backends.sql.duckdb import table_ref
+    from eidos.backends.sql.execute import dialect
+    from eidos.backends.sql.translate import ident
+    from eidos.flow.sources import from_arrow, read_sql
+
+    lane = _lane(uri)
+    table = from_arrow(table).plan.source.table  # eidos types, as the reference lane reads it
+    schema = Schema.from_arrow(table.schema)
+    bad = representable(schema, uri)
+    if lane == "sqlite":
+        bad += [f"{f.name}: NaN" for f in table.schema if pa.types.is_floating(f.type)
+                and any(isinstance(v, float) and math.isnan(v) for v in table.column(f.name).to_pylist())]
+    if bad:
+        raise UnsupportedError(f"{lane} cannot hold column {', '.join(bad)} exactly ({redact(uri)})")
+    d = dialect(lane)
+    quoted = table_ref(name).sql(d.sqlglot)
+    cols = ", ".join(f"{ident(n).sql(d.sqlglot)} {d.sql_type(t).sql(d.sqlglot)}" for n, t in schema.items())
+    if lane == "duckdb":
+        _load_duckdb(uri, quoted, cols, table, replace)
+    else:
+        _load_adbc(lane, uri, name, quoted, cols, table, replace)
+    flow = read_sql(uri, table=name)
+    if flow.schema != schema:
+        raise UnsupportedError(f"{lane} reads the table back as {flow.schema}, not {schema}")
+    return flow
+
+
+def _load_duckdb(uri, quoted, cols, table, replace):
+    import duckdb
+
+    from eidos.backends.sql.duckdb import path_of
+
+    con = duckdb.connect(path_of(uri))
+    try:
+        if replace:
+            con.execute(f"DROP TABLE IF EXISTS {quoted}")
+        con.execute(f"CREATE TABLE {quoted} ({cols})")
+        con.register("__eidos_load", table)
+        con.execute(f"INSERT INTO {quoted} SELECT * FROM __eidos_load")
+    finally:
+        con.close()
+
+
+def _load_adbc(lane, uri, name, quoted, cols, table, replace):
+    if lane == "sqlite":
+        import adbc_driver_sqlite.dbapi as adbc
+
+        from eidos.backends.sql.sqlite import path_of
+        con = adbc.connect(path_of(uri))
+    else:
+        import adbc_driver_postgresql.dbapi as adbc
+        con = adbc.connect(uri)
+    arrays = []
+    for col in table.columns:
+        if pa.types.is_large_string(col.type):
+            col = col.cast(pa.string())
+        elif lane == "sqlite" and pa.types.is_boolean(col.type):
+            col = col.cast(pa.int64())
+        arrays.append(col)
+    table = pa.Table.from_arrays(arrays, names=table.column_names)
+    cur = con.cursor()
+    try:
+        if replace:
+            cur.execute(f"DROP TABLE IF EXISTS {quoted}")
+        cur.execute(f"CREATE TABLE {quoted} ({cols})")
+        if table.num_rows:
+            parts = name.split(".")
+            cur.adbc_ingest(parts[-1], table, mode="append", db_schema_name=parts[0] if len(parts) == 2 else None)
+        con.commit()
+    finally:
+        cur.close()
+        con.close()
