@@ -337,13 +337,15 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
                  style="bold")
         out.line(f"data: {orders_path}, {customers_path}"
                  + (f"; plan: {os.path.join(folder, 'plan.json')}" if args.dir else " (removed afterwards)"))
-        return _demo_lanes(out, flow)
+        return _demo_lanes(out, flow, folder)
 
 
-def _demo_lanes(out: Out, flow: ei.Flow) -> int:
+def _demo_lanes(out: Out, flow: ei.Flow, folder: str) -> int:
     lanes = ei.backends()
     available = [l for l in lanes if l.available]
     chosen, verdicts = _planner_view(out, flow)
+    prefix = os.path.join(folder, "")
+    verdicts = {name: why.replace(prefix, "") for name, why in verdicts.items()}  # paths as in the data line
     results: dict[str, Any] = {}
     rows, problems, diffs = [], 0, []
     order = sorted(available, key=lambda l: l.kind != "reference")  # the reference first: the others compare to it
@@ -353,7 +355,8 @@ def _demo_lanes(out: Out, flow: ei.Flow) -> int:
                 results[lane.name], seconds = _best_of_two(flow, lane.name)
                 outcome = None
             except UnsupportedError as e:
-                outcome = f"cannot run it: {_first_line(e)}"
+                outcome = "cannot run it"
+                verdicts.setdefault(lane.name, _first_line(e))
             except EidosError as e:
                 outcome = f"failed: {_first_line(e)}"
                 problems += 1
