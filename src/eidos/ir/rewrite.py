@@ -155,7 +155,7 @@ def _push(child: N.Node, preds: list[E.Expr]) -> N.Node:
         if down:
             inner = _push(child.input, [_rename(p, renames) for p in down])
             return _filtered(N.Project(inner, child.columns), stay)
-    if isinstance(child, N.Aggregate):
+    if isinstance(child, N.Aggregate) and child.keys:  # no keys: one row even from none, so nothing may go below
         keys = {n: e.name for n, e in child.keys if isinstance(e, E.Column)}
         down = [p for p in preds if p.columns() <= keys.keys() and not E.contains_agg(p)]
         stay = [p for p in preds if p not in down]
