@@ -205,9 +205,9 @@ def test_map_batches_wrong_columns_is_an_execution_error():
 def test_supports_names_what_it_cannot_do_exactly():
     flow = ei.from_pydict({"f": [1.5], "x": [D("1.5")], "s": ["1"]})
     gaps = LANE.supports(flow.select(a=col("f").cast(ei.String), b=col("x").round(-1),
-                                     c=col("s").cast(ei.Int64), d=col("f").cast(ei.Decimal(5, 2))).plan)
+                                     c=col("s").cast(ei.Decimal(5, 2)), d=col("f").cast(ei.Decimal(5, 2))).plan)
     assert gaps == ["cast Float64 -> String", "round of a Decimal to negative decimals",
-                    "cast String -> Int64", "cast Float64 -> Decimal"]
+                    "cast String -> Decimal", "cast Float64 -> Decimal"]
     assert LANE.supports(flow.select(a=col("x").cast(ei.String), b=col("f").round(-1)).plan) == []
 
 
@@ -315,6 +315,41 @@ def test_casts():
     agrees(flow.select(d=col("f").cast(ei.Boolean), e=col("i").cast(ei.Float32), g=col("b").cast(ei.String),
                        h=col("x").cast(ei.String), k=col("x").cast(ei.Int8), m=col("i").cast(ei.Decimal(5, 1)),
                        n=col("b").cast(ei.Int32)), ordered=True)
+
+
+def test_text_casts():
+    flow = ei.from_pydict({
+        "s": ["+5", "-0", " 007\u3000", "12", None], "b": [" TRUE", "false", "True ", "fAlse", None],
+        "d": ["2020-02-29", " 0001-01-01", "9999-12-31", "1970-01-01", None],
+        "f": ["1.", ".5", "-InFinity", "+1.5E-3", "NaN"],
+        "t": [dt.datetime(1, 1, 1), dt.datetime(2020, 1, 2, 3, 4, 5, 60), None, dt.datetime(999, 12, 31), None]})
+    agrees(flow.select(i=col("s").cast(ei.Int8), u=col("s").cast(ei.UInt64), b=col("b").cast(ei.Boolean),
+                       d=col("d").cast(ei.Date), f=col("f").cast(ei.Float64), g=col("f").cast(ei.Float32),
+                       t=col("t").cast(ei.String)), ordered=True)
+
+
+@pytest.mark.parametrize("text, dtype", [("1 2", ei.Int64), ("300", ei.Int8), ("-1", ei.UInt8), ("yes", ei.Boolean),
+                                         ("2021-02-30", ei.Date), ("0000-01-01", ei.Date), ("20200101", ei.Date),
+                                         ("1e", ei.Float64), ("0x10", ei.Int32)])
+def test_bad_text_raises_like_the_reference(text, dtype):
+    flow = ei.from_pydict({"s": ["1", text]}).select(x=col("s").cast(dtype))
+    with pytest.raises(ExecutionError):
+        run(flow)
+    with pytest.raises(ExecutionError):
+        reference().execute(flow.plan)
+
+
+def test_a_branch_not_taken_never_raises():
+    flow = ei.from_pydict({"x": [0, 1, 100, 200], "s": ["1", "2", "x", "y"]})
+
+    def boom(v):
+        raise ValueError(v)
+
+    agrees(flow.select(
+        a=when(col("x") < 100).then(col("x").cast(ei.Int8) * 100).otherwise(-1),
+        b=when(col("x") < 2).then(col("s").cast(ei.Int64)).when(col("x") < 150).then(col("x") * 2)
+        .otherwise(ei.udf(lambda v: v, ei.Int64)(col("x"))),
+        c=when(col("x") > 1000).then(ei.udf(boom, ei.Int64)(col("x"))).otherwise(0)), ordered=True)
 
 
 def test_sort_nulls_nan_and_stability():

@@ -82,7 +82,7 @@ class _errors:
 def _describe(error: BaseException) -> str:
     text = str(error).strip().split("\n\nThis error occurred", 1)[0].strip()
     if "conversion from `i128`" in text or "conversion from `u128`" in text:
-        text = f"integer overflow ({text})"
+        text = f"integer overflow or a value out of range ({text})"
     elif "overflow" in text.lower():
         text = f"overflow ({text})"
     return f"{type(error).__name__}: {text}"

@@ -378,12 +378,59 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
     if dst == T.Boolean and src.is_numeric:
         # eidos: a number is true when it is not zero (NaN is true).
         return x != lit(0, src)
+    if src == T.String:
+        return _parse(x, dst, scope)
+    if dst == T.String and src == T.Timestamp:
+        # eidos: 'YYYY-MM-DD HH:MM:SS', plus '.ffffff' only when the microseconds are not 0.
+        whole = x.dt.strftime("%Y-%m-%d %H:%M:%S")
+        return pl.when(x.dt.microsecond() == 0).then(whole).otherwise(x.dt.strftime("%Y-%m-%d %H:%M:%S%.6f"))
+    if src == T.Boolean and dst.is_numeric:
+        x = x.cast(pl.Int8)  # Polars casts no Boolean to Decimal; 1 / 0 first
     if src.is_decimal and dst.is_decimal and dst.scale < src.scale:
         # eidos: to fewer places half away from zero; Polars' cast would truncate.
         x = x.round(dst.scale, mode="half_away_from_zero")
     # decimal -> int truncates towards zero (Polars too); strict raises out of range.
     # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
     return scope.strict(x, pl_dtype(dst))
+
+
+# What Python's str.strip() removes (str.isspace), which Polars' default strip does not all remove.
+_SPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+          "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_INT_TEXT = r"^[+-]?[0-9]+$"
+_FLOAT_TEXT = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+def _parse(s: pl.Expr, dst: DType, scope: Scope) -> pl.Expr:
+    """String -> dst as docs/semantics.md section 13 says: text eidos rejects is made text Polars
+    rejects too ('!' in front), so the strict cast raises for exactly the rows eidos does."""
+    t = s.str.strip_chars(_SPACE)
+    bad = pl.lit("!") + s
+    if dst.is_integer:
+        # via Int128, since Polars will not read "-0" as an unsigned 0
+        text = pl.when(t.str.contains(_INT_TEXT)).then(t).otherwise(bad)
+        return scope.strict(scope.strict(text, pl.Int128), pl_dtype(dst))
+    if dst.is_float:
+        low = t.str.to_lowercase()
+        text = (pl.when(low.is_in(["nan", "+nan", "-nan"])).then(pl.lit("nan"))
+                .when(low.is_in(["inf", "+inf", "infinity", "+infinity"])).then(pl.lit("inf"))
+                .when(low.is_in(["-inf", "-infinity"])).then(pl.lit("-inf"))
+                .when(t.str.contains(_FLOAT_TEXT)).then(t).otherwise(bad))
+        # parsed as Float64 first, then rounded: the reference's to_f32(float(text))
+        return _to_result(scope.strict(text, pl.Float64), dst)
+    if dst == T.Boolean:
+        low = t.str.to_lowercase()
+        ok = scope.strict(pl.when(low.is_in(["true", "false"])).then(pl.lit("1")).otherwise(bad), pl.Int8)
+        return pl.when(ok == 1).then(low == "true")
+    if dst == T.Date:
+        # Polars reads year 0; Python's dates (and eidos') start at year 1.
+        valid = t.str.contains(_DATE_TEXT) & ~t.str.starts_with("0000")
+        text = pl.when(valid).then(t).otherwise(bad)
+        return scope.mask(text).str.to_date("%Y-%m-%d", strict=True)
+    if dst == T.String:
+        return s
+    raise UnsupportedError(f"the polars lane cannot cast String to {dst}")
 
 
 @expr.register
