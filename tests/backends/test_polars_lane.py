@@ -204,11 +204,18 @@ def test_map_batches_wrong_columns_is_an_execution_error():
 
 def test_supports_names_what_it_cannot_do_exactly():
     flow = ei.from_pydict({"f": [1.5], "x": [D("1.5")], "s": ["1"]})
-    gaps = LANE.supports(flow.select(a=col("f").cast(ei.String), b=col("x").round(-1),
+    gaps = LANE.supports(flow.select(a=col("f").cast(ei.Float32).cast(ei.String), b=col("x").round(-1),
                                      c=col("s").cast(ei.Decimal(5, 2)), d=col("f").cast(ei.Decimal(5, 2))).plan)
-    assert gaps == ["cast Float64 -> String", "round of a Decimal to negative decimals",
+    assert gaps == ["cast Float32 -> String", "round of a Decimal to negative decimals",
                     "cast String -> Decimal", "cast Float64 -> Decimal"]
-    assert LANE.supports(flow.select(a=col("x").cast(ei.String), b=col("f").round(-1)).plan) == []
+    assert LANE.supports(flow.select(a=col("x").cast(ei.String), b=col("f").round(-1),
+                                     c=col("f").cast(ei.String)).plan) == []
+
+
+def test_float_text_is_python_repr():
+    values = [0.1, 1e16, 1e15, 1.5e-7, 1e-05, 2.5e-05, -3.25e-05, 1e-4, NAN, -0.0, float("inf"), 1e22, 5e-324]
+    got = agrees(ei.from_pydict({"f": values}).select(s=col("f").cast(ei.String)), ordered=True)
+    assert got.column("s").to_pylist() == [repr(v) for v in values]
 
 
 def test_supports_rejects_sources_in_databases():

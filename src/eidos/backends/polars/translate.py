@@ -380,6 +380,8 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
         return x != lit(0, src)
     if src == T.String:
         return _parse(x, dst, scope)
+    if dst == T.String and src == T.Float64:
+        return _float_text(x.cast(pl.String))
     if dst == T.String and src == T.Timestamp:
         # eidos: 'YYYY-MM-DD HH:MM:SS', plus '.ffffff' only when the microseconds are not 0.
         whole = x.dt.strftime("%Y-%m-%d %H:%M:%S")
@@ -392,6 +394,15 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
     # decimal -> int truncates towards zero (Polars too); strict raises out of range.
     # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
     return scope.strict(x, pl_dtype(dst))
+
+
+def _float_text(text: pl.Expr) -> pl.Expr:
+    """Polars' Float64 text made Python's repr: the digits are already the shortest round-trip
+    ones; Polars writes 1e-5 <= |x| < 1e-4 in fixed point, exponents without a leading zero,
+    and NaN capitalised."""
+    text = text.str.replace(r"^NaN$", "nan").str.replace(r"e([+-])(\d)$", "e${1}0${2}")
+    text = text.str.replace(r"^(-?)0\.0000([1-9])$", "${1}${2}e-05")
+    return text.str.replace(r"^(-?)0\.0000([1-9])(\d+)$", "${1}${2}.${3}e-05")
 
 
 # What Python's str.strip() removes (str.isspace), which Polars' default strip does not all remove.
