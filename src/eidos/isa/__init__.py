@@ -15,6 +15,9 @@ from .instructions import (INSTRUCTIONS, BinaryMapOperation, Condition, Instruct
 from .launch import ExecutionParams, LaunchConfig
 from .program import Program, disassemble
 from .types import Type
+from .cache import DiskCache, ProgramCache
+from .pool import Pool
+from .stream import stream  # after the submodule import, so `isa.stream` is the function
 
 
 def from_json(obj_or_text) -> Program:
@@ -22,12 +25,3 @@ def from_json(obj_or_text) -> Program:
     from .kernel_json import from_json as _from_json
 
     return _from_json(obj_or_text)
-
-
-def __getattr__(name: str):
-    lazy = {"Pool": ".pool", "ProgramCache": ".cache", "DiskCache": ".cache", "stream": ".stream"}
-    if name in lazy:
-        import importlib
-
-        return getattr(importlib.import_module(lazy[name], __name__), name)
-    raise AttributeError(f"module 'eidos.isa' has no attribute {name!r}")
