@@ -233,7 +233,12 @@ def prune(plan: N.Node, need: set[str] | None = None) -> N.Node:
     if isinstance(plan, N.Union):
         names = plan.schema.names
         keep = None if need is None else ({n for n in names if n in need} or {names[0]})
-        return N.Union(tuple(prune(i, keep) for i in plan.inputs))
+        order = tuple(n for n in names if keep is None or n in keep)
+        inputs = []
+        for i in plan.inputs:
+            p = prune(i, keep)  # may keep more (a Filter's columns): the inputs must match exactly
+            inputs.append(p if p.schema.names == order else N.Project(p, tuple((n, E.Column(n)) for n in order)))
+        return N.Union(tuple(inputs))
     # Distinct and MapBatches read every input column.
     return map_inputs(plan, prune)
 
