@@ -161,11 +161,11 @@ def translation(lane: str):
 
             return to_lazyframe
         if lane in ("duckdb", "sqlite", "postgresql"):
-            from eidos.backends.sql import dialect as D
+            from eidos.backends.sql.execute import dialect
             from eidos.backends.sql.translate import to_sql
 
-            d = D.get(lane) if hasattr(D, "get") else None
-            return (lambda plan: to_sql(plan, d)) if d is not None else None
+            d = dialect(lane)
+            return lambda plan: to_sql(plan, d)
     except ImportError:
         return None
     return None
