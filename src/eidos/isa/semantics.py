@@ -256,10 +256,10 @@ def binary(op: str, ty: Type) -> Callable:
     if ty.is_float:
         base = {"ADD": lambda a, b: a + b, "SUB": lambda a, b: a - b, "MUL": lambda a, b: a * b,
                 "DIV": fdiv, "REM": frem, "MIN": fmin, "MAX": fmax, "POW": fpow, "ATAN2": fatan2}[op]
-        if op in ("MIN", "MAX"):
+        if op in ("MIN", "MAX") or ty is Type.F64:
             return base
-        if ty is Type.F64:
-            return base
+        if op in ("ADD", "SUB", "MUL"):
+            return {"ADD": lambda a, b: w(a + b), "SUB": lambda a, b: w(a - b), "MUL": lambda a, b: w(a * b)}[op]
         return lambda a, b: w(base(a, b))
     bits = ty.bits
     if op == "DIV":
@@ -274,11 +274,16 @@ def binary(op: str, ty: Type) -> Callable:
         return lambda a, b: w(a << (b % bits))
     if op == "SHR":
         return lambda a, b: a >> (b % bits)
-    if op in ("AND", "OR", "XOR"):  # the operands are already in range, so the result is too for unsigned
-        f = {"AND": lambda a, b: a & b, "OR": lambda a, b: a | b, "XOR": lambda a, b: a ^ b}[op]
-        return (lambda a, b: w(f(a, b))) if ty.is_signed else f
-    f = {"ADD": lambda a, b: a + b, "SUB": lambda a, b: a - b, "MUL": lambda a, b: a * b}[op]
-    return lambda a, b: w(f(a, b))
+    if op in ("AND", "OR", "XOR"):  # on in-range operands the result is in range too
+        return {"AND": lambda a, b: a & b, "OR": lambda a, b: a | b, "XOR": lambda a, b: a ^ b}[op]
+    # ADD SUB MUL, wrapped inline: the interpreter's hottest path
+    mask = (1 << bits) - 1
+    if ty.is_unsigned:
+        return {"ADD": lambda a, b: (a + b) & mask, "SUB": lambda a, b: (a - b) & mask,
+                "MUL": lambda a, b: (a * b) & mask}[op]
+    half = 1 << (bits - 1)
+    return {"ADD": lambda a, b: ((a + b + half) & mask) - half, "SUB": lambda a, b: ((a - b + half) & mask) - half,
+            "MUL": lambda a, b: ((a * b + half) & mask) - half}[op]
 
 
 _FLOAT_UNARY = {"ABS": math.fabs, "NEG": lambda x: -x, "EXP": fexp, "LOG": flog, "SQRT": fsqrt, "SIN": fsin,
