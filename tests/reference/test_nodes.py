@@ -327,3 +327,9 @@ def test_map_batches_wrong_schema_names_expected_and_got():
 def test_run_with_engine_reference():
     f = ei.from_pydict({"x": [3, 1, 2]})
     assert f.sort("x").run(engine="reference").column("x").to_pylist() == [1, 2, 3]
+
+
+def test_aggregations_may_read_computed_keys():
+    f = ei.from_pydict({"k": [1, 2, 3]})
+    q = f.group_by((col("k") % 2).alias("odd")).agg(s=col("odd").sum(), n=ei.count())
+    assert cols(q) == {"odd": [1, 0], "s": [2, 0], "n": [2, 1]}

@@ -262,11 +262,14 @@ def _(node: N.Aggregate, ctx: Ctx) -> Thunk:
     key_types = [infer(e, schema) for _, e in node.keys]
     found: dict[E.Agg, str] = {}
     outer = [(n, _collect_aggs(e, found)) for n, e in node.aggs]
+    # Aggregations may read computed keys by name, as if they were input columns.
+    extra = [i for i, (n, _) in enumerate(node.keys) if n not in schema]
+    agg_schema = Schema(list(schema.items()) + [(node.keys[i][0], key_types[i]) for i in extra])
     agg_fns = []
     for agg in found:
-        arg = None if agg.arg is None else compile_named(agg.fn, agg.arg, schema, where)
-        arg_type = T.Null if agg.arg is None else infer(agg.arg, schema)
-        result = infer(agg, schema, allow_agg=True)
+        arg = None if agg.arg is None else compile_named(agg.fn, agg.arg, agg_schema, where)
+        arg_type = T.Null if agg.arg is None else infer(agg.arg, agg_schema)
+        result = infer(agg, agg_schema, allow_agg=True)
         agg_fns.append((agg, arg, V.aggregator(agg.fn, arg_type, result), result))
     group_schema = Schema([(n, t) for (n, _), t in zip(node.keys, key_types)]
                           + [(found[a], t) for a, _, _, t in agg_fns])
@@ -285,6 +288,8 @@ def _(node: N.Aggregate, ctx: Ctx) -> Thunk:
                     members.append([])
                 members[g].append(i)
             out_cols = [[c[m[0]] for m in members] for c in keys]
+            if extra:
+                rows = Rows(rows.columns + [keys[i] for i in extra], rows.n)
         else:
             members = [list(range(rows.n))]
             out_cols = []
