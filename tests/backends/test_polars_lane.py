@@ -282,6 +282,22 @@ def test_numbers_agree_with_the_reference(name, build):
     agrees(build(ei.from_pydict(NUMS)))
 
 
+def test_float_sums_are_correctly_rounded_and_var_exact():
+    flow = ei.from_pydict({"k": [1, 1, 1, 2, 2, 3, 4], "f": [1e300, 1.0, -1e300, 0.5, None, None, NAN],
+                           "g": [1e150, 1.0, -1e150, 0.5, None, None, NAN],
+                           "i": [2**62, 2**62 + 1, None, 3, 4, None, 2**63 - 1]})
+    got = agrees(flow.group_by("k").agg(s=col("f").sum(), m=col("f").mean(), v=col("i").var(), sd=col("g").std(),
+                                        im=col("i").mean(), n=ei.count()).sort("k"), ordered=True)
+    assert got.column("s").to_pylist()[0] == 1.0  # Polars' own sum gives 0.0
+    assert got.column("v").to_pylist()[0] == 0.5  # Polars' own var gives 0.0
+    agrees(flow.agg(s=col("f").sum(), v=col("i").std(), z=col("g").var()))
+
+
+def test_float_std_overflows_to_inf():
+    got = run(ei.from_pydict({"f": [1e308, -1e308]}).agg(s=col("f").std()))
+    assert got.column("s").to_pylist() == [math.inf]
+
+
 def test_decimal_products_keep_full_scale():
     flow = ei.from_arrow(pa.table({"x": pa.array([D("1.25"), D("-3.50"), None], pa.decimal128(5, 2)),
                                    "y": pa.array([D("0.5"), D("0.0"), D("2.0")], pa.decimal128(3, 1))}))

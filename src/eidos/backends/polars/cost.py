@@ -3,7 +3,10 @@
     seconds = STARTUP
             + bytes read / SCAN_BYTES_PER_S[format]
             + sum over nodes of (rows into the node / ROWS_PER_S[node kind])
-            + sort and join terms that grow with n log2 n and with the build side
+            + sort terms that grow with n log2 n
+    + Python terms: per-row UDFs, and the exactly rounded float sums and std/var
+      (a NumPy or Python call per group; counted for every sum/mean/std/var, since
+      types are not looked up here)
 
 Parquet bytes scale by the fraction of columns the scan reads. Rows flow up the plan: a scan gives the source's row count (or bytes /
 BYTES_PER_ROW when only bytes are known), a filter keeps FILTER_SELECTIVITY of
@@ -39,6 +42,8 @@ ROWS_PER_S = {                       # per input row, per node kind (vectorised,
 PER_EXPRESSION = 0.25                # each extra expression a node evaluates costs this fraction more
 SORT_LOG_FACTOR = 1 / 20             # a sort of n rows costs n * log2(n) * this / ROWS_PER_S["Sort"]
 UDF_ROWS_PER_S = 1e6                 # a per-row Python function runs at Python speed
+EXACT_ROWS_PER_S = 20e6              # float sum/mean (math.fsum) and std/var: NumPy or Python per group
+EXACT_PER_GROUP = 10e-6              # seconds of Python call overhead per group for those
 FILTER_SELECTIVITY = 0.5
 GROUP_FRACTION = 0.01
 DISTINCT_FRACTION = 0.5
@@ -84,6 +89,10 @@ def estimate(plan: N.Node) -> Estimate:
             total += n_in * math.log2(n_in) * SORT_LOG_FACTOR / ROWS_PER_S["Sort"]
         udfs = sum(1 for x in node.expressions() for e in x.walk() if isinstance(e, E.Udf))
         total += udfs * n_in / UDF_ROWS_PER_S
+        if isinstance(node, N.Aggregate):
+            exact = sum(1 for x in node.expressions() for e in x.walk()
+                        if isinstance(e, E.Agg) and e.fn in ("sum", "mean", "std", "var"))
+            total += exact * (n_in / EXACT_ROWS_PER_S + out * EXACT_PER_GROUP)
         cache[key] = out
         return out
 

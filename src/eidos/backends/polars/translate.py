@@ -12,6 +12,7 @@ import datetime as _dt
 import decimal as _decimal
 import contextvars
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from functools import singledispatch
@@ -26,7 +27,7 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate import udf_value
+from eidos.ir.evaluate import aggregator, udf_value
 from eidos.ir.schema import Schema
 from eidos.ir.typing import _adapt, infer, literal_dtype, promote
 
@@ -880,24 +881,73 @@ def _(e: E.Agg, scope: Scope) -> pl.Expr:
         # eidos: null is not a value here; NaN counts once.
         return x.drop_nulls().n_unique().cast(pl.Int64)
     if fn == "sum":
+        if t.is_float or t == T.Null:
+            return _exact(x.cast(pl.Float64), "sum", T.Float64)
         if res.is_integer:
             # eidos: overflow raises; sum in 128 bits and cast back strictly.
             total = x.cast(pl.Int128).sum().cast(pl_dtype(res), strict=True)
-        elif res.is_decimal:
-            total = x.cast(pl_dtype(res)).sum()
         else:
-            total = x.cast(pl.Float64).sum()
+            total = x.cast(pl_dtype(res)).sum()  # Polars raises past 38 digits, as eidos does
         # eidos: the sum of no values is null (Polars gives 0).
         return pl.when(x.count() > 0).then(total)
     if fn == "mean":
-        return x.cast(pl.Float64).mean()
+        if t.is_float or t == T.Null:
+            return _exact(x.cast(pl.Float64), "mean", T.Float64)
+        if t.is_integer:
+            # the exact 128-bit total, then one division (Polars' mean adds in floats)
+            return pl.when(x.count() > 0).then(x.cast(pl.Int128).sum().cast(pl.Float64) / x.count())
+        return x.mean()  # decimals: Polars divides the exact total
     if fn in ("std", "var"):
-        # eidos: sample (ddof=1), null with fewer than two values (as Polars).
-        y = x.cast(pl.Float64)
-        return y.std(ddof=1) if fn == "std" else y.var(ddof=1)
+        # eidos: sample (n - 1), null under two values, NaN with NaN or inf; exact for integers
+        # and decimals, from correctly rounded sums for floats. Polars' one-pass float formula
+        # loses all digits on values such as 2**62 and 2**62 + 1, so the reference's own
+        # aggregation runs on each group's values.
+        return _exact(x, fn, t)
     if fn == "max":
         # eidos: NaN is above every number, so max of a column with NaN is NaN.
         return x.nan_max() if t.is_float else x.max()
     if fn == "min":
         return x.min()  # Polars' min already ranks NaN above numbers
     raise UnsupportedError(f"the polars lane has no translation for aggregation {fn}")
+
+
+def _exact(x: pl.Expr, fn: str, t: DType) -> pl.Expr:
+    """Aggregation `fn` computed as ir.evaluate computes it, on each group's values.
+
+    Float sums are correctly rounded (math.fsum); Polars adds in a fixed order, which loses a
+    1.0 between 1e308 and -1e308. Where every value is a multiple of 2**-30 and their magnitudes
+    add up to less than 2**53, any order is exact, so NumPy's sum stands in for the Python one.
+    """
+    slow = aggregator(fn, t, T.Float64)
+
+    def run(s: pl.Series):
+        if t.is_float and s.null_count() == 0 and len(s):
+            with np.errstate(all="ignore"):
+                return _float_aggregate(fn, s.to_numpy())
+        return slow(s.to_list())
+
+    return x.map_batches(run, return_dtype=pl.Float64, returns_scalar=True)
+
+
+def _float_sum(a: np.ndarray) -> float:
+    scaled = a * 2.0 ** 30
+    if np.isfinite(scaled).all() and (scaled == np.round(scaled)).all() and np.abs(scaled).sum() < 2.0 ** 53:
+        return float(a.sum())  # exact in any order
+    return aggregator("sum", T.Float64, T.Float64)(a.tolist())
+
+
+def _float_aggregate(fn: str, a: np.ndarray) -> float | None:
+    """sum, mean, var, std of non-null float values, as ir.evaluate defines them."""
+    n = len(a)
+    if fn == "sum":
+        return _float_sum(a)
+    if fn == "mean":
+        return _float_sum(a) / n
+    if n < 2:
+        return None
+    if not np.isfinite(a).all():
+        return math.nan
+    m = _float_sum(a) / n
+    d = a - m
+    v = _float_sum(d * d) / (n - 1)  # (x - m) squared overflows to inf, as IEEE says
+    return math.sqrt(v) if fn == "std" else v
