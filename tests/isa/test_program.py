@@ -133,7 +133,7 @@ def test_every_instruction_round_trips_through_json():
 
 
 @pytest.mark.parametrize("doc,message", [
-    ("{", "does not parse"),
+    ("{", "JSON does not parse"),
     ('{"format": "eidos.isa.program", "version": 9, "instructions": []}', "unsupported ISA program version 9"),
     ('{"format": "eidos.isa.program", "version": 1, "instructions": [{"op": "ADDD"}]}',
      "instruction 0: unknown instruction 'ADDD'; did you mean 'ADD'?"),

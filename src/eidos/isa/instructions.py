@@ -137,6 +137,20 @@ def _instruction(group: str, *, types: str | None = "any", writes: tuple[str, ..
     return wrap
 
 
+def _register_op(name: str, group: str, operands: str, doc: str, *, types: str = "any",
+                 writes: tuple[str, ...] = ("dst",), collective: bool = False, ty_default: Type | None = None):
+    """Define an instruction whose operands are registers (named in `operands`) plus `ty`.
+
+    Fields named src_array are Addresses and count an int, so the reductions fit too.
+    """
+    kinds = {"src_array": "Address", "count": "int"}
+    ns = {"__doc__": doc, "__module__": __name__, "__qualname__": name,
+          "__annotations__": {**{n: kinds.get(n, "Register") for n in operands.split()}, "ty": "Type"}}
+    if ty_default is not None:
+        ns["ty"] = field(default=ty_default)
+    return _instruction(group, types=types, writes=writes, collective=collective)(type(name, (Instruction,), ns))
+
+
 # ---- data movement -------------------------------------------------------------------------
 
 @_instruction("data")
@@ -196,147 +210,31 @@ class CVT(Instruction):
 
 # ---- arithmetic --------------------------------------------------------------------------
 
-@_instruction("arithmetic")
-class ADD(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class SUB(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class MUL(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class DIV(Instruction):
-    """Integers truncate toward zero; x/0 gives all ones (-1 signed), MIN/-1 gives MIN."""
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class REM(Instruction):
-    """Sign of the dividend (C fmod / truncated remainder); x rem 0 gives x."""
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class MAD(Instruction):
-    """dst <- a * b + c, rounded (or wrapped) after the multiply and again after the add."""
-    dst: Register
-    a: Register
-    b: Register
-    c: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class FMA(Instruction):
-    """dst <- a * b + c with one rounding (floats); wraps once (integers)."""
-    dst: Register
-    a: Register
-    b: Register
-    c: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class MIN(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class MAX(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class ABS(Instruction):
-    dst: Register
-    src: Register
-    ty: Type
-
-
-@_instruction("arithmetic")
-class NEG(Instruction):
-    dst: Register
-    src: Register
-    ty: Type
+ADD = _register_op("ADD", "arithmetic", "dst lhs rhs", "dst <- lhs + rhs")
+SUB = _register_op("SUB", "arithmetic", "dst lhs rhs", "dst <- lhs - rhs")
+MUL = _register_op("MUL", "arithmetic", "dst lhs rhs", "dst <- lhs * rhs")
+DIV = _register_op("DIV", "arithmetic", "dst lhs rhs",
+                   "Integers truncate toward zero; x/0 gives all ones (-1 signed), MIN/-1 gives MIN.")
+REM = _register_op("REM", "arithmetic", "dst lhs rhs",
+                   "Sign of the dividend (C fmod / truncated remainder); x rem 0 gives x.")
+MAD = _register_op("MAD", "arithmetic", "dst a b c",
+                   "dst <- a * b + c, rounded (or wrapped) after the multiply and again after the add.")
+FMA = _register_op("FMA", "arithmetic", "dst a b c", "dst <- a * b + c with one rounding (floats); wraps once (integers).")
+MIN = _register_op("MIN", "arithmetic", "dst lhs rhs", "NaN if either is NaN; -0.0 is below +0.0.")
+MAX = _register_op("MAX", "arithmetic", "dst lhs rhs", "NaN if either is NaN; -0.0 is below +0.0.")
+ABS = _register_op("ABS", "arithmetic", "dst src", "dst <- |src| (integers wrap: ABS(MIN) = MIN)")
+NEG = _register_op("NEG", "arithmetic", "dst src", "dst <- -src (integers wrap)")
 
 
 # ---- logic and shifts ----------------------------------------------------------------------
 
-@_instruction("logic", types="int")
-class AND(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("logic", types="int")
-class OR(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("logic", types="int")
-class XOR(Instruction):
-    dst: Register
-    lhs: Register
-    rhs: Register
-    ty: Type
-
-
-@_instruction("logic", types="int")
-class NOT(Instruction):
-    dst: Register
-    src: Register
-    ty: Type
-
-
-@_instruction("logic", types="int")
-class SHL(Instruction):
-    """dst <- src << (amount mod bits), wrapped."""
-    dst: Register
-    src: Register
-    amount: Register
-    ty: Type
-
-
-@_instruction("logic", types="int")
-class SHR(Instruction):
-    """Arithmetic shift for signed types, logical for unsigned; amount taken mod bits."""
-    dst: Register
-    src: Register
-    amount: Register
-    ty: Type
+AND = _register_op("AND", "logic", "dst lhs rhs", "bitwise and", types="int")
+OR = _register_op("OR", "logic", "dst lhs rhs", "bitwise or", types="int")
+XOR = _register_op("XOR", "logic", "dst lhs rhs", "bitwise exclusive or", types="int")
+NOT = _register_op("NOT", "logic", "dst src", "bitwise not", types="int")
+SHL = _register_op("SHL", "logic", "dst src amount", "dst <- src << (amount mod bits), wrapped.", types="int")
+SHR = _register_op("SHR", "logic", "dst src amount",
+                   "Arithmetic shift for signed types, logical for unsigned; amount taken mod bits.", types="int")
 
 
 @_instruction("logic", writes=("pred",))
@@ -412,20 +310,12 @@ class MemFence(Instruction):
 
 # ---- Atlas-specific -------------------------------------------------------------------------
 
-@_instruction("atlas", types="int")
-class ClsGet(Instruction):
-    """dst <- the class holding class-memory address src: (src mod 1,179,648) // 12,288."""
-    dst: Register
-    src: Register
-    ty: Type = Type.U32
+ClsGet = _register_op("ClsGet", "atlas", "dst src", "dst <- the class holding class-memory address src: (src mod 1,179,648) // 12,288.",
+                      types="int", ty_default=Type.U32)
 
 
-@_instruction("atlas", types="int")
-class MIRROR(Instruction):
-    """dst <- mirror(src mod 96) = (src mod 96) XOR 7, the fixed-point-free mirror involution."""
-    dst: Register
-    src: Register
-    ty: Type = Type.U32
+MIRROR = _register_op("MIRROR", "atlas", "dst src", "dst <- mirror(src mod 96) = (src mod 96) XOR 7, the fixed-point-free mirror involution.",
+                      types="int", ty_default=Type.U32)
 
 
 @_instruction("atlas", types="int", writes=("pred",))
@@ -479,64 +369,32 @@ class PhaseWrite(Instruction):
     ty: Type = Type.U32
 
 
-@_instruction("atlas", types="int")
-class BoundMap(Instruction):
-    """dst <- src mod 1,179,648 (Euclidean): any class-space coordinate folded onto the torus."""
-    dst: Register
-    src: Register
-    ty: Type = Type.U32
+BoundMap = _register_op("BoundMap", "atlas", "dst src", "dst <- src mod 1,179,648 (Euclidean): any class-space coordinate folded onto the torus.",
+                        types="int", ty_default=Type.U32)
 
 
 # ---- reductions (collective; every lane receives the result) -------------------------------
 
-@_instruction("reduction", collective=True)
-class ReduceAdd(Instruction):
-    dst: Register
-    src_array: Address
-    count: int
-    ty: Type = Type.F32
+def _reduction(name: str, doc: str):
+    return _register_op(name, "reduction", "dst src_array count", doc, collective=True, ty_default=Type.F32)
 
 
-@_instruction("reduction", collective=True)
-class ReduceMin(Instruction):
-    dst: Register
-    src_array: Address
-    count: int
-    ty: Type = Type.F32
-
-
-@_instruction("reduction", collective=True)
-class ReduceMax(Instruction):
-    dst: Register
-    src_array: Address
-    count: int
-    ty: Type = Type.F32
-
-
-@_instruction("reduction", collective=True)
-class ReduceMul(Instruction):
-    dst: Register
-    src_array: Address
-    count: int
-    ty: Type = Type.F32
+ReduceAdd = _reduction("ReduceAdd", "dst <- src_array[0] + ... + src_array[count-1] in every lane")
+ReduceMin = _reduction("ReduceMin", "dst <- the least of src_array[0:count] in every lane")
+ReduceMax = _reduction("ReduceMax", "dst <- the greatest of src_array[0:count] in every lane")
+ReduceMul = _reduction("ReduceMul", "dst <- the product of src_array[0:count] in every lane")
 
 
 # ---- transcendentals ------------------------------------------------------------------------
 
-def _unary_float(name: str, doc: str):
-    cls = type(name, (Instruction,), {"__doc__": doc, "__annotations__": {"dst": "Register", "src": "Register", "ty": "Type"},
-                                      "__module__": __name__, "__qualname__": name})
-    return _instruction("transcendental", types="float")(cls)
-
-
-EXP = _unary_float("EXP", "dst <- e ** src")
-LOG = _unary_float("LOG", "dst <- ln(src); ln(0) = -inf, ln(<0) = NaN")
-SQRT = _unary_float("SQRT", "dst <- sqrt(src); sqrt(<0) = NaN")
-SIN = _unary_float("SIN", "dst <- sin(src)")
-COS = _unary_float("COS", "dst <- cos(src)")
-TAN = _unary_float("TAN", "dst <- tan(src)")
-TANH = _unary_float("TANH", "dst <- tanh(src)")
-SIGMOID = _unary_float("SIGMOID", "dst <- 1 / (1 + e ** -src)")
+EXP = _register_op("EXP", "transcendental", "dst src", "dst <- e ** src", types="float")
+LOG = _register_op("LOG", "transcendental", "dst src", "dst <- ln(src); ln(0) = -inf, ln(<0) = NaN", types="float")
+SQRT = _register_op("SQRT", "transcendental", "dst src", "dst <- sqrt(src); sqrt(<0) = NaN", types="float")
+SIN = _register_op("SIN", "transcendental", "dst src", "dst <- sin(src)", types="float")
+COS = _register_op("COS", "transcendental", "dst src", "dst <- cos(src)", types="float")
+TAN = _register_op("TAN", "transcendental", "dst src", "dst <- tan(src)", types="float")
+TANH = _register_op("TANH", "transcendental", "dst src", "dst <- tanh(src)", types="float")
+SIGMOID = _register_op("SIGMOID", "transcendental", "dst src", "dst <- 1 / (1 + e ** -src)", types="float")
 
 
 # ---- pool storage ----------------------------------------------------------------------------
@@ -623,31 +481,16 @@ class FusedMap(Instruction):
 
 # ---- simple extensions (per lane) -----------------------------------------------------------
 
-@_instruction("extension")
-class FMS(Instruction):
-    """dst <- a * b - c with one rounding."""
-    dst: Register
-    a: Register
-    b: Register
-    c: Register
-    ty: Type
-
-
-def _unary_ext(name: str, doc: str, types: str = "float"):
-    cls = type(name, (Instruction,), {"__doc__": doc, "__annotations__": {"dst": "Register", "src": "Register", "ty": "Type"},
-                                      "__module__": __name__, "__qualname__": name})
-    return _instruction("extension", types=types)(cls)
-
-
-RCP = _unary_ext("RCP", "dst <- 1 / src")
-RSQRT = _unary_ext("RSQRT", "dst <- 1 / sqrt(src)")
-SIGN = _unary_ext("SIGN", "dst <- -1, 0 or 1 by the sign of src (NaN stays NaN; -0.0 gives 0)", types="any")
-FLOOR = _unary_ext("FLOOR", "dst <- floor(src)")
-CEIL = _unary_ext("CEIL", "dst <- ceil(src)")
-ROUND = _unary_ext("ROUND", "dst <- src rounded to nearest, ties to even")
-TRUNC = _unary_ext("TRUNC", "dst <- src rounded toward zero")
-GELU = _unary_ext("GELU", "dst <- src * (1 + erf(src / sqrt(2))) / 2 (the exact, erf form)")
-SWISH = _unary_ext("SWISH", "dst <- src * sigmoid(src)")
+FMS = _register_op("FMS", "extension", "dst a b c", "dst <- a * b - c with one rounding.")
+RCP = _register_op("RCP", "extension", "dst src", "dst <- 1 / src", types="float")
+RSQRT = _register_op("RSQRT", "extension", "dst src", "dst <- 1 / sqrt(src)", types="float")
+SIGN = _register_op("SIGN", "extension", "dst src", "dst <- -1, 0 or 1 by the sign of src (NaN stays NaN; -0.0 gives 0)", types="any")
+FLOOR = _register_op("FLOOR", "extension", "dst src", "dst <- floor(src)", types="float")
+CEIL = _register_op("CEIL", "extension", "dst src", "dst <- ceil(src)", types="float")
+ROUND = _register_op("ROUND", "extension", "dst src", "dst <- src rounded to nearest, ties to even", types="float")
+TRUNC = _register_op("TRUNC", "extension", "dst src", "dst <- src rounded toward zero", types="float")
+GELU = _register_op("GELU", "extension", "dst src", "dst <- src * (1 + erf(src / sqrt(2))) / 2 (the exact, erf form)", types="float")
+SWISH = _register_op("SWISH", "extension", "dst src", "dst <- src * sigmoid(src)", types="float")
 
 
 @_instruction("extension")

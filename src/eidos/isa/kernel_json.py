@@ -13,8 +13,6 @@ of LDG, register arithmetic and STG, so it runs under any LaunchConfig.
 
 from __future__ import annotations
 
-import json
-
 from eidos.errors import IsaError, did_you_mean
 
 from . import instructions as I
@@ -176,17 +174,9 @@ def kernel(spec: dict):
 
 
 def from_json(obj_or_text):
-    if isinstance(obj_or_text, (str, bytes, bytearray)):
-        try:
-            obj = json.loads(obj_or_text)
-        except json.JSONDecodeError as e:
-            raise IsaError(f"JSON does not parse: {e}") from None
-    else:
-        obj = obj_or_text
-    if not isinstance(obj, dict):
-        raise IsaError(f"expected a JSON object, got {type(obj).__name__}")
-    from .serialize import FORMAT, from_dict
+    from .serialize import FORMAT, from_dict, load
 
+    obj = load(obj_or_text)
     if obj.get("format") == FORMAT:
         return from_dict(obj)
     if "compute" in obj:

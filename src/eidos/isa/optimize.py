@@ -69,7 +69,8 @@ def _drop(slots: list[_Slot], tail: list[str], keep: list[bool]) -> tuple[list[_
 # ---- 1. constants and peepholes -----------------------------------------------------------
 
 _FOLD_BINARY = (I.ADD, I.SUB, I.MUL, I.DIV, I.REM, I.MIN, I.MAX, I.AND, I.OR, I.XOR)
-_FOLD_UNARY = (I.ABS, I.NEG, I.NOT, I.SIGN, I.FLOOR, I.CEIL, I.ROUND, I.TRUNC, I.SQRT, I.RCP)
+_FOLD_UNARY = (I.ABS, I.NEG, I.NOT, I.SIGN, I.FLOOR, I.CEIL, I.ROUND, I.TRUNC, I.SQRT, I.RCP, I.ClsGet, I.MIRROR,
+               I.BoundMap)
 _FOLD_TERNARY = {I.FMA: ("a", "b", "c"), I.FMS: ("a", "b", "c"), I.MAD: ("a", "b", "c"),
                  I.CLAMP: ("src", "min", "max")}
 

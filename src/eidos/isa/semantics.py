@@ -13,6 +13,7 @@ import struct
 from collections.abc import Callable
 from fractions import Fraction
 
+from .address import CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES
 from .instructions import Condition
 from .types import Type
 
@@ -308,6 +309,12 @@ def unary(op: str, ty: Type) -> Callable:
         return lambda x: x if x > 0 else 0
     if op == "SIGN":
         return lambda x: (x > 0) - (x < 0)
+    if op == "ClsGet":  # the class holding a class-memory address
+        return lambda x: w((x % CLASS_MEMORY_BYTES) // CLASS_BYTES)
+    if op == "MIRROR":  # the mirror involution on the 96 classes
+        return lambda x: w((x % NUM_CLASSES) ^ 7)
+    if op == "BoundMap":  # fold a class-space coordinate onto the torus
+        return lambda x: w(x % CLASS_MEMORY_BYTES)
     raise KeyError(op)
 
 

@@ -184,12 +184,18 @@ def from_dict(d: dict):
     return Program(ins, d.get("labels", {}), d.get("entry", 0), d.get("metadata", {}))
 
 
-def from_json(text):
-    if isinstance(text, (str, bytes, bytearray)):
+def load(obj_or_text) -> dict:
+    """A JSON object from text, bytes or an already-parsed dict; IsaError otherwise."""
+    obj = obj_or_text
+    if isinstance(obj, (str, bytes, bytearray)):
         try:
-            text = json.loads(text)
+            obj = json.loads(obj)
         except json.JSONDecodeError as e:
-            raise IsaError(f"program JSON does not parse: {e}") from None
-    if not isinstance(text, dict):
-        raise IsaError(f"program JSON must be an object, got {type(text).__name__}")
-    return from_dict(text)
+            raise IsaError(f"JSON does not parse: {e}") from None
+    if not isinstance(obj, dict):
+        raise IsaError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def from_json(text):
+    return from_dict(load(text))

@@ -7,6 +7,7 @@ input is read before any output is written.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -170,13 +171,16 @@ def reduce(op, x: np.ndarray, ty: Type):
 
 # ---- the collective instructions -----------------------------------------------------------
 
-RUN: dict[type, object] = {}
+@functools.singledispatch
+def run_one(ins, A: Arrays) -> None:
+    """One registered function per collective instruction class."""
+    raise BackendError(f"{A.what}: the reference backend cannot run {ins.name}")
 
 
 def runs(*classes):
     def reg(fn):
         for c in classes:
-            RUN[c] = fn
+            run_one.register(c, fn)
         return fn
     return reg
 
@@ -433,7 +437,4 @@ def _(ins, A):
 
 def run(ins, index: int, lanes, memory) -> None:
     """Execute one collective instruction once for the launch."""
-    fn = RUN.get(type(ins))
-    if fn is None:
-        raise BackendError(f"instruction {index}: the reference backend cannot run {ins.name}")
-    fn(ins, Arrays(memory, ins, index, lanes))
+    run_one(ins, Arrays(memory, ins, index, lanes))

@@ -7,6 +7,7 @@ collective) and L.pc where it resumes.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import numpy as np
@@ -172,13 +173,16 @@ def _memory_access(ins, i: int, ctx: Context, addr, ty: Type, *, load: bool, reg
 
 # ---- the per-class decoders ------------------------------------------------------------------
 
-DECODERS: dict[type, object] = {}
+@functools.singledispatch
+def decoder(ins, i: int, ctx: Context):
+    """The closure for instruction i; one registered function per instruction class."""
+    raise BackendError(f"instruction {i}: the reference backend cannot run {ins.name}")
 
 
 def decodes(*classes):
     def reg(fn):
         for c in classes:
-            DECODERS[c] = fn
+            decoder.register(c, fn)
         return fn
     return reg
 
@@ -254,8 +258,7 @@ def _binary(ins, i, ctx):
     return step
 
 
-for _c in (I.ADD, I.SUB, I.MUL, I.DIV, I.REM, I.MIN, I.MAX, I.AND, I.OR, I.XOR):
-    DECODERS[_c] = _binary
+decodes(I.ADD, I.SUB, I.MUL, I.DIV, I.REM, I.MIN, I.MAX, I.AND, I.OR, I.XOR)(_binary)
 
 
 @decodes(I.SHL, I.SHR)
@@ -279,9 +282,8 @@ def _unary(ins, i, ctx):
     return step
 
 
-for _c in (I.ABS, I.NEG, I.NOT, I.EXP, I.LOG, I.SQRT, I.SIN, I.COS, I.TAN, I.TANH, I.SIGMOID, I.RCP, I.RSQRT,
-           I.SIGN, I.FLOOR, I.CEIL, I.ROUND, I.TRUNC, I.GELU, I.SWISH):
-    DECODERS[_c] = _unary
+decodes(I.ABS, I.NEG, I.NOT, I.EXP, I.LOG, I.SQRT, I.SIN, I.COS, I.TAN, I.TANH, I.SIGMOID, I.RCP, I.RSQRT,
+        I.SIGN, I.FLOOR, I.CEIL, I.ROUND, I.TRUNC, I.GELU, I.SWISH, I.ClsGet, I.MIRROR, I.BoundMap)(_unary)
 
 
 @decodes(I.FMA, I.FMS, I.MAD, I.CLAMP, I.LERP)
@@ -316,9 +318,12 @@ def _(ins, i, ctx):
     return step
 
 
-def _over_budget(i: int) -> BackendError:
-    return BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
-                        "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
+def _jump_back(L, i: int) -> None:
+    """Count a backward jump; past the budget the lane is taken to be in an endless loop."""
+    L.budget -= 1
+    if L.budget < 0:
+        raise BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
+                           "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
 
 
 @decodes(I.BRA)
@@ -330,9 +335,7 @@ def _(ins, i, ctx):
             return lambda R, P, L: t
 
         def step(R, P, L):
-            L.budget -= 1
-            if L.budget < 0:
-                raise _over_budget(i)
+            _jump_back(L, i)
             return t
         return step
     p = ins.pred.index
@@ -341,9 +344,7 @@ def _(ins, i, ctx):
 
     def step(R, P, L):
         if P[p]:
-            L.budget -= 1
-            if L.budget < 0:
-                raise _over_budget(i)
+            _jump_back(L, i)
             return t
         return nxt
     return step
@@ -356,9 +357,7 @@ def _(ins, i, ctx):
     def step(R, P, L):
         if len(L.stack) >= MAX_CALL_DEPTH:
             raise BackendError(f"instruction {i}: call stack overflow ({MAX_CALL_DEPTH} nested CALLs)")
-        L.budget -= 1
-        if L.budget < 0:
-            raise _over_budget(i)
+        _jump_back(L, i)
         L.stack.append(nxt)
         return t
     return step
@@ -382,9 +381,7 @@ def _(ins, i, ctx):
     def step(R, P, L):
         v = R[c] = w(R[c] + 1)
         if v < n:
-            L.budget -= 1
-            if L.budget < 0:
-                raise _over_budget(i)
+            _jump_back(L, i)
             return t
         return nxt
     return step
@@ -423,42 +420,12 @@ def collective(ins, i, ctx):
 
 # ---- Atlas-specific --------------------------------------------------------------------------
 
-@decodes(I.ClsGet)
-def _(ins, i, ctx):
-    d, s, w, nxt = ins.dst.index, ins.src.index, S.wrapper(ins.ty), i + 1
-
-    def step(R, P, L):
-        R[d] = w((R[s] % CLASS_MEMORY_BYTES) // CLASS_BYTES)
-        return nxt
-    return step
-
-
-@decodes(I.MIRROR)
-def _(ins, i, ctx):
-    d, s, w, nxt = ins.dst.index, ins.src.index, S.wrapper(ins.ty), i + 1
-
-    def step(R, P, L):
-        R[d] = w((R[s] % NUM_CLASSES) ^ 7)
-        return nxt
-    return step
-
-
 @decodes(I.UnityTest)
 def _(ins, i, ctx):
     p, s, nxt = ins.pred.index, ins.src.index, i + 1
 
     def step(R, P, L):
         P[p] = (R[s] % NUM_CLASSES) in (0, 7)
-        return nxt
-    return step
-
-
-@decodes(I.BoundMap)
-def _(ins, i, ctx):
-    d, s, w, nxt = ins.dst.index, ins.src.index, S.wrapper(ins.ty), i + 1
-
-    def step(R, P, L):
-        R[d] = w(R[s] % CLASS_MEMORY_BYTES)
         return nxt
     return step
 
@@ -536,9 +503,6 @@ def decode(program, ctx: Context) -> list:
     """One closure per instruction, plus a final EXIT for falling off the end."""
     code = []
     for i, ins in enumerate(program.instructions):
-        fn = collective if ins.collective else DECODERS.get(type(ins))
-        if fn is None:
-            raise BackendError(f"instruction {i}: the reference backend cannot run {ins.name}")
-        code.append(fn(ins, i, ctx))
-    code.append(DECODERS[I.EXIT](I.EXIT(), len(code), ctx))
+        code.append(collective(ins, i, ctx) if ins.collective else decoder(ins, i, ctx))
+    code.append(decoder(I.EXIT(), len(code), ctx))
     return code
