@@ -179,6 +179,9 @@ def decoder(ins, i: int, ctx: Context):
     raise BackendError(f"instruction {i}: the reference backend cannot run {ins.name}")
 
 
+DECODERS = decoder.registry  # a live, read-only view: instruction class -> its decoding function
+
+
 def decodes(*classes):
     def reg(fn):
         for c in classes:
