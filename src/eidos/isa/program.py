@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
+from types import MappingProxyType
 
 from .address import Address, Label, Predicate, Register, Special
 from .instructions import Instruction, MapStep
@@ -17,16 +18,17 @@ class Program:
     sorted keys) and its Blake3 digest are computed once per Program object.
     """
 
-    __slots__ = ("instructions", "labels", "entry", "metadata", "_canonical", "_digest", "__weakref__")
+    __slots__ = ("instructions", "labels", "entry", "metadata", "_canonical", "_digest", "_valid", "__weakref__")
 
     def __init__(self, instructions: Iterable[Instruction] = (), labels: Mapping[str, int] | None = None,
                  entry: int = 0, metadata: Mapping[str, object] | None = None) -> None:
         self.instructions: tuple[Instruction, ...] = tuple(instructions)
-        self.labels: dict[str, int] = dict(labels or {})
+        self.labels: Mapping[str, int] = MappingProxyType(dict(labels or {}))
         self.entry = int(entry)
         self.metadata: dict[str, object] = dict(metadata or {})
         self._canonical: str | None = None
         self._digest: str | None = None
+        self._valid = False
 
     def __len__(self) -> int:
         return len(self.instructions)
@@ -52,10 +54,13 @@ class Program:
         return self.labels[label.name if isinstance(label, Label) else label]
 
     def validate(self) -> Program:
-        """Raise IsaError naming the first bad instruction's index and problem; return self when fine."""
-        from .validate import validate
+        """Raise IsaError naming the first bad instruction's index and problem; return self when fine.
+        (Checked once per Program object: programs are immutable.)"""
+        if not self._valid:
+            from .validate import validate
 
-        validate(self)
+            validate(self)
+            self._valid = True
         return self
 
     def optimize(self) -> Program:

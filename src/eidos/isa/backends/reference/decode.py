@@ -78,6 +78,8 @@ class Context:
         handle, off = ptr >> POINTER_SHIFT, ptr & _LOW
         if handle == 0:
             return self.class_mv, off
+        if handle in self.memory.buffers:  # buffers live through a launch; pools may not (PoolFree)
+            return self.buffer_view(handle, what), off
         return memoryview(self.memory.global_memory(handle, what)), off
 
 
