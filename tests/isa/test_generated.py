@@ -1,0 +1,22 @@
+"""Generated programs give the same bytes on every backend as on the reference interpreter."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from eidos.isa.backends.reference import ReferenceBackend
+from tests.isa import strategies as S
+
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
+@given(gp=S.programs(transcendentals=False))
+def test_exact_programs_store_the_reference_bytes(backend, gp):
+    assert S.run(backend, gp) == S.run(ReferenceBackend(), gp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=SLOW_OK)
+@given(gp=S.programs(transcendentals=False))
+def test_optimized_programs_on_each_backend(backend, gp):
+    assert S.run(backend, gp, gp.program.optimize()) == S.run(ReferenceBackend(), gp)
