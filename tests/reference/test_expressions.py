@@ -428,3 +428,10 @@ def test_udf_wrong_return_type_raises():
 def test_plan_errors_stay_plan_errors():
     with pytest.raises(PlanError):
         one([1]).select(y=col("x").str.len())
+
+
+def test_is_in_values_meet_the_column_like_weak_literals():
+    f = one([0.1, 0.5], pa.float32())
+    assert column(f.select(y=col("x").is_in([0.1]), z=col("x") == 0.1)) == [True, False]
+    assert column(one([D("1.50")], pa.decimal128(3, 2)).select(y=col("x").is_in([1.5, 2]))) == [True]
+    assert column(one([100], pa.int8()).select(y=col("x").is_in([1000, 100]))) == [True]

@@ -32,7 +32,8 @@ from eidos.errors import ExecutionError, PlanError
 from eidos.ir import dtypes as T
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
-from eidos.ir.typing import literal_dtype, promote
+from eidos.ir.expr import Literal
+from eidos.ir.typing import _adapt, literal_dtype, promote
 
 Fn = Callable[..., Any]
 
@@ -519,18 +520,16 @@ def _null_fns(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
 
 def _is_in(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     (t,) = ts
-    values = options[0]
+    values = [v for v in options[0] if v is not None]
+    has_null = len(values) < len(options[0])
+    # Each value is a weak literal meeting x: Float32 x with 0.1 compares in Float32, as x == 0.1 does.
+    types = [_adapt(Literal(v, literal_dtype(v), weak=True), literal_dtype(v), t) for v in values]
     domain = t
-    for v in values:
-        if v is not None:
-            domain = promote(domain, literal_dtype(v), op="compare")
-    has_null = any(v is None for v in values)
+    for vt in types:
+        domain = promote(domain, vt, op="compare")
     conv = caster(t, domain)
     key = hash_key(domain) or (lambda v: v)
-    members = set()
-    for v in values:
-        if v is not None:
-            members.add(key(cast(v, literal_dtype(v), domain)))
+    members = {key(cast(literal_value(v, vt), vt, domain)) for v, vt in zip(values, types)}
     absent = None if has_null else False
 
     def f(a):
