@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import math
+import numbers
 import re
 from array import array
 from collections.abc import Callable, Sequence
@@ -877,23 +878,24 @@ def udf_value(dtype: DType) -> Fn:
         lo, hi = T.int_range(dtype)
 
         def f(v):
-            if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):  # numpy integers too
                 raise wrong(v)
+            v = int(v)
             if not lo <= v <= hi:
                 raise _fail(f"returned {v}, which does not fit in {dtype} ({lo}..{hi})")
             return v
     elif dtype.is_float:
         def f(v):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if isinstance(v, bool) or not isinstance(v, (numbers.Integral, numbers.Real)):
                 raise wrong(v)
             return to_f32(float(v)) if dtype == T.Float32 else float(v)
     elif dtype.is_decimal:
         fit = _dec_fit(dtype)
 
         def f(v):
-            if isinstance(v, bool) or not isinstance(v, (int, decimal.Decimal)):
+            if isinstance(v, bool) or not isinstance(v, (numbers.Integral, decimal.Decimal)):
                 raise wrong(v)
-            return fit(decimal.Decimal(v))
+            return fit(decimal.Decimal(v if isinstance(v, decimal.Decimal) else int(v)))
     else:
         kinds = {"Boolean": bool, "String": str, "Date": _dt.date, "Timestamp": _dt.datetime}
         kind = kinds.get(dtype.name, object)
