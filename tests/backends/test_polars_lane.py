@@ -321,6 +321,12 @@ def test_strings():
         s3=col("s").str.slice(-10, 8), s4=col("s").str.slice(2), lt=col("s") < "b"), ordered=True)
 
 
+def test_case_mapping_is_pythons():
+    # ß -> SS and final sigma agree already; U+A7CB and U+1C89 are newer than Python's tables.
+    flow = ei.from_pydict({"s": ["Straße", "ΟΔΟΣ", "a\ua7cbb", "\u1c89x", "İ", None, "ǅ", "ﬁ", "ɤ"]})
+    agrees(flow.select(lo=col("s").str.to_lower(), up=col("s").str.to_upper()), ordered=True)
+
+
 def test_dates():
     flow = ei.from_pydict({"d": [dt.date(2020, 2, 29), dt.date(1969, 12, 31), None],
                            "e": [dt.date(2021, 1, 1), dt.date(1970, 1, 1), dt.date(2000, 1, 1)],
