@@ -10,7 +10,7 @@ from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
 from eidos.backends.sql.dialect import Dialect
-from eidos.backends.sql.translate import fn, ident, string
+from eidos.backends.sql.translate import by_name, fn, ident, positional, slots, string
 
 # pyarrow's CSV reader treats these as null in non-string columns (its defaults); DuckDB is told
 # the same, and never to read an empty string column value as null, so both read a file alike.
@@ -63,19 +63,21 @@ class DuckDBDialect(Dialect):
         return self.cast(e, T.Null, t, force=True)
 
     def scan(self, source, ctx):
+        names = source.schema.names
         if isinstance(source, ArrowSource):
+            # Registered under positional names: DuckDB folds identifier case, so 'a' and 'A' would clash.
             name = ctx.fresh("arrow")
-            ctx.arrow[name] = source.table
-            return exp.Table(this=ident(name))
+            ctx.arrow[name] = source.table.rename_columns(list(slots(len(names))))
+            return exp.Table(this=ident(name)), positional(names)
+        if isinstance(source, CsvSource):
+            return exp.Table(this=self._read_csv(source)), positional(names)
         if isinstance(source, ParquetSource):
             files = exp.Array(expressions=[string(f) for f in source.files])
-            return exp.Table(this=fn("read_parquet", files))
-        if isinstance(source, CsvSource):
-            return exp.Table(this=self._read_csv(source))
+            return exp.Table(this=fn("read_parquet", files)), by_name(names)
         if isinstance(source, SqlSource) and source.scheme == "duckdb":
             if source.table is not None:
-                return table_ref(source.table)
-            return ctx.raw(source.query)
+                return table_ref(source.table), by_name(names)
+            return ctx.raw(source.query), by_name(names)
         raise UnsupportedError(f"the duckdb lane cannot read {source.describe()}")
 
     def _read_csv(self, source: CsvSource) -> exp.Expression:
@@ -83,10 +85,10 @@ class DuckDBDialect(Dialect):
             return exp.EQ(this=exp.var(key), expression=value)
 
         columns = exp.Struct(expressions=[
-            exp.PropertyEQ(this=string(n), expression=string(self.types[t.name] if not t.is_decimal
+            exp.PropertyEQ(this=string(c), expression=string(self.types[t.name] if not t.is_decimal
                                                             else f"DECIMAL({t.precision}, {t.scale})"))
-            for n, t in source.schema.items()])
-        text_cols = [string(n) for n, t in source.schema.items() if t == T.String]
+            for c, t in zip(slots(len(source.schema)), source.schema.dtypes)])
+        text_cols = [string(c) for c, t in zip(slots(len(source.schema)), source.schema.dtypes) if t == T.String]
         args = [string(source.path), named("header", exp.Boolean(this=source.has_header)),
                 named("delim", string(source.delimiter)), named("columns", columns),
                 named("nullstr", exp.Array(expressions=[string(s) for s in ARROW_CSV_NULLS])),

@@ -76,7 +76,7 @@ def engine_error(lane: str, e: BaseException, sources, doing: str, kind=Executio
     raw = f"{type(e).__name__}: {e}"
     text = scrub(raw, sources)
     m = re.search(r"eidos: ([^'\"\n]*)", text)
-    cause = m.group(1).strip() if m else text.strip()
+    cause = m.group(1).strip() if m else re.split(r"\n\s*(?:LINE \d+:|Query was:)", text)[0].strip()
     if m and "NaN" in cause:
         kind = UnsupportedError
     err = kind(f"the {lane} lane failed {doing} {where(sources)}: {cause}")

@@ -15,7 +15,7 @@ from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 from eidos.backends.sql.dialect import Dialect
 from eidos.backends.sql.duckdb import table_ref
-from eidos.backends.sql.translate import fn, ident, paren, string
+from eidos.backends.sql.translate import by_name, fn, ident, paren, string
 
 # numeric without a declared precision holds any number of digits; eidos reads it as
 # Decimal(38, 10), rounding (half away from zero, by PostgreSQL) in the scan, and a value
@@ -96,9 +96,10 @@ class PostgresDialect(Dialect):
     def scan(self, source, ctx):
         if not isinstance(source, SqlSource) or source.scheme not in ("postgresql", "postgres"):
             raise UnsupportedError(f"the postgresql lane cannot read {source.describe()}")
+        refs = by_name(source.schema.names)
         if source.table is not None:
-            return table_ref(source.table)
-        return ctx.raw(source.query)
+            return table_ref(source.table), refs
+        return ctx.raw(source.query), refs
 
 
 def _connect(uri: str):

@@ -15,7 +15,7 @@ from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 from eidos.backends.sql.dialect import Dialect, _is, _not_null, _and
 from eidos.backends.sql.duckdb import table_ref
-from eidos.backends.sql.translate import case, fn, number, paren, string
+from eidos.backends.sql.translate import by_name, case, fn, number, paren, string
 
 # Declared column type -> eidos type, first match wins (names compared upper-case, without
 # "(...)"). Exact names first, then SQLite's own affinity rules (datatype3.html, 3.1).
@@ -129,9 +129,10 @@ class SQLiteDialect(Dialect):
     def scan(self, source, ctx):
         if not isinstance(source, SqlSource) or source.scheme != "sqlite":
             raise UnsupportedError(f"the sqlite lane cannot read {source.describe()}")
+        refs = by_name(source.schema.names)
         if source.table is not None:
-            return table_ref(source.table)
-        return ctx.raw(source.query)
+            return table_ref(source.table), refs
+        return ctx.raw(source.query), refs
 
     def scan_column(self, e, t, source=None):
         return e if t in (T.String, T.Boolean) else self.cast(e, T.Null, t, force=True)

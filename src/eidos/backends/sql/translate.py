@@ -87,11 +87,31 @@ class Query:
 
 @dataclass(frozen=True)
 class Rel:
-    """A translated node: the CTE that holds it, its data columns, its hidden order columns."""
+    """A translated node: its CTE, its data columns' SQL names (c0, c1, ... in schema order; user
+    names never reach the SQL except where a source is read, since engines fold identifier case and
+    PostgreSQL cuts names at 63 bytes), and its hidden order columns."""
 
     name: str
     columns: tuple[str, ...]
     order: tuple[str, ...] = ()
+
+    def refs(self, schema: Schema, alias: str | None = None) -> dict[str, exp.Expression]:
+        """User column name -> SQL column."""
+        return {user: column(sql, alias) for user, sql in zip(schema.names, self.columns)}
+
+
+def slots(n: int) -> tuple[str, ...]:
+    return tuple(f"c{i}" for i in range(n))
+
+
+def by_name(names) -> dict[str, exp.Expression]:
+    """A source read by its own column names."""
+    return {c: column(c) for c in names}
+
+
+def positional(names) -> dict[str, exp.Expression]:
+    """A source whose columns the lane renamed c0, c1, ... as it read them."""
+    return {c: column(s) for c, s in zip(names, slots(len(names)))}
 
 
 class Ctx:
@@ -115,21 +135,21 @@ class Ctx:
         self._n += 1
         return f"__eidos_{stem}{self._n}"
 
-    def add(self, select: exp.Expression, columns: tuple[str, ...], order: tuple[str, ...] = ()) -> Rel:
+    def add(self, select: exp.Expression, n_columns: int, order: tuple[str, ...] = ()) -> Rel:
         name = self.fresh()
         self.ctes.append((name, select))
-        return Rel(name, columns, order)
+        return Rel(name, slots(n_columns), order)
 
 
 def to_sql(plan: N.Node, dialect) -> Query:
-    """The plan as one SQL statement in `dialect`; the result has exactly the plan's columns."""
+    """The plan as one SQL statement in `dialect`; result columns are positional (c0, c1, ...)."""
     ctx = Ctx(dialect)
     rel = node(plan, ctx)
-    final = exp.select(*[column(c) for c in rel.columns]).from_(exp.to_identifier(rel.name, quoted=True))
+    final = exp.select(*[column(c) for c in rel.columns]).from_(exp.Table(this=ident(rel.name)))
     if rel.order:
         final = final.order_by(*[exp.Ordered(this=column(o), desc=False, nulls_first=False) for o in rel.order])
     with_ = exp.With(expressions=[exp.CTE(this=q, alias=exp.TableAlias(this=ident(n))) for n, q in ctx.ctes])
-    final.set("with_", with_) if "with_" in exp.Select.arg_types else final.set("with", with_)
+    final.set("with_" if "with_" in exp.Select.arg_types else "with", with_)
     sql = final.sql(dialect=dialect.sqlglot)
     for name, query in ctx.raws.items():
         sql = sql.replace(f'"{name}"', f'({query}) AS "{name}"', 1)
@@ -152,6 +172,10 @@ def _named(e: exp.Expression, name: str) -> exp.Expression:
     return exp.Alias(this=e, alias=ident(name))
 
 
+def _outputs(exprs: list[exp.Expression]) -> list[exp.Expression]:
+    return [_named(e, c) for e, c in zip(exprs, slots(len(exprs)))]
+
+
 # ---------------------------------------------------------------- nodes
 
 @singledispatch
@@ -163,46 +187,46 @@ def node(n: N.Node, ctx: Ctx) -> Rel:
 def _(n: N.Scan, ctx: Ctx) -> Rel:
     ctx.sources.append(n.source)
     names = n.columns if n.columns is not None else n.source.schema.names
-    table = ctx.dialect.scan(n.source, ctx)
-    items = [_named(ctx.dialect.scan_column(column(c), n.source.schema[c], n.source), c) for c in names]
-    return ctx.add(exp.select(*items).from_(table), tuple(names))
+    table, refs = ctx.dialect.scan(n.source, ctx)
+    items = [ctx.dialect.scan_column(refs[c], n.source.schema[c], n.source) for c in names]
+    return ctx.add(exp.select(*_outputs(items)).from_(table), len(items))
 
 
 @node.register
 def _(n: N.Filter, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
-    x = Exprs(ctx.dialect, n.input.schema)
+    x = Exprs(ctx.dialect, n.input.schema, rel.refs(n.input.schema))
     sel = _select(rel, [column(c) for c in rel.columns]).where(x(n.predicate))
-    return ctx.add(sel, rel.columns, rel.order)
+    return ctx.add(sel, len(rel.columns), rel.order)
 
 
 @node.register
 def _(n: N.Project, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
-    x = Exprs(ctx.dialect, n.input.schema)
-    items = [_named(x.typed(e, n.schema[name]), name) for name, e in n.columns]
-    return ctx.add(_select(rel, items), tuple(name for name, _ in n.columns), rel.order)
+    x = Exprs(ctx.dialect, n.input.schema, rel.refs(n.input.schema))
+    items = [x.typed(e, n.schema[name]) for name, e in n.columns]
+    return ctx.add(_select(rel, _outputs(items)), len(items), rel.order)
 
 
 @node.register
 def _(n: N.Aggregate, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     schema = n.input.schema
-    x = Exprs(ctx.dialect, schema)
-    # Stage 1: the keys as hidden columns, next to the input columns the aggregations read.
-    keys = {name: ctx.fresh("k") for name, _ in n.keys}
+    x = Exprs(ctx.dialect, schema, rel.refs(schema))
+    # Stage 1: the keys as hidden columns k0, k1, ... next to the input columns.
+    keys = {name: f"k{i}" for i, (name, _) in enumerate(n.keys)}
     items = [column(c) for c in rel.columns]
     items += [_named(x.typed(e, n.schema[name]), keys[name]) for name, e in n.keys]
-    stage = ctx.add(_select(rel, items, carry_order=False), rel.columns + tuple(keys.values()))
-    # Stage 2: group; outside an aggregation a key name means the key.
+    stage = ctx.add(_select(rel, items, carry_order=False), len(rel.columns))
+    # Stage 2: group; outside an aggregation a key's name means the key.
     key_refs = {name: column(keys[name]) for name in keys}
-    ax = Exprs(ctx.dialect, _with_keys(schema, n), outside_agg=key_refs)
-    out = [_named(column(keys[name]), name) for name, _ in n.keys]
-    out += [_named(ax.typed(e, n.schema[name]), name) for name, e in n.aggs]
-    sel = exp.select(*out).from_(_from(stage))
+    ax = Exprs(ctx.dialect, _with_keys(schema, n), stage.refs(schema), outside_agg=key_refs)
+    out = [column(keys[name]) for name, _ in n.keys]
+    out += [ax.typed(e, n.schema[name]) for name, e in n.aggs]
+    sel = exp.select(*_outputs(out)).from_(_from(stage))
     if keys:
         sel = sel.group_by(*[column(k) for k in keys.values()])
-    return ctx.add(sel, n.schema.names)
+    return ctx.add(sel, len(out))
 
 
 def _with_keys(schema: Schema, n: N.Aggregate) -> Schema:
@@ -215,48 +239,41 @@ def _(n: N.Join, ctx: Ctx) -> Rel:
     left, right = node(n.left, ctx), node(n.right, ctx)
     d = ctx.dialect
     ls, rs = n.left.schema, n.right.schema
+    lref, rref = left.refs(ls, "l"), right.refs(rs, "r")
     if n.how in ("semi", "anti"):
-        cond = _join_condition(n, ls, rs, d, "r", right)
-        sub = exp.select(exp.Literal.number(1)).from_(_from(right, "r")).where(cond)
+        sub = exp.select(exp.Literal.number(1)).from_(_from(right, "r")).where(_join_condition(n, d, lref, rref))
         test = exp.Exists(this=sub)
         if n.how == "anti":
             test = exp.Not(this=test)
         sel = exp.select(*[column(c, "l") for c in left.columns], *[column(o, "l") for o in left.order])
         sel = sel.from_(_from(left, "l")).where(test)
-        return ctx.add(sel, left.columns, left.order)
-    out_schema = n.schema
+        return ctx.add(sel, len(left.columns), left.order)
+    out = n.schema
     items = []
-    for name in left.columns:
-        if name in n.left_on:
+    for name in ls.names:
+        if name in n.left_on and n.how != "cross":
             rk = n.right_on[n.left_on.index(name)]
-            t = out_schema[name]
-            lref, rref = d.cast(column(name, "l"), ls[name], t), d.cast(column(rk, "r"), rs[rk], t)
-            value = exp.Coalesce(this=lref, expressions=[rref]) if n.how in ("right", "full") else lref
-            items.append(_named(value, name))
+            t = out[name]
+            lv, rv = d.cast(lref[name], ls[name], t), d.cast(rref[rk], rs[rk], t)
+            items.append(exp.Coalesce(this=lv, expressions=[rv]) if n.how in ("right", "full") else lv)
         else:
-            items.append(_named(column(name, "l"), name))
-    right_names = [c for c in right.columns if c not in n.right_on]
-    taken = set(left.columns)
-    out_names = list(left.columns)
-    for c in right_names:
-        name = c + n.suffix if c in taken else c
-        taken.add(name)
-        out_names.append(name)
-        items.append(_named(column(c, "r"), name))
-    sel = exp.select(*items).from_(_from(left, "l"))
-    kind = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL", "cross": "CROSS"}[n.how]
+            items.append(lref[name])
+    items += [rref[c] for c in rs.names if c not in n.right_on]
+    sel = exp.select(*_outputs(items)).from_(_from(left, "l"))
     if n.how == "cross":
         sel = sel.join(_from(right, "r"), join_type="CROSS")
     else:
-        sel = sel.join(_from(right, "r"), on=_join_condition(n, ls, rs, d, "r", right), join_type=kind)
-    return ctx.add(sel, tuple(out_names))
+        kind = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL"}[n.how]
+        sel = sel.join(_from(right, "r"), on=_join_condition(n, d, lref, rref), join_type=kind)
+    return ctx.add(sel, len(items))
 
 
-def _join_condition(n: N.Join, ls: Schema, rs: Schema, d, ralias: str, right: Rel) -> exp.Expression:
+def _join_condition(n: N.Join, d, lref, rref) -> exp.Expression:
+    ls, rs = n.left.schema, n.right.schema
     conds = []
     for lk, rk in zip(n.left_on, n.right_on):
         t = promote(ls[lk], rs[rk], op="join")
-        conds.append(d.equal(d.cast(column(lk, "l"), ls[lk], t), d.cast(column(rk, ralias), rs[rk], t), t))
+        conds.append(d.equal(d.cast(lref[lk], ls[lk], t), d.cast(rref[rk], rs[rk], t), t))
     cond = conds[0]
     for c in conds[1:]:
         cond = exp.And(this=cond, expression=c)
@@ -266,7 +283,7 @@ def _join_condition(n: N.Join, ls: Schema, rs: Schema, d, ralias: str, right: Re
 @node.register
 def _(n: N.Sort, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
-    x = Exprs(ctx.dialect, n.input.schema)
+    x = Exprs(ctx.dialect, n.input.schema, rel.refs(n.input.schema))
     keys = []
     for k in n.keys:
         t = infer(k.expr, n.input.schema)
@@ -277,7 +294,7 @@ def _(n: N.Sort, ctx: Ctx) -> Rel:
     order = ctx.fresh("o")
     rank = exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=keys))
     sel = exp.select(*[column(c) for c in rel.columns], _named(rank, order)).from_(_from(rel))
-    return ctx.add(sel, rel.columns, (order,))
+    return ctx.add(sel, len(rel.columns), (order,))
 
 
 @node.register
@@ -289,7 +306,7 @@ def _(n: N.Limit, ctx: Ctx) -> Rel:
     sel = sel.limit(exp.Literal.number(n.n))
     if n.offset:
         sel = sel.offset(exp.Literal.number(n.offset))
-    return ctx.add(sel, rel.columns, rel.order)
+    return ctx.add(sel, len(rel.columns), rel.order)
 
 
 @node.register
@@ -297,13 +314,13 @@ def _(n: N.Distinct, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     if not rel.order:
         sel = exp.select(*[column(c) for c in rel.columns]).from_(_from(rel)).distinct()
-        return ctx.add(sel, rel.columns)
+        return ctx.add(sel, len(rel.columns))
     # Keep each row's first position: group the rows and take the smallest order value.
     first = ctx.fresh("o")
     sel = exp.select(*[column(c) for c in rel.columns],
                      _named(exp.Min(this=column(rel.order[0])), first)).from_(_from(rel))
     sel = sel.group_by(*[column(c) for c in rel.columns])
-    return ctx.add(sel, rel.columns, (first,))
+    return ctx.add(sel, len(rel.columns), (first,))
 
 
 @node.register
@@ -324,7 +341,7 @@ def _(n: N.Union, ctx: Ctx) -> Rel:
         body = exp.Union(this=body, expression=p, distinct=False)
     sel = exp.select(*[column(c) for c in names], *([column(which), column(within)] if ordered else []))
     sel = sel.from_(exp.Subquery(this=body, alias=exp.TableAlias(this=ident(ctx.fresh("u")))))
-    return ctx.add(sel, names, (which, within) if ordered else ())
+    return ctx.add(sel, len(names), (which, within) if ordered else ())
 
 
 # ---------------------------------------------------------------- expressions
@@ -332,8 +349,9 @@ def _(n: N.Union, ctx: Ctx) -> Rel:
 class Exprs:
     """Translates expressions over one input schema; `outside_agg` maps key names read outside aggregations."""
 
-    def __init__(self, dialect, schema: Schema, outside_agg: dict[str, exp.Expression] | None = None):
-        self.d, self.schema, self.keys = dialect, schema, outside_agg
+    def __init__(self, dialect, schema: Schema, cols: dict[str, exp.Expression],
+                 outside_agg: dict[str, exp.Expression] | None = None):
+        self.d, self.schema, self.cols, self.keys = dialect, schema, cols, outside_agg
         self.in_agg = False
 
     def dtype(self, e: E.Expr) -> DType:
@@ -366,7 +384,7 @@ def expr(e: E.Expr, x: Exprs) -> exp.Expression:
 def _(e: E.Column, x: Exprs) -> exp.Expression:
     if x.keys is not None and not x.in_agg and e.name in x.keys:
         return x.keys[e.name]
-    return column(e.name)
+    return x.cols[e.name]
 
 
 @expr.register
