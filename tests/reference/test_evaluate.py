@@ -137,3 +137,8 @@ def test_hash_and_order_keys():
 def test_like_regex_escapes_everything_else():
     assert V.like_regex("a.b%").fullmatch("a.bcd") and not V.like_regex("a.b%").fullmatch("axb")
     assert V.like_regex("[x]_").fullmatch("[x]!")
+
+
+def test_float_variance_overflow_is_inf_not_an_error():
+    assert V.aggregate("std", [1e308, -1e308], F64, F64) == math.inf
+    assert V.aggregate("mean", [1e308, 1e308], F64, F64) == math.inf

@@ -960,7 +960,7 @@ def _var(dtype: DType, *, root: bool) -> Callable[[list], Any]:
             if any(x != x or math.isinf(x) for x in xs):
                 return math.nan
             m = _float_sum(xs) / n
-            v = _float_sum([(x - m) ** 2 for x in xs]) / (n - 1)
+            v = _float_sum([(x - m) * (x - m) for x in xs]) / (n - 1)  # overflow is inf, not an error
         else:
             with decimal.localcontext(_CTX):
                 ds = [decimal.Decimal(x) for x in xs]
