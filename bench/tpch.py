@@ -119,15 +119,26 @@ def polars_queries(data: str):
 
 # ---------------------------------------------------------------- timing
 
-def timed(fn, runs: int) -> tuple[list[float], object]:
-    """Run once to warm up (file cache, imports), then `runs` times; seconds of each timed run."""
-    result = fn()
-    times = []
+def timed(variants: dict[str, object], runs: int) -> tuple[dict[str, list[float]], dict[str, object]]:
+    """Each variant once to warm up (file cache, imports), then `runs` rounds in which every
+    variant runs once, in turn: on a shared, noisy machine all variants see the same load."""
+    results, times, failed = {}, {label: [] for label in variants}, {}
+    for label, fn in variants.items():
+        try:
+            results[label] = fn()
+        except ei.errors.EidosError as e:
+            failed[label] = e
     for _ in range(runs):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return times, result
+        for label, fn in variants.items():
+            if label in failed:
+                continue
+            start = time.perf_counter()
+            fn()
+            times[label].append(time.perf_counter() - start)
+    for label, e in failed.items():
+        results[label] = e
+        del times[label]
+    return times, results
 
 
 def planning_times(flow: ei.Flow, lanes: list[str], runs: int = 50) -> dict[str, float]:
@@ -228,38 +239,40 @@ def main(argv: list[str] | None = None) -> int:
     con = duckdb.connect()
     natives = polars_queries(data)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}, "
-          f"polars {pl.__version__}, duckdb {duckdb.__version__}, eidos {ei.__version__}; runs={a.runs}")
+          f"polars {pl.__version__}, duckdb {duckdb.__version__}, eidos {ei.__version__}; runs={a.runs}, "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     header = (f"{'query':6} {'what':14} {'min s':>8} {'median s':>9}  check")
     rows = []
     for name in a.queries:
         flow = QUERIES[name](data)
         print(f"\n{name}\n{header}")
-        medians, mins = {}, {}
-        t, expected = timed(lambda: native_duckdb_answer(con, name, data), a.runs)
-        mins["duckdb native"], medians["duckdb native"] = min(t), statistics.median(t)
-        print(f"{name:6} {'duckdb native':14} {min(t):8.4f} {statistics.median(t):9.4f}  (answer)")
-        t, res = timed(lambda: natives[name]().collect().to_arrow(), a.runs)
-        mins["polars native"], medians["polars native"] = min(t), statistics.median(t)
-        print(f"{name:6} {'polars native':14} {min(t):8.4f} {statistics.median(t):9.4f}  {same(res, expected, native=True)}")
+        variants = {"duckdb native": lambda: native_duckdb_answer(con, name, data),
+                    "polars native": lambda: natives[name]().collect().to_arrow()}
         for lane in [*lanes, None]:
-            label = f"eidos {lane or 'auto'}"
-            try:
-                t, res = timed(lambda: flow.run(engine=lane, strict=lane is not None), a.runs)
-            except ei.errors.EidosError as e:
-                print(f"{name:6} {label:14} failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+            variants[f"eidos {lane or 'auto'}"] = (lambda lane=lane: flow.run(engine=lane, strict=lane is not None))
+        times, results = timed(variants, a.runs)
+        expected = results["duckdb native"]
+        auto_lane = ei.last_run().lane if ei.last_run() else "?"
+        medians = {k: statistics.median(v) for k, v in times.items()}
+        mins = {k: min(v) for k, v in times.items()}
+        for label, res in results.items():
+            if isinstance(res, Exception):
+                print(f"{name:6} {label:14} failed: {type(res).__name__}: {str(res).splitlines()[0]}")
                 continue
-            check = same(res, expected)
-            if lane is None:
-                record = ei.last_run()
-                check += f" (ran on {record.lane if record else '?'})"
-            mins[label], medians[label] = min(t), statistics.median(t)
-            print(f"{name:6} {label:14} {min(t):8.4f} {statistics.median(t):9.4f}  {check}")
+            if label == "duckdb native":
+                check = "(answer)"
+            else:
+                check = same(res, expected, native=label.endswith("native"))
+            if label == "eidos auto":
+                check += f" (ran on {auto_lane})"
+            print(f"{name:6} {label:14} {mins[label]:8.4f} {medians[label]:9.4f}  {check}")
         plan = planning_times(flow, lanes)
         rows.append((name, mins, medians, plan))
         print("planning + translation (median): "
               + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in plan.items()))
 
-    print("\nsummary (ratios of medians; min-based in parentheses)")
+    print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print("summary (ratios of medians; min-based in parentheses)")
     cols = ["polars/native", "duckdb/native", "auto/best lane"]
     print(f"{'query':6} " + " ".join(f"{c:>22}" for c in cols) + f" {'decide ms (auto)':>17}"
           + "".join(f" {'+translate ' + lane:>20}" for lane in lanes))
