@@ -20,7 +20,7 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
-from eidos.ir.typing import _adapt, infer, operand_dtypes
+from eidos.ir.typing import _adapt, infer, operand_dtypes, promote
 
 
 class Rows:
@@ -320,7 +320,7 @@ def _(node: N.Join, ctx: Ctx) -> Thunk:
         return cross
 
     out_types = node.schema
-    key_types = [out_types[lk] if node.how not in ("semi", "anti") else _join_type(ls[lk], rs[rk])
+    key_types = [out_types[lk] if node.how not in ("semi", "anti") else promote(ls[lk], rs[rk], op="join")
                  for lk, rk in zip(node.left_on, node.right_on)]
     l_idx = [ls.names.index(k) for k in node.left_on]
     r_idx = [rs.names.index(k) for k in node.right_on]
@@ -377,12 +377,6 @@ def _(node: N.Join, ctx: Ctx) -> Thunk:
             cols.append(_gather(b.columns[c], ri))
         return Rows(cols, len(li))
     return run
-
-
-def _join_type(a: T.DType, b: T.DType) -> T.DType:
-    from eidos.ir.typing import promote
-
-    return promote(a, b, op="join")
 
 
 def _gather(col: list, idx: list) -> list:
