@@ -11,7 +11,7 @@ import pytest
 
 from eidos import isa
 from eidos.errors import BackendError
-from eidos.isa import Address, MapOperation, ProgramBuilder, Type
+from eidos.isa import Address, MapOperation, ProgramBuilder
 
 
 def _prog(n=4, op=MapOperation.Relu):
