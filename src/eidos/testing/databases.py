@@ -113,3 +113,69 @@ def _load_adbc(lane, uri, name, quoted, cols, table, replace):
     finally:
         cur.close()
         con.close()
+
+
+# ---------------------------------------------------------------- loaders for test suites
+
+POSTGRES_URI = "postgresql://postgres@127.0.0.1:5432/test"
+_pg_schema: list[str] = []
+
+
+def postgres_available(uri: str = POSTGRES_URI) -> str | None:
+    """None when a PostgreSQL server answers at `uri`, else why not (for a skip reason)."""
+    try:
+        import adbc_driver_postgresql.dbapi as adbc
+    except ImportError as e:
+        return f"adbc_driver_postgresql is not installed ({e}): pip install 'eidos[sql]'"
+    try:
+        adbc.connect(uri).close()
+    except Exception as e:  # noqa: BLE001 - any failure to connect is a reason to skip
+        return f"no PostgreSQL server answers at {redact(uri)}: {type(e).__name__}"
+    return None
+
+
+def postgres_schema(uri: str = POSTGRES_URI) -> str:
+    """A schema unique to this process, created once and dropped (with its tables) at exit."""
+    if not _pg_schema:
+        import atexit
+        import os
+        import uuid
+
+        import adbc_driver_postgresql.dbapi as adbc
+
+        name = f"eidos_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        with adbc.connect(uri) as con, con.cursor() as cur:
+            cur.execute(f'CREATE SCHEMA "{name}"')
+            con.commit()
+
+        def drop() -> None:
+            try:
+                with adbc.connect(uri) as con, con.cursor() as cur:
+                    cur.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+                    con.commit()
+            except Exception:  # noqa: BLE001, S110 - best effort at exit
+                pass
+
+        atexit.register(drop)
+        _pg_schema.append(name)
+    return _pg_schema[0]
+
+
+def loader(lane: str):
+    """(folder, name, table) -> Flow over the table stored where `lane` reads it; for tests/lanes LOADERS.
+
+    DuckDB and SQLite get a file in `folder`; PostgreSQL a table in a schema unique to the process.
+    Raises UnsupportedError when the database cannot hold the table exactly.
+    """
+    import os
+
+    if lane == "postgresql":
+        def load_pg(folder, name, table):
+            # The folder is unique per use; its name keeps tables of different uses apart in one schema.
+            return load_table(POSTGRES_URI, f"{postgres_schema()}.{os.path.basename(str(folder))}_{name}", table)
+        return load_pg
+    ext = {"duckdb": "duckdb", "sqlite": "sqlite"}[lane]
+
+    def load_file(folder, name, table):
+        return load_table(f"{lane}:///{os.path.join(str(folder), 'data.' + ext)}", name, table)
+    return load_file
