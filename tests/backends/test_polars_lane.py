@@ -415,6 +415,15 @@ def test_limit_distinct_union_drop_rename():
     agrees(flow.rename({"a": "z"}).drop("b"), ordered=True)
 
 
+def test_column_names_polars_reads_as_patterns():
+    left = ei.from_pydict({"*": [1, 2, None], "^a$": [3, 4, 5], "sum": [1, 1, 2]})
+    right = ei.from_pydict({"*": [1, 2], "^a$": [9, 9]})
+    agrees(left.select("*", b=col("^a$") + col("*")), ordered=True)
+    agrees(left.join(right, on="*", how="full"))
+    agrees(left.join(right, on="^a$", how="left"))
+    agrees(left.group_by("*").agg(s=col("^a$").sum(), t=col("*").max()))
+
+
 def test_udf_and_map_batches():
     def describe(a, s):
         return None if a is None else f"{a}:{s}"

@@ -92,7 +92,16 @@ def _(node: N.Scan, ctx: Ctx) -> pl.LazyFrame:
     lf = scan(node.source)
     names = node.columns if node.columns is not None else node.source.schema.names
     schema = node.schema
-    return lf.select([_conform(pl.col(n), schema[n]) for n in names])
+    everything = node.source.schema.names
+    return lf.select([_conform(column(n, everything), schema[n]) for n in names])
+
+
+def column(name: str, names) -> pl.Expr:
+    """The column `name` of a frame whose columns are `names`. Polars reads '*' and '^...$' in
+    pl.col as a wildcard and a pattern, so such names are taken by position instead."""
+    if name == "*" or (name.startswith("^") and name.endswith("$")):
+        return pl.nth(list(names).index(name))
+    return pl.col(name)
 
 
 def _conform(x: pl.Expr, t: DType) -> pl.Expr:
@@ -176,11 +185,11 @@ def _(node: N.Join, ctx: Ctx) -> pl.LazyFrame:
     right = right.rename(rnames)
     if node.how == "cross":
         joined = left.join(right, how="cross")
-        return joined.select([pl.col(n) for n in ls.names] + _right_outputs(node, rnames))
+        return joined.select([column(n, ls.names) for n in ls.names] + _right_outputs(node, rnames))
     lk, rk = [], []
     for a, b in zip(node.left_on, node.right_on):
         common = promote(ls[a], rs[b])
-        lk.append(pl.col(a).cast(pl_dtype(common)))
+        lk.append(column(a, ls.names).cast(pl_dtype(common)))
         rk.append(pl.col(rnames[b]).cast(pl_dtype(common)))
     how = {"full": "full"}.get(node.how, node.how)
     # eidos: null keys never match (nulls_equal=False); NaN keys match NaN, as Polars' hashing does.
@@ -193,13 +202,13 @@ def _(node: N.Join, ctx: Ctx) -> pl.LazyFrame:
     for n in ls.names:
         if n in keymap:
             t = pl_dtype(out[n])
-            x = pl.col(n).cast(t)
+            x = column(n, ls.names).cast(t)
             if node.how in ("right", "full"):
                 # eidos: key columns appear once under the left name, coalesced for right/full joins.
                 x = pl.coalesce(x, pl.col(rnames[keymap[n]]).cast(t))
             cols.append(x.alias(n))
         else:
-            cols.append(pl.col(n))
+            cols.append(column(n, ls.names))
     return joined.select(cols + _right_outputs(node, rnames))
 
 
@@ -327,7 +336,7 @@ def expr(e: E.Expr, scope: Scope) -> pl.Expr:
 def _(e: E.Column, scope: Scope) -> pl.Expr:
     if scope.keys is not None and e.name in scope.keys:
         return pl.col(scope.keys[e.name]).first()
-    return pl.col(e.name)
+    return column(e.name, scope.schema.names)
 
 
 @expr.register
@@ -908,7 +917,7 @@ def _(e: E.Agg, scope: Scope) -> pl.Expr:
     if not e.arg.columns():
         # eidos: an aggregation of a constant sees it once per row; Polars would see one value
         # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
-        anchor = pl.col(scope.schema.names[0]).is_null().is_not_null()
+        anchor = column(scope.schema.names[0], scope.schema.names).is_null().is_not_null()
         x = pl.when(anchor).then(x)
     fn = e.fn
     if fn == "count":
