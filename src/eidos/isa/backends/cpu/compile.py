@@ -705,7 +705,7 @@ def generate(program, digest: str) -> tuple[str, Gen]:
                      "    while True:",
                      f"        for b in {'prange' if par else 'range'}(nb):",
                      "            if not RUN[b]:", "                continue",
-                     "            shb = SHM[b].ctypes.data",
+                     "            shb = np.int64(SHM[b].ctypes.data)",
                      "            for t in range(bt):",
                      "                g = b * bt + t", "                l = g",
                      "                if STATE[l] != RUNNING or err[0] != 0:", "                    continue"]

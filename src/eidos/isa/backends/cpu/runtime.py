@@ -192,7 +192,7 @@ def fsigmoid(x):
 def frem(a, b):
     if a != a or b != b or b == 0 or a == np.inf or a == -np.inf:
         return np.nan
-    return math.fmod(a, b)
+    return np.fmod(a, b)
 
 
 @njit(**OPTS)

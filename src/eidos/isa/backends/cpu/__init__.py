@@ -1,0 +1,397 @@
+"""The compiled CPU backend: whole programs compiled once to native code with numba, array
+instructions as vectorized kernels, BLAS for GEMMs; the reference interpreter's exact path for
+what has no native form (integers wider than 64 bits) or when numba is absent.
+
+How a program runs (explain() says which, and why):
+- array: only collectives with constant addresses -> one bound kernel per instruction (kernels.py).
+- lanes: per-lane code without barriers, shared memory or collectives -> one numba function
+  runs every lane start to end; prange over lanes when hazards.py proves the launch's lanes
+  never touch each other's stored bytes, else in lane order (the reference's order).
+- rounds: barriers, shared memory or collectives -> numba runs each block's lanes in lockstep
+  phases split at barriers (blocks in parallel when hazard-free); Python runs each collective
+  once for the grid between phases.
+- interpreted: the reference interpreter (extended integers, or no numba).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from eidos.errors import BackendError
+
+from ...backend import Backend
+from ...launch import ExecutionParams, LaunchConfig
+from ...program import Program
+from . import kernels
+from .compile import (AT_BARRIER, AT_COLLECTIVE, E_BUDGET, E_MEMORY, E_NEIGHBOUR, E_STACK, EXITED, MAX_CALL_DEPTH,
+                      RUNNING, NotCompilable, default_cache_dir, extended_type, shape_of)
+
+DEFAULT_MAX_STEPS = 10_000_000
+LANES_PAR_MIN = 4096  # lanes; fewer run in one thread (starting the pool costs more than they take)
+_NUMBA: list = []      # [module or None, reason]
+
+
+def _import_numba():
+    return importlib.import_module("numba")
+
+
+def numba_status() -> tuple[object | None, str]:
+    """(the numba module or None, why not). Imported on first need, never at `import eidos.isa`."""
+    if not _NUMBA:
+        try:
+            _NUMBA[:] = [_import_numba(), ""]
+        except Exception as e:  # absent or broken: the backend still runs, without compiling
+            _NUMBA[:] = [None, f"numba is not importable ({type(e).__name__}: {e}); pip install 'eidos[cpu]'"]
+    return _NUMBA[0], _NUMBA[1]
+
+
+@dataclass
+class Plan:
+    """How one program runs here, decided once per Program object."""
+    program: Program
+    kind: str                   # "array", "lanes", "rounds" or "interpreted"
+    why: str
+    steps: list | None = None   # array: one bound kernel per instruction
+    compiled: object = None     # lanes/rounds: the generated module
+    gen: object = None
+    accesses: object = None
+    collectives: dict | None = None
+
+
+class _Row:
+    """One lane's registers, as the reference's collective code reads and writes them (L.R[r])."""
+
+    __slots__ = ("RI", "RF", "l", "slot")
+
+    def __init__(self, RI, RF, l, slot) -> None:
+        self.RI, self.RF, self.l, self.slot = RI, RF, l, slot
+
+    def __getitem__(self, r: int):
+        return int(self.RI[self.l, self.slot[r]])
+
+    def __setitem__(self, r: int, value) -> None:
+        k = self.slot[r]
+        if isinstance(value, float):
+            self.RF[self.l, k] = value
+        else:
+            self.RI[self.l, k] = _as_int64(int(value))
+            self.RF[self.l, k] = float(value)
+
+
+class _LaneView:
+    __slots__ = ("R",)
+
+    def __init__(self, row) -> None:
+        self.R = row
+
+
+def _as_int64(v: int) -> int:
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+class CpuBackend(Backend):
+    """Runs Atlas ISA programs as native code. cache_dir holds the generated modules and numba's
+    compiled code, so a second process loads instead of compiling (default: $EIDOS_CACHE_DIR or
+    ~/.cache/eidos, under isa-cpu/). use_numba=False forces the no-numba paths."""
+
+    name = "cpu"
+
+    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, cache_dir: str | os.PathLike | None = None,
+                 use_numba: bool = True) -> None:
+        super().__init__()
+        from ...cache import ProgramCache
+
+        self.max_steps = int(max_steps)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        if use_numba:
+            self.numba, self.numba_reason = numba_status()
+        else:
+            self.numba, self.numba_reason = None, "numba disabled (CpuBackend(use_numba=False))"
+        self.cache = ProgramCache(512, libraries=("numba",))
+        self._plans: dict[int, Plan] = {}
+
+    # ---- what this backend can do --------------------------------------------------------------
+    def is_available(self) -> bool:
+        """Always: without numba it still runs every program (vectorized NumPy and the interpreter)."""
+        return True
+
+    def capabilities(self) -> dict:
+        nb = self.numba
+        threads = nb.config.NUMBA_NUM_THREADS if nb is not None else 1
+        return {"compiled": nb is not None, "numba": getattr(nb, "__version__", None),
+                "reason": self.numba_reason or None, "threads": threads, "cache_dir": str(self.cache_dir),
+                "register_programs": "compiled (numba)" if nb is not None else "interpreted (reference)",
+                "array_instructions": "numba loops, BLAS for GEMM" if nb is not None else "NumPy",
+                "extended_integers": "interpreted (reference, exact)", "devices": 1}
+
+    # ---- planning ---------------------------------------------------------------------------------
+    def plan(self, program: Program) -> Plan:
+        """The Plan for a program (compiling it on first use), cached per Program object."""
+        plan = self._plans.get(id(program))
+        if plan is not None and plan.program is program:
+            return plan
+        if not isinstance(program, Program):
+            raise BackendError(f"execute: expected a Program, got {type(program).__name__}")
+        program.validate()
+        plan = self._make_plan(program)
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[id(program)] = plan
+        return plan
+
+    def _make_plan(self, program: Program) -> Plan:
+        ext = extended_type(program)
+        shape = shape_of(program)
+        if shape == "array":
+            steps = [kernels.bind(ins, i, self) for i, ins in enumerate(program.instructions)]
+            return Plan(program, "array", "only array instructions with constant addresses", steps=steps)
+        if ext is not None:
+            return Plan(program, "interpreted", f"instruction {ext[0]} uses {ext[1].name}: integers wider than "
+                        "64 bits have no native type, so the exact reference interpreter runs the program")
+        if self.numba is None:
+            return Plan(program, "interpreted", self.numba_reason)
+        from . import compile as C
+        from .hazards import Accesses
+
+        def build(p):
+            key = self.cache.key(p, "cpu")
+            source, gen = C.generate(p, p.digest())
+            return C.load_module(source, f"prog_{key[:40]}", self.cache_dir), gen
+
+        try:
+            module, gen = self.cache.get_or_compile(program, build, "cpu")
+        except NotCompilable as e:
+            return Plan(program, "interpreted", f"not compilable: {e}")
+        collectives = {i: kernels.bind(ins, i, self) for i, ins in enumerate(program.instructions) if ins.collective}
+        why = ("per-lane code without barriers, shared memory or collectives: each lane runs start to end"
+               if shape == "lanes" else
+               "barriers, shared memory or collectives: lanes run in lockstep phases split at barriers, "
+               "collectives once per launch between phases")
+        return Plan(program, shape, why, compiled=module, gen=gen, accesses=Accesses(program),
+                    collectives=collectives)
+
+    # ---- execution --------------------------------------------------------------------------------
+    def execute_program(self, program, config: LaunchConfig) -> None:
+        plan = self._plans.get(id(program))
+        if plan is not None and plan.program is program and plan.kind == "array" and type(config) is LaunchConfig:
+            if config.total_threads():
+                memory = self.memory
+                for step in plan.steps:
+                    step(memory)
+            return
+        super().execute_program(program, config)
+
+    def execute_program_with_params(self, program, params: ExecutionParams) -> None:
+        if not isinstance(params, ExecutionParams):
+            raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
+        plan = self.plan(program)
+        config = params.config
+        if config.total_threads() == 0:
+            return
+        for k in params.registers:
+            if not 0 <= int(k) < 256:
+                raise BackendError(f"ExecutionParams.registers: register r{k} out of range r0..r255")
+        if plan.kind == "array":
+            for step in plan.steps:
+                step(self.memory)
+        elif plan.kind == "interpreted":
+            from ..reference.execute import execute
+
+            execute(program, params, self.memory, self.max_steps)
+        elif plan.kind == "lanes":
+            self._run_lanes(plan, params)
+        else:
+            self._run_rounds(plan, params)
+
+    # ---- compiled launches ----------------------------------------------------------------------
+    def _tables(self):
+        mem = self.memory
+        hmax = max(max(mem.buffers, default=0), max(mem.pools, default=0))
+        tbb = np.zeros(hmax + 1, dtype=np.int64)
+        tbs = np.full(hmax + 1, -1, dtype=np.int64)
+        tbb[0], tbs[0] = mem.class_memory.ctypes.data, mem.class_memory.size
+        for table in (mem.buffers, mem.pools):
+            for h, a in table.items():
+                tbb[h], tbs[h] = a.ctypes.data, a.size
+        return tbb, tbs
+
+    def _sites(self, gen, tbb, tbs) -> np.ndarray:
+        from ...address import CLASS_BYTES, Space
+
+        mem = self.memory
+        out = np.full(max(1, len(gen.sites)), -1, dtype=np.int64)
+        for j, s in enumerate(gen.sites):
+            if s.space is Space.CLASS:
+                h, off = 0, s.handle * CLASS_BYTES + s.offset
+            else:
+                h, off = s.handle, s.offset
+                if (mem.buffers if s.space is Space.BUFFER else mem.pools).get(h) is None:
+                    continue
+            if 0 <= off and off + s.size <= tbs[h]:
+                out[j] = tbb[h] + off
+        return out
+
+    @staticmethod
+    def _registers(params) -> tuple[np.ndarray, np.ndarray]:
+        ini = np.zeros(256, dtype=np.int64)
+        inf = np.zeros(256, dtype=np.float64)
+        for k, v in params.registers.items():
+            if isinstance(v, (float, np.floating)):
+                inf[int(k)] = float(v)
+            else:
+                ini[int(k)] = _as_int64(int(v))
+                inf[int(k)] = float(v)
+        return ini, inf
+
+    @staticmethod
+    def _cfg(config) -> np.ndarray:
+        (gx, gy, gz), (bx, by, bz) = config.grid, config.block
+        return np.array([config.total_threads(), bx * by * bz, bx, by, bz, gx, gy, gz], dtype=np.int64)
+
+    def parallel_reason(self, plan: Plan, params: ExecutionParams) -> str | None:
+        """None when this launch may run lanes (or blocks) in parallel; else why not."""
+        if self.numba is None or self.numba.config.NUMBA_NUM_THREADS < 2:
+            return "one thread"
+        config = params.config
+        if plan.kind == "lanes" and config.total_threads() < LANES_PAR_MIN:
+            return f"{config.total_threads()} lanes (< {LANES_PAR_MIN}: one thread is faster)"
+        if plan.kind == "rounds" and config.num_blocks() < 2:
+            return "one block"
+        return plan.accesses.check(dict(params.registers), config)
+
+    def _run_lanes(self, plan: Plan, params: ExecutionParams) -> None:
+        mod, gen = plan.compiled, plan.gen
+        config = params.config
+        tbb, tbs = self._tables()
+        cst = self._sites(gen, tbb, tbs)
+        ini, inf = self._registers(params)
+        err = np.zeros(4, dtype=np.int64)
+        mem = self.memory
+        fn = mod.run_par if self.parallel_reason(plan, params) is None else mod.run_seq
+        fn(self._cfg(config), ini, inf, tbb, tbs, len(tbb), cst, mem.accumulators, mem.phases, err, self.max_steps)
+        if err[0]:
+            self._raise(plan, params, err, None)
+
+    def _run_rounds(self, plan: Plan, params: ExecutionParams) -> None:
+        mod, gen = plan.compiled, plan.gen
+        program, config = plan.program, params.config
+        n, bt = config.total_threads(), config.block_threads()
+        nb = n // bt
+        slot = gen.slot
+        ini, inf = self._registers(params)
+        regs = sorted(slot, key=slot.get)
+        RI = np.tile(ini[regs] if regs else np.zeros(0, np.int64), (n, 1)).reshape(n, max(1, len(regs)))
+        RF = np.tile(inf[regs] if regs else np.zeros(0), (n, 1)).reshape(n, max(1, len(regs)))
+        PR = np.zeros((n, 16), dtype=np.bool_)
+        PCS = np.full(n, gen.entry, dtype=np.int64)
+        STATE = np.full(n, RUNNING, dtype=np.int64)
+        WAIT = np.zeros(n, dtype=np.int64)
+        BUD = np.full(n, self.max_steps, dtype=np.int64)
+        STK = np.zeros((n, MAX_CALL_DEPTH) if gen.uses_call else (1, 1), dtype=np.int64)
+        SPS = np.zeros(n, dtype=np.int64)
+        RUN = np.ones(nb, dtype=np.bool_)
+        SHM = np.zeros((nb, config.shared_memory), dtype=np.uint8)
+        err = np.zeros(4, dtype=np.int64)
+        mem = self.memory
+        fn = mod.rounds_par if self.parallel_reason(plan, params) is None else mod.rounds_seq
+        starts = gen.blocks.starts + [len(program)]
+        while True:
+            tbb, tbs = self._tables()
+            cst = self._sites(gen, tbb, tbs)
+            fn(self._cfg(config), RI, RF, PR, PCS, STATE, WAIT, BUD, STK, SPS, RUN, SHM, tbb, tbs, len(tbb), cst,
+               mem.accumulators, mem.phases, err)
+            if err[0]:
+                self._raise(plan, params, err, WAIT)
+            live = np.flatnonzero(STATE != EXITED)
+            if live.size == 0:
+                return
+            st, pcs = STATE[live], PCS[live]
+            if (st == AT_COLLECTIVE).all() and (pcs == pcs[0]).all():
+                i = starts[int(pcs[0])]
+                lanes = [_LaneView(_Row(RI, RF, int(l), slot)) for l in live]
+                plan.collectives[i](mem, lanes)
+                STATE[live] = RUNNING
+                PCS[live] = gen.blocks.of[i + 1]
+                RUN[:] = False
+                RUN[np.unique(live // bt)] = True
+                continue
+            at = {(int(s), starts[int(p)]) for s, p in zip(st, pcs)}
+            ins = program.instructions
+            where = ", ".join(sorted(
+                f"BarSync before instruction {pc}" if s == AT_BARRIER else f"{ins[pc].name} at instruction {pc}"
+                for s, pc in at))
+            raise BackendError("lanes diverged at a synchronization point: a barrier needs every live lane of its "
+                               f"block, a collective every live lane of the grid; lanes wait at: {where}")
+
+    def _raise(self, plan: Plan, params: ExecutionParams, err, WAIT):
+        code, i, lane, value = (int(x) for x in err)
+        program = plan.program
+        if code == -2:
+            bt = params.config.block_threads()
+            ids = sorted({int(w) for w in WAIT[i * bt:(i + 1) * bt]})
+            raise BackendError(f"block {i}: lanes wait at BarSync with different ids {ids}")
+        if code == E_BUDGET:
+            raise BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
+                               "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
+        if code == E_STACK:
+            raise BackendError(f"instruction {i}: call stack overflow ({MAX_CALL_DEPTH} nested CALLs)")
+        if code in (E_MEMORY, E_NEIGHBOUR):
+            # Re-run that one instruction in the reference interpreter: the same BackendError, word for word.
+            from types import SimpleNamespace
+
+            from ..reference.decode import DECODERS, Context
+
+            ins = program.instructions[i]
+            R = [0] * 256
+            for r in ins.registers_read():
+                R[r.index] = value
+            L = SimpleNamespace(shared=memoryview(bytearray(params.config.shared_memory)), stack=[], budget=1,
+                                state=0, pc=i, wait=None)
+            step = DECODERS[type(ins)](ins, i, Context(self.memory, program, self.max_steps, params.config))
+            step(R, [False] * 16, L)
+        raise BackendError(f"instruction {i} ({program.instructions[i].name}): failed in lane {lane} (code {code})")
+
+    # ---- explain ---------------------------------------------------------------------------------
+    def explain(self, program: Program, config: LaunchConfig | ExecutionParams | None = None) -> str:
+        """How this backend will run `program` (and, given a launch, whether its lanes run in parallel)."""
+        plan = self.plan(program)
+        nb = self.numba
+        lines = [f"cpu backend: {'numba ' + nb.__version__ + ' (LLVM; prange over ' + str(nb.config.NUMBA_NUM_THREADS) + ' threads)' if nb is not None else 'no numba: ' + self.numba_reason}",
+                 f"program {program.digest()[:16]}: {len(program)} instructions",
+                 f"runs: {plan.kind} ({plan.why})"]
+        if plan.kind == "array":
+            for i, step in enumerate(plan.steps):
+                how = step.how or self._predict(step)
+                lines.append(f"  {i}: {program.instructions[i].name} -> {how}")
+        elif plan.kind in ("lanes", "rounds"):
+            lines.append(f"  compiled once to native code: {len(plan.gen.blocks.starts)} basic blocks, "
+                         f"{len(plan.gen.slot)} registers as machine locals; cached in {self.cache_dir}")
+            for i, step in (plan.collectives or {}).items():
+                lines.append(f"  {i}: {program.instructions[i].name} (collective) -> {step.how or self._predict(step)}")
+            if config is not None:
+                params = config if isinstance(config, ExecutionParams) else ExecutionParams(config)
+                reason = self.parallel_reason(plan, params)
+                unit = "lanes" if plan.kind == "lanes" else "blocks"
+                lines.append(f"  this launch: {unit} in parallel (prange)" if reason is None else
+                             f"  this launch: {unit} in order ({reason})")
+            else:
+                lines.append("  lanes in parallel (prange) when a launch's addresses prove no lane touches bytes "
+                             "another stores, else in lane order")
+        return "\n".join(lines)
+
+    def _predict(self, step) -> str:
+        if isinstance(step, kernels.MapStep):
+            if self.numba is not None and step.ty.name not in ("F16", "BF16"):
+                return f"numba loop over {len(step.steps)} step(s)" + (
+                    " in parallel (prange)" if step.count >= kernels.PAR_MIN else "")
+            return "NumPy"
+        return step.how
+
+
+__all__ = ["CpuBackend"]
