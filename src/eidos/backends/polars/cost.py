@@ -1,24 +1,23 @@
 """The Polars lane's cost model: seconds from row counts, bytes and the operations in a plan.
 
-    seconds = STARTUP
-            + bytes read / SCAN_BYTES_PER_S[format]
-            + sum over nodes of (rows into the node / ROWS_PER_S[node kind])
-            + sort terms that grow with n log2 n
-    + Python terms: per-row UDFs, and the exactly rounded float sums and std/var
-      (a NumPy or Python call per group; counted for every sum/mean/std/var, since
-      types are not looked up here)
+    seconds = SETUP_S
+            + bytes scanned / SCAN_BYTES_PER_S[format]      (parquet: only the columns read)
+            + rows into a node x expression nodes it evaluates x ROW_OP_S (AGG_OP_S in aggregations)
+            + rows into a join (both sides) x JOIN_ROW_S, a sort's rows x log2(rows) x SORT_ROW_S
+            + Python: rows x UDF_ROW_S per UDF; for each float sum/mean/std/var (exactly rounded:
+              NumPy or math.fsum per group) rows x EXACT_ROW_S + groups x EXACT_GROUP_S
 
-Parquet bytes scale by the fraction of columns the scan reads. Rows flow up the plan: a scan gives the source's row count (or bytes /
-BYTES_PER_ROW when only bytes are known), a filter keeps FILTER_SELECTIVITY of
-its input, an aggregate with keys keeps GROUP_FRACTION (one row without keys),
-a join gives the larger input, limit min(n, rows), distinct DISTINCT_FRACTION.
+Rows flow up the plan as in DuckDB's model (eidos.backends.sql.cost), so the two compare like
+with like: a scan gives the source's rows (or bytes / BYTES_PER_ROW), a filter keeps
+FILTER_KEEPS, a keyed aggregation GROUPS_PER_ROW of its input (one row without keys), a join
+the larger input, limit min(n, rows).
 
-The constants are fitted to the anchors in DESIGN.md on the 2-vCPU development
-machine (TPC-H SF1, 6M lineitem rows: Q1 Polars 0.28 s, Q6 about 0.045 s), so
-they order Polars against DuckDB's model rather than predict wall time
-anywhere else. Polars is close to DuckDB on scans and filters and slower on
-wide grouped aggregation; it has a fixed start-up cost (thread pool, plan
-optimisation) that matters for tiny inputs.
+Constants fitted on the 2-vCPU development machine to the anchors in DESIGN.md, TPC-H SF1
+(6.0M lineitem rows): Q1 (a filter, then 8 aggregations over 4 groups) Polars 0.28 s, DuckDB
+0.09 s; Q6 (a selective filter and one sum) about 0.045 s on both. Polars scans and filters as
+fast as DuckDB and aggregates several times slower per expression; it pays a little more to
+start (thread pool, query optimisation). With the row flow above this model gives SF1 Q1
+0.27 s and Q6 0.067 s (DuckDB's model: 0.084 s and 0.062 s).
 """
 
 from __future__ import annotations
@@ -26,87 +25,97 @@ from __future__ import annotations
 import math
 
 from eidos.hal.backend import Estimate
+from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
+from eidos.ir.typing import infer
 
-STARTUP = 0.002                      # seconds: plan optimisation and thread pool wake-up
-SCAN_BYTES_PER_S = {                 # decoding throughput by source format
-    "parquet": 1.5e9, "csv": 0.3e9, "arrow": 20e9, "other": 0.5e9,
+SETUP_S = 0.003                 # query optimisation, thread pool wake-up, Arrow export
+SCAN_BYTES_PER_S = {            # decoding, per uncompressed byte the source reports
+    "parquet": 4.0e9, "csv": 0.3e9, "arrow": 20e9, "other": 1.0e9,
 }
-BYTES_PER_ROW = 100                  # when a source knows its bytes but not its rows
-ROWS_PER_S = {                       # per input row, per node kind (vectorised, 2 cores)
-    "Scan": 0.0, "Filter": 400e6, "Project": 300e6, "Aggregate": 25e6, "Join": 30e6,
-    "Sort": 40e6, "Limit": 0.0, "Distinct": 30e6, "Union": 2e9, "MapBatches": 20e6,
-}
-PER_EXPRESSION = 0.25                # each extra expression a node evaluates costs this fraction more
-SORT_LOG_FACTOR = 1 / 20             # a sort of n rows costs n * log2(n) * this / ROWS_PER_S["Sort"]
-UDF_ROWS_PER_S = 1e6                 # a per-row Python function runs at Python speed
-EXACT_ROWS_PER_S = 20e6              # float sum/mean (math.fsum) and std/var: NumPy or Python per group
-EXACT_PER_GROUP = 10e-6              # seconds of Python call overhead per group for those
-FILTER_SELECTIVITY = 0.5
-GROUP_FRACTION = 0.01
-DISTINCT_FRACTION = 0.5
+ROW_OP_S = 0.15e-9             # one expression node on one row in a filter, projection or sort key
+AGG_OP_S = 2.5e-9               # one expression node on one row inside a grouped aggregation
+JOIN_ROW_S = 8e-9               # hashing and probing one row, build and probe sides
+SORT_ROW_S = 2e-9               # one row of a sort, times log2(rows)
+UDF_ROW_S = 1e-6                # a per-row Python function
+EXACT_ROW_S = 50e-9             # a float sum/mean/std/var, per value (NumPy or math.fsum)
+EXACT_GROUP_S = 10e-6           # the same, per group: one Python call
+BYTES_PER_ROW = 60              # when a source knows its size but not its rows
+FILTER_KEEPS = 0.5              # rows a filter keeps, lacking statistics
+GROUPS_PER_ROW = 0.1            # groups per input row of a keyed aggregation
+UNKNOWN_ROWS = 100_000          # a source that knows neither rows nor bytes
 
 
 def estimate(plan: N.Node) -> Estimate:
-    total = STARTUP
-    rows_in = 0.0
-    bytes_in = 0.0
-    cache: dict[int, float] = {}
-
-    def rows(node: N.Node) -> float:
-        nonlocal total, rows_in, bytes_in
-        key = id(node)
-        if key in cache:
-            return cache[key]
-        ins = [rows(n) for n in node.inputs]
-        n_in = sum(ins)
-        if isinstance(node, N.Scan):
-            out, nbytes, fmt = _scan(node.source)
-            if node.columns is not None and fmt == "parquet" and len(node.source.schema):
-                nbytes *= len(node.columns) / len(node.source.schema)  # columnar: read only what is used
-            total += nbytes / SCAN_BYTES_PER_S[fmt]
-            rows_in += out
-            bytes_in += nbytes
-        elif isinstance(node, N.Filter):
-            out = n_in * FILTER_SELECTIVITY
-        elif isinstance(node, N.Aggregate):
-            out = max(1.0, n_in * GROUP_FRACTION) if node.keys else 1.0
-        elif isinstance(node, N.Join):
-            out = max(ins) if node.how != "cross" else ins[0] * ins[1]
-        elif isinstance(node, N.Limit):
-            out = min(float(node.n), n_in)
-        elif isinstance(node, N.Distinct):
-            out = n_in * DISTINCT_FRACTION
-        else:
-            out = n_in
-        speed = ROWS_PER_S[type(node).__name__]
-        if speed:
-            exprs = node.expressions()
-            total += n_in / speed * (1 + PER_EXPRESSION * max(0, len(exprs) - 1))
-        if isinstance(node, N.Sort) and n_in > 1:
-            total += n_in * math.log2(n_in) * SORT_LOG_FACTOR / ROWS_PER_S["Sort"]
-        udfs = sum(1 for x in node.expressions() for e in x.walk() if isinstance(e, E.Udf))
-        total += udfs * n_in / UDF_ROWS_PER_S
-        if isinstance(node, N.Aggregate):
-            exact = sum(1 for x in node.expressions() for e in x.walk()
-                        if isinstance(e, E.Agg) and e.fn in ("sum", "mean", "std", "var"))
-            total += exact * (n_in / EXACT_ROWS_PER_S + out * EXACT_PER_GROUP)
-        cache[key] = out
-        return out
-
-    out = rows(plan)
-    basis = f"polars: {rows_in:,.0f} rows / {bytes_in / 1e6:,.1f} MB in, ~{out:,.0f} rows out"
-    return Estimate(seconds=total, basis=basis)
+    acc = {"s": SETUP_S, "rows": 0.0, "bytes": 0.0}
+    out = _walk(plan, acc)
+    basis = (f"polars: {acc['rows'] / 1e6:.1f}M input rows, {acc['bytes'] / 1e6:.1f} MB scanned "
+             f"-> {acc['s']:.3g} s (~{out:,.0f} rows out)")
+    return Estimate(seconds=acc["s"], basis=basis)
 
 
-def _scan(source: S.Source) -> tuple[float, float, str]:
+def _walk(node: N.Node, acc: dict) -> float:
+    """Rows out of `node`; adds its seconds to acc['s']."""
+    if isinstance(node, N.Scan):
+        rows, nbytes, fmt = _source(node.source)
+        if node.columns is not None and fmt == "parquet" and len(node.source.schema):
+            nbytes *= len(node.columns) / len(node.source.schema)  # columnar: only what is read
+        acc["s"] += nbytes / SCAN_BYTES_PER_S[fmt]
+        acc["rows"] += rows
+        acc["bytes"] += nbytes
+        return rows
+    ins = [_walk(n, acc) for n in node.inputs]
+    rows = ins[0] if ins else 0.0
+    exprs = node.expressions()
+    per_op = AGG_OP_S if isinstance(node, N.Aggregate) else ROW_OP_S
+    acc["s"] += rows * per_op * sum(sum(1 for _ in e.walk()) for e in exprs)
+    acc["s"] += rows * UDF_ROW_S * sum(1 for e in exprs for x in e.walk() if isinstance(x, E.Udf))
+    if isinstance(node, N.Filter):
+        return rows * FILTER_KEEPS
+    if isinstance(node, N.Aggregate):
+        groups = max(1.0, rows * GROUPS_PER_ROW) if node.keys else 1.0
+        acc["s"] += _exact_aggregations(node) * (rows * EXACT_ROW_S + groups * EXACT_GROUP_S)
+        return groups
+    if isinstance(node, N.Join):
+        acc["s"] += (ins[0] + ins[1]) * JOIN_ROW_S
+        return ins[0] * ins[1] if node.how == "cross" else max(ins)
+    if isinstance(node, N.Sort):
+        acc["s"] += rows * SORT_ROW_S * math.log2(max(rows, 2.0))
+        return rows
+    if isinstance(node, N.Limit):
+        return min(rows, float(node.n))
+    if isinstance(node, N.Union):
+        return sum(ins)
+    if isinstance(node, N.Distinct):
+        acc["s"] += rows * JOIN_ROW_S
+        return rows
+    return rows
+
+
+def _exact_aggregations(node: N.Aggregate) -> int:
+    """Aggregations that run in NumPy/Python per group: float sum/mean, and every std/var."""
+    n = 0
+    for _, e in node.aggs:
+        for a in e.walk():
+            if isinstance(a, E.Agg) and a.arg is not None and a.fn in ("sum", "mean", "std", "var"):
+                try:
+                    t = infer(a.arg, node.input.schema)
+                except Exception:  # noqa: BLE001 - a key read by name: count it as exact
+                    t = T.Float64
+                n += a.fn in ("std", "var") or t.is_float or t == T.Null
+    return n
+
+
+def _source(source: S.Source) -> tuple[float, float, str]:
     """Rows, bytes and format of a source, each estimated when the source does not say."""
     fmt = {S.ParquetSource: "parquet", S.CsvSource: "csv", S.ArrowSource: "arrow"}.get(type(source), "other")
     rows, nbytes = source.estimated_rows, source.estimated_bytes
     if rows is None and nbytes is not None:
         rows = nbytes / BYTES_PER_ROW
+    if rows is None:
+        rows = UNKNOWN_ROWS
     if nbytes is None:
-        nbytes = (rows or 0) * BYTES_PER_ROW
-    return float(rows or 0), float(nbytes), fmt
+        nbytes = rows * BYTES_PER_ROW
+    return float(rows), float(nbytes), fmt

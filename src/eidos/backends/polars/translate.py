@@ -8,9 +8,9 @@ in a comment beginning "eidos:".
 
 from __future__ import annotations
 
+import contextvars
 import datetime as _dt
 import decimal as _decimal
-import contextvars
 import functools
 import itertools
 import math
@@ -78,8 +78,6 @@ def to_lazyframe(plan: N.Node, ctx: Ctx | None = None) -> pl.LazyFrame:
         return translate(plan, ctx)
     finally:
         _CTX.reset(token)
-
-
 
 
 @singledispatch
@@ -191,9 +189,8 @@ def _(node: N.Join, ctx: Ctx) -> pl.LazyFrame:
         common = promote(ls[a], rs[b])
         lk.append(column(a, ls.names).cast(pl_dtype(common)))
         rk.append(pl.col(rnames[b]).cast(pl_dtype(common)))
-    how = {"full": "full"}.get(node.how, node.how)
     # eidos: null keys never match (nulls_equal=False); NaN keys match NaN, as Polars' hashing does.
-    joined = left.join(right, left_on=lk, right_on=rk, how=how, nulls_equal=False, coalesce=False)
+    joined = left.join(right, left_on=lk, right_on=rk, how=node.how, nulls_equal=False, coalesce=False)
     if node.how in ("semi", "anti"):
         return joined
     cols = []
@@ -571,7 +568,9 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
         if fn == "mod":
             return _to_result(_float_mod(x.cast(pl.Float64), _nonzero(y).cast(pl.Float64)), res)
         if fn == "floordiv":
-            return x // _nonzero(y)  # floor(a / b), as Polars computes it
+            # floor(a / b), as Polars computes it; in Float64, since a Float32 quotient rounded
+            # first can floor differently
+            return _to_result(x.cast(pl.Float64) // _nonzero(y).cast(pl.Float64), res)
         return _ARITH[fn](x, y)
     if res.is_integer:
         x, y = operand(a, res, scope), operand(b, res, scope)
