@@ -1,0 +1,1 @@
+"""The shared cross-lane suite."""

@@ -1,0 +1,54 @@
+"""Helpers of the shared cross-lane suite: which lanes run here, and how a lane gets the suite's data.
+
+A lane that cannot read in-memory Arrow sources (a database lane) joins by
+adding a loader to LOADERS: a function that stores a pyarrow Table where the
+lane reads and returns a Flow over it (e.g. write it into a SQLite file and
+return `ei.read_sql("sqlite:///...", table=...)`). The `load_into` fixture
+(conftest.py) then rebuilds a plan with those sources in place of the
+in-memory ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pyarrow as pa
+import pytest
+
+import eidos as ei
+from eidos.errors import BackendUnavailable
+from eidos.hal.backend import Backend
+from eidos.ir import nodes as N
+
+# lane name -> (tmp folder, table name, table) -> a Flow over the table where the lane reads it
+LOADERS: dict[str, Callable[[object, str, pa.Table], ei.Flow]] = {}
+
+
+def lane_or_skip(name: str) -> Backend:
+    """The registered, available lane `name`, else skip saying why."""
+    from eidos.hal import registry
+
+    infos = {b.name: b for b in ei.backends()}
+    if name not in infos:
+        pytest.skip(f"lane {name!r} is not registered here (lanes: {', '.join(sorted(infos))})")
+    if not infos[name].available:
+        pytest.skip(f"lane {name!r} is unavailable: {infos[name].reason}")
+    try:
+        return registry.get(name)
+    except BackendUnavailable as e:
+        pytest.skip(str(e))
+
+
+def replace_scans(plan: N.Node, fn: Callable[[N.Scan], N.Node]) -> N.Node:
+    """`plan` with every Scan replaced by `fn(scan)` (a plan of the same schema)."""
+    if isinstance(plan, N.Scan):
+        return fn(plan)
+    changes = {}
+    for f in dataclasses.fields(plan):
+        v = getattr(plan, f.name)
+        if isinstance(v, N.Node):
+            changes[f.name] = replace_scans(v, fn)
+        elif isinstance(v, tuple) and v and all(isinstance(x, N.Node) for x in v):
+            changes[f.name] = tuple(replace_scans(x, fn) for x in v)
+    return dataclasses.replace(plan, **changes) if changes else plan

@@ -1,0 +1,378 @@
+"""The shared cross-lane suite: every lane computes what the reference lane computes.
+
+Hand-written plans cover every node, expression function, nulls, NaN, empty
+tables, unicode, decimals and dates; generated plans (eidos.testing.strategies)
+cover their combinations. Each non-reference lane is compared with the
+reference lane on the same plan. The reference lane itself is checked against
+hand-computed answers (so the oracle is not compared with itself), and its
+generated plans must run to the plan's schema.
+
+A lane joins by adding its name to LANES; a lane that is not registered or
+not available here skips with the reason; a plan a lane's coverage lacks skips
+with the gaps the lane names.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal as D
+
+import pyarrow as pa
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import eidos as ei
+from eidos import col, lit, when
+from eidos.errors import EidosError, ExecutionError
+from eidos.testing.compare import assert_tables_equal
+from eidos.testing.strategies import batches_identity, flows, profile, udf_is_none, udf_sign
+from tests.lanes.helpers import lane_or_skip
+
+LANES = ["reference", "polars", "duckdb", "sqlite", "postgresql"]
+
+NAN, INF = math.nan, math.inf
+date, dt = _dt.date, _dt.datetime
+
+# ---------------------------------------------------------------- data
+
+PEOPLE = pa.table({
+    "id": pa.array([1, 2, 3, 4, 5, 6], pa.int64()),
+    "name": pa.array(["Ann", "bob", "Zoë", "", None, "😀 e\u0301"], pa.large_string()),
+    "age": pa.array([30, None, 25, 41, 30, 7], pa.int32()),
+    "score": pa.array([1.5, NAN, -0.0, None, INF, 2.25], pa.float64()),
+    "joined": pa.array([date(2020, 1, 31), date(1999, 12, 31), None, date(2000, 2, 29), date(2024, 2, 29),
+                        date(1970, 1, 1)], pa.date32()),
+    "balance": pa.array([D("10.50"), D("-3.25"), None, D("0.00"), D("99999999.99"), D("1.05")],
+                        pa.decimal128(10, 2)),
+    "active": pa.array([True, False, None, True, False, True]),
+    "dept": pa.array(["eng", "ops", "eng", None, "ops", "eng"], pa.large_string()),
+})
+DEPTS = pa.table({"dept": pa.array(["eng", "ops", "hr", None], pa.large_string()),
+                  "floor": pa.array([3, 1, 2, 9], pa.int16())})
+SIGNS = pa.table({"a": pa.array([-7, 7, -7, 7, 5], pa.int64()), "b": pa.array([2, 2, -2, -2, 0], pa.int64())})
+REALS = pa.table({"x": pa.array([4.0, -1.0, 0.0, 2.5, -2.5, None, 0.25], pa.float64())})
+KEYS = pa.table({"k": pa.array([NAN, NAN, 1.0, None, None], pa.float64()), "v": pa.array([1, 2, 3, 4, 5], pa.int64())})
+ODD_NAMES = pa.table({"select": pa.array([1, 2], pa.int64()), 'x"y': pa.array(["a", "b"], pa.large_string()),
+                      "a b": pa.array([True, False]), "列": pa.array([1.0, 2.0], pa.float64()),
+                      "A": pa.array([10, 20], pa.int64())})
+STAMPS = pa.table({"t": pa.array([dt(2020, 1, 1, 12, 30), dt(1970, 1, 1), None, dt(2000, 2, 29, 23, 59, 59, 999999)],
+                                 pa.timestamp("us"))})
+FLOATS = pa.table({"x": pa.array([1.0, 0.1, 1e20, NAN, -0.0, INF, None], pa.float64())})
+TABLES = {"people": PEOPLE, "depts": DEPTS, "signs": SIGNS, "reals": REALS, "keys": KEYS,
+          "odd_names": ODD_NAMES, "stamps": STAMPS, "floats": FLOATS, "empty": PEOPLE.slice(0, 0)}
+IDS = list(range(1, 7))
+
+
+def src(name: str) -> ei.Flow:
+    return ei.from_arrow(TABLES[name])
+
+
+# ---------------------------------------------------------------- hand-written plans
+
+@dataclass(frozen=True)
+class Case:
+    """A plan built from the suite's sources, its hand-computed answer and whether row order is part of it."""
+
+    id: str
+    build: Callable[[Callable[[str], ei.Flow]], ei.Flow]
+    expected: dict
+    ordered: bool = False
+
+
+def people(s):
+    return s("people")
+
+
+CASES = [
+    Case("scan", lambda s: people(s), PEOPLE.to_pydict()),
+    Case("filter", lambda s: people(s).filter(col("age") > 26).select("id"), {"id": [1, 4, 5]}),
+    Case("filter_not_drops_nulls", lambda s: people(s).filter(~(col("age") > 26)).select("id"), {"id": [3, 6]}),
+    Case("filter_or_null", lambda s: people(s).filter((col("age") > 26) | col("active").is_null()).select("id"),
+         {"id": [1, 3, 4, 5]}),
+    Case("kleene_and_or", lambda s: people(s).select("id", a=(col("age") > 26) & col("active"),
+                                                     o=(col("age") > 26) | col("active")),
+         {"id": IDS, "a": [True, False, False, True, False, False], "o": [True, None, None, True, True, True]}),
+    Case("arithmetic", lambda s: people(s).select(
+        "id", a=col("id") + 1, b=col("id") * 3, c=col("id") - 10, d=col("id") / 4, e=col("id") // 4,
+        f=col("id") % 4, g=-col("id"), h=col("id") ** 2),
+        {"id": IDS, "a": [2, 3, 4, 5, 6, 7], "b": [3, 6, 9, 12, 15, 18], "c": [-9, -8, -7, -6, -5, -4],
+         "d": [0.25, 0.5, 0.75, 1.0, 1.25, 1.5], "e": [0, 0, 0, 1, 1, 1], "f": [1, 2, 3, 0, 1, 2],
+         "g": [-1, -2, -3, -4, -5, -6], "h": [1.0, 4.0, 9.0, 16.0, 25.0, 36.0]}),
+    Case("floordiv_mod_signs_and_zero", lambda s: s("signs").with_columns(
+        q=col("a") // col("b"), r=col("a") % col("b"), t=col("a") / col("b")),
+        {"a": [-7, 7, -7, 7, 5], "b": [2, 2, -2, -2, 0], "q": [-4, 3, 3, -4, None], "r": [1, 1, -1, -1, None],
+         "t": [-3.5, 3.5, 3.5, -3.5, None]}),
+    Case("float_division_by_zero_is_null", lambda s: s("reals").select(
+        "x", q=col("x") / 0.0, f=col("x") // 0, m=col("x") % 0),
+        {"x": REALS["x"].to_pylist(), "q": [None] * 7, "f": [None] * 7, "m": [None] * 7}),
+    Case("nan_inf_and_comparisons", lambda s: people(s).select(
+        "id", d=col("score") * 2, eq=col("score") == col("score"), gt=col("score") > 2.0,
+        n=col("score").is_null()),
+        {"id": IDS, "d": [3.0, NAN, -0.0, None, INF, 4.5], "eq": [True, True, True, None, True, True],
+         "gt": [False, True, False, None, True, True], "n": [False, False, False, True, False, False]}),
+    Case("nulls", lambda s: people(s).select(
+        "id", n=col("name").is_null(), a=col("age").is_not_null(), f=col("age").fill_null(0),
+        g=col("name").fill_null("?"), nan_kept=col("score").fill_null(-1.0)),
+        {"id": IDS, "n": [False, False, False, False, True, False], "a": [True, False, True, True, True, True],
+         "f": [30, 0, 25, 41, 30, 7], "g": ["Ann", "bob", "Zoë", "", "?", "😀 e\u0301"],
+         "nan_kept": [1.5, NAN, -0.0, -1.0, INF, 2.25]}),
+    Case("is_in", lambda s: people(s).select(
+        "id", a=col("age").is_in([30, 7]), b=col("age").is_in([30, None]), c=col("dept").is_in(["eng"]),
+        e=col("age").is_in([]), n=col("score").is_in([NAN])),
+        {"id": IDS, "a": [True, None, False, False, True, True], "b": [True, None, None, None, True, None],
+         "c": [True, False, True, None, False, True], "e": [False, None, False, False, False, False],
+         "n": [False, True, False, None, False, False]}),
+    Case("is_between", lambda s: people(s).select(
+        "id", a=col("age").is_between(25, 30), b=col("joined").is_between(date(2000, 1, 1), date(2020, 12, 31))),
+        {"id": IDS, "a": [True, None, True, False, True, False], "b": [True, False, None, True, False, False]}),
+    Case("when_then_otherwise", lambda s: people(s).select(
+        "id", cat=when(col("age") < 18).then(lit("minor")).when(col("age") >= 40).then(lit("senior"))
+        .otherwise(lit("adult")), z=when(col("active")).then(col("id")),
+        safe=when(col("id") == 3).then(0).otherwise(10 // (col("id") - 3))),
+        {"id": IDS, "cat": ["adult", "adult", "adult", "senior", "adult", "minor"],
+         "z": [1, None, None, 4, None, 6], "safe": [-5, -10, 0, 10, 5, 3]}),
+    Case("casts", lambda s: people(s).select(
+        "id", a=col("age").cast(ei.Int64), s=col("id").cast(ei.String), d=col("joined").cast(ei.String),
+        b=col("active").cast(ei.Int8), f=col("balance").cast(ei.Float64), t=col("joined").cast(ei.Timestamp),
+        i=col("balance").cast(ei.Int64)),
+        {"id": IDS, "a": [30, None, 25, 41, 30, 7], "s": ["1", "2", "3", "4", "5", "6"],
+         "d": ["2020-01-31", "1999-12-31", None, "2000-02-29", "2024-02-29", "1970-01-01"],
+         "b": [1, 0, None, 1, 0, 1], "f": [10.5, -3.25, None, 0.0, 99999999.99, 1.05],
+         "t": [dt(2020, 1, 31), dt(1999, 12, 31), None, dt(2000, 2, 29), dt(2024, 2, 29), dt(1970, 1, 1)],
+         "i": [10, -3, None, 0, 99999999, 1]}),
+    Case("float_to_string", lambda s: s("floats").select("x", s=col("x").cast(ei.String)),
+         {"x": FLOATS["x"].to_pylist(), "s": ["1.0", "0.1", "1e+20", "nan", "-0.0", "inf", None]}),
+    Case("math", lambda s: s("reals").select(
+        "x", a=col("x").abs(), q=col("x").sqrt(), l=col("x").log(), r=col("x").round(), r1=col("x").round(1),
+        f=col("x").floor(), c=col("x").ceil(), e=col("x").exp(), sn=col("x").sin(), cs=col("x").cos(),
+        th=col("x").tanh()),
+        {"x": [4.0, -1.0, 0.0, 2.5, -2.5, None, 0.25], "a": [4.0, 1.0, 0.0, 2.5, 2.5, None, 0.25],
+         "q": [2.0, NAN, 0.0, math.sqrt(2.5), NAN, None, 0.5],
+         "l": [math.log(4), NAN, -INF, math.log(2.5), NAN, None, math.log(0.25)],
+         "r": [4.0, -1.0, 0.0, 3.0, -3.0, None, 0.0], "r1": [4.0, -1.0, 0.0, 2.5, -2.5, None, 0.3],
+         "f": [4.0, -1.0, 0.0, 2.0, -3.0, None, 0.0], "c": [4.0, -1.0, 0.0, 3.0, -2.0, None, 1.0],
+         **{k: [None if x is None else fn(x) for x in [4.0, -1.0, 0.0, 2.5, -2.5, None, 0.25]]
+            for k, fn in (("e", math.exp), ("sn", math.sin), ("cs", math.cos), ("th", math.tanh))}}),
+    Case("strings", lambda s: people(s).select(
+        "id", c=col("name").str.contains("o"), sw=col("name").str.starts_with("A"),
+        ew=col("name").str.ends_with("b"), lk=col("name").str.like("_o%"), lo=col("name").str.to_lower(),
+        up=col("name").str.to_upper(), n=col("name").str.len(), sl=col("name").str.slice(1, 2),
+        tail=col("name").str.slice(1)),
+        {"id": IDS, "c": [False, True, True, False, None, False], "sw": [True, False, False, False, None, False],
+         "ew": [False, True, False, False, None, False], "lk": [False, True, True, False, None, False],
+         "lo": ["ann", "bob", "zoë", "", None, "😀 e\u0301"], "up": ["ANN", "BOB", "ZOË", "", None, "😀 E\u0301"],
+         "n": [3, 3, 3, 0, None, 4], "sl": ["nn", "ob", "oë", "", None, " e"],
+         "tail": ["nn", "ob", "oë", "", None, " e\u0301"]}),
+    Case("strings_literal_patterns", lambda s: ei.from_pydict({"s": ["a.c", "abc", "a%c", "Straße", "a_c"]}).select(
+        "s", dot=col("s").str.contains("."), pct=col("s").str.like("a%c"), us=col("s").str.like("a_c"),
+        up=col("s").str.to_upper()),
+        {"s": ["a.c", "abc", "a%c", "Straße", "a_c"], "dot": [True, False, False, False, False],
+         "pct": [True, True, True, False, True], "us": [True, True, True, False, True],
+         "up": ["A.C", "ABC", "A%C", "STRASSE", "A_C"]}),
+    Case("dates", lambda s: people(s).select(
+        "id", y=col("joined").dt.year(), m=col("joined").dt.month(), d=col("joined").dt.day(),
+        nxt=col("joined") + 1, days=col("joined") - ei.date(2000, 1, 1)),
+        {"id": IDS, "y": [2020, 1999, None, 2000, 2024, 1970], "m": [1, 12, None, 2, 2, 1],
+         "d": [31, 31, None, 29, 29, 1],
+         "nxt": [date(2020, 2, 1), date(2000, 1, 1), None, date(2000, 3, 1), date(2024, 3, 1), date(1970, 1, 2)],
+         "days": [7335, -1, None, 59, 8825, -10957]}),
+    Case("timestamps", lambda s: s("stamps").select(
+        "t", y=col("t").dt.year(), d=col("t").cast(ei.Date), s=col("t").cast(ei.String),
+        later=col("t") > ei.date(2000, 2, 29)),
+        {"t": STAMPS["t"].to_pylist(), "y": [2020, 1970, None, 2000],
+         "d": [date(2020, 1, 1), date(1970, 1, 1), None, date(2000, 2, 29)],
+         "s": ["2020-01-01 12:30:00", "1970-01-01 00:00:00", None, "2000-02-29 23:59:59.999999"],
+         "later": [True, False, None, True]}),
+    Case("decimals", lambda s: people(s).select(
+        "id", a=col("balance") + col("balance"), m=col("balance") * 2, r=col("balance").round(1),
+        neg=-col("balance"), gt=col("balance") > 1),
+        {"id": IDS, "a": [D("21.00"), D("-6.50"), None, D("0.00"), D("199999999.98"), D("2.10")],
+         "m": [D("21.00"), D("-6.50"), None, D("0.00"), D("199999999.98"), D("2.10")],
+         "r": [D("10.5"), D("-3.3"), None, D("0.0"), D("100000000.0"), D("1.1")],
+         "neg": [D("-10.50"), D("3.25"), None, D("0.00"), D("-99999999.99"), D("-1.05")],
+         "gt": [True, False, None, False, True, True]}),
+    Case("decimal_aggregates", lambda s: people(s).agg(
+        s=col("balance").sum(), lo=col("balance").min(), hi=col("balance").max(), m=col("balance").mean()),
+        {"s": [D("100000008.29")], "lo": [D("-3.25")], "hi": [D("99999999.99")], "m": [20000001.658]}),
+    Case("group_by", lambda s: people(s).group_by("dept").agg(
+        n=ei.count(), c=col("age").count(), t=col("age").sum(), avg=col("age").mean(), lo=col("age").min(),
+        hi=col("name").max(), u=col("age").n_unique(), sd=col("age").std(), v=col("age").var(),
+        late=col("joined").max()),
+        {"dept": ["eng", "ops", None], "n": [3, 2, 1], "c": [3, 1, 1], "t": [62, 30, 41],
+         "avg": [62 / 3, 30.0, 41.0], "lo": [7, 30, 41], "hi": ["😀 e\u0301", "bob", ""], "u": [3, 1, 1],
+         "sd": [statistics.stdev([30, 25, 7]), None, None], "v": [statistics.variance([30, 25, 7]), None, None],
+         "late": [date(2020, 1, 31), date(2024, 2, 29), date(2000, 2, 29)]}),
+    Case("group_by_expression_of_aggregates", lambda s: people(s).group_by("dept").agg(
+        r=col("age").sum() / ei.count(), w=(col("age") * 2).max(), k=col("dept")),
+        {"dept": ["eng", "ops", None], "r": [62 / 3, 15.0, 41.0], "w": [60, 60, 82], "k": ["eng", "ops", None]}),
+    Case("group_by_nan_and_null_keys", lambda s: s("keys").group_by("k").agg(s=col("v").sum()),
+         {"k": [NAN, 1.0, None], "s": [3, 3, 9]}),
+    Case("float_aggregates_nan", lambda s: people(s).agg(
+        lo=col("score").min(), hi=col("score").max(), s=col("score").sum(), v=col("score").var()),
+        {"lo": [-0.0], "hi": [NAN], "s": [NAN], "v": [NAN]}),
+    Case("global_agg_of_empty", lambda s: s("empty").agg(
+        n=ei.count(), s=col("age").sum(), m=col("age").max(), a=col("score").mean(), c=col("name").count()),
+        {"n": [0], "s": [None], "m": [None], "a": [None], "c": [0]}),
+    Case("group_by_of_empty", lambda s: s("empty").group_by("dept").agg(n=ei.count()), {"dept": [], "n": []}),
+    Case("join_inner", lambda s: people(s).select("id", "dept").join(s("depts"), on="dept"),
+         {"id": [1, 2, 3, 5, 6], "dept": ["eng", "ops", "eng", "ops", "eng"], "floor": [3, 1, 3, 1, 3]}),
+    Case("join_left", lambda s: people(s).select("id", "dept").join(s("depts"), on="dept", how="left"),
+         {"id": [1, 2, 3, 4, 5, 6], "dept": ["eng", "ops", "eng", None, "ops", "eng"],
+          "floor": [3, 1, 3, None, 1, 3]}),
+    Case("join_right", lambda s: people(s).select("id", "dept").join(s("depts"), on="dept", how="right"),
+         {"id": [1, 2, 3, 5, 6, None, None], "dept": ["eng", "ops", "eng", "ops", "eng", "hr", None],
+          "floor": [3, 1, 3, 1, 3, 2, 9]}),
+    Case("join_full", lambda s: people(s).select("id", "dept").join(s("depts"), on="dept", how="full"),
+         {"id": [1, 2, 3, 4, 5, 6, None, None], "dept": ["eng", "ops", "eng", None, "ops", "eng", "hr", None],
+          "floor": [3, 1, 3, None, 1, 3, 2, 9]}),
+    Case("join_semi", lambda s: people(s).select("id", "dept").join(s("depts"), on="dept", how="semi"),
+         {"id": [1, 2, 3, 5, 6], "dept": ["eng", "ops", "eng", "ops", "eng"]}),
+    Case("join_anti", lambda s: people(s).select("id", "dept").join(s("depts"), on="dept", how="anti"),
+         {"id": [4], "dept": [None]}),
+    Case("join_cross", lambda s: people(s).select("id").filter(col("id") <= 2).join(
+        s("depts").select("floor"), how="cross"),
+        {"id": [1, 1, 1, 1, 2, 2, 2, 2], "floor": [3, 1, 2, 9, 3, 1, 2, 9]}),
+    Case("join_suffix_and_left_right_on", lambda s: people(s).select("id", "age", "dept").join(
+        ei.from_pydict({"k": [30, 7, 99], "dept": ["x", "y", "z"]}), left_on="age", right_on="k"),
+        {"id": [1, 5, 6], "age": [30, 30, 7], "dept": ["eng", "ops", "eng"], "dept_right": ["x", "x", "y"]}),
+    Case("join_promoted_keys", lambda s: s("depts").join(
+        ei.from_pydict({"floor": [1, 3, 5], "w": ["a", "b", "c"]}), on="floor", how="full"),
+        {"dept": ["eng", "ops", "hr", None, None], "floor": [3, 1, 2, 9, 5], "w": ["b", "a", None, None, "c"]}),
+    Case("join_nan_keys_match", lambda s: s("keys").join(s("keys").select("k", w="v"), on="k"),
+         {"k": [NAN, NAN, NAN, NAN, 1.0], "v": [1, 1, 2, 2, 3], "w": [1, 2, 1, 2, 3]}),
+    Case("sort_desc_nulls_first", lambda s: people(s).select("id", "age").sort(
+        "age", "id", descending=[True, False], nulls_last=[False, True]),
+        {"id": [2, 4, 1, 5, 3, 6], "age": [None, 41, 30, 30, 25, 7]}, ordered=True),
+    Case("sort_strings_by_code_point", lambda s: people(s).select("name").sort("name"),
+         {"name": ["", "Ann", "Zoë", "bob", "😀 e\u0301", None]}, ordered=True),
+    Case("sort_floats", lambda s: people(s).select("id", "score").sort("score"),
+         {"id": [3, 1, 6, 5, 2, 4], "score": [-0.0, 1.5, 2.25, INF, NAN, None]}, ordered=True),
+    Case("sort_floats_desc_nulls_first", lambda s: people(s).select("id", "score").sort(
+        "score", descending=True, nulls_last=False),
+        {"id": [4, 2, 5, 6, 1, 3], "score": [None, NAN, INF, 2.25, 1.5, -0.0]}, ordered=True),
+    Case("sort_desc_nulls_last_by_default", lambda s: people(s).select("id", "dept").sort(
+        "dept", "id", descending=[True, True]),
+        {"id": [5, 2, 6, 3, 1, 4], "dept": ["ops", "ops", "eng", "eng", "eng", None]}, ordered=True),
+    Case("sort_by_expression", lambda s: people(s).select("id").sort(col("id") % 3, "id"),
+         {"id": [3, 6, 1, 4, 2, 5]}, ordered=True),
+    Case("sort_booleans_and_dates", lambda s: people(s).select("id", "active", "joined").sort("active", "joined"),
+         {"id": [2, 5, 6, 4, 1, 3], "active": [False, False, True, True, True, None],
+          "joined": [date(1999, 12, 31), date(2024, 2, 29), date(1970, 1, 1), date(2000, 2, 29),
+                     date(2020, 1, 31), None]}, ordered=True),
+    Case("limit", lambda s: people(s).select("id").sort("id").limit(2), {"id": [1, 2]}, ordered=True),
+    Case("limit_offset", lambda s: people(s).select("id").sort("id", descending=True).limit(2, 3),
+         {"id": [3, 2]}, ordered=True),
+    Case("limit_zero", lambda s: people(s).select("id").sort("id").limit(0), {"id": []}, ordered=True),
+    Case("distinct", lambda s: people(s).select("dept").distinct(), {"dept": ["eng", "ops", None]}),
+    Case("distinct_nan", lambda s: ei.from_pydict({"x": [NAN, NAN, 1.0, None, None, 1.0]}).distinct(),
+         {"x": [NAN, 1.0, None]}),
+    Case("union", lambda s: people(s).select("id").filter(col("id") <= 2).union(
+        people(s).select("id").filter(col("id") >= 5), people(s).select("id").filter(col("id") == 1)),
+        {"id": [1, 2, 5, 6, 1]}),
+    Case("rename_drop", lambda s: people(s).select("id", "age", "dept").rename({"age": "years"}).drop("dept"),
+         {"id": IDS, "years": [30, None, 25, 41, 30, 7]}),
+    Case("with_columns_replace_and_add", lambda s: people(s).select("id", "age").with_columns(
+        age=col("age") + 1, double=col("id") * 2),
+        {"id": IDS, "age": [31, None, 26, 42, 31, 8], "double": [2, 4, 6, 8, 10, 12]}),
+    Case("map_batches", lambda s: people(s).select("id", "age").map_batches(batches_identity,
+                                                                           schema={"id": ei.Int64, "age": ei.Int32}),
+         {"id": IDS, "age": [30, None, 25, 41, 30, 7]}),
+    Case("udf", lambda s: people(s).select("id", sg=ei.udf(udf_sign, ei.Int8)(col("score")),
+                                           nul=ei.udf(udf_is_none, ei.Boolean)(col("name"))),
+         {"id": IDS, "sg": [1, None, 0, None, 1, 1], "nul": [False, False, False, False, True, False]}),
+    Case("odd_column_names", lambda s: s("odd_names").filter(col("select") > 1).select('x"y', "列", "a b", "A"),
+         {'x"y': ["b"], "列": [2.0], "a b": [False], "A": [20]}),
+    Case("empty_filter_and_join", lambda s: s("empty").filter(col("age") > 1).select("id", "dept").join(
+        s("depts"), on="dept", how="left"), {"id": [], "dept": [], "floor": []}),
+    Case("chain", lambda s: people(s).filter(col("age").is_not_null()).with_columns(
+        band=when(col("age") >= 30).then(lit("30+")).otherwise(lit("<30"))).group_by("band").agg(
+        n=ei.count(), top=col("score").max()).sort("band"),
+        {"band": ["30+", "<30"], "n": [3, 2], "top": [INF, 2.25]}, ordered=True),
+]
+
+
+def _expected_table(case: Case, flow: ei.Flow) -> pa.Table:
+    arrays = [pa.array(case.expected[name], type=t.to_arrow()) for name, t in flow.schema.items()]
+    return pa.Table.from_arrays(arrays, schema=flow.schema.to_arrow())
+
+
+def _run(flow: ei.Flow, lane: str) -> pa.Table:
+    return flow.run(engine=lane, strict=True)
+
+
+def _covered(lane, flow: ei.Flow) -> None:
+    gaps = lane.supports(flow.plan)
+    if gaps:
+        pytest.skip(f"lane {lane.name!r} lacks {', '.join(gaps)}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("lane_name", LANES)
+def test_hand_written(lane_name, case, load_into):
+    lane = lane_or_skip(lane_name)
+    flow = case.build(src)
+    if lane_name == "reference":
+        assert set(case.expected) == set(flow.schema.names), "the case's answer names every output column"
+        assert_tables_equal(_run(flow, "reference"), _expected_table(case, flow), ordered=case.ordered)
+        return
+    there = load_into(lane, flow)
+    _covered(lane, there)
+    expected = _run(flow, "reference")
+    assert_tables_equal(_run(there, lane_name), expected, ordered=case.ordered, float_rel=1e-9)
+
+
+ERRORS = [
+    ("int_overflow", lambda: ei.from_arrow(pa.table({"a": pa.array([127, 1], pa.int8())})).select(b=col("a") + 1)),
+    ("sum_overflow", lambda: ei.from_pydict({"a": [2**62, 2**62]}).agg(s=col("a").sum())),
+    ("neg_overflow", lambda: ei.from_pydict({"a": [-(2**63)]}).select(b=-col("a"))),
+    ("decimal_overflow", lambda: ei.from_arrow(pa.table({"d": pa.array([D("9.9")], pa.decimal128(2, 1))}))
+     .agg(s=(col("d") * col("d") * col("d")).cast(ei.Decimal(3, 1)).sum())),
+    ("bad_cast", lambda: ei.from_pydict({"s": ["12", "x"]}).select(n=col("s").cast(ei.Int64))),
+    ("cast_out_of_range", lambda: ei.from_pydict({"a": [300]}).select(n=col("a").cast(ei.Int8))),
+]
+
+
+@pytest.mark.parametrize("build", [b for _, b in ERRORS], ids=[n for n, _ in ERRORS])
+@pytest.mark.parametrize("lane_name", LANES)
+def test_value_errors_raise(lane_name, build, load_into):
+    """Errors that depend on values raise ExecutionError on every lane (semantics section 17)."""
+    lane = lane_or_skip(lane_name)
+    flow = load_into(lane, build())
+    _covered(lane, flow)
+    with pytest.raises(ExecutionError):
+        _run(flow, lane_name)
+
+
+# ---------------------------------------------------------------- generated plans
+
+@pytest.mark.parametrize("lane_name", LANES)
+@profile()
+@given(data=st.data())
+def test_generated(lane_name, data, load_into):
+    lane = lane_or_skip(lane_name)
+    probe = load_into(lane, ei.from_pydict({"a": [1]}))
+    if lane.supports(probe.plan):
+        pytest.skip(f"lane {lane_name!r} cannot read the generated sources: {', '.join(lane.supports(probe.plan))}")
+    gen = data.draw(flows(coverage=lane.coverage), label="generated")
+    flow = load_into(lane, gen.flow)
+    assume(not lane.supports(flow.plan))
+    if lane_name == "reference":
+        # the oracle is not compared with itself: it must run every generated plan to the plan's schema
+        try:
+            got = _run(flow, "reference")
+        except ExecutionError:
+            return  # a value-dependent error (semantics section 17) is an answer too
+        assert got.schema == flow.schema.to_arrow()
+        return
+    try:
+        expected = _run(gen.flow, "reference")
+    except ExecutionError:
+        with pytest.raises(EidosError):
+            _run(flow, lane_name)
+        return
+    assert_tables_equal(_run(flow, lane_name), expected, ordered=gen.ordered, float_rel=1e-6)
