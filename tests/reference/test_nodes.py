@@ -333,3 +333,24 @@ def test_aggregations_may_read_computed_keys():
     f = ei.from_pydict({"k": [1, 2, 3]})
     q = f.group_by((col("k") % 2).alias("odd")).agg(s=col("odd").sum(), n=ei.count())
     assert cols(q) == {"odd": [1, 0], "s": [2, 0], "n": [2, 1]}
+
+
+def test_join_decimal_keys_of_different_scales_and_date_with_timestamp():
+    left = ei.from_arrow(pa.table({"d": pa.array([D("1.50"), D("2.00")], pa.decimal128(5, 2)),
+                                   "t": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)]}))
+    right = ei.from_arrow(pa.table({"d": pa.array([D("1.500"), D("2.001")], pa.decimal128(7, 3)),
+                                    "t": [dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 2, 1)], "v": [1, 2]}))
+    t = run(left.join(right, on=["d", "t"], how="full"))
+    assert t.schema.field("d").type == pa.decimal128(7, 3) and t.schema.field("t").type == pa.timestamp("us")
+    rows = sorted(zip(*t.to_pydict().values()), key=lambda r: (r[0], r[1]))
+    assert rows == [(D("1.500"), dt.datetime(2020, 1, 1), 1), (D("2.000"), dt.datetime(2020, 1, 2), None),
+                    (D("2.001"), dt.datetime(2020, 1, 2, 1), 2)]
+
+
+def test_group_and_sort_timestamps_and_decimals():
+    f = ei.from_pydict({"t": [dt.datetime(2020, 1, 2), dt.datetime(2020, 1, 1), None, dt.datetime(2020, 1, 2)],
+                        "d": [D("1.10"), D("-1.10"), D("0.00"), D("1.10")]})
+    assert cols(f.group_by("t", "d").agg(n=ei.count()).sort("t")) == {
+        "t": [dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 2), None],
+        "d": [D("-1.10"), D("1.10"), D("0.00")], "n": [1, 2, 1]}
+    assert column(f.sort("d", descending=True), "d") == [D("1.10"), D("1.10"), D("0.00"), D("-1.10")]
