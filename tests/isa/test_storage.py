@@ -109,6 +109,6 @@ def test_stream_peak_memory_does_not_grow_with_the_input(reference):
         tracemalloc.stop()
         return top
 
-    peak(1200)  # warm CPython's free lists, which tracemalloc counts as held
-    small, large = peak(100), peak(1000)
+    peak(1200)  # warm CPython's free lists and caches, which tracemalloc counts as held
+    small, large = min(peak(100), peak(100)), min(peak(1000), peak(1000))
     assert large < small + 16384, (small, large)
