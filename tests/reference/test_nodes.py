@@ -354,3 +354,13 @@ def test_group_and_sort_timestamps_and_decimals():
         "t": [dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 2), None],
         "d": [D("-1.10"), D("1.10"), D("0.00")], "n": [1, 2, 1]}
     assert column(f.sort("d", descending=True), "d") == [D("1.10"), D("1.10"), D("0.00"), D("-1.10")]
+
+
+def test_the_lane_describes_itself():
+    from eidos.backends.reference import ReferenceLane
+
+    assert (LANE.name, LANE.kind, LANE.reads) == ("reference", "reference", frozenset({"local"}))
+    f = ei.from_pydict({"x": [1]})
+    assert LANE.supports(f.join(f, on="x", how="anti").map_batches(lambda b: b, schema={"x": ei.Int64}).plan) == []
+    assert any(info.name == "reference" and info.available for info in ei.backends())
+    assert isinstance(LANE, ReferenceLane)
