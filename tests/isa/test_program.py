@@ -205,3 +205,24 @@ def test_import_is_light():
     import sys
     code = "import sys, eidos.isa, eidos.isa.backends; print('numba' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_program_level_checks():
+    with pytest.raises(IsaError, match="label 'x' marks instruction 5, outside 0..1"):
+        isa.Program([isa.EXIT()], {"x": 5}).validate()
+    with pytest.raises(IsaError, match="entry 3 is outside the program"):
+        isa.Program([isa.EXIT()], entry=3).validate()
+    with pytest.raises(IsaError, match="not representable as F32"):
+        isa.ProgramBuilder().add(isa.MOV_IMM(R(1), 10 ** 400, F32)).build()
+
+
+def test_entry_and_kernel_arguments():
+    from eidos.isa.backends import ReferenceBackend
+    be = ReferenceBackend()
+    out = be.allocate_buffer(4)
+    p = isa.Program([isa.MOV_IMM(R(1), 111, U32), isa.STG(Address.buffer(out), R(1), U32)], entry=1)
+    be.execute_program_with_params(p, isa.ExecutionParams(LaunchConfig.linear(1), {1: 42}))
+    got = np.empty(1, np.uint32)
+    be.copy_from_buffer(out, got)
+    assert got[0] == 42
+    assert p.optimize().entry == 0 and len(p.optimize()) == 1

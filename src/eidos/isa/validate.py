@@ -34,6 +34,11 @@ def representable(value, ty: Type) -> bool:
     if isinstance(value, bool):
         return False
     if ty.is_float:
+        if isinstance(value, int):
+            try:
+                float(value)
+            except OverflowError:
+                return False
         return isinstance(value, (int, float))
     if isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
