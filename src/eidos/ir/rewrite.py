@@ -61,26 +61,33 @@ def fold_expr(e: E.Expr, schema) -> E.Expr:
         if node.fn == "and":
             a, b = node.args
             if _is_bool(a, True):
-                return b
+                return _boolean(b, schema)
             if _is_bool(b, True):
-                return a
+                return _boolean(a, schema)
             if _is_bool(a, False) or _is_bool(b, False):
                 return FALSE
         if node.fn == "or":
             a, b = node.args
             if _is_bool(a, False):
-                return b
+                return _boolean(b, schema)
             if _is_bool(b, False):
-                return a
+                return _boolean(a, schema)
             if _is_bool(a, True) or _is_bool(b, True):
                 return TRUE
         if node.fn == "not" and isinstance(node.args[0], E.Call) and node.args[0].fn == "not":
-            return node.args[0].args[0]
+            return _boolean(node.args[0].args[0], schema)
         if all(isinstance(a, E.Literal) for a in node.args):
             return _fold_call(node, schema)
         return node
 
     return E.transform(e, step)
+
+
+def _boolean(e: E.Expr, schema) -> E.Expr:
+    """`e` as the Boolean the logic it replaces was: an untyped null operand (`false | null`) stays Boolean."""
+    if infer(e, schema) != T.Null:
+        return e
+    return E.Literal(None, T.Boolean) if isinstance(e, E.Literal) else E.Cast(e, T.Boolean)
 
 
 def _fold_call(node: E.Call, schema) -> E.Expr:
