@@ -21,7 +21,7 @@ from eidos.hal.devices import detect_devices, memory_budget
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import tree
-from eidos.ir.rewrite import map_inputs, optimize
+from eidos.ir.rewrite import map_inputs
 from eidos.ir.sources import LOCAL, PushedSource
 
 # Preference among lanes that can run a plan, when no rule decides (lower first).
@@ -81,7 +81,7 @@ class _Survey:
 
 def decide(plan: N.Node, engine: str | None = None) -> Decision:
     """Optimize `plan` and choose its lane by the five rules."""
-    plan = optimize(plan)
+    plan = plan.optimized
     forced = engine or os.environ.get("EIDOS_BACKEND") or None
     if forced:
         return _forced(plan, forced, "engine=" + repr(forced) if engine else f"EIDOS_BACKEND={forced}")

@@ -33,6 +33,13 @@ class Node:
 
         return infer_schema(self)
 
+    @cached_property
+    def optimized(self) -> Node:
+        """The plan after the shared rewrites, computed once per plan (plans are immutable)."""
+        from eidos.ir.rewrite import optimize
+
+        return optimize(self)
+
     def walk(self) -> Iterator[Node]:
         """This node and every node below it, parents first."""
         yield self
