@@ -56,6 +56,7 @@ class Memory:
         self.class_memory = np.zeros(CLASS_MEMORY_BYTES, dtype=np.uint8)
         self.accumulators = np.zeros(NUM_CLASSES, dtype=np.float64)
         self.phases = np.zeros(NUM_CLASSES, dtype=np.int64)
+        self.generation = 0  # bumped by every allocation and free, so decoded programs know when to redo
 
     # ---- allocation --------------------------------------------------------------------
     def _new_handle(self) -> int:
@@ -74,6 +75,7 @@ class Memory:
     def allocate_buffer(self, size: int) -> int:
         h = self._new_handle()
         self.buffers[h] = np.zeros(self._size(size, "allocate_buffer"), dtype=np.uint8)
+        self.generation += 1
         return h
 
     def allocate_pool(self, size: int, handle: int | None = None) -> int:
@@ -84,16 +86,19 @@ class Memory:
             raise BackendError(f"PoolAlloc: handle {handle} is {'in use' if handle >= 1 else 'reserved (handles start at 1)'}")
         self._freed.pop(handle, None)
         self.pools[handle] = np.zeros(size, dtype=np.uint8)
+        self.generation += 1
         return handle
 
     def free_buffer(self, handle: int) -> None:
         self.buffer(handle, "free_buffer")
         del self.buffers[handle]
+        self.generation += 1
         self._freed[handle] = "buffer"
 
     def free_pool(self, handle: int) -> None:
         self.pool(handle, "free_pool")
         del self.pools[handle]
+        self.generation += 1
         self._freed[handle] = "pool"
 
     # ---- lookup --------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 from eidos.errors import BackendError
 
 from ...backend import Backend
@@ -22,6 +24,7 @@ class ReferenceBackend(Backend):
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
         super().__init__()
         self.max_steps = int(max_steps)
+        self._decoded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # program -> its closures
 
     def execute_program_with_params(self, program: Program, params: ExecutionParams) -> None:
         if not isinstance(program, Program):
@@ -29,7 +32,7 @@ class ReferenceBackend(Backend):
         if not isinstance(params, ExecutionParams):
             raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
         program.validate()
-        execute(program, params, self.memory, self.max_steps)
+        execute(program, params, self.memory, self.max_steps, self._decoded.setdefault(program, {}))
 
 
 __all__ = ["ReferenceBackend"]

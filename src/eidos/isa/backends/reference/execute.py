@@ -84,7 +84,9 @@ def _straight_collectives(program) -> bool:
     return program.entry == 0
 
 
-def execute(program, params, memory, max_steps: int) -> None:
+def execute(program, params, memory, max_steps: int, decoded=None) -> None:
+    """Run one launch. `decoded`, a dict the caller keeps per program, holds the closures
+    between launches while the memory's allocations and the launch shape stay the same."""
     config = params.config
     if config.total_threads() == 0:
         return
@@ -92,7 +94,13 @@ def execute(program, params, memory, max_steps: int) -> None:
         for i, ins in enumerate(program.instructions):
             arrays.run(ins, i, (), memory)
         return
-    code = decode(program, Context(memory, program, max_steps, config))
+    key = (memory.generation, config, max_steps)
+    if decoded is not None and decoded.get("key") == key:
+        code = decoded["code"]
+    else:
+        code = decode(program, Context(memory, program, max_steps, config))
+        if decoded is not None:
+            decoded.update(key=key, code=code)
     blocks = _make_lanes(config, params.registers, max_steps, program.entry)
     runnable = [L for block in blocks for L in block]
     instructions = program.instructions
