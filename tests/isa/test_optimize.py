@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from eidos import isa
@@ -116,3 +117,13 @@ def test_optimize_keeps_calls_and_their_registers():
     b.add(isa.ADD(R(1), R(1), R(1), I32), isa.RET())
     p = b.build()
     assert p.optimize() == p or len(p.optimize()) == len(p)
+
+
+def test_a_fused_map_that_breaks_the_fusion_condition_is_an_error(backend):
+    from eidos.errors import BackendError
+    from eidos.isa import MapStep
+    h = backend.allocate_buffer(64)
+    bad = isa.FusedMap(8, (MapStep(Address.buffer(h), MapOperation.Abs, Address.buffer(h)),
+                           MapStep(Address.buffer(h, 4), MapOperation.Neg, Address.buffer(h))))
+    with pytest.raises(BackendError, match="partially overlaps"):
+        backend.execute_program(isa.ProgramBuilder().add(bad).build(), LaunchConfig.linear(1))

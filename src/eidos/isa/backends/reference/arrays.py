@@ -212,6 +212,7 @@ def _(ins, A: Arrays):
                 A.read(a, ins.ty, ins.count, f"steps[{j}].{nm}")
     for j, st in enumerate(ins.steps):
         A.output(st.dst, ins.ty, ins.count, f"steps[{j}].dst")
+        A.read(st.dst, ins.ty, ins.count, f"steps[{j}].dst")  # later outputs are checked against it too
     A.inputs.clear()
     for j, st in enumerate(ins.steps):
         a = A.read(st.a, ins.ty, ins.count, "a").copy()
