@@ -37,7 +37,7 @@ def lane_address(base: Register, size: int) -> list:
 
 
 def run_lanes(backend, body, in_types: list[Type], inputs: list[list], out_type: Type, *,
-              out_reg: Register = Register(0), in_regs=None, optimize: bool = False, pred_out: bool = False):
+              out_reg: Register = Register(0), in_regs=None, optimize: bool = False, shared_memory: int = 0):
     """Each lane i loads inputs[k][i] into in_regs[k] (default r1, r2, ...), runs `body` (a Label in it
     binds there), and stores
     out_reg (as out_type) to output element i. Returns the outputs as Python values."""
@@ -61,7 +61,7 @@ def run_lanes(backend, body, in_types: list[Type], inputs: list[list], out_type:
     program = b.build()
     if optimize:
         program = program.optimize()
-    backend.execute_program_with_params(program, ExecutionParams(LaunchConfig.linear(n), params))
+    backend.execute_program_with_params(program, ExecutionParams(LaunchConfig.linear(n, shared_memory), params))
     data = bytearray(out_type.size_bytes * n)
     backend.copy_from_buffer(out, data)
     for h in handles + [out]:

@@ -8,7 +8,8 @@ import pytest
 from eidos import isa
 from eidos.errors import BackendError
 from eidos.isa import Address, Condition, Label, LaunchConfig, Predicate, Register, Special, Type
-from tests.isa.harness import ADDR, lane_address, run_lanes
+from tests.isa.harness import ADDR, assert_values, lane_address, run_lanes
+from tests.isa.values import ALL, values
 
 R = Register
 r0, r1, r2, r3 = R(0), R(1), R(2), R(3)
@@ -249,3 +250,28 @@ def test_extended_integers_load_store_and_wrap(backend):
     a = [2 ** 254, -(2 ** 255), 12345678901234567890123456789]
     got = run_lanes(backend, [isa.ADD(r0, r1, r1, ty)], [ty], [a], ty)
     assert got == [-(2 ** 255), 0, 2 * 12345678901234567890123456789]
+
+
+
+
+@pytest.mark.parametrize("ty", ALL, ids=str)
+def test_every_memory_path_round_trips_every_type(backend, ty):
+    vals = values(ty, 6)
+    size = ty.size_bytes
+    backend.allocate_pool(1)  # handles after this one are free for PoolAlloc below
+    pool = 77
+    body = [isa.PoolAlloc(pool, 8 * size),  # one lane: the first path below is the one taken
+            isa.MOV(R(20), Special.GLOBAL_ID, U32), isa.MOV_IMM(R(21), size, U32), isa.MUL(R(22), R(20), R(21), U32),
+            isa.STS(Address.register(R(22)), r1, ty), isa.BarSync(), isa.LDS(R(5), Address.register(R(22)), ty),
+            isa.MOV_IMM(R(23), 0, U32), isa.SETcc(Predicate(1), R(20), R(23), Condition.EQ, U32),
+            isa.BRA(Label("not_first"), Predicate(1)), isa.BRA(Label("after"))]
+    body += [Label("not_first"), isa.PoolStore(pool, 0, R(5), ty), isa.PoolLoad(R(6), pool, 0, ty),
+             isa.STG(Address.cls(40, 0), R(6), ty), isa.LDG(R(7), Address.cls(40, 0), ty)]
+    if 256 % size == 0:
+        body += [isa.MOV_IMM(R(8), 41 * 12288 + 256 - size, U64), isa.NBRStore(R(8), R(7), 1, ty),
+                 isa.MOV_IMM(R(9), 41 * 12288, U64), isa.NBRLoad(R(5), R(9), 0, ty)]
+    else:
+        body += [isa.MOV(R(5), R(7), ty)]
+    body += [Label("after"), isa.MOV(r0, R(5), ty)]
+    got = run_lanes(backend, body, [ty], [vals[:1]], ty, shared_memory=size)
+    assert_values(got, vals[:1], ty)

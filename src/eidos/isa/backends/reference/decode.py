@@ -136,7 +136,7 @@ def _memory_access(ins, i: int, ctx: Context, addr, ty: Type, *, load: bool, reg
             mem = pools.get(handle)
             if mem is None:
                 ctx.memory.pool(handle, what)  # raises the precise error
-            return mem, const
+            return memoryview(mem), const
     elif space is Space.SHARED:
         const = addr.offset
 
