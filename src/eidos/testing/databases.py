@@ -4,7 +4,7 @@ run the same plans on the pushdown lanes as on the reference.
     flow = load_table("sqlite:///tmp/x.db", "t", table)   # creates table "t", returns read_sql(...)
 
 `load_table` raises UnsupportedError when the database cannot hold a column exactly (SQLite:
-only Int64, Float64 without NaN, Boolean and String; PostgreSQL: no Int8 or unsigned integers),
+only Int64, Float64 without NaN, Boolean, String and Date (ISO text); PostgreSQL: no Int8 or unsigned integers),
 so a suite can skip that lane for that data instead of comparing different plans.
 """
 
@@ -22,7 +22,7 @@ from eidos.ir.sources import redact
 # What each database holds exactly, so reading the table back gives the same eidos schema.
 HOLDS = {
     "duckdb": {t.name for t in T.ALL_SIMPLE} | {"Decimal"},
-    "sqlite": {"Int64", "Float64", "Boolean", "String"},
+    "sqlite": {"Int64", "Float64", "Boolean", "String", "Date"},
     "postgresql": {"Int16", "Int32", "Int64", "Float32", "Float64", "Boolean", "String", "Date",
                    "Timestamp", "Decimal"},
 }
@@ -57,7 +57,7 @@ def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
         raise UnsupportedError(f"{lane} cannot hold column {', '.join(bad)} exactly ({redact(uri)})")
     d = dialect(lane)
     quoted = table_ref(name).sql(d.sqlglot)
-    cols = ", ".join(f"{ident(n).sql(d.sqlglot)} {d.sql_type(t).sql(d.sqlglot)}" for n, t in schema.items())
+    cols = ", ".join(f"{ident(n).sql(d.sqlglot)} {_ddl_type(lane, d, t)}" for n, t in schema.items())
     if lane == "duckdb":
         _load_duckdb(uri, quoted, cols, table, replace)
     else:
@@ -66,6 +66,16 @@ def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
     if flow.schema != schema:
         raise UnsupportedError(f"{lane} reads the table back as {flow.schema}, not {schema}")
     return flow
+
+
+# SQLite's declared types that the sqlite lane reads back as these eidos types.
+SQLITE_DDL = {"Int64": "INTEGER", "Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT", "Date": "DATE"}
+
+
+def _ddl_type(lane, d, t) -> str:
+    if lane == "sqlite":
+        return SQLITE_DDL[t.name]
+    return d.sql_type(t).sql(d.sqlglot)
 
 
 def _load_duckdb(uri, quoted, cols, table, replace):
@@ -99,6 +109,8 @@ def _load_adbc(lane, uri, name, quoted, cols, table, replace):
             col = col.cast(pa.string())
         elif lane == "sqlite" and pa.types.is_boolean(col.type):
             col = col.cast(pa.int64())
+        elif lane == "sqlite" and pa.types.is_date(col.type):
+            col = col.cast(pa.string())  # ISO text, as the sqlite lane reads dates
         arrays.append(col)
     table = pa.Table.from_arrays(arrays, names=table.column_names)
     cur = con.cursor()

@@ -13,7 +13,8 @@ from fnmatch import fnmatch
 from eidos.hal.coverage import Coverage
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
-from eidos.ir.typing import infer, operand_dtypes
+from eidos.errors import PlanError
+from eidos.ir.typing import infer, operand_dtypes, promote
 
 _NOT_SQL = ("udf",)  # opaque Python (with MapBatches nodes): never SQL
 
@@ -31,11 +32,11 @@ COVERAGE = {
     # SQLite: no exact decimals, no 4-byte floats, no unsigned 64-bit integers, no NaN (it
     # stores NaN as NULL, so functions whose answer is NaN for some inputs are left out, and a
     # NaN from float arithmetic on infinities raises UnsupportedError), dates and timestamps
-    # only as text; std/var are not built in.
+    # only as text (dates as ISO text are covered; timestamps are not); std/var are not built in.
     "sqlite": Coverage.everything().without(
         nodes=("MapBatches",),
         functions=_CASE_MAPPING + _NOT_SQL + ("std", "var", "pow", "sqrt", "log", "sin", "cos"),
-        dtypes=("Decimal", "Float32", "UInt64", "Date", "Timestamp")),
+        dtypes=("Decimal", "Float32", "UInt64", "Timestamp")),
 }
 
 TYPED_GAPS = {
@@ -43,8 +44,8 @@ TYPED_GAPS = {
     "duckdb": _TEXT + ("floordiv Decimal*",),
     # PostgreSQL has no remainder of floats; power() raises where IEEE gives inf or NaN.
     "postgresql": _TEXT + ("mod Float*", "pow *"),
-    "sqlite": _TEXT + tuple(p for t in ("Float32", "Decimal*", "UInt64", "Date", "Timestamp")
-                            for p in (f"* {t}", f"cast *->{t}")),
+    "sqlite": _TEXT + tuple(p for t in ("Float32", "Decimal*", "UInt64", "Timestamp")
+                            for p in (f"* {t}", f"cast *->{t}")) + ("cast Date->*",),
 }
 
 
@@ -79,7 +80,16 @@ def _typed_names(e: E.Expr, schema) -> list[str]:
         if isinstance(e, E.Cast):
             return [f"cast {infer(e.expr, schema, allow_agg=True)}->{e.dtype}"]
         if isinstance(e, E.Call) and not any(E.contains_agg(a) for a in e.args):
-            kinds = {str(t) for t in operand_dtypes(e, schema)} | {str(infer(e, schema))}
+            # The types it computes in: its result and, for two operands, their common type.
+            ts = operand_dtypes(e, schema)
+            kinds = {str(infer(e, schema))}
+            if len(ts) == 2:
+                try:
+                    kinds.add(str(promote(*ts)))
+                except PlanError:
+                    kinds.update(str(t) for t in ts)
+            else:
+                kinds.update(str(t) for t in ts[:1])
             return [f"{e.fn} {k}" for k in sorted(kinds)]
         if isinstance(e, E.Agg) and e.arg is not None:
             return [f"{e.fn} {infer(e.arg, schema)}"]

@@ -51,7 +51,7 @@ class SQLiteDialect(Dialect):
     native_ints = frozenset()
     has_nan = False
     types = {t.name: "INTEGER" for t in T.INTEGERS}
-    types.update({"Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT"})
+    types.update({"Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT", "Date": "TEXT"})
 
     def sql_type(self, t):
         if t == T.Boolean:
@@ -111,8 +111,19 @@ class SQLiteDialect(Dialect):
             glob.append("*" if ch == "%" else "?" if ch == "_" else f"[{ch}]" if ch in "*?[" else ch)
         return exp.Paren(this=exp.Glob(this=paren(args[0]), expression=string("".join(glob))))
 
+    # Dates are ISO text ('2024-02-29'): they compare and sort as text, and date functions read them.
     def extract(self, part, a):
-        raise UnsupportedError("the sqlite lane has no dates")
+        return fn("strftime", string({"YEAR": "%Y", "MONTH": "%m", "DAY": "%d"}[part]), a)
+
+    def date_arith(self, cls, a, b, ts, t):
+        if t == T.Int64:
+            days = exp.Sub(this=fn("julianday", a), expression=fn("julianday", b))
+            return self.cast(exp.Paren(this=days), T.Null, T.Int64, force=True)
+        if ts[0] != T.Date:
+            a, b = b, a
+        n = b if cls is exp.Add else exp.Neg(this=paren(b))
+        shift = fn("printf", string("%+d days"), n)
+        return fn("date", a, shift)
 
     def agg_sum(self, arg, at, t):
         total = exp.Sum(this=arg)  # raises "integer overflow" on integers
@@ -135,7 +146,7 @@ class SQLiteDialect(Dialect):
         return ctx.raw(source.query), refs
 
     def scan_column(self, e, t, source=None):
-        return e if t in (T.String, T.Boolean) else self.cast(e, T.Null, t, force=True)
+        return e if t in (T.String, T.Boolean, T.Date) else self.cast(e, T.Null, t, force=True)
 
 
 def _open(source_or_uri):
