@@ -13,7 +13,7 @@ Two ways in, one set of rules:
 - `call(...)`, `cast(...)` and `aggregate(...)` apply one at once; constant
   folding uses them and leaves a node unfolded on EidosError.
 
-`arg_dtypes` are the operand types after weak literals adapt (typing._adapt):
+`arg_dtypes` are the operand types after weak literals adapt (typing.adapt):
 the types the operands have when the operation runs. A failing value raises
 ExecutionError saying what and which type; the caller adds where.
 """
@@ -34,7 +34,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
 from eidos.ir.expr import Literal
-from eidos.ir.typing import _adapt, literal_dtype, promote
+from eidos.ir.typing import adapt, literal_dtype, promote
 
 Fn = Callable[..., Any]
 
@@ -524,7 +524,7 @@ def _is_in(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     values = [v for v in options[0] if v is not None]
     has_null = len(values) < len(options[0])
     # Each value is a weak literal meeting x: Float32 x with 0.1 compares in Float32, as x == 0.1 does.
-    types = [_adapt(Literal(v, literal_dtype(v), weak=True), literal_dtype(v), t) for v in values]
+    types = [adapt(Literal(v, literal_dtype(v), weak=True), literal_dtype(v), t) for v in values]
     domain = t
     for vt in types:
         domain = promote(domain, vt, op="compare")

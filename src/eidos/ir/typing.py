@@ -99,7 +99,7 @@ def _promote_ints(a: DType, b: DType) -> DType:
     return T.Float64  # UInt64 with a signed type: no integer type holds both
 
 
-def _adapt(e: Expr, t: DType, other: DType) -> DType:
+def adapt(e: Expr, t: DType, other: DType) -> DType:
     """A weak literal (bare Python number) takes the type of the operand it meets, if it fits."""
     if not (isinstance(e, Literal) and e.weak) or other == T.Null:
         return t
@@ -119,6 +119,9 @@ def _adapt(e: Expr, t: DType, other: DType) -> DType:
     return t
 
 
+_adapt = adapt  # the old private name, still used by some lanes
+
+
 class _Typer:
     """Walks an expression against a schema; `where` names the plan node in errors."""
 
@@ -131,7 +134,7 @@ class _Typer:
 
     def operands(self, a: Expr, b: Expr) -> tuple[DType, DType]:
         ta, tb = self(a), self(b)
-        return _adapt(a, ta, tb), _adapt(b, tb, ta)
+        return adapt(a, ta, tb), adapt(b, tb, ta)
 
     def __call__(self, e: Expr) -> DType:
         return _infer(e, self)
@@ -189,7 +192,7 @@ def _(e: Case, ty: _Typer) -> DType:
     anchor = strong[0] if strong else types[0]
     result = T.Null
     for v, t in zip(values, types):
-        result = promote(result, _adapt(v, t, anchor), op="combine when/then branches of type")
+        result = promote(result, adapt(v, t, anchor), op="combine when/then branches of type")
     return result
 
 

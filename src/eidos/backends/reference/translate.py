@@ -20,7 +20,7 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
-from eidos.ir.typing import _adapt, infer, operand_dtypes, promote
+from eidos.ir.typing import adapt, infer, operand_dtypes, promote
 
 
 class Rows:
@@ -130,7 +130,7 @@ def _(e: E.Case, schema: Schema) -> Column:
     anchor = strong[0] if strong else types[0]
     compiled = []
     for v, t in zip(values, types):
-        t = _adapt(v, t, anchor)
+        t = adapt(v, t, anchor)
         f, conv = _operand(v, schema, t), V.caster(t, rt)
         compiled.append((f, conv, t == rt))
     conds = [_expr(c, schema) for c, _ in e.branches]
