@@ -95,6 +95,17 @@ def _as_int64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
+def _unsigned_at(program, i: int, reg: int) -> bool:
+    """Whether register `reg`, read at instruction i, was last written as an unsigned integer (a U64
+    value is held as its int64 bit pattern; the reference holds the unsigned Python int)."""
+    for j in range(i - 1, -1, -1):
+        ins = program.instructions[j]
+        if any(getattr(r, "index", None) == reg for r in ins.registers_written() if type(r).__name__ == "Register"):
+            ty = getattr(ins, "dst_ty", None) or getattr(ins, "ty", None)
+            return bool(getattr(ty, "is_unsigned", False))
+    return False
+
+
 class CpuBackend(Backend):
     """Runs Atlas ISA programs as native code. cache_dir holds the generated modules and numba's
     compiled code, so a second process loads instead of compiling (default: $EIDOS_CACHE_DIR or
@@ -109,12 +120,22 @@ class CpuBackend(Backend):
 
         self.max_steps = int(max_steps)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        if use_numba:
-            self.numba, self.numba_reason = numba_status()
-        else:
-            self.numba, self.numba_reason = None, "numba disabled (CpuBackend(use_numba=False))"
+        self._use_numba = bool(use_numba)
+        self._numba: tuple | None = None
         self.cache = ProgramCache(512, libraries=("numba",))
         self._plans: dict[int, Plan] = {}
+
+    @property
+    def numba(self):
+        """The numba module, imported on first need (a compile, explain, capabilities); None when absent."""
+        if self._numba is None:
+            self._numba = numba_status() if self._use_numba else (None, "numba disabled (CpuBackend(use_numba=False))")
+        return self._numba[0]
+
+    @property
+    def numba_reason(self) -> str:
+        self.numba
+        return self._numba[1]
 
     # ---- what this backend can do --------------------------------------------------------------
     def is_available(self) -> bool:
@@ -350,7 +371,7 @@ class CpuBackend(Backend):
             ins = program.instructions[i]
             R = [0] * 256
             for r in ins.registers_read():
-                R[r.index] = value
+                R[r.index] = value + (1 << 64) if value < 0 and _unsigned_at(program, i, r.index) else value
             L = SimpleNamespace(shared=memoryview(bytearray(params.config.shared_memory)), stack=[], budget=1,
                                 state=0, pc=i, wait=None)
             step = DECODERS[type(ins)](ins, i, Context(self.memory, program, self.max_steps, params.config))

@@ -190,9 +190,17 @@ class Gen:
         return f"p{p.index}"
 
     def fail(self, code: int, index: int, value: str = "0") -> None:
-        self.emit(f"err[0] = {code}; err[1] = {index}; err[2] = g; err[3] = {value}")
-        self.emit("state = FAILED")
+        self.emit(f"state = fail(err, {code}, {index}, g, {value})")
         self.emit("break")
+
+    def checked(self, expr: str, index: int, value: str = "0") -> str:
+        """`at = expr` (a helper returning -1 on failure), then leave the lane when it failed."""
+        self.emit(f"at = {expr}")
+        self.emit("if at < 0:")
+        self.depth += 1
+        self.fail(E_MEMORY if not expr.startswith("naddr") else E_NEIGHBOUR, index, value)
+        self.depth -= 1
+        return "at"
 
     # ---- memory operands ------------------------------------------------------------------
     def address(self, ins: Instruction, index: int, addr, size: int) -> str:
@@ -206,24 +214,11 @@ class Gen:
             self.depth -= 1
             return f"cst[{j}]"
         if addr.space is Space.SHARED:
-            self.emit(f"if {addr.offset + size} > shsz:")
-            self.depth += 1
-            self.fail(E_MEMORY, index)
-            self.depth -= 1
-            return f"(shb + {addr.offset})"
+            return self.checked(f"saddr({addr.offset}, {size}, shb, shsz)", index)
         r = self.i(addr.reg)
         if isinstance(ins, (I.LDS, I.STS)):
-            self.emit(f"if {r} < 0 or {r} + {size} > shsz:")
-            self.depth += 1
-            self.fail(E_MEMORY, index, r)
-            self.depth -= 1
-            return f"(shb + {r})"
-        self.emit(f"hh = {r} >> 32")
-        self.emit(f"if {r} < 0 or hh >= ntb or {r} & 0xFFFFFFFF > tbs[hh] - {size}:")
-        self.depth += 1
-        self.fail(E_MEMORY, index, r)
-        self.depth -= 1
-        return f"(tbb[hh] + ({r} & 0xFFFFFFFF))"
+            return self.checked(f"saddr({r}, {size}, shb, shsz)", index, r)
+        return self.checked(f"gaddr({r}, {size}, ntb, tbs, tbb)", index, r)
 
     def load(self, dst: Register, ty: Type, at: str) -> None:
         fn = _LOADS[ty]
@@ -549,12 +544,7 @@ def _(g: Gen, ins, i):
 def _neighbour(g: Gen, ins, i, reg: Register) -> str:
     n = ins.ty.size_bytes
     a = g.i(reg)
-    g.emit(f"if {a} < 0 or {a} > {CLASS_MEMORY_BYTES - n} or {a} % {n} != 0:")
-    g.depth += 1
-    g.fail(E_NEIGHBOUR, i, a)
-    g.depth -= 1
-    g.emit(f"col = {a} % {PAGE_BYTES}")
-    return f"(tbb[0] + {a} - col + (col + {ins.offset * n}) % {PAGE_BYTES})"
+    return g.checked(f"naddr({a}, {ins.offset * n}, {n}, tbb[0])", i, a)
 
 
 @emits(I.NBRLoad)
@@ -688,8 +678,7 @@ def generate(program, digest: str) -> tuple[str, Gen]:
             lane += _prologue_consts(g)
             lane += [f"i{r} = ini[{r}]; f{r} = inf[{r}]" for r in regs]
             lane += [f"p{k} = False" for k in preds]
-            lane += ["budget = budget0", f"pc = {entry}", "state = RUNNING", "tt = np.int64(0)", "hh = np.int64(0)",
-                     "col = np.int64(0)"]
+            lane += ["budget = budget0", f"pc = {entry}", "state = RUNNING", "tt = np.int64(0)", "at = np.int64(0)"]
             if g.uses_call:
                 lane += [f"stk = np.empty({MAX_CALL_DEPTH}, np.int64)", "sp = 0"]
             lane += body
@@ -712,8 +701,7 @@ def generate(program, digest: str) -> tuple[str, Gen]:
             lane = _prologue_consts(g)
             lane += [f"i{r} = RI[l, {slot[r]}]; f{r} = RF[l, {slot[r]}]" for r in regs]
             lane += [f"p{k} = PR[l, {k}]" for k in preds]
-            lane += ["budget = BUD[l]", "pc = PCS[l]", "state = RUNNING", "tt = np.int64(0)", "hh = np.int64(0)",
-                     "col = np.int64(0)"]
+            lane += ["budget = BUD[l]", "pc = PCS[l]", "state = RUNNING", "tt = np.int64(0)", "at = np.int64(0)"]
             if g.uses_call:
                 lane += ["stk = STK[l]", "sp = SPS[l]"]
             lane += body

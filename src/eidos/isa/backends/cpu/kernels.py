@@ -131,7 +131,8 @@ class MapStep:
             self.steps = [(ins.dst_array, ins.operation, ins.src_a, ins.src_b)]
         self.addresses = [a for st in self.steps for a in (st[2], st[3], st[0]) if a is not None]
         self.ty, self.count = ins.ty, ins.count
-        self.bound: tuple | None = None
+        self.bound: list = []
+        self.memory = None
         self.run = None
         self.how = ""
 
@@ -181,13 +182,20 @@ class MapStep:
                     x = views[a].copy()
                     views[d][...] = (ref.map_unary(op, x, ty) if b is None else ref.map_binary(op, x, views[b], ty))
             self.how = "NumPy in float64, rounded once (the reference formula)"
-        self.bound = tuple(Resolver.memory_of(memory, a) for a in self.addresses)
+        # what must still hold for this binding: each (table, handle) still maps to the same array
+        self.bound = [(memory.buffers if a.space is Space.BUFFER else memory.pools, a.handle,
+                       Resolver.memory_of(memory, a)) for a in self.addresses if a.space is not Space.CLASS]
+        self.memory = memory
         self.run = run
 
     def __call__(self, memory, lanes=()) -> None:
-        bound = self.bound
-        if bound is None or any(Resolver.memory_of(memory, a) is not m for a, m in zip(self.addresses, bound)):
+        if memory is not self.memory:
             self._bind(memory)
+        else:
+            for table, h, m in self.bound:
+                if table.get(h) is not m:
+                    self._bind(memory)
+                    break
         self.run()
 
 

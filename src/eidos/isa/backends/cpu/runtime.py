@@ -316,3 +316,40 @@ def f2u64(x):
     if x >= 18446744073709551615.0:
         return np.int64(-1)
     return np.int64(np.uint64(x))
+
+
+# ---- address checks, out of line so each generated function stays small (numba compiles faster) ----
+
+@njit(**OPTS)
+def gaddr(q, size, ntb, tbs, tbb):
+    """The byte address a global pointer names, or -1 when it is negative, dangling or out of bounds."""
+    h = q >> 32
+    o = q & 0xFFFFFFFF
+    if q < 0 or h >= ntb or o > tbs[h] - size:
+        return np.int64(-1)
+    return tbb[h] + o
+
+
+@njit(**OPTS)
+def saddr(o, size, shb, shsz):
+    if o < 0 or o + size > shsz:
+        return np.int64(-1)
+    return shb + o
+
+
+@njit(**OPTS)
+def naddr(a, offset_bytes, size, base):
+    """Class-memory neighbour along a 256-byte page row, or -1 for a bad or misaligned address."""
+    if a < 0 or a > 1179648 - size or a % size != 0:
+        return np.int64(-1)
+    col = a % 256
+    return base + a - col + (col + offset_bytes) % 256
+
+
+@njit(**OPTS)
+def fail(err, code, index, lane, value):
+    err[0] = code
+    err[1] = index
+    err[2] = lane
+    err[3] = value
+    return 4
