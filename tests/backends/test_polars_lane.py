@@ -105,6 +105,14 @@ def test_csv_scan_uses_the_flow_schema(tmp_path):
     assert got.schema.field("d").type == pa.date32()
 
 
+def test_csv_blank_lines_and_quoted_empty_fields(tmp_path):
+    (tmp_path / "b.csv").write_text('a,b\n1,x\n\n,\n3,""\n')
+    (tmp_path / "c.csv").write_text('a\n1\n\n""\n3\n')
+    (tmp_path / "q.csv").write_text('"x""y",b\n1,""\n2,z\n')
+    for name in ("b.csv", "c.csv", "q.csv"):
+        agrees(ei.read_csv(str(tmp_path / name)), ordered=True)
+
+
 def test_csv_without_header(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("1;p\n2;q\n")
@@ -194,9 +202,10 @@ def test_udf_error_becomes_execution_error():
     assert info.value.__cause__ is not None
 
 
-def test_map_batches_wrong_columns_is_an_execution_error():
-    flow = ei.from_pydict({"a": [1]}).map_batches(lambda b: b, schema={"z": ei.Int64})
-    with pytest.raises(ExecutionError, match="declared"):
+@pytest.mark.parametrize("schema", [{"z": ei.Int64}, {"a": ei.UInt32}])
+def test_map_batches_wrong_schema_is_an_execution_error(schema):
+    flow = ei.from_pydict({"a": [1]}).map_batches(lambda b: b, schema=schema)
+    with pytest.raises(ExecutionError, match="wrong schema"):
         run(flow)
 
 

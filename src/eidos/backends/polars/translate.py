@@ -119,10 +119,42 @@ def _(source: S.ParquetSource) -> pl.LazyFrame:
 
 @scan.register
 def _(source: S.CsvSource) -> pl.LazyFrame:
-    # The Flow's schema is given whole, so Polars infers nothing and the types match exactly;
-    # eidos: an empty field is null, in every column (strings too).
-    return pl.scan_csv(source.path, has_header=source.has_header, separator=source.delimiter,
-                       schema=pl_schema(source.schema), glob=False, empty_string_is_null=True)
+    schema = pl_schema(source.schema)
+    if _has_blank_lines(source.path):
+        # eidos reads CSV as Arrow's reader does, which skips blank lines; Polars reads them as
+        # rows of nulls. Such a file is read by Arrow's reader when the plan runs.
+        return pl.LazyFrame({"__eidos_none": [0]}).map_batches(
+            lambda _: _read_csv_with_arrow(source), schema=schema, streamable=False)
+    # The Flow's schema is given whole (by position: the header line is skipped, not matched, as
+    # Polars reads quotes in header names differently), so Polars infers nothing.
+    lf = pl.scan_csv(source.path, has_header=False, skip_rows=1 if source.has_header else 0,
+                     separator=source.delimiter, schema=schema, glob=False, empty_string_is_null=True)
+    # eidos: an empty field is null in every column, quoted ("") or not.
+    strings = [n for n, t in source.schema.items() if t == T.String]
+    return lf.with_columns([pl.when(pl.col(n) != "").then(pl.col(n)).alias(n) for n in strings]) if strings else lf
+
+
+def _has_blank_lines(path: str) -> bool:
+    """Whether a CSV file has an empty line (a quoted field holding one counts too: harmless)."""
+    import mmap
+    import os
+
+    if os.path.getsize(path) == 0:
+        return False
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m[:1] in (b"\n", b"\r") or m.find(b"\n\n") >= 0 or m.find(b"\n\r\n") >= 0
+
+
+def _read_csv_with_arrow(source: S.CsvSource) -> pl.DataFrame:
+    import pyarrow.csv as pcsv
+
+    table = pcsv.read_csv(
+        source.path, read_options=pcsv.ReadOptions(autogenerate_column_names=not source.has_header),
+        parse_options=pcsv.ParseOptions(delimiter=source.delimiter),
+        convert_options=pcsv.ConvertOptions(column_types={n: t.to_arrow() for n, t in source.schema.items()},
+                                            null_values=[""], strings_can_be_null=True))
+    table = table.rename_columns(list(source.schema.names)).cast(source.schema.to_arrow())
+    return pl.from_arrow(table, rechunk=False)
 
 
 @scan.register
@@ -266,27 +298,44 @@ def _(node: N.MapBatches, ctx: Ctx) -> pl.LazyFrame:
             raise error from err
 
     def batches(df: pl.DataFrame) -> pl.DataFrame:
-        table = df.to_arrow().cast(in_schema)
-        outs = []
-        for batch in table.to_batches():
-            got = fn(batch)
-            if isinstance(got, pa.Table):
-                got = got.combine_chunks().to_batches()[0] if got.num_rows else pa.RecordBatch.from_pylist([], got.schema)
-            if not isinstance(got, pa.RecordBatch):
-                raise ExecutionError(f"map_batches function {_fn_name(fn)} returned {type(got).__name__}, "
-                                     "expected a pyarrow.RecordBatch")
-            if got.schema.names != out_schema.names:
-                raise ExecutionError(f"map_batches function {_fn_name(fn)} returned columns {got.schema.names}, "
-                                     f"declared {out_schema.names}")
-            try:
-                outs.append(got.cast(out_schema))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                raise ExecutionError(f"map_batches function {_fn_name(fn)} returned types {got.schema.types} "
-                                     f"that do not convert to the declared {out_schema.types}: {e}") from e
+        # no rows still make one (empty) batch, so the function is called and its schema checked
+        parts = df.to_arrow().cast(in_schema).to_batches() or [_empty_batch(in_schema)]
+        outs = [_checked_batch(fn, got, node.output_schema) for got in map(fn, parts)]
         return pl.from_arrow(pa.Table.from_batches(outs, out_schema), rechunk=False)
 
     # The function sees whole batches in order, so Polars may not stream or reorder around it.
     return lf.map_batches(apply, schema=pl_schema(node.output_schema), streamable=False)
+
+
+def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+
+
+def _checked_batch(fn, got, expected: Schema) -> pa.RecordBatch:
+    """A map_batches result with exactly the declared eidos schema (Arrow types that map to the
+    same eidos types are accepted and cast), else ExecutionError showing expected and got."""
+    from eidos.errors import EidosError
+
+    name = _fn_name(fn)
+    if isinstance(got, pa.Table):
+        got = got.combine_chunks()
+        got = got.to_batches()[0] if got.num_rows else pa.RecordBatch.from_pylist([], got.schema)
+    if not isinstance(got, pa.RecordBatch):
+        raise ExecutionError(f"map_batches function {name} returned {type(got).__name__}; "
+                             "it must return a pyarrow.RecordBatch")
+    try:
+        schema, why = Schema.from_arrow(got.schema), ""
+    except EidosError as e:
+        schema, why = None, str(e)
+    if schema != expected:
+        shown = _fields(schema) if schema is not None else f"{got.schema} ({why})"
+        raise ExecutionError(f"map_batches function {name} returned the wrong schema\n"
+                             f"  expected: {_fields(expected)}\n  got:      {shown}")
+    return got.cast(expected.to_arrow())
+
+
+def _fields(s: Schema) -> str:
+    return ", ".join(f"{n}: {t}" for n, t in s.items()) or "(no columns)"
 
 
 def _fn_name(fn) -> str:
