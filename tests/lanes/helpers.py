@@ -22,7 +22,23 @@ from eidos.hal.backend import Backend
 from eidos.ir import nodes as N
 
 # lane name -> (tmp folder, table name, table) -> a Flow over the table where the lane reads it
-LOADERS: dict[str, Callable[[object, str, pa.Table], ei.Flow]] = {}
+LOADERS: dict[str, Callable[[object, str, pa.Table], ei.Flow]] = {
+    lane: (lambda folder, name, table, _lane=lane: _databases().loader(_lane)(folder, name, table))
+    for lane in ("sqlite", "postgresql")
+}
+
+
+def _databases():
+    from eidos.testing import databases
+
+    return databases
+
+
+def holds(lane: str) -> set[str] | None:
+    """The dtype kinds `lane`'s store holds exactly (None: no restriction, it reads Arrow)."""
+    if lane not in LOADERS:
+        return None
+    return set(_databases().HOLDS[lane])
 
 
 def lane_or_skip(name: str) -> Backend:

@@ -133,19 +133,20 @@ _STRING_CHARS = st.one_of(
     st.characters(exclude_categories=("Cs", "Cc"), max_codepoint=0x1FFFF))
 
 
-def _float_values(dtype: DType, wide: bool) -> st.SearchStrategy[float]:
+def _float_values(dtype: DType, wide: bool, nan: bool = True) -> st.SearchStrategy[float]:
     # Dyadic rationals k/4 with |k| <= 2**20: sums are exact in any order, and .25/.5/.75 probe rounding.
     dyadic = st.integers(-(2**20), 2**20).map(lambda k: k / 4)
     small = st.sampled_from((0.0, 1.0, -1.0, 0.5, -0.5, 2.5, 1.25, -2.5, 0.1))
-    values = [small, dyadic, st.sampled_from(SPECIAL_FLOATS)]
+    values = [small, dyadic, st.sampled_from([v for v in SPECIAL_FLOATS if nan or v == v])]
     if wide:
         extremes = (3.0e38, -3.0e38, 1.0e-38, 1.5e10) if dtype == T.Float32 else (1e308, -1e308, 5e-324, 1e-300, 2.0**63)
         values.append(st.sampled_from(extremes))
     return st.one_of(*values)
 
 
-def values(dtype: DType, *, wide: bool = True) -> st.SearchStrategy[Any]:
-    """Non-null Python values of `dtype`. `wide=False` draws from a small domain (joins and groups match)."""
+def values(dtype: DType, *, wide: bool = True, nan: bool = True) -> st.SearchStrategy[Any]:
+    """Non-null Python values of `dtype`. `wide=False` draws from a small domain (joins and groups match);
+    `nan=False` leaves NaN out of floats (for stores that cannot hold it)."""
     if dtype.is_integer:
         lo, hi = T.int_range(dtype)
         small = st.sampled_from([v for v in (-1, 0, 1, 2, 3) if lo <= v <= hi])
@@ -154,8 +155,8 @@ def values(dtype: DType, *, wide: bool = True) -> st.SearchStrategy[Any]:
         return st.one_of(small, st.sampled_from((lo, hi, lo + 1, hi - 1)), st.integers(lo, hi))
     if dtype.is_float:
         if not wide:
-            return st.sampled_from((0.0, 1.0, -1.0, 0.5, math.nan, -0.0))
-        return _float_values(dtype, wide)
+            return st.sampled_from((0.0, 1.0, -1.0, 0.5, -0.0) + ((math.nan,) if nan else ()))
+        return _float_values(dtype, wide, nan)
     if dtype.is_decimal:
         p, s = dtype.precision, dtype.scale
         top = 10**p - 1
@@ -182,22 +183,22 @@ def values(dtype: DType, *, wide: bool = True) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def columns(draw, dtype: DType, n: int) -> list:
+def columns(draw, dtype: DType, n: int, *, nan: bool = True) -> list:
     """A column of `n` values of `dtype`, with nulls where the column is nullable."""
     wide = draw(st.booleans())
     nullable = draw(st.sampled_from((True, True, False)))
-    base = values(dtype, wide=wide)
+    base = values(dtype, wide=wide, nan=nan)
     each = st.one_of(st.none(), base, base, base) if nullable else base
     return draw(st.lists(each, min_size=n, max_size=n))
 
 
 @st.composite
-def tables(draw, schema: Schema | pa.Schema, *, min_rows: int = 0, max_rows: int = 8) -> pa.Table:
+def tables(draw, schema: Schema | pa.Schema, *, min_rows: int = 0, max_rows: int = 8, nan: bool = True) -> pa.Table:
     """pyarrow Tables of `schema` with 0..max_rows rows: nulls, NaN, +-inf, -0.0, extreme ints, unicode."""
     if isinstance(schema, pa.Schema):
         schema = Schema.from_arrow(schema)
     n = draw(st.integers(min_rows, max_rows))
-    arrays = [pa.array(draw(columns(t, n)), type=t.to_arrow()) for t in schema.dtypes]
+    arrays = [pa.array(draw(columns(t, n, nan=nan)), type=t.to_arrow()) for t in schema.dtypes]
     return pa.Table.from_arrays(arrays, schema=schema.to_arrow())
 
 
@@ -245,7 +246,8 @@ class Options:
     """What the generator may use: IR node names, function names (incl. forms case/cast/udf), dtype kinds, joins.
 
     `zero_division`: whether an integer or decimal divisor may be zero (only if the semantics make it
-    well defined, e.g. null); `float_to_string`: whether floats may be cast to String.
+    well defined, e.g. null); `float_to_string`: whether floats may be cast to String; `nan`: whether
+    data and literals hold NaN (False for stores that cannot hold it, such as SQLite).
     """
 
     nodes: frozenset[str]
@@ -259,6 +261,7 @@ class Options:
     case_sensitive: bool = True
     zero_division: bool = True
     float_to_string: bool = True
+    nan: bool = True
 
 
 def options(*, coverage: Coverage | None = None, nodes: Iterable[str] | None = None,
@@ -401,7 +404,7 @@ class _Builder:
 
     def literal(self, dtype: DType) -> _TE:
         """A literal of `dtype` (bare numbers are weak literals that adapt to what they meet)."""
-        v = self.draw(values(dtype, wide=False) if self.chance(0.7) else values(dtype))
+        v = self.draw(values(dtype, wide=self.chance(0.3), nan=self.o.nan))
         if dtype.is_integer:
             weak = -128 <= v <= 127 and self.chance(0.6)
             e = lit(v) if weak else lit(v, dtype)
@@ -713,7 +716,7 @@ class _Builder:
             a = self.expr(s, "any", depth - 1)
             if a is None:
                 return None
-            vals = self.draw(st.lists(values(a.dtype, wide=self.chance(0.3)), max_size=4))
+            vals = self.draw(st.lists(values(a.dtype, wide=self.chance(0.3), nan=self.o.nan), max_size=4))
             if self.chance(0.2):
                 vals.append(None)
             return self.typed(a.e.is_in(vals), s)
@@ -1110,7 +1113,7 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
           functions: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
           joins: Iterable[str] | None = None, exclude: Iterable[str] = (), max_ops: int = 4,
           max_rows: int = 8, max_sources: int = 2, expr_depth: int = 2, case_sensitive: bool = True,
-          zero_division: bool = True, float_to_string: bool = True, opts: Options | None = None) -> Generated:
+          zero_division: bool = True, float_to_string: bool = True, nan: bool = True, opts: Options | None = None) -> Generated:
     """Well-typed random Flows over 1..max_sources in-memory sources, drawn only from what is allowed.
 
     Restrict with a lane's `coverage` (and/or explicit `nodes`, `functions`, `dtypes`, `joins` sets, minus
@@ -1119,7 +1122,7 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
     o = opts or options(coverage=coverage, nodes=nodes, functions=functions, dtypes=dtypes, joins=joins,
                         exclude=exclude, max_ops=max_ops, max_rows=max_rows, max_sources=max_sources,
                         expr_depth=expr_depth, case_sensitive=case_sensitive, zero_division=zero_division,
-                        float_to_string=float_to_string)
+                        float_to_string=float_to_string, nan=nan)
     kinds = sorted(k for k in o.dtypes if k in _DTYPE_WEIGHTS)
     n_sources = draw(st.integers(1, max(1, o.max_sources)))
     first = draw(schemas(kinds=kinds, case_sensitive=o.case_sensitive))
@@ -1127,7 +1130,7 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
     for i in range(n_sources):
         schema = first if i == 0 or draw(st.booleans()) else draw(schemas(kinds=kinds,
                                                                           case_sensitive=o.case_sensitive))
-        table = draw(tables(schema, max_rows=o.max_rows))
+        table = draw(tables(schema, max_rows=o.max_rows, nan=o.nan))
         srcs.append((ei.from_arrow(table), table))
     p = _Plans(draw, o, srcs)
     s = p.chain(p.source_state(0), draw(st.integers(0, o.max_ops)))
