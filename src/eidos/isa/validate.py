@@ -8,9 +8,9 @@ from dataclasses import fields
 from eidos.errors import IsaError, did_you_mean
 
 from . import instructions as I
-from .cfg import successors
 from .address import (CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, NUM_PREDICATES, NUM_REGISTERS, Address,
                       Label, Predicate, Register, Space, Special)
+from .cfg import successors
 from .instructions import Instruction, MapStep
 from .types import Type
 
@@ -47,7 +47,7 @@ def representable(value, ty: Type) -> bool:
     return isinstance(value, int) and ty.min_value <= value <= ty.max_value
 
 
-def _check_address(name: str, a: Address, ins: Instruction, program_len: int) -> None:
+def _check_address(name: str, a: Address, ins: Instruction) -> None:
     if not isinstance(a, Address):
         _fail(f"{name} must be an Address, got {type(a).__name__}")
     if a.space is Space.REGISTER:
@@ -62,7 +62,7 @@ def _check_address(name: str, a: Address, ins: Instruction, program_len: int) ->
             _fail(f"{name}: class {a.handle} out of range 0..{NUM_CLASSES - 1}")
         if a.offset >= CLASS_BYTES:
             _fail(f"{name}: class offset {a.offset} out of bounds (a class has {CLASS_BYTES} bytes)")
-        extent = _extent(name, ins)
+        extent = _extent(ins)
         if extent is not None and a.handle * CLASS_BYTES + a.offset + extent > CLASS_MEMORY_BYTES:
             _fail(f"{name}: constant offset out of bounds: {extent} bytes at class {a.handle} offset {a.offset} "
                   f"run past the end of class memory ({CLASS_MEMORY_BYTES} bytes)")
@@ -77,7 +77,8 @@ def _check_address(name: str, a: Address, ins: Instruction, program_len: int) ->
         _fail(f"{name}: {ins.name} addresses shared memory; got a {a.space.value} address (use LDG/STG)")
 
 
-def _extent(name: str, ins: Instruction) -> int | None:
+def _extent(ins: Instruction) -> int | None:
+    """Bytes an instruction touches from one address, where that is known statically."""
     ty = getattr(ins, "ty", None)
     if not isinstance(ty, Type):
         return None
@@ -142,7 +143,7 @@ def _check_types(ins: Instruction) -> None:
                 _fail(f"steps[{j}]: a binary operation needs b, a unary one must not have it")
 
 
-def _check_instruction(i: int, ins: Instruction, labels: dict[str, int], n: int) -> None:
+def _check_instruction(ins: Instruction, labels) -> None:
     if not isinstance(ins, Instruction):
         _fail(f"not an ISA instruction: {type(ins).__name__}")
     _check_types(ins)
@@ -157,7 +158,7 @@ def _check_instruction(i: int, ins: Instruction, labels: dict[str, int], n: int)
         elif ann == "Predicate" or isinstance(v, Predicate):
             _check_predicate(f.name, v)
         elif isinstance(v, Address):
-            _check_address(f.name, v, ins, n)
+            _check_address(f.name, v, ins)
         elif isinstance(v, Label) or f.name == "target":
             if not isinstance(v, Label):
                 _fail(f"target must be a Label, got {v!r}")
@@ -172,7 +173,7 @@ def _check_instruction(i: int, ins: Instruction, labels: dict[str, int], n: int)
     for j, step in enumerate(getattr(ins, "steps", ()) or ()):
         for nm, a in (("dst", step.dst), ("a", step.a), ("b", step.b)):
             if a is not None:
-                _check_address(f"steps[{j}].{nm}", a, ins, n)
+                _check_address(f"steps[{j}].{nm}", a, ins)
     if isinstance(ins, (I.NBRLoad, I.NBRStore)):
         if not -128 <= ins.offset <= 127:
             _fail(f"neighbour offset {ins.offset} out of the i8 range -128..127")
@@ -285,7 +286,7 @@ def validate(program) -> None:
 
     for i, ins in enumerate(program.instructions):
         try:
-            _check_instruction(i, ins, labels, n)
+            _check_instruction(ins, labels)
         except _Problem as p:
             fail(i, ins, p)
     types = _register_types(program)
