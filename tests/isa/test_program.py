@@ -226,3 +226,12 @@ def test_entry_and_kernel_arguments():
     be.copy_from_buffer(out, got)
     assert got[0] == 42
     assert p.optimize().entry == 0 and len(p.optimize()) == 1
+
+
+def test_docs_define_every_instruction():
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "isa.md").read_text()
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    missing = sorted(set(isa.INSTRUCTIONS) - words)
+    assert not missing, f"docs/isa.md does not define {missing}"
