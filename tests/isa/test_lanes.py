@@ -275,3 +275,13 @@ def test_every_memory_path_round_trips_every_type(backend, ty):
     body += [Label("after"), isa.MOV(r0, R(5), ty)]
     got = run_lanes(backend, body, [ty], [vals[:1]], ty, shared_memory=size)
     assert_values(got, vals[:1], ty)
+
+
+def test_address_registers_must_hold_integers(reference):
+    for ins in (isa.LDG(r1, Address.register(r0), U32), isa.LDS(r1, Address.register(r0), U32)):
+        p = isa.ProgramBuilder().add(ins).build()
+        with pytest.raises(BackendError, match="the address register holds 2.5"):
+            reference.execute_program_with_params(p, isa.ExecutionParams(LaunchConfig.linear(1, 8), {0: 2.5}))
+    p = isa.ProgramBuilder().add(isa.LDG(r1, Address.register(r0), U32)).build()
+    with pytest.raises(BackendError, match="holds -4, not a pointer"):
+        reference.execute_program_with_params(p, isa.ExecutionParams(LaunchConfig.linear(1), {0: -4}))

@@ -73,8 +73,8 @@ class Context:
 
     def pointer_view(self, ptr: int, what: str):
         """(memory, byte offset) for a register-held global pointer."""
-        if ptr < 0:
-            raise BackendError(f"{what}: negative pointer {ptr}")
+        if type(ptr) is not int or ptr < 0:
+            raise BackendError(f"{what}: the address register holds {ptr!r}, not a pointer")
         handle, off = ptr >> POINTER_SHIFT, ptr & _LOW
         if handle == 0:
             return self.class_mv, off
@@ -146,7 +146,10 @@ def _memory_access(ins, i: int, ctx: Context, addr, ty: Type, *, load: bool, reg
         r = addr.reg.index
 
         def where(R, L):
-            return L.shared, R[r]
+            off = R[r]
+            if type(off) is not int:
+                raise BackendError(f"{what}: the address register holds {off!r}, not a shared offset")
+            return L.shared, off
     else:
         r = addr.reg.index
 
