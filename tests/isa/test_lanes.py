@@ -285,3 +285,9 @@ def test_address_registers_must_hold_integers(reference):
     p = isa.ProgramBuilder().add(isa.LDG(r1, Address.register(r0), U32)).build()
     with pytest.raises(BackendError, match="holds -4, not a pointer"):
         reference.execute_program_with_params(p, isa.ExecutionParams(LaunchConfig.linear(1), {0: -4}))
+
+
+def test_a_kernel_argument_of_the_wrong_kind_is_a_backend_error(reference):
+    p = isa.ProgramBuilder().add(isa.ADD(r1, r0, r0, U32)).build()
+    with pytest.raises(BackendError, match="instruction 0: lane 0: TypeError"):
+        reference.execute_program_with_params(p, isa.ExecutionParams(LaunchConfig.linear(1), {0: "x"}))

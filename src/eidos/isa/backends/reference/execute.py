@@ -72,8 +72,13 @@ def _run_lane(L, code) -> None:
     R, P = L.R, L.P
     pc = L.pc
     L.state = RUNNING
-    while pc >= 0:
-        pc = code[pc](R, P, L)
+    try:
+        while pc >= 0:
+            pc = code[pc](R, P, L)
+    except (TypeError, ValueError, OverflowError, ArithmeticError) as e:
+        # Only a register holding a value its type cannot have (a kernel argument, say) gets here.
+        raise BackendError(f"instruction {pc}: lane {L.ids[0]}: {type(e).__name__}: {e} "
+                           "(does a register hold a value of another type?)") from e
 
 
 def _straight_collectives(program) -> bool:
