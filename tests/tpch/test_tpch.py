@@ -102,6 +102,7 @@ def postgresql_tables():
         pytest.skip(f"PostgreSQL at {PG_SERVER} is not reachable: {e}")
     try:
         with admin.cursor() as cur:
+            _drop_abandoned(cur)
             cur.execute(f'CREATE DATABASE "{db}"')
         uri = f"{PG_SERVER}/{db}"
         for name in TABLES:
@@ -111,6 +112,21 @@ def postgresql_tables():
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
         admin.close()
+
+
+def _drop_abandoned(cur) -> None:
+    """Drop the databases of earlier runs on this machine that were killed before their teardown."""
+    cur.execute("SELECT datname FROM pg_database WHERE datname LIKE 'eidos_tpch_%'")
+    for (name,) in cur.fetchall():
+        pid = name.split("_")[2]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except PermissionError:
+            pass  # a live process of another user
 
 
 @pytest.fixture(scope="module")
