@@ -193,3 +193,82 @@ def every_instruction() -> list[isa.Instruction]:
             kwargs["ty"] = Type.F32
         out.append(cls(**kwargs))
     return out
+
+
+# ---- array programs: chains of collectives over a few buffers ----------------------------------
+
+ARRAY_TYPES = [Type.F32, Type.F64, Type.I32, Type.U8, Type.I64]
+EXACT_MAPS = [isa.MapOperation.Abs, isa.MapOperation.Neg, isa.MapOperation.Relu, isa.MapOperation.Sqrt]
+EXACT_BINARY = [isa.BinaryMapOperation.Add, isa.BinaryMapOperation.Sub, isa.BinaryMapOperation.Mul,
+                isa.BinaryMapOperation.Div, isa.BinaryMapOperation.Min, isa.BinaryMapOperation.Max]
+N_BUFFERS = 3
+
+
+@dataclass
+class GeneratedArrays:
+    """A chain of array instructions over N_BUFFERS buffers of 2 * count elements each. Every
+    address is the start or the middle of a buffer, so any two ranges are identical or disjoint;
+    reductions land in registers that the program stores to a results buffer."""
+
+    program: isa.Program
+    ty: Type
+    count: int
+    data: list[bytes]
+
+    @property
+    def buffer_bytes(self) -> int:
+        return max(1, 2 * self.count * self.ty.size_bytes)
+
+
+@st.composite
+def array_programs(draw, exact: bool = True):
+    ty = draw(st.sampled_from(ARRAY_TYPES))
+    count = draw(st.integers(0, 24))
+    size = ty.size_bytes
+    maps = [m for m in (EXACT_MAPS if exact else list(isa.MapOperation))
+            if ty.is_float or m not in isa.instructions.FLOAT_ONLY_MAPS]
+    binary = [b for b in (EXACT_BINARY if exact else list(isa.BinaryMapOperation))
+              if ty.is_float or b not in isa.instructions.FLOAT_ONLY_BINARY_MAPS]
+    reduces = [r for r in isa.ReduceOperation
+               if not (exact and ty.is_float and r in (isa.ReduceOperation.Sum, isa.ReduceOperation.Product))]
+    # buffers are handles 1..N_BUFFERS, results N_BUFFERS + 1, on a fresh backend (run() checks)
+    addr = st.builds(lambda h, half: Address.buffer(h, half * count * size),
+                     st.integers(1, N_BUFFERS), st.integers(0, 1))
+    b = isa.ProgramBuilder(metadata={"generated": "arrays"})
+    n_red = 0
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["map", "binary", "binary", "reduce"]))
+        if kind == "map":
+            b.add(isa.ParallelMap(draw(addr), draw(addr), count, draw(st.sampled_from(maps)), ty))
+        elif kind == "binary":
+            b.add(isa.ParallelMapBinary(draw(addr), draw(addr), draw(addr), count, draw(st.sampled_from(binary)), ty))
+        elif n_red < 4:
+            r = Register(n_red)
+            b.add(isa.ParallelReduce(r, draw(addr), count, draw(st.sampled_from(reduces)), ty),
+                  isa.STG(Address.buffer(N_BUFFERS + 1, n_red * size), r, ty))
+            n_red += 1
+    if ty.is_float:
+        elems = st.one_of(st.floats(-100, 100, width=32), st.sampled_from([0.0, -0.0, 1.5, -2.0]))
+    else:
+        elems = st.integers(ty.min_value, ty.max_value)
+    import numpy as np
+    data = [np.array(draw(st.lists(elems, min_size=2 * count, max_size=2 * count)), dtype=ty.np_dtype).tobytes()
+            for _ in range(N_BUFFERS)]
+    return GeneratedArrays(b.build(), ty, count, data)
+
+
+def run_arrays(backend, g: GeneratedArrays, program: isa.Program | None = None,
+               config: LaunchConfig | None = None) -> list[bytes]:
+    """The buffers' bytes (and the results buffer's) after running on a fresh `backend`."""
+    handles = [backend.allocate_buffer(g.buffer_bytes) for _ in range(N_BUFFERS)]
+    results = backend.allocate_buffer(4 * g.ty.size_bytes)
+    assert handles + [results] == list(range(1, N_BUFFERS + 2)), "run_arrays needs a fresh backend"
+    for h, d in zip(handles, g.data):
+        backend.copy_to_buffer(h, d)
+    backend.execute_program(program or g.program, config or LaunchConfig.linear(3))
+    out = []
+    for h in handles + [results]:
+        buf = bytearray(backend.buffer_size(h))
+        backend.copy_from_buffer(h, buf)
+        out.append(bytes(buf))
+    return out

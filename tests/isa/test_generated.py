@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from eidos.isa.backends.reference import ReferenceBackend
 from tests.isa import strategies as S
+from tests.isa.conftest import BACKENDS, make_backend
 
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
@@ -20,3 +22,12 @@ def test_exact_programs_store_the_reference_bytes(backend, gp):
 @given(gp=S.programs(transcendentals=False))
 def test_optimized_programs_on_each_backend(backend, gp):
     assert S.run(backend, gp, gp.program.optimize()) == S.run(ReferenceBackend(), gp)
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+@settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
+@given(g=S.array_programs())
+def test_array_chains_store_the_reference_bytes_fused_or_not(backend_name, g):
+    want = S.run_arrays(ReferenceBackend(), g)
+    assert S.run_arrays(make_backend(backend_name), g) == want
+    assert S.run_arrays(make_backend(backend_name), g, g.program.optimize()) == want
