@@ -53,6 +53,12 @@ def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
     if lane == "sqlite":
         bad += [f"{f.name}: NaN" for f in table.schema if pa.types.is_floating(f.type)
                 and any(isinstance(v, float) and math.isnan(v) for v in table.column(f.name).to_pylist())]
+    if lane in ("duckdb", "sqlite"):  # column names are case-insensitive there
+        folded = [n.lower() for n in schema.names]
+        bad += [f"{n}: a second column named so, ignoring case" for i, n in enumerate(schema.names)
+                if n.lower() in folded[:i]]
+    if lane == "postgresql":
+        bad += [f"{n}: a name longer than 63 bytes" for n in schema.names if len(n.encode()) > 63]
     if bad:
         raise UnsupportedError(f"{lane} cannot hold column {', '.join(bad)} exactly ({redact(uri)})")
     d = dialect(lane)

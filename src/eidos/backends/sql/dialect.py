@@ -12,6 +12,7 @@ column-dependent value, stops engines from evaluating it while planning).
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 
 from sqlglot import exp
@@ -19,7 +20,8 @@ from sqlglot import exp
 from eidos.errors import UnsupportedError
 from eidos.ir import dtypes as T
 from eidos.ir.dtypes import DType
-from eidos.ir.typing import literal_dtype, promote
+from eidos.ir.expr import Literal
+from eidos.ir.typing import _adapt, literal_dtype, promote
 from eidos.backends.sql.translate import (
     NULL, binop, case, column, float_literal, fn, literal_text, number, paren, string,
 )
@@ -178,7 +180,13 @@ class Dialect:
         if ts[0] != T.Date:  # int + date
             a, b = b, a
         days = self.cast(b, T.Null, T.Int32, force=True)
-        return binop(cls, a, days)
+        return self.checked_date(binop(cls, a, days))
+
+    def checked_date(self, r):
+        """A Date result outside years 1..9999 raises (semantics 12)."""
+        lo, hi = self.literal(_dt.date(1, 1, 1), T.Date), self.literal(_dt.date(9999, 12, 31), T.Date)
+        bad = _or(exp.LT(this=r, expression=lo), exp.GT(this=r, expression=hi))
+        return case([(bad, self.error("date out of range (years 1..9999)", r, T.Date))], r)
 
     def nullif_zero(self, b: exp.Expression) -> exp.Expression:
         return exp.Nullif(this=b, expression=exp.Literal.number(0))
@@ -419,8 +427,10 @@ class Dialect:
         (values,) = o
         domain = ts[0]
         for v in values:
-            if v is not None:
-                domain = promote(domain, literal_dtype(v), op="compare")
+            if v is not None:  # each value meets x as a weak literal would (semantics 9)
+                vt = literal_dtype(v)
+                weak = isinstance(v, (int, float)) and not isinstance(v, bool)
+                domain = promote(domain, _adapt(Literal(v, vt, weak=weak), vt, ts[0]), op="compare")
         if not values:
             return case([(_is(args[0]), self.cast(NULL, T.Null, T.Boolean))], self.boolean(False))
         x = self.collate(paren(self.cast(args[0], ts[0], domain)), domain)
@@ -559,8 +569,10 @@ class Dialect:
         if fn_ == "sum":
             return self.agg_sum(arg, at, t)
         if fn_ == "mean":
-            return self.cast(exp.Avg(this=arg if not at.is_float else self.cast(arg, at, T.Float64)),
-                             T.Null, T.Float64, force=True)
+            if at.is_float:
+                total = self.float_sum(self.cast(arg, at, T.Float64))
+                return _div(total, self.cast(exp.Count(this=arg), T.Null, T.Float64, force=True))
+            return self.cast(exp.Avg(this=arg), T.Null, T.Float64, force=True)
         if fn_ in ("min", "max"):
             cls = exp.Min if fn_ == "min" else exp.Max
             return self.cast(cls(this=self.collate(paren(arg), at)), T.Null, t, force=True)
@@ -572,7 +584,13 @@ class Dialect:
         raise UnsupportedError(f"the {self.name} lane has no aggregation {fn_}")
 
     def agg_sum(self, arg, at, t):
+        if at.is_float:
+            return self.float_sum(self.cast(arg, at, T.Float64))
         return self.cast(exp.Sum(this=arg), T.Null, t, force=True)
+
+    def float_sum(self, x):
+        """A correctly rounded float sum (semantics 14: math.fsum)."""
+        return exp.Sum(this=x)
 
     # ------------------------------------------------------------ sources
     def scan(self, source, ctx) -> exp.Expression:

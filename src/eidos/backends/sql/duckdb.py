@@ -12,10 +12,6 @@ from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
 from eidos.backends.sql.dialect import Dialect
 from eidos.backends.sql.translate import by_name, fn, ident, positional, slots, string
 
-# pyarrow's CSV reader treats these as null in non-string columns (its defaults); DuckDB is told
-# the same, and never to read an empty string column value as null, so both read a file alike.
-ARROW_CSV_NULLS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-                   "1.#QNAN", "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null")
 
 
 def path_of(uri: str) -> str:
@@ -57,6 +53,9 @@ class DuckDBDialect(Dialect):
     def is_nan(self, x):
         return fn("isnan", x)
 
+    def float_sum(self, x):
+        return fn("fsum", x)  # Kahan-Babuska summation
+
     def scan_column(self, e, t, source=None):
         if isinstance(source, ArrowSource):
             return e
@@ -88,13 +87,11 @@ class DuckDBDialect(Dialect):
             exp.PropertyEQ(this=string(c), expression=string(self.types[t.name] if not t.is_decimal
                                                             else f"DECIMAL({t.precision}, {t.scale})"))
             for c, t in zip(slots(len(source.schema)), source.schema.dtypes)])
-        text_cols = [string(c) for c, t in zip(slots(len(source.schema)), source.schema.dtypes) if t == T.String]
         args = [string(source.path), named("header", exp.Boolean(this=source.has_header)),
                 named("delim", string(source.delimiter)), named("columns", columns),
-                named("nullstr", exp.Array(expressions=[string(s) for s in ARROW_CSV_NULLS])),
+                # semantics 15: an empty field is null (quoted or not, strings too); all else is data
+                named("nullstr", string("")), named("allow_quoted_nulls", exp.Boolean(this=True)),
                 named("auto_detect", exp.Boolean(this=False))]
-        if text_cols:
-            args.append(named("force_not_null", exp.Array(expressions=text_cols)))
         return fn("read_csv", *args)
 
 

@@ -99,8 +99,9 @@ def conform(table: pa.Table, schema: Schema) -> pa.Table:
         col = table.column(i)
         if isinstance(col.type, pa.ExtensionType):
             col = pa.chunked_array([c.storage for c in col.chunks], type=col.type.storage_type)
-        if pa.types.is_null(field.type):
-            col = pa.nulls(len(col))
+        if pa.types.is_null(field.type) or col.null_count == len(col):
+            # all null (or no rows): engines that infer result types from values (SQLite) give any type
+            col = pa.nulls(len(col), type=field.type)
         elif col.type != field.type:
             try:
                 col = col.cast(field.type)

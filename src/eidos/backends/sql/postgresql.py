@@ -70,8 +70,15 @@ class PostgresDialect(Dialect):
                          expression=fn("coalesce", fn("left", exp.Cast(this=paren(witness),
                                                                        to=exp.DataType.build("TEXT")),
                                                       exp.Literal.number(0)), string("")))
-        bad = exp.Cast(this=exp.Paren(this=text), to=exp.DataType.build("INTEGER"))
-        return exp.Cast(this=bad, to=self.sql_type(t)) if t != T.Int32 else bad
+        if t == T.String:  # text to text cannot fail: fail as an integer, then retype
+            return exp.Cast(this=exp.Cast(this=exp.Paren(this=text), to=exp.DataType.build("INTEGER")),
+                            to=self.sql_type(t))
+        return exp.Cast(this=exp.Paren(this=text), to=self.sql_type(t))
+
+    def aggregate(self, fn_, arg, at, t):
+        if fn_ in ("min", "max") and at == T.Boolean:  # false < true; PostgreSQL has no min(boolean)
+            return fn("bool_and" if fn_ == "min" else "bool_or", arg)
+        return super().aggregate(fn_, arg, at, t)
 
     def int_div(self, a, b, t=None):
         if t == T.UInt64:
@@ -80,6 +87,11 @@ class PostgresDialect(Dialect):
 
     def decimal_div_trunc(self, a, b):
         return fn("div", a, b)
+
+    def float_sum(self, x):
+        # Summed exactly in numeric (which holds NaN and infinities), then rounded once.
+        total = exp.Sum(this=exp.Cast(this=x, to=exp.DataType.build("NUMERIC")))
+        return exp.Cast(this=total, to=self.sql_type(T.Float64))
 
     def collate(self, e, t):
         if t == T.String:
