@@ -24,6 +24,13 @@ _LAZY = {
     "DeviceInfo": "eidos.hal.devices",
     "Backend": "eidos.hal.backend",
     "last_run": "eidos.hal.runner",
+    "tensor": "eidos.tensor",
+    "Tensor": "eidos.tensor",
+    "realize": "eidos.tensor",
+    "eager": "eidos.tensor",
+    "from_dlpack": "eidos.tensor",
+    "set_backend": "eidos.tensor",
+    "set_backend_priority": "eidos.tensor",
 }
 
 

@@ -1,0 +1,592 @@
+"""Tensor kernels -> ISA programs.
+
+A kernel is an element-wise expression over input slots (optionally followed by a reduction),
+written as nested tuples so it is its own cache key:
+
+    ("in", slot, dtype)             the slot's array (every input has the output's element count)
+    ("const", value, dtype)         a scalar
+    (op, dtype, *args)              an operation whose result has dtype
+
+Two program forms (docs/tensor.md says why):
+- map form: ParallelMap/ParallelMapBinary steps over whole arrays, fused by the ISA optimizer
+  into one FusedMap (constants are arrays of the count, cached), optionally followed by a
+  ParallelReduce and an STG of its result: one collective program, run by the CPU backend as one
+  parallel numba loop. Used when every operation is an array map operation on one dtype.
+- lane form: a per-lane register program (LDG through register pointers, register arithmetic
+  with MOV_IMM constants, CVT, SETcc/SEL, STG). Element-wise: one lane per element, pointers
+  affine in GLOBAL_ID (so the CPU backend runs lanes in parallel). Reductions: one lane per
+  output, a LOOP over the reduced elements with the expression inline.
+
+Programs are built once per kernel (structure, dtypes, sizes, constants) and kept in an LRU.
+Buffers are bound by slot: slot i is the backend's buffer handle i + 1 (backends allocate those
+first), so the same kernel is the same Program whatever arrays it runs on.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from eidos import isa
+from eidos.errors import EidosError
+from eidos.isa import Address, Condition, LaunchConfig, ProgramBuilder, Register, Type
+from eidos.isa import instructions as I
+from eidos.isa.address import Special
+
+from . import dtypes as D
+
+M, B = I.MapOperation, I.BinaryMapOperation
+MAP1 = {"abs": M.Abs, "neg": M.Neg, "sqrt": M.Sqrt, "exp": M.Exp, "log": M.Log, "sin": M.Sin, "cos": M.Cos,
+        "tan": M.Tan, "relu": M.Relu, "sigmoid": M.Sigmoid, "tanh": M.Tanh}
+MAP2 = {"add": B.Add, "sub": B.Sub, "mul": B.Mul, "div": B.Div, "pow": B.Pow, "minimum": B.Min,
+        "maximum": B.Max, "atan2": B.Atan2}
+FLOAT_MAP = {"sqrt", "exp", "log", "sin", "cos", "tan", "sigmoid", "tanh", "div", "pow", "atan2"}
+REDUCE_OPS = {"sum": I.ReduceOperation.Sum, "prod": I.ReduceOperation.Product, "min": I.ReduceOperation.Min,
+              "max": I.ReduceOperation.Max}
+
+UNARY = {"abs", "neg", "sqrt", "exp", "log", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu", "floor",
+         "ceil", "round", "trunc", "sign", "logical_not", "invert", "cast", "isnan", "isinf", "isfinite",
+         "reciprocal", "rsqrt", "square", "swish"}
+BINARY = {"add", "sub", "mul", "div", "pow", "minimum", "maximum", "atan2", "floordiv", "mod", "and", "or",
+          "xor", "lshift", "rshift", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+          "logical_xor"}
+TERNARY = {"where", "clip"}
+
+
+def slot_handle(slot: int) -> int:
+    return slot + 1
+
+
+def ptr_value(slot: int) -> int:
+    return isa.pointer(slot_handle(slot), 0)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """What one program computes: out[m] = reduce_k expr(inputs[m * R + k]) (R = 1, op None: no reduction)."""
+    expr: tuple
+    n_inputs: int
+    out_dtype: str
+    count: int                   # output elements (m)
+    reduce: str | None = None    # sum prod min max argmin argmax
+    length: int = 1              # R, elements reduced per output
+
+    @property
+    def kind(self) -> str:
+        return "reduction" if self.reduce else "elementwise"
+
+
+@dataclass
+class Lowered:
+    program: isa.Program
+    config: LaunchConfig
+    form: str                      # "map" or "lane" or an extension's name
+    consts: tuple = ()             # map form: (slot, value, dtype) arrays to bind
+    temps: tuple = ()              # map form: (slot, dtype, count) scratch arrays
+    out_slot: int = 0
+
+
+# ---- helpers on expressions --------------------------------------------------------------------
+
+def dtype_of(e: tuple) -> np.dtype:
+    return D.as_dtype(e[2] if e[0] in ("in", "const") else e[1])
+
+
+def walk(e: tuple):
+    yield e
+    if e[0] not in ("in", "const"):
+        for a in e[2:]:
+            yield from walk(a)
+
+
+def map_form_ok(k: Kernel) -> bool:
+    """Every operation an array map op on one dtype of at most 64 bits (not bool), reduction (if any) full."""
+    dt = D.as_dtype(k.out_dtype)
+    if dt == D.bool_:
+        return False
+    if k.reduce is not None and (k.count != 1 or k.reduce not in REDUCE_OPS):
+        return False
+    ops = 0
+    for e in walk(k.expr):
+        if dtype_of(e) != dt:
+            return False
+        if e[0] in ("in", "const"):
+            continue
+        ops += 1
+        if e[0] not in MAP1 and e[0] not in MAP2:
+            return False
+        if e[0] in FLOAT_MAP and not D.is_float(dt):
+            return False
+    if k.reduce is None and ops == 0:
+        return False
+    if k.reduce in ("sum", "prod") and not D.is_float(dt):
+        return False   # NumPy sums integers in 64 bits: the lane form's wide accumulator does that
+    return True
+
+
+# ---- map form ---------------------------------------------------------------------------------
+
+def lower_map(k: Kernel) -> Lowered:
+    dt = D.as_dtype(k.out_dtype)
+    ty = D.isa_type(dt)
+    n = k.count * k.length
+    nslot = k.n_inputs
+    out_slot = nslot
+    nslot += 1
+    consts: list = []
+    temps: list = []
+    const_slot: dict = {}
+    uses: dict = {}
+    for e in walk(k.expr):
+        uses[id(e)] = uses.get(id(e), 0) + 1
+    ins: list = []
+
+    def buf(s):
+        return Address.buffer(slot_handle(s))
+
+    def new_temp():
+        nonlocal nslot
+        temps.append((nslot, str(dt), n))
+        nslot += 1
+        return nslot - 1
+
+    def emit(e, dst):
+        """Emit e's steps writing `dst` (a slot, or None for 'any'); return the slot holding it."""
+        if e[0] == "in":
+            return e[1]
+        if e[0] == "const":
+            key = (e[1], e[2])
+            if key not in const_slot:
+                nonlocal nslot
+                const_slot[key] = nslot
+                consts.append((nslot, e[1], e[2], n))
+                nslot += 1
+            return const_slot[key]
+        args = e[2:]
+        first = args[0]
+        # the first operand's result buffer becomes this node's when it is computed here only for us
+        if first[0] not in ("in", "const"):
+            a = emit(first, dst)
+            target = a
+        else:
+            a = emit(first, None)
+            target = dst if dst is not None else new_temp()
+        if len(args) == 1:
+            ins.append(I.ParallelMap(buf(target), buf(a), n, MAP1[e[0]], ty))
+        else:
+            second = args[1]
+            b = emit(second, None) if second[0] in ("in", "const") else emit(second, new_temp())
+            ins.append(I.ParallelMapBinary(buf(target), buf(a), buf(b), n, MAP2[e[0]], ty))
+        return target
+
+    if k.reduce is None:
+        res = emit(k.expr, out_slot)
+        if res != out_slot:
+            raise EidosError("internal: map-form result not in the output slot")
+        config = LaunchConfig.linear(1)
+    else:
+        scratch = new_temp() if k.expr[0] != "in" else None
+        res = emit(k.expr, scratch)
+        ins.append(I.ParallelReduce(Register(0), buf(res), n, REDUCE_OPS[k.reduce], ty))
+        ins.append(I.STG(buf(out_slot), Register(0), ty))
+        config = LaunchConfig.linear(1)
+    program = ProgramBuilder({"eidos.tensor": "map"}).add(*ins).build().optimize()
+    return Lowered(program, config, "map", tuple(consts), tuple(temps), out_slot)
+
+
+# ---- lane form --------------------------------------------------------------------------------
+
+class _Regs:
+    def __init__(self, start: int) -> None:
+        self.next = start
+
+    def __call__(self) -> Register:
+        if self.next > 255:
+            raise EidosError("expression too large for one program (more than 256 registers); realize part of it "
+                             "first (ei.realize)")
+        self.next += 1
+        return Register(self.next - 1)
+
+
+_UNARY_INS = {"sqrt": I.SQRT, "exp": I.EXP, "log": I.LOG, "sin": I.SIN, "cos": I.COS, "tan": I.TAN,
+              "tanh": I.TANH, "sigmoid": I.SIGMOID, "gelu": I.GELU, "floor": I.FLOOR, "ceil": I.CEIL,
+              "round": I.ROUND, "trunc": I.TRUNC, "sign": I.SIGN, "abs": I.ABS, "neg": I.NEG, "invert": I.NOT,
+              "reciprocal": I.RCP, "rsqrt": I.RSQRT, "swish": I.SWISH}
+_BIN_INS = {"add": I.ADD, "sub": I.SUB, "mul": I.MUL, "div": I.DIV, "minimum": I.MIN, "maximum": I.MAX,
+            "and": I.AND, "or": I.OR, "xor": I.XOR, "lshift": I.SHL, "rshift": I.SHR, "mod": I.REM}
+_CMP = {"eq": Condition.EQ, "ne": Condition.NE, "lt": Condition.LT, "le": Condition.LE, "gt": Condition.GT,
+        "ge": Condition.GE}
+
+
+class _Emitter:
+    """Register code for an expression; loads come from per-slot pointer registers."""
+
+    def __init__(self, regs: _Regs, ptrs: dict) -> None:
+        self.regs, self.ptrs = regs, ptrs
+        self.out: list = []
+        self.loaded: dict = {}
+        self.consts: dict = {}
+
+    def const(self, value, ty: Type) -> Register:
+        key = (repr(value), ty)
+        if key not in self.consts:
+            r = self.regs()
+            self.out.append(I.MOV_IMM(r, value, ty))
+            self.consts[key] = r
+        return self.consts[key]
+
+    def hoist_consts(self, e) -> list:
+        """MOV_IMMs for every constant in e, emitted once before a loop."""
+        before = len(self.out)
+        for x in walk(e):
+            if x[0] == "const":
+                self.const(_imm(x[1], dtype_of(x)), D.isa_type(dtype_of(x)))
+        hoisted, self.out = self.out[before:], self.out[:before]
+        return hoisted
+
+    def emit(self, e) -> Register:
+        kind = e[0]
+        dt = dtype_of(e)
+        ty = D.isa_type(dt)
+        if kind == "in":
+            if e[1] not in self.loaded:
+                r = self.regs()
+                self.out.append(I.LDG(r, Address.register(self.ptrs[e[1]]), ty))
+                self.loaded[e[1]] = r
+            return self.loaded[e[1]]
+        if kind == "const":
+            return self.const(_imm(e[1], dt), ty)
+        args = [self.emit(a) for a in e[2:]]
+        aty = [D.isa_type(dtype_of(a)) for a in e[2:]]
+        adt = [dtype_of(a) for a in e[2:]]
+        r = self.regs()
+        o = self.out
+        if kind == "cast":
+            src = adt[0]
+            if dt == D.bool_:
+                return self._truth(args[0], aty[0])
+            if src == dt:
+                return args[0]
+            o.append(I.CVT(r, args[0], aty[0], ty))
+        elif kind in _CMP:
+            return self._select(kind, args[0], args[1], aty[0])
+        elif kind in ("isnan", "isinf", "isfinite"):
+            x, t = args[0], aty[0]
+            if kind == "isnan":
+                return self._select("ne", x, x, t)
+            a = self.regs()
+            o.append(I.ABS(a, x, t))
+            inf = self.const(float("inf"), t)
+            return self._select("eq" if kind == "isinf" else "lt", a, inf, t)
+        elif kind == "logical_not":
+            return self._select("eq", args[0], self.const(0, aty[0]), aty[0])
+        elif kind in ("logical_and", "logical_or", "logical_xor"):
+            a = self._truth(args[0], aty[0])
+            b = self._truth(args[1], aty[1])
+            o.append({"logical_and": I.AND, "logical_or": I.OR, "logical_xor": I.XOR}[kind](r, a, b, Type.U8))
+        elif kind == "relu":
+            o.append(I.MAX(r, args[0], self.const(0.0 if D.is_float(dt) else 0, ty), ty))
+        elif kind == "square":
+            o.append(I.MUL(r, args[0], args[0], ty))
+        elif kind in ("abs", "neg", "invert", "sign") or kind in _UNARY_INS:
+            if kind in ("abs",) and dt == D.bool_:
+                return args[0]
+            o.append(_UNARY_INS[kind](r, args[0], ty))
+        elif kind in ("pow", "atan2"):
+            raise EidosError(f"internal: {kind} has no register instruction (map form only)")
+        elif kind == "floordiv":
+            if D.is_float(dt):
+                q = self.regs()
+                o.append(I.DIV(q, args[0], args[1], ty))
+                o.append(I.FLOOR(r, q, ty))
+            else:
+                self._int_floor(r, args[0], args[1], ty, want="q")
+        elif kind == "mod":
+            if D.is_float(dt):
+                self._float_mod(r, args[0], args[1], ty)
+            else:
+                self._int_floor(r, args[0], args[1], ty, want="r")
+        elif kind in _BIN_INS:
+            o.append(_BIN_INS[kind](r, args[0], args[1], ty))
+        elif kind == "where":
+            c = self._pred_of(args[0], aty[0])
+            o.append(I.SEL(r, c, args[1], args[2], ty))
+        elif kind == "clip":
+            a = self.regs()
+            o.append(I.MAX(a, args[0], args[1], ty))
+            o.append(I.MIN(r, a, args[2], ty))
+        else:
+            raise EidosError(f"internal: no lowering for {kind}")
+        return r
+
+    # booleans are U8 registers holding 0 or 1
+    def _pred_of(self, x: Register, ty: Type):
+        p = self._pred()
+        self.out.append(I.SETcc(p, x, self.const(0.0 if ty.is_float else 0, ty), Condition.NE, ty))
+        return p
+
+    def _pred(self):
+        self.npred = getattr(self, "npred", 0)
+        p = isa.Predicate(self.npred % 16)
+        self.npred += 1
+        return p
+
+    def _select(self, cond: str, a: Register, b: Register, ty: Type) -> Register:
+        p = self._pred()
+        r = self.regs()
+        self.out.append(I.SETcc(p, a, b, _CMP[cond], ty))
+        self.out.append(I.SEL(r, p, self.const(1, Type.U8), self.const(0, Type.U8), Type.U8))
+        return r
+
+    def _truth(self, x: Register, ty: Type) -> Register:
+        if ty is Type.U8:
+            return self._select("ne", x, self.const(0, ty), ty)
+        return self._select("ne", x, self.const(0.0 if ty.is_float else 0, ty), ty)
+
+    def _int_floor(self, r, a, b, ty: Type, want: str) -> None:
+        """Python's floor division and modulo from truncating DIV/REM (b == 0: NumPy gives 0)."""
+        o = self.out
+        q, m = self.regs(), self.regs()
+        zero = self.const(0, ty)
+        o.append(I.DIV(q, a, b, ty))
+        o.append(I.REM(m, a, b, ty))
+        if ty.is_signed:
+            # adjust when m != 0 and sign(m) != sign(b)
+            p1, p2, p3 = self._pred(), self._pred(), self._pred()
+            one = self.const(1, ty)
+            o.append(I.SETcc(p1, m, zero, Condition.LT, ty))
+            o.append(I.SETcc(p2, b, zero, Condition.LT, ty))
+            f1, f2, f3 = self.regs(), self.regs(), self.regs()
+            o.append(I.SEL(f1, p1, one, zero, ty))
+            o.append(I.SEL(f2, p2, one, zero, ty))
+            o.append(I.XOR(f3, f1, f2, ty))
+            o.append(I.SETcc(p3, m, zero, Condition.NE, ty))
+            adj = self.regs()
+            o.append(I.SEL(adj, p3, f3, zero, ty))
+            if want == "q":
+                q2 = self.regs()
+                o.append(I.SUB(q2, q, adj, ty))
+                q = q2
+            else:
+                bm, m2 = self.regs(), self.regs()
+                o.append(I.MUL(bm, b, adj, ty))
+                o.append(I.ADD(m2, m, bm, ty))
+                m = m2
+        res = q if want == "q" else m
+        pz = self._pred()
+        o.append(I.SETcc(pz, b, zero, Condition.EQ, ty))
+        o.append(I.SEL(r, pz, zero, res, ty))
+
+    def _float_mod(self, r, a, b, ty: Type) -> None:
+        """Python's float modulo: fmod, then add b when the signs differ and the remainder is not 0."""
+        o = self.out
+        m = self.regs()
+        zero = self.const(0.0, ty)
+        o.append(I.REM(m, a, b, ty))
+        p1, p2, p3 = self._pred(), self._pred(), self._pred()
+        o.append(I.SETcc(p1, m, zero, Condition.NE, ty))
+        s = self.regs()
+        o.append(I.MUL(s, m, b, ty))
+        o.append(I.SETcc(p2, s, zero, Condition.LT, ty))
+        mb = self.regs()
+        o.append(I.ADD(mb, m, b, ty))
+        t = self.regs()
+        o.append(I.SEL(t, p2, mb, m, ty))
+        o.append(I.SEL(r, p1, t, m, ty))
+        del p3
+
+
+def _imm(value, dt: np.dtype):
+    if dt == D.bool_:
+        return int(bool(value))
+    if D.is_float(dt):
+        return float(value)
+    return int(value)
+
+
+def _slot_pointers(regs: _Regs, n_slots: int, sizes: list, lane_index: Register, stride_elems: int,
+                   out: list) -> dict:
+    """ptr_s = pointer(slot s) + lane * stride * size: affine in GLOBAL_ID."""
+    ptrs = {}
+    for s in range(n_slots):
+        base, off, p = regs(), regs(), regs()
+        out.append(I.MOV_IMM(base, ptr_value(s), Type.U64))
+        out.append(I.MOV_IMM(off, stride_elems * sizes[s], Type.U64))
+        scaled = regs()
+        out.append(I.MUL(scaled, lane_index, off, Type.U64))
+        out.append(I.ADD(p, base, scaled, Type.U64))
+        ptrs[s] = p
+    return ptrs
+
+
+def _input_dtypes(k: Kernel) -> list:
+    dts = [None] * k.n_inputs
+    for e in walk(k.expr):
+        if e[0] == "in":
+            dts[e[1]] = dtype_of(e)
+    return [d if d is not None else D.uint8 for d in dts]
+
+
+def lower_lane(k: Kernel) -> Lowered:
+    out_dt = D.as_dtype(k.out_dtype)
+    out_ty = D.isa_type(out_dt)
+    in_dts = _input_dtypes(k)
+    out_slot = k.n_inputs
+    regs = _Regs(1)
+    code: list = []
+    gid = Register(0)
+    code.append(I.MOV(gid, Special.GLOBAL_ID, Type.U64))
+    sizes = [d.itemsize for d in in_dts] + [out_dt.itemsize]
+    if k.reduce is None:
+        ptrs = _slot_pointers(regs, k.n_inputs + 1, sizes, gid, 1, code)
+        em = _Emitter(regs, ptrs)
+        r = em.emit(k.expr)
+        code += em.out
+        code.append(I.STG(Address.register(ptrs[out_slot]), r, out_ty))
+        prog = ProgramBuilder({"eidos.tensor": "lane"}).add(*code).build()
+        return Lowered(prog, LaunchConfig.linear(k.count), "lane", out_slot=out_slot)
+    # reduction: lane m reduces elements m*R .. m*R+R-1
+    in_ptrs = _slot_pointers(regs, k.n_inputs, sizes, gid, k.length, code)
+    # the output pointer: slot out_slot, one element per lane
+    base, off, scaled, outp = regs(), regs(), regs(), regs()
+    code += [I.MOV_IMM(base, ptr_value(out_slot), Type.U64), I.MOV_IMM(off, sizes[-1], Type.U64),
+             I.MUL(scaled, gid, off, Type.U64), I.ADD(outp, base, scaled, Type.U64)]
+    vdt = dtype_of(k.expr)
+    vty = D.isa_type(vdt)
+    acc_ty, init = _accumulator(k.reduce, vdt, out_dt)
+    acc = regs()
+    idx = regs() if k.reduce in ("argmin", "argmax") else None
+    counter = regs()
+    em = _Emitter(regs, in_ptrs)
+    code += em.hoist_consts(k.expr)
+    code.append(I.MOV_IMM(acc, init, acc_ty))
+    if idx is not None:
+        code.append(I.MOV_IMM(idx, 0, Type.I64))
+    steps = {s: em.const(sizes[s], Type.U64) for s in range(k.n_inputs)}
+    code += em.out
+    em.out = []
+    if k.length > 0:
+        code.append(I.MOV_IMM(counter, 0, Type.I64))
+        b = ProgramBuilder({"eidos.tensor": "lane-reduce"})
+        b.add(*code)
+        body = b.label("body")
+        em.loaded = {}
+        v = em.emit(k.expr)
+        o = em.out
+        if k.reduce in ("sum", "prod"):
+            if vty != acc_ty:
+                c = regs()
+                o.append(I.CVT(c, v, vty, acc_ty))
+                v = c
+            o.append((I.ADD if k.reduce == "sum" else I.MUL)(acc, acc, v, acc_ty))
+        elif k.reduce in ("min", "max"):
+            o.append((I.MIN if k.reduce == "min" else I.MAX)(acc, acc, v, acc_ty))
+        else:  # argmin / argmax: first extreme; for floats the first NaN wins
+            p = em._pred()
+            cond = Condition.GT if k.reduce == "argmax" else Condition.LT
+            o.append(I.SETcc(p, v, acc, cond, vty))
+            take = regs()
+            one8, zero8 = em.const(1, Type.U8), em.const(0, Type.U8)
+            o.append(I.SEL(take, p, one8, zero8, Type.U8))
+            if vty.is_float:
+                isn = em._select("ne", v, v, vty)
+                bok = em._select("eq", acc, acc, vty)
+                both, t2 = regs(), regs()
+                o.append(I.AND(both, isn, bok, Type.U8))
+                o.append(I.OR(t2, take, both, Type.U8))
+                take = t2
+            pt = em._pred()
+            o.append(I.SETcc(pt, take, zero8, Condition.NE, Type.U8))
+            o.append(I.SEL(acc, pt, v, acc, vty))
+            o.append(I.SEL(idx, pt, counter, idx, Type.I64))
+        for s in range(k.n_inputs):
+            o.append(I.ADD(in_ptrs[s], in_ptrs[s], steps[s], Type.U64))
+        b.add(*o)
+        b.add(I.LOOP(counter, k.length, body))
+        tail: list = []
+    else:
+        b = ProgramBuilder({"eidos.tensor": "lane-reduce"})
+        b.add(*code)
+        tail = []
+    result = idx if idx is not None else acc
+    rty = Type.I64 if idx is not None else acc_ty
+    if rty != out_ty:
+        c = regs()
+        tail.append(I.CVT(c, result, rty, out_ty))
+        result = c
+    tail.append(I.STG(Address.register(outp), result, out_ty))
+    b.add(*tail)
+    return Lowered(b.build(), LaunchConfig.linear(k.count), "lane", out_slot=out_slot)
+
+
+def _accumulator(op: str, vdt: np.dtype, out_dt: np.dtype):
+    if op in ("sum", "prod"):
+        if D.is_float(out_dt):
+            return Type.F64, (0.0 if op == "sum" else 1.0)
+        t = Type.U64 if out_dt in D.UNSIGNED else Type.I64
+        return t, (0 if op == "sum" else 1)
+    t = D.isa_type(vdt)
+    if op in ("min", "argmin"):
+        return t, (float("inf") if t.is_float else t.max_value)
+    return t, (float("-inf") if t.is_float else t.min_value)
+
+
+# ---- cache ------------------------------------------------------------------------------------
+
+class LoweringCache:
+    """Lowered programs by kernel (an LRU): a repeated expression is not rebuilt or recompiled."""
+
+    def __init__(self, capacity: int = 512) -> None:
+        self.capacity = capacity
+        self.entries: OrderedDict = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key, build):
+        v = self.entries.get(key)
+        if v is not None:
+            self.entries.move_to_end(key)
+            self.hits += 1
+            return v
+        self.misses += 1
+        v = self.entries[key] = build()
+        while len(self.entries) > self.capacity:
+            self.entries.popitem(last=False)
+        return v
+
+
+CACHE = LoweringCache()
+
+
+def lower(k: Kernel, allow_map: bool = True) -> Lowered:
+    form = "map" if allow_map and map_form_ok(k) else "lane"
+    return CACHE.get((k, form), lambda: lower_map(k) if form == "map" else lower_lane(k))
+
+
+# ---- extensions: one instruction each --------------------------------------------------------
+
+def lower_extension(name: str, dtype: str, dims: tuple) -> Lowered:
+    """GEMM / BatchedGEMM / Softmax / LayerNorm over slots 0.. (inputs) and the last slot (output)."""
+    return CACHE.get(("ext", name, dtype, dims), lambda: _build_extension(name, dtype, dims))
+
+
+def _build_extension(name: str, dtype: str, dims: tuple) -> Lowered:
+    ty = D.isa_type(D.as_dtype(dtype))
+    b = [Address.buffer(slot_handle(s)) for s in range(5)]
+    if name == "gemm":
+        m, n, k = dims
+        ins, out = I.GEMM(b[2], b[0], b[1], m, n, k, ty=ty), 2
+    elif name == "batched_gemm":
+        batch, m, n, k = dims
+        ins, out = I.BatchedGEMM(b[2], b[0], b[1], batch, m, n, k, ty=ty), 2
+    elif name == "softmax":
+        rows, n = dims
+        ins, out = I.Softmax(b[1], b[0], n, rows, ty=ty), 1
+    elif name == "layer_norm":
+        rows, n, eps = dims
+        ins, out = I.LayerNorm(b[3], b[0], b[1], b[2], n, eps, rows, ty=ty), 3
+    else:
+        raise EidosError(f"internal: no extension {name}")
+    prog = ProgramBuilder({"eidos.tensor": name}).add(ins).build()
+    return Lowered(prog, LaunchConfig.linear(1), name, out_slot=out)
