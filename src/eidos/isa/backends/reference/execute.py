@@ -1,7 +1,8 @@
 """The lane scheduler: runs every lane of the grid, honouring barriers and collectives.
 
 A lane runs straight through its closures until it exits, reaches a BarSync, or reaches
-a collective instruction. A block's barrier opens when all its live lanes wait at it; a
+a collective instruction. Lanes run in GLOBAL_ID order; without collectives the blocks run
+one after another (only one block's lanes exist at a time), with them all lanes together. A block's barrier opens when all its live lanes wait at it; a
 collective runs once when every live lane of the grid waits at it. Anything else is a
 divergence error, reported with where the lanes are.
 """
@@ -48,24 +49,28 @@ def special_getter(key: Special, config):
     return lambda L: L.ids[pos]
 
 
-def _make_lanes(config, registers, max_steps, entry):
+def _initial_registers(registers) -> list:
     init = [0] * NUM_REGISTERS
     for k, v in registers.items():
         if not 0 <= int(k) < NUM_REGISTERS:
             raise BackendError(f"ExecutionParams.registers: register r{k} out of range r0..r{NUM_REGISTERS - 1}")
         init[int(k)] = v
+    return init
+
+
+def _blocks(config, init, max_steps, entry):
+    """Each block's lanes in order, made only when asked for."""
     (gx, gy, gz), (bx, by, bz) = config.grid, config.block
     per_block = bx * by * bz
-    blocks = []
+    b = 0
     for kz in range(gz):
         for ky in range(gy):
             for kx in range(gx):
                 shared = memoryview(bytearray(config.shared_memory))
-                b = len(blocks)
                 base = b * per_block
-                blocks.append([Lane(init, (base + t, t, b, t % bx, (t // bx) % by, t // (bx * by), kx, ky, kz),
-                                    shared, max_steps, b, entry) for t in range(per_block)])
-    return blocks
+                yield [Lane(init, (base + t, t, b, t % bx, (t // bx) % by, t // (bx * by), kx, ky, kz),
+                            shared, max_steps, b, entry) for t in range(per_block)]
+                b += 1
 
 
 def _run_lane(L, code) -> None:
@@ -106,9 +111,17 @@ def execute(program, params, memory, max_steps: int, decoded=None) -> None:
         code = decode(program, Context(memory, program, max_steps, config))
         if decoded is not None:
             decoded.update(key=key, code=code)
-    blocks = _make_lanes(config, params.registers, max_steps, program.entry)
+    blocks = _blocks(config, _initial_registers(params.registers), max_steps, program.entry)
+    if any(ins.collective for ins in program.instructions):
+        _schedule(list(blocks), code, program.instructions, memory)
+    else:  # blocks cannot wait on each other: one at a time, so only one block's lanes exist at once
+        for block in blocks:
+            _schedule([block], code, program.instructions, memory)
+
+
+def _schedule(blocks, code, instructions, memory) -> None:
+    """Run these blocks' lanes to the end, opening barriers and running collectives as they fill."""
     runnable = [L for block in blocks for L in block]
-    instructions = program.instructions
     while True:
         for L in runnable:
             _run_lane(L, code)
