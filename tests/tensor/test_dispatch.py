@@ -1,0 +1,155 @@
+"""Dispatch: backend selection rules, thresholds, priority, fallback, user backends, explain."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import eidos as ei
+import eidos.tensor as T
+from eidos.errors import BackendUnavailable, FallbackWarning, PlanError, UnsupportedError
+from eidos.hal.devices import DeviceInfo
+from eidos.tensor import backend as B
+
+
+def gpu_machine():
+    return DeviceInfo(cpu_cores=16, memory_limit_bytes=1 << 37, has_avx2=True, has_avx512=True, has_neon=False,
+                      gpu_count=1, gpu_names=("NVIDIA H100",), gpu_memory_bytes=(80 << 30,),
+                      platform_system="Linux", forced_backend=None)
+
+
+class Recording(B.Backend):
+    """A user backend that runs programs on the reference interpreter and records them."""
+
+    def __init__(self, gpu=False, ops=None, fail=False):
+        self.ran, self.gpu, self.fail = [], gpu, fail
+        self.ops = set(B.OPERATIONS) if ops is None else set(ops)
+        self.inner = B.ReferenceBackend()
+
+    def execute(self, program, args, config):
+        self.ran.append(program)
+        if self.fail:
+            raise UnsupportedError("recording backend refuses")
+        self.inner.execute(program, args, config)
+
+    def is_available(self):
+        return True
+
+    def get_capabilities(self):
+        return {"operations": self.ops, "device": "gpu" if self.gpu else "cpu", "requires_gpu": self.gpu}
+
+
+@pytest.fixture
+def user():
+    made = []
+
+    def make(name, **kw):
+        b = Recording(**kw)
+        B.register_backend(name, b, priority=0)
+        made.append(name)
+        return b
+    yield make
+    for n in made:
+        B.unregister_backend(n)
+
+
+def test_detect_devices_is_the_hal_function():
+    assert B.detect_devices is ei.detect_devices
+
+
+def test_default_selection_skips_gpu_with_reason():
+    sel = B.select_backend(None, B.OperationProperties("elementwise", 1 << 30))
+    assert sel.name == "cpu"
+    reasons = dict(sel.rejected)
+    assert "gpu" in reasons and ("no GPU" in reasons["gpu"] or "no kernels" in reasons["gpu"])
+    assert not B.get_backend("gpu").is_available()
+    assert B.backends()["gpu"]["reason"]
+
+
+def test_thresholds_decide_small_work_stays_on_cpu(user):
+    fake = user("fakegpu", gpu=True)
+    info = gpu_machine()
+    small = B.OperationProperties("elementwise", 1000)
+    big = B.OperationProperties("elementwise", B.THRESHOLDS["elementwise"])
+    assert B.select_backend(None, small, info).name == "cpu"
+    assert "GPU threshold" in dict(B.select_backend(None, small, info).rejected)["fakegpu"]
+    assert B.select_backend(None, big, info).name == "fakegpu"
+    B.set_threshold("elementwise", 10)
+    assert B.select_backend(None, small, info).name == "fakegpu"
+    B.set_threshold("elementwise", None)
+    assert B.select_backend(None, small, info).name == "cpu"
+    assert B.select_backend(None, B.OperationProperties("matmul", 1 << 20), info).name == "fakegpu"
+    assert "measured" in B.THRESHOLDS_PROVENANCE
+    # no GPU on the machine: a device backend is skipped whatever the size
+    cpu_only = DeviceInfo(**{**info.__dict__, "gpu_count": 0, "gpu_names": (), "gpu_memory_bytes": ()})
+    assert B.select_backend(None, big, cpu_only).name == "cpu"
+    del fake
+
+
+def test_requires_gpu_and_unknown_names():
+    with pytest.raises(UnsupportedError, match="no tensor backend"):
+        B.select_backend(None, B.OperationProperties("elementwise", 10, requires_gpu=True))
+    with pytest.raises(PlanError, match="no tensor backend 'tpu'"):
+        B.set_backend("tpu")
+    with pytest.raises(PlanError, match="unknown operation kind"):
+        B.set_threshold("conv", 1)
+
+
+def test_set_backend_and_priority():
+    B.set_backend("reference")
+    assert B.select_backend(None, B.OperationProperties("reduction", 10)).name == "reference"
+    B.set_backend(None)
+    ei.set_backend_priority(["reference", "cpu"])
+    x = T(np.arange(4, dtype=np.float32)) + 1
+    x.numpy()
+    assert "backend: reference" in T.explain(x)
+    assert B.get_backend_priority() == ["reference", "cpu"]
+
+
+def test_user_backend_runs_and_records(user):
+    rec = user("recorder")
+    t = (T(np.arange(5, dtype=np.float32)) * 2).sum()
+    assert float(t) == 20.0
+    assert len(rec.ran) == 1 and "ParallelReduce" in str(rec.ran[0]) or "LOOP" in str(rec.ran[0])
+    assert "backend: recorder" in T.explain(t)
+
+
+def test_backend_lacking_an_operation_is_skipped(user):
+    rec = user("elementwise_only", ops={"elementwise"})
+    a = T(np.eye(3, dtype=np.float32))
+    (a @ a).numpy()
+    (a + 1).numpy()
+    assert len(rec.ran) == 1
+    sel = B.select_backend(None, B.OperationProperties("matmul", 10))
+    assert dict(sel.rejected)["elementwise_only"] == "lacks matmul"
+
+
+def test_run_time_fallback_is_recorded_and_warned(user):
+    rec = user("flaky", fail=True)
+    t = T(np.arange(3, dtype=np.float64)) * 3
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(t.numpy(), [0, 3, 6])
+    assert any(issubclass(x.category, FallbackWarning) for x in w)
+    text = T.explain(t)
+    assert "fallback after UnsupportedError" in text and "flaky" in text
+    assert len(rec.ran) == 1
+
+
+def test_register_rejects_non_backends():
+    with pytest.raises(PlanError):
+        B.register_backend("bad", object())
+
+
+def test_explain_lazy_tree_and_module_callable():
+    x = ei.tensor([1.0, 2.0])
+    y = (x * 2).sum()
+    text = ei.tensor.explain(y)
+    assert "lazy" in text and "sum" in text and "mul" in text
+    assert isinstance(ei.tensor([1, 2, 3]), ei.Tensor)
+
+
+def test_gpu_device_unavailable():
+    with pytest.raises(BackendUnavailable):
+        T([1.0]).to("gpu")
+    assert T([1.0]).to("cpu").device == "cpu"

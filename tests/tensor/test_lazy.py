@@ -1,0 +1,80 @@
+"""Laziness and fusion: program counts, eager mode, the lowering cache."""
+
+import numpy as np
+
+import eidos as ei
+import eidos.tensor as T
+from eidos.tensor import lower
+
+
+def ran(fn):
+    before = T.programs_executed()
+    out = fn()
+    return out, T.programs_executed() - before
+
+
+def test_operations_are_lazy_until_needed():
+    x, y = T(np.arange(8, dtype=np.float32)), T(np.ones(8, np.float32))
+    z, n = ran(lambda: ((x * 2 + 1).exp() * y).sum())
+    assert n == 0 and not z.is_realized
+    _, n = ran(z.numpy)
+    assert n == 1
+
+
+def test_fused_chain_is_one_program():
+    x, y = T(np.random.rand(1000).astype(np.float32)), T(np.random.rand(1000).astype(np.float32))
+    z, n = ran(lambda: float(((x * 2 + 1).exp() * y).sum()))
+    assert n == 1
+    assert "map form, reduction" in T.explain(((x * 2 + 1).exp() * y).sum().realize())
+
+
+def test_lane_form_chain_and_axis_reduction_are_one_program():
+    x = T(np.random.rand(6, 5).astype(np.float32))
+    _, n = ran(lambda: T.where(x > 0.5, x.floor(), x * 3).sum(axis=1).numpy())
+    assert n == 1
+    _, n = ran(lambda: ((x - 1) * (x + 1)).max(axis=0, keepdims=True).numpy())
+    assert n == 1
+
+
+def test_realize_bool_print_trigger():
+    x = T(np.array([1.0, 2.0]))
+    t = x + 1
+    ei.realize(t)
+    assert t.is_realized
+    assert bool((x.sum() > 2))
+    assert "Tensor([2., 3.]" in repr(t)
+
+
+def test_shared_subexpression_and_repeated_realize():
+    x = T(np.arange(4, dtype=np.float64))
+    a = x * 2
+    b = a + a
+    np.testing.assert_array_equal(b.numpy(), np.arange(4) * 4)
+    _, n = ran(b.numpy)
+    assert n == 0
+
+
+def test_eager_runs_each_operation():
+    x = T(np.arange(4, dtype=np.float32))
+    with ei.eager():
+        assert T.is_eager()
+        y, n = ran(lambda: (x * 2 + 1).exp())
+        assert y.is_realized and n == 3
+    assert not T.is_eager()
+    _, n = ran(lambda: (x * 2 + 1).exp().numpy())
+    assert n == 1
+
+
+def test_lowering_cache_reuses_programs():
+    x = T(np.arange(16, dtype=np.float32))
+    (x * 3 - 1).numpy()
+    hits = lower.CACHE.hits
+    (T(np.ones(16, np.float32)) * 3 - 1).numpy()
+    assert lower.CACHE.hits == hits + 1
+
+
+def test_mean_var_programs():
+    x = T(np.random.rand(10).astype(np.float64))
+    _, n = ran(lambda: x.mean().numpy())
+    assert n == 2  # the sum, then the division of one element
+    np.testing.assert_allclose(x.var().numpy(), np.var(x.numpy()))
