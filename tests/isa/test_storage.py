@@ -112,3 +112,13 @@ def test_stream_peak_memory_does_not_grow_with_the_input(reference):
     peak(1200)  # warm CPython's free lists and caches, which tracemalloc counts as held
     small, large = min(peak(100), peak(100)), min(peak(1000), peak(1000))
     assert large < small + 16384, (small, large)
+
+
+def test_a_damaged_disk_entry_is_compiled_again(tmp_path):
+    import json as _json
+    c = isa.ProgramCache(4, directory=tmp_path)
+    key = c.key(_prog(), "demo")
+    c.disk.put(key, b"not json")
+    got = c.get_or_compile(_prog(), lambda p: {"n": len(p)}, "demo", dumps=lambda v: _json.dumps(v).encode(),
+                           loads=lambda b: _json.loads(b))
+    assert got == {"n": 1} and _json.loads(c.disk.get(key)) == {"n": 1}

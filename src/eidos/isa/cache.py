@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import tempfile
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from importlib import metadata
@@ -74,6 +75,7 @@ class ProgramCache:
         self.disk = DiskCache(directory) if directory is not None else None
         self.versions = library_versions(libraries)
         self.hits = self.misses = 0
+        self._lock = threading.Lock()  # backends may compile from several threads
 
     def capacity(self) -> int:
         return self._capacity
@@ -88,18 +90,20 @@ class ProgramCache:
         return blake3.blake3(f"{program.digest()}\n{extra}".encode()).hexdigest()
 
     def _lookup(self, key: str):
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return self._entries[key]
-        self.misses += 1
-        return None
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key]
+            self.misses += 1
+            return None
 
     def _store(self, key: str, value) -> None:
-        self._entries[key] = value
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._capacity:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
 
     def get(self, program, target: str = "", options: dict | None = None):
         return self._lookup(self.key(program, target, options))
@@ -122,9 +126,13 @@ class ProgramCache:
         if persist:
             data = self.disk.get(key)
             if data is not None:
-                value = loads(data)
-                self._store(key, value)
-                return value
+                try:
+                    value = loads(data)
+                except Exception:  # a damaged or foreign entry: compile again and overwrite it
+                    value = None
+                if value is not None:
+                    self._store(key, value)
+                    return value
         value = compile(program)
         self._store(key, value)
         if persist:
@@ -132,4 +140,5 @@ class ProgramCache:
         return value
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
