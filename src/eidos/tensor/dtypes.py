@@ -20,6 +20,7 @@ bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
 DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64)
 NAMES = {"bool": bool_, **{str(d): d for d in DTYPES}}
+NAME = {d: str(d) for d in DTYPES}
 FLOATS = frozenset({float16, bfloat16, float32, float64})
 SIGNED = frozenset({int8, int16, int32, int64})
 UNSIGNED = frozenset({uint8, uint16, uint32, uint64})

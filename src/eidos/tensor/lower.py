@@ -91,7 +91,7 @@ class Lowered:
 # ---- helpers on expressions --------------------------------------------------------------------
 
 def dtype_of(e: tuple) -> np.dtype:
-    return D.as_dtype(e[2] if e[0] in ("in", "const") else e[1])
+    return D.NAMES[e[2] if e[0] == "in" or e[0] == "const" else e[1]]
 
 
 def walk(e: tuple):
@@ -559,9 +559,9 @@ class LoweringCache:
 CACHE = LoweringCache()
 
 
-def lower(k: Kernel, allow_map: bool = True) -> Lowered:
-    form = "map" if allow_map and map_form_ok(k) else "lane"
-    return CACHE.get((k, form), lambda: lower_map(k) if form == "map" else lower_lane(k))
+def lower(k: Kernel) -> Lowered:
+    """The program for a kernel: map form when map_form_ok, else lane form; built once per kernel."""
+    return CACHE.get(k, lambda: lower_map(k) if map_form_ok(k) else lower_lane(k))
 
 
 # ---- extensions: one instruction each --------------------------------------------------------

@@ -962,6 +962,7 @@ def randn(*shape, seed=None) -> Tensor:
 # ---- realization ----------------------------------------------------------------------------------
 
 EW_OPS = L.UNARY | L.BINARY | L.TERNARY
+_N = D.NAME
 MAP_ONLY = {"pow", "atan2"}
 
 
@@ -1014,11 +1015,11 @@ class _Leaves:
 
 def _collect(u, leaves: _Leaves, split_map_only: bool, root: bool = False):
     if isinstance(u, Const):
-        return ("const", u.value, str(u.dtype))
+        return ("const", u.value, _N[u.dtype])
     if u._data is None and u._op in EW_OPS and not (split_map_only and u._op in MAP_ONLY and not root):
-        return (u._op, str(u.dtype), *[_collect(a, leaves, split_map_only) for a in u._args])
+        return (u._op, _N[u.dtype], *[_collect(a, leaves, split_map_only) for a in u._args])
     _realize(u)
-    return ("in", leaves.slot(u), str(u.dtype))
+    return ("in", leaves.slot(u), _N[u.dtype])
 
 
 def _has(expr, ops) -> bool:
@@ -1030,11 +1031,11 @@ def _gather(t: Tensor, kernel_of):
     leaves = _Leaves()
     expr = _collect(t, leaves, False, True)
     k = kernel_of(expr, leaves)
-    if L.map_form_ok(k) or not _has(expr, MAP_ONLY):
+    if not _has(expr, MAP_ONLY) or L.map_form_ok(k):
         return k, leaves
     leaves = _Leaves()
     if t._op in MAP_ONLY:  # pow/atan2 itself: its operands become inputs
-        expr = (t._op, str(t.dtype), *[("const", a.value, str(a.dtype)) if isinstance(a, Const) else
+        expr = (t._op, _N[t.dtype], *[("const", a.value, _N[a.dtype]) if isinstance(a, Const) else
                                       _leaf_expr(a, leaves) for a in t._args])
     else:
         expr = _collect(t, leaves, True, True)
@@ -1043,7 +1044,7 @@ def _gather(t: Tensor, kernel_of):
 
 def _leaf_expr(a: Tensor, leaves: _Leaves):
     _realize(a)
-    return ("in", leaves.slot(a), str(a.dtype))
+    return ("in", leaves.slot(a), _N[a.dtype])
 
 
 def _layout(arr: np.ndarray, shape, perm=None) -> np.ndarray:
@@ -1058,7 +1059,7 @@ def _run_elementwise(t: Tensor) -> None:
     n = t.size
 
     def kernel_of(expr, leaves):
-        return L.Kernel(expr, len(leaves.tensors), str(t.dtype), n)
+        return L.Kernel(expr, len(leaves.tensors), _N[t.dtype], n)
 
     k, leaves = _gather(t, kernel_of)
     out = np.empty(t.shape, dtype=t.dtype)
@@ -1082,7 +1083,7 @@ def _run_reduce(t: Tensor) -> None:
     r = math.prod(x.shape[i] for i in axes)
 
     def kernel_of(expr, leaves):
-        return L.Kernel(expr, len(leaves.tensors), str(t.dtype), m, op, r)
+        return L.Kernel(expr, len(leaves.tensors), _N[t.dtype], m, op, r)
 
     if x._data is None and x._op in EW_OPS:
         k, leaves = _gather(x, kernel_of)
@@ -1102,26 +1103,35 @@ def _run_reduce(t: Tensor) -> None:
 
 def _execute(t: Tensor, k: L.Kernel, args: list, out: np.ndarray) -> None:
     low = L.lower(k)
-    full = list(args) + [out.reshape(-1)]
-    if low.form == "map":
+    full = list(args)
+    full.append(out.reshape(-1))
+    if low.consts or low.temps:
         extra = {slot: _CONSTS.get(value, dtype, count) for slot, value, dtype, count in low.consts}
         extra.update({slot: _SCRATCH.get(dtype, count, slot) for slot, dtype, count in low.temps})
         full += [extra[s] for s in sorted(extra)]
-    nbytes = builtins_sum(a.nbytes for a in args)
-    _dispatch(t, low, full, k.kind, nbytes,
-              f"{low.form} form, {k.kind}" + (f" ({k.reduce} over {k.length} per output)" if k.reduce else "")
-              + f", {_nops(k.expr)} op(s), {k.count} output element(s)")
+    nbytes = 0
+    for a in args:
+        nbytes += a.nbytes
+    _dispatch(t, low, full, k.kind, nbytes, k)
+
+
+def _describe(low: L.Lowered, what) -> str:
+    if not isinstance(what, L.Kernel):
+        return what
+    k = what
+    return (f"{low.form} form, {k.kind}" + (f" ({k.reduce} over {k.length} per output)" if k.reduce else "")
+            + f", {_nops(k.expr)} op(s), {k.count} output element(s)")
 
 
 def _nops(expr) -> int:
     return builtins_sum(1 for e in L.walk(expr) if e[0] not in ("in", "const"))
 
 
-def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what: str) -> None:
+def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what) -> None:
     props = _backend.OperationProperties(kind, nbytes, False)
-    sel = _backend.run(low.program, args, low.config, props)
+    sel = _backend.run(low.program, args, low.config, props, (low.out_slot,))
     _counters["programs"] += 1
-    t._runs.append((what, str(sel)))
+    t._runs.append((low, what, sel))
 
 
 class _ConstCache:
@@ -1206,7 +1216,7 @@ def _run_softmax(t: Tensor) -> None:
     n = moved.shape[-1]
     rows = moved.size // n if n else 0
     if rows:
-        low = L.lower_extension("softmax", str(t.dtype), (rows, n))
+        low = L.lower_extension("softmax", _N[t.dtype], (rows, n))
         _dispatch(t, low, [moved, out], "softmax", moved.nbytes, f"Softmax {rows} rows of {n}")
     t._data = np.moveaxis(out, -1, ax)
 
@@ -1217,7 +1227,7 @@ def _run_layer_norm(t: Tensor) -> None:
     out = np.empty_like(x)
     rows = x.size // n if n else 0
     if rows:
-        low = L.lower_extension("layer_norm", str(t.dtype), (rows, n, eps))
+        low = L.lower_extension("layer_norm", _N[t.dtype], (rows, n, eps))
         _dispatch(t, low, [x, w.reshape(-1), b.reshape(-1), out], "layer_norm", x.nbytes,
                   f"LayerNorm {rows} rows of {n}")
     t._data = out
@@ -1232,9 +1242,14 @@ def explain(t: Tensor) -> str:
     if t._data is None:
         lines.append("graph (runs when a value is needed):")
         lines += _tree(t, 1)
-    for what, how in t._runs:
-        lines.append(f"  ran: {what}")
-        lines.append(f"       {how}")
+    for run in t._runs:
+        if len(run) == 3:
+            low, what, sel = run
+            lines.append(f"  ran: {_describe(low, what)}")
+            lines.append(f"       {sel}")
+        else:
+            lines.append(f"  ran: {run[0]}")
+            lines.append(f"       {run[1]}")
     if t._data is not None and not t._runs:
         lines.append("  (a leaf: data given, nothing ran)")
     return "\n".join(lines)
