@@ -291,3 +291,26 @@ def test_a_kernel_argument_of_the_wrong_kind_is_a_backend_error(reference):
     p = isa.ProgramBuilder().add(isa.ADD(r1, r0, r0, U32)).build()
     with pytest.raises(BackendError, match="instruction 0: lane 0: TypeError"):
         reference.execute_program_with_params(p, isa.ExecutionParams(LaunchConfig.linear(1), {0: "x"}))
+
+
+@pytest.mark.parametrize("ty", [t for t in ALL if t.is_integer], ids=str)
+def test_atlas_integer_instructions_take_every_integer_type(backend, ty):
+    vals = [v for v in values(ty, 12)]
+    mod = 96 * 12288
+    for cls, f in ((isa.ClsGet, lambda v: (v % mod) // 12288), (isa.MIRROR, lambda v: (v % 96) ^ 7),
+                   (isa.BoundMap, lambda v: v % mod)):
+        got = run_lanes(backend, [cls(r0, r1, ty)], [ty], [vals], ty)
+        from tests.isa.harness import round_to
+        assert got == round_to([f(v) for v in vals], ty), cls.__name__
+    body = [isa.PhaseWrite(r1, 3, ty), isa.PhaseRead(r0, 3, ty)]
+    got = run_lanes(backend, body, [ty], [vals[:1] * 1], ty)
+    assert got == [vals[0] % 768 if ty.bits > 8 or ty.is_unsigned else (vals[0] % 768) - (256 if vals[0] % 768 > 127 else 0)]
+
+
+@pytest.mark.parametrize("ty", ALL, ids=str)
+def test_res_accum_takes_every_type(backend, ty):
+    before = backend.accumulators()[9]
+    vals = [v for v in values(ty, 6) if not (ty.is_float and (v != v or abs(v) == float("inf")))][:4]
+    vals = [v for v in vals if abs(v) < 2 ** 50]
+    run_lanes(backend, [isa.ResAccum(r0, r1, 9, ty)], [ty], [vals], ty)
+    assert backend.accumulators()[9] == before + sum(float(v) for v in vals)

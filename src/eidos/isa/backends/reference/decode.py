@@ -478,10 +478,10 @@ def _(ins, i, ctx):
 @decodes(I.ResAccum)
 def _(ins, i, ctx):
     d, s, c, nxt = ins.dst.index, ins.src.index, ins.class_id, i + 1
-    acc, back = ctx.memory.accumulators, S.convert(Type.F64, ins.ty)
+    acc, back, to64 = ctx.memory.accumulators, S.convert(Type.F64, ins.ty), S.convert(ins.ty, Type.F64)
 
     def step(R, P, L):
-        v = acc[c] = float(acc[c]) + float(R[s])
+        v = acc[c] = float(acc[c]) + to64(R[s])
         R[d] = back(v)
         return nxt
     return step
