@@ -140,7 +140,9 @@ class IsaBackend(Backend):
 
     def _run_copied(self, program, args, config, mem, outputs) -> None:
         bufs = mem.buffers
-        out_slots = outputs if outputs is not None else (len(args) - 1,)
+        if outputs is None:
+            outputs = program.metadata.get("eidos.tensor.outputs")
+        out_slots = outputs if outputs is not None else [i for i, a in enumerate(args) if a.flags.writeable]
         for i, a in enumerate(args):
             h = i + 1
             buf = bufs[h]

@@ -192,7 +192,7 @@ def lower_map(k: Kernel) -> Lowered:
         ins.append(I.ParallelReduce(Register(0), buf(res), n, REDUCE_OPS[k.reduce], ty))
         ins.append(I.STG(buf(out_slot), Register(0), ty))
         config = LaunchConfig.linear(1)
-    program = ProgramBuilder({"eidos.tensor": "map"}).add(*ins).build().optimize()
+    program = ProgramBuilder({"eidos.tensor": "map", "eidos.tensor.outputs": [out_slot]}).add(*ins).build().optimize()
     return Lowered(program, config, "map", tuple(consts), tuple(temps), out_slot)
 
 
@@ -445,7 +445,7 @@ def lower_lane(k: Kernel) -> Lowered:
         r = em.emit(k.expr)
         code += em.out
         code.append(I.STG(Address.register(ptrs[out_slot]), r, out_ty))
-        prog = ProgramBuilder({"eidos.tensor": "lane"}).add(*code).build()
+        prog = ProgramBuilder({"eidos.tensor": "lane", "eidos.tensor.outputs": [out_slot]}).add(*code).build()
         return Lowered(prog, LaunchConfig.linear(k.count), "lane", out_slot=out_slot)
     # reduction: lane m reduces elements m*R .. m*R+R-1
     in_ptrs = _slot_pointers(regs, k.n_inputs, sizes, gid, k.length, code)
@@ -469,7 +469,7 @@ def lower_lane(k: Kernel) -> Lowered:
     em.out = []
     if k.length > 0:
         code.append(I.MOV_IMM(counter, 0, Type.I64))
-        b = ProgramBuilder({"eidos.tensor": "lane-reduce"})
+        b = ProgramBuilder({"eidos.tensor": "lane-reduce", "eidos.tensor.outputs": [out_slot]})
         b.add(*code)
         body = b.label("body")
         em.loaded = {}
@@ -507,7 +507,7 @@ def lower_lane(k: Kernel) -> Lowered:
         b.add(I.LOOP(counter, k.length, body))
         tail: list = []
     else:
-        b = ProgramBuilder({"eidos.tensor": "lane-reduce"})
+        b = ProgramBuilder({"eidos.tensor": "lane-reduce", "eidos.tensor.outputs": [out_slot]})
         b.add(*code)
         tail = []
     result = idx if idx is not None else acc
@@ -588,5 +588,5 @@ def _build_extension(name: str, dtype: str, dims: tuple) -> Lowered:
         ins, out = I.LayerNorm(b[3], b[0], b[1], b[2], n, eps, rows, ty=ty), 3
     else:
         raise EidosError(f"internal: no extension {name}")
-    prog = ProgramBuilder({"eidos.tensor": name}).add(ins).build()
+    prog = ProgramBuilder({"eidos.tensor": name, "eidos.tensor.outputs": [out]}).add(ins).build()
     return Lowered(prog, LaunchConfig.linear(1), name, out_slot=out)
