@@ -204,24 +204,32 @@ def fatan2(a: float, b: float) -> float:
     return math.atan2(a, b)
 
 
-def ffma(ty: Type, a: float, b: float, c: float) -> float:
-    """a * b + c rounded once to ty."""
-    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
-        return wrapper(ty)(a * b + c)
+def fused_multiply_add(ty: Type) -> Callable[[float, float, float], float]:
+    """(a, b, c) -> a * b + c rounded once to ty."""
+    w = wrapper(ty)
+    nextafter = math.nextafter
     if ty is not Type.F64:
-        # The product of two <= 24-bit significands is exact in binary64; TwoSum gives the sum's
-        # exact error, and a nudge toward it keeps the final rounding single.
-        p = a * b
-        s = p + c
-        bb = s - p
-        err = (p - (s - bb)) + (c - bb)
-        if err != 0 and math.isfinite(s):
-            s = math.nextafter(s, INF if err > 0 else -INF)
-        return wrapper(ty)(s)
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
-    if exact == 0:
-        return wrapper(ty)(a * b + c)  # IEEE signed-zero rules; the binary64 product is exact enough here
-    return _exact_to(ty, exact)
+        def fma_narrow(a: float, b: float, c: float) -> float:
+            # The product of two <= 24-bit significands is exact in binary64; TwoSum gives the
+            # sum's exact error, and a nudge toward it keeps the final rounding single.
+            p = a * b
+            s = p + c
+            if s - s == 0.0:  # finite (so were the operands)
+                bb = s - p
+                err = (p - (s - bb)) + (c - bb)
+                if err:
+                    s = nextafter(s, INF if err > 0 else -INF)
+            return w(s)
+        return fma_narrow
+
+    def fma64(a: float, b: float, c: float) -> float:
+        if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+            return a * b + c
+        exact = Fraction(a) * Fraction(b) + Fraction(c)
+        if exact == 0:
+            return a * b + c  # IEEE signed-zero rules; the binary64 product is exact enough here
+        return _exact_to(ty, exact)
+    return fma64
 
 
 # ---- integers ----------------------------------------------------------------------------
@@ -330,9 +338,10 @@ def ternary(op: str, ty: Type) -> Callable:
             return lambda x, lo, hi: min(max(x, lo), hi)
         raise KeyError(op)
     if op == "FMA":
-        return lambda a, b, c: ffma(ty, a, b, c)
+        return fused_multiply_add(ty)
     if op == "FMS":
-        return lambda a, b, c: ffma(ty, a, b, -c)
+        fma = fused_multiply_add(ty)
+        return lambda a, b, c: fma(a, b, -c)
     if op == "MAD":
         return lambda a, b, c: w(w(a * b) + c)
     if op == "CLAMP":

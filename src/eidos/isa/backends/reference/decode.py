@@ -63,7 +63,7 @@ class Context:
         self.labels = program.labels
         self.class_mv = memoryview(memory.class_memory)
         self.max_steps = max_steps
-        self._views: dict[int, memoryview] = {}
+        self._views: dict[int, memoryview] = {0: self.class_mv}  # handle -> view; buffers and class memory
 
     def buffer_view(self, handle: int, what: str) -> memoryview:
         mv = self._views.get(handle)
@@ -151,10 +151,15 @@ def _memory_access(ins, i: int, ctx: Context, addr, ty: Type, *, load: bool, reg
                 raise BackendError(f"{what}: the address register holds {off!r}, not a shared offset")
             return L.shared, off
     else:
-        r = addr.reg.index
+        r, views = addr.reg.index, ctx._views
 
         def where(R, L):
-            return ctx.pointer_view(R[r], what)
+            ptr = R[r]
+            if type(ptr) is int and ptr >= 0:
+                mv = views.get(ptr >> POINTER_SHIFT)
+                if mv is not None:
+                    return mv, ptr & _LOW
+            return ctx.pointer_view(ptr, what)
 
     if load:
         def step(R, P, L):
