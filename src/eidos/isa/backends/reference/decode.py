@@ -389,12 +389,15 @@ def _(ins, i, ctx):
 @decodes(I.LOOP)
 def _(ins, i, ctx):
     c, n, t, nxt = ins.counter.index, ins.iterations, ctx.labels[ins.target.name], i + 1
-    w = S.wrapper(Type.I64)
+    w, top = S.wrapper(Type.I64), Type.I64.max_value
 
-    def step(R, P, L):
-        v = R[c] = w(R[c] + 1)
+    def step(R, P, L):  # the hottest back edge: the budget check is inlined
+        v = R[c] + 1
+        R[c] = v = v if v <= top else w(v)
         if v < n:
-            _jump_back(L, i)
+            L.budget -= 1
+            if L.budget < 0:
+                _jump_back(L, i)
             return t
         return nxt
     return step
