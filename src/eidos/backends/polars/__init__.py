@@ -20,6 +20,11 @@ class PolarsLane(Backend):
     `PolarsLane(streaming=True)` collects on Polars' streaming engine (`engine="streaming"`):
     out of core, in bounded memory; the planner gets it from `out_of_core(budget)` when the input
     exceeds the memory budget. `execute(plan, streaming=True)` does the same for one run.
+    `execute_stream` hands batches over as Polars produces them (`collect_batches`).
+
+    Not everything streams: a MapBatches node sees its whole input at once (Polars collects
+    it in memory first), and float sum/mean and std/var run per group in NumPy/Python to be
+    exactly rounded as docs/semantics.md says.
     """
 
     name = "polars"

@@ -28,7 +28,7 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate import aggregator, udf_value
+from eidos.ir.evaluate import udf_value
 from eidos.ir.schema import Schema
 from eidos.ir.typing import _adapt, infer, literal_dtype, promote
 
@@ -185,25 +185,28 @@ def _(node: N.Project, ctx: Ctx) -> pl.LazyFrame:
 
 @translate.register
 def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
+    """Two phases: Polars' group_by computes every aggregation once (the leaves); a select over
+    the groups then finishes them (exact float sums, overflow checks) and computes what the
+    aggregations are combined into (`sum(a) / count()`, keys read outside an aggregation)."""
     lf = translate(node.input, ctx)
     schema = node.input.schema
-    if not node.keys:
-        scope = Scope(schema, keys={})
-        return lf.select([expr(e, scope).alias(name) for name, e in node.aggs])
-    # Keys get private names (a key may be an expression, or shadow an input column), and a
-    # second private copy that aggregations read with .first() where they use a key outside an Agg.
-    keys = [(name, ctx.temp("k"), ctx.temp("kc")) for name, _ in node.keys]
-    key_exprs = [expr(e, Scope(schema)) for _, e in node.keys]
-    lf = lf.with_columns([x.alias(k) for x, (_, k, _) in zip(key_exprs, keys)]
-                         + [x.alias(kc) for x, (_, _, kc) in zip(key_exprs, keys)])
+    rows = Scope(schema)
+    leaves: dict[E.Agg, Leaf] = {}
+    for _, e in node.aggs:
+        for a in e.walk():
+            if isinstance(a, E.Agg) and a not in leaves:
+                leaves[a] = leaf(a, rows, ctx, grouped=bool(node.keys))
+    first = [x.alias(name) for one in leaves.values() for name, x in one.columns]
+    keys = {name: ctx.temp("k") for name, _ in node.keys}
+    if node.keys:
+        lf = lf.group_by([expr(e, rows).alias(keys[name]) for name, e in node.keys]).agg(first)
+    else:
+        lf = lf.select(first)  # one row, even from none
     key_types = [(name, infer(e, schema)) for name, e in node.keys]
-    agg_schema = Schema(list(schema.items()) + [(n, t) for n, t in key_types if n not in schema])
-    scope = Scope(agg_schema, keys={name: kc for name, _, kc in keys})
-    aggs = [(name, ctx.temp("a")) for name, _ in node.aggs]
-    out = lf.group_by([k for _, k, _ in keys]).agg(
-        [expr(e, scope).alias(tmp) for (_, e), (_, tmp) in zip(node.aggs, aggs)])
-    return out.select([pl.col(k).alias(name) for name, k, _ in keys]
-                      + [pl.col(tmp).alias(name) for name, tmp in aggs])
+    groups = Scope(Schema(list(schema.items()) + [(n, t) for n, t in key_types if n not in schema]),
+                   keys=keys, leaves=leaves)
+    return lf.select([pl.col(keys[name]).alias(name) for name, _ in node.keys]
+                     + [expr(e, groups).alias(name) for name, e in node.aggs])
 
 
 @translate.register
@@ -349,7 +352,8 @@ class Scope:
     """What an expression reads: the input schema and, inside an aggregation, where the keys are."""
 
     schema: Schema
-    keys: dict[str, str] | None = None  # key name -> private column; None outside an Aggregate
+    keys: dict[str, str] | None = None  # key name -> its column of the grouped frame; None outside an Aggregate
+    leaves: dict | None = None          # Agg -> Leaf: where phase one left each aggregation
     # Inside a when/then branch: the rows that take it. eidos computes a branch only for those
     # rows, so whatever can raise (an overflow check, a cast, a UDF) sees null elsewhere.
     guard: pl.Expr | None = None
@@ -362,7 +366,7 @@ class Scope:
         return Scope(self.schema)
 
     def narrow(self, rows: pl.Expr) -> Scope:
-        return Scope(self.schema, self.keys, rows if self.guard is None else self.guard & rows)
+        return Scope(self.schema, self.keys, self.leaves, rows if self.guard is None else self.guard & rows)
 
     def mask(self, x: pl.Expr) -> pl.Expr:
         """`x` where this scope's rows are computed, null elsewhere."""
@@ -381,7 +385,7 @@ def expr(e: E.Expr, scope: Scope) -> pl.Expr:
 @expr.register
 def _(e: E.Column, scope: Scope) -> pl.Expr:
     if scope.keys is not None and e.name in scope.keys:
-        return pl.col(scope.keys[e.name]).first()
+        return pl.col(scope.keys[e.name])
     return column(e.name, scope.schema.names)
 
 
@@ -954,93 +958,148 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
 
 # --- aggregations -------------------------------------------------------------
 
+@dataclass
+class Leaf:
+    """One aggregation: the columns group_by computes for it, and how the select over the groups
+    finishes them into the eidos value."""
+
+    columns: list[tuple[str, pl.Expr]]
+    finish: object  # (Scope) -> pl.Expr
+
+
 @expr.register
 def _(e: E.Agg, scope: Scope) -> pl.Expr:
+    if scope.leaves is None or e not in scope.leaves:
+        raise UnsupportedError(f"the polars lane found aggregation {e} outside an Aggregate")
+    return scope.leaves[e].finish(scope)
+
+
+def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
+    """Phase one of aggregation `e` over the rows of each group, and its finish."""
+    name = ctx.temp("a")
+    res = infer(e, rows.schema, allow_agg=True)
     if e.fn == "count_rows":
-        return pl.len().cast(pl.Int64)
-    inner = scope.inner()
-    t = inner.dtype(e.arg)
-    res = scope.dtype(e)
-    x = expr(e.arg, inner)
+        return Leaf([(name, pl.len())], lambda g: pl.col(name).cast(pl.Int64))
+    t = rows.dtype(e.arg)
+    x = expr(e.arg, rows)
     if not e.arg.columns():
         # eidos: an aggregation of a constant sees it once per row; Polars would see one value
         # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
-        anchor = column(scope.schema.names[0], scope.schema.names).is_null().is_not_null()
+        anchor = column(rows.schema.names[0], rows.schema.names).is_null().is_not_null()
         x = pl.when(anchor).then(x)
-    fn = e.fn
+    fn, n = e.fn, name + "n"
     if fn == "count":
-        return x.count().cast(pl.Int64)
+        return Leaf([(name, x.count())], lambda g: pl.col(name).cast(pl.Int64))
     if fn == "n_unique":
-        # eidos: null is not a value here; NaN counts once.
-        return x.drop_nulls().n_unique().cast(pl.Int64)
-    if fn == "sum":
-        if t.is_float or t == T.Null:
-            return _exact(x.cast(pl.Float64), "sum", T.Float64)
-        if res.is_integer:
-            # eidos: overflow raises; sum in 128 bits and cast back strictly.
-            total = x.cast(pl.Int128).sum().cast(pl_dtype(res), strict=True)
-        else:
-            total = x.cast(pl_dtype(res)).sum()  # Polars raises past 38 digits, as eidos does
-        # eidos: the sum of no values is null (Polars gives 0).
-        return pl.when(x.count() > 0).then(total)
-    if fn == "mean":
-        if t.is_float or t == T.Null:
-            return _exact(x.cast(pl.Float64), "mean", T.Float64)
-        if t.is_integer:
-            # the exact 128-bit total, then one division (Polars' mean adds in floats)
-            return pl.when(x.count() > 0).then(x.cast(pl.Int128).sum().cast(pl.Float64) / x.count())
-        return x.mean()  # decimals: Polars divides the exact total
-    if fn in ("std", "var"):
-        # eidos: sample (n - 1), null under two values, NaN with NaN or inf; exact for integers
-        # and decimals, from correctly rounded sums for floats. Polars' one-pass float formula
-        # loses all digits on values such as 2**62 and 2**62 + 1, so the reference's own
-        # aggregation runs on each group's values.
-        return _exact(x, fn, t)
+        # eidos: null is not a value here; NaN counts once, -0.0 with 0.0.
+        return Leaf([(name, x.drop_nulls().n_unique())], lambda g: pl.col(name).cast(pl.Int64))
     if fn == "max":
         # eidos: NaN is above every number, so max of a column with NaN is NaN.
-        return x.nan_max() if t.is_float else x.max()
+        return Leaf([(name, x.nan_max() if t.is_float else x.max())], lambda g: pl.col(name))
     if fn == "min":
-        return x.min()  # Polars' min already ranks NaN above numbers
+        return Leaf([(name, x.min())], lambda g: pl.col(name))  # Polars' min ranks NaN above numbers
+    if fn in ("std", "var") or (fn in ("sum", "mean") and (t.is_float or t == T.Null)):
+        # eidos: float sums correctly rounded (math.fsum), std/var exact; Polars adds in its own
+        # order (1e308 + 1.0 - 1e308 is 0.0) and its one-pass variance loses 2**62 + 1. Each
+        # group's values are gathered, and one Python call per batch of groups finishes them.
+        values = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls()
+        return Leaf([(name, values if grouped else values.implode())],  # in a group_by: a list already
+                    lambda g: pl.col(name).map_batches(_exact(fn, t if t != T.Null else T.Float64),
+                                                       return_dtype=pl.Float64))
+    if fn == "sum" and res.is_integer:
+        # eidos: overflow raises; sum in 128 bits, checked when finished (only where computed).
+        return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
+                    lambda g: pl.when(pl.col(n) > 0).then(g.strict(pl.col(name), pl_dtype(res))))
+    if fn == "sum":
+        # decimals: Polars raises past 38 digits, as eidos does; the sum of no values is null
+        return Leaf([(name, x.cast(pl_dtype(res)).sum()), (n, x.count())],
+                    lambda g: pl.when(pl.col(n) > 0).then(pl.col(name)))
+    if fn == "mean" and t.is_integer:
+        # the exact 128-bit total, then one division (Polars' mean adds in floats)
+        return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
+                    lambda g: pl.when(pl.col(n) > 0).then(pl.col(name).cast(pl.Float64) / pl.col(n)))
+    if fn == "mean":
+        return Leaf([(name, x.mean())], lambda g: pl.col(name))  # decimals: the exact total divided
     raise UnsupportedError(f"the polars lane has no translation for aggregation {fn}")
 
 
-def _exact(x: pl.Expr, fn: str, t: DType) -> pl.Expr:
-    """Aggregation `fn` computed as ir.evaluate computes it, on each group's values.
-
-    Float sums are correctly rounded (math.fsum); Polars adds in a fixed order, which loses a
-    1.0 between 1e308 and -1e308. Where every value is a multiple of 2**-30 and their magnitudes
-    add up to less than 2**53, any order is exact, so NumPy's sum stands in for the Python one.
-    """
-    slow = aggregator(fn, t, T.Float64)
-
-    def run(s: pl.Series):
-        if t.is_float and s.null_count() == 0 and len(s):
+def _exact(fn: str, t: DType):
+    """A function over a column of per-group value lists: `fn` of each, as docs/semantics.md says."""
+    def run(s: pl.Series) -> pl.Series:
+        lists = s.to_arrow()
+        if isinstance(lists, pa.ChunkedArray):
+            lists = lists.combine_chunks()
+        offsets = lists.offsets.to_numpy()
+        if t.is_float:
             with np.errstate(all="ignore"):
-                return _float_aggregate(fn, s.to_numpy())
-        return slow(s.to_list())
-
-    return x.map_batches(run, return_dtype=pl.Float64, returns_scalar=True)
-
-
-def _float_sum(a: np.ndarray) -> float:
-    scaled = a * 2.0 ** 30
-    if np.isfinite(scaled).all() and (scaled == np.round(scaled)).all() and np.abs(scaled).sum() < 2.0 ** 53:
-        return float(a.sum())  # exact in any order
-    return aggregator("sum", T.Float64, T.Float64)(a.tolist())
+                out = _float_groups(fn, lists.values.to_numpy(zero_copy_only=False), offsets)
+        else:
+            values = lists.values.to_pylist()
+            out = [_exact_one(fn, t, values[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+        return pl.Series(s.name, out, dtype=pl.Float64)
+    return run
 
 
-def _float_aggregate(fn: str, a: np.ndarray) -> float | None:
-    """sum, mean, var, std of non-null float values, as ir.evaluate defines them."""
-    n = len(a)
-    if fn == "sum":
-        return _float_sum(a)
-    if fn == "mean":
-        return _float_sum(a) / n
+def _float_groups(fn: str, values: np.ndarray, offsets: np.ndarray) -> list:
+    """Float sum/mean/var/std of each group (values[offsets[i]:offsets[i + 1]]), vectorised
+    with NumPy; the sums are correctly rounded like math.fsum."""
+    values = values[offsets[0]:offsets[-1]]
+    offsets = offsets - offsets[0]
+    n = np.diff(offsets)
+    sums = _group_sums(values, offsets)
+    if fn in ("sum", "mean"):
+        out = sums if fn == "sum" else sums / np.maximum(n, 1)
+        return [None if k == 0 else float(v) for k, v in zip(n, out)]
+    means = sums / np.maximum(n, 1)
+    d = values - np.repeat(means, n)
+    v = _group_sums(d * d, offsets) / np.maximum(n - 1, 1)  # (x - m) squared overflows to inf (IEEE)
+    bad = np.concatenate(([0], np.cumsum(~np.isfinite(values))))
+    bad = bad[offsets[1:]] - bad[offsets[:-1]]  # NaN or inf values in each group
+    out = np.sqrt(v) if fn == "std" else v
+    return [None if k < 2 else (math.nan if b else float(x)) for k, b, x in zip(n, bad, out)]
+
+
+def _group_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Correctly rounded sums of consecutive groups. When every value is a multiple of 2**-30 and
+    their magnitudes add up to less than 2**53, every partial sum is exact, so a cumulative sum
+    serves; otherwise math.fsum runs on each group."""
+    def integral(v: np.ndarray) -> bool:
+        scaled = v * 2.0 ** 30
+        return bool(np.isfinite(scaled).all() and (scaled == np.floor(scaled)).all())
+
+    if integral(values[:1024]) and integral(values) and np.abs(values).sum() * 2.0 ** 30 < 2.0 ** 53:
+        total = np.concatenate(([0.0], np.cumsum(values)))
+        return total[offsets[1:]] - total[offsets[:-1]]
+    flat = values.tolist()
+    return np.array([_fsum(flat[a:b]) for a, b in zip(offsets[:-1], offsets[1:])], dtype=np.float64)
+
+
+def _exact_one(fn: str, t: DType, xs: list) -> float | None:
+    n = len(xs)
+    if fn in ("sum", "mean"):
+        if not n:
+            return None
+        total = _fsum(xs)
+        return total if fn == "sum" else total / n
     if n < 2:
         return None
-    if not np.isfinite(a).all():
-        return math.nan
-    m = _float_sum(a) / n
-    d = a - m
-    v = _float_sum(d * d) / (n - 1)  # (x - m) squared overflows to inf, as IEEE says
+    if t.is_float:
+        if not all(map(math.isfinite, xs)):
+            return math.nan
+        m = _fsum(xs) / n
+        v = _fsum([(x - m) * (x - m) for x in xs]) / (n - 1)  # overflow is inf, as IEEE says
+    else:
+        # exact: n * sum(x^2) - sum(x)^2 over n (n - 1), one correctly rounded division
+        if t.is_decimal:
+            xs = [int(x.scaleb(t.scale)) for x in xs]
+        s1, s2 = sum(xs), sum(x * x for x in xs)
+        v = (n * s2 - s1 * s1) / (n * (n - 1) * 10 ** (2 * t.scale if t.is_decimal else 0))
     return math.sqrt(v) if fn == "std" else v
+
+
+def _fsum(xs: list) -> float:
+    """math.fsum, as ir.evaluate sums floats (inf with -inf, or an overflow: the plain sum)."""
+    try:
+        return math.fsum(xs)
+    except (ValueError, OverflowError):
+        return sum(xs)
