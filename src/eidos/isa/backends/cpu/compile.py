@@ -218,7 +218,10 @@ class Gen:
         r = self.i(addr.reg)
         if isinstance(ins, (I.LDS, I.STS)):
             return self.checked(f"saddr({r}, {size}, shb, shsz)", index, r)
-        return self.checked(f"gaddr({r}, {size}, ntb, tbs, tbb)", index, r)
+        # inline (a helper taking the tables would incref/decref them on every access)
+        self.emit(f"hh = {r} >> 32")
+        return self.checked(f"(tbb[hh] + ({r} & 0xFFFFFFFF)) if ({r} >= 0 and hh < ntb and "
+                            f"({r} & 0xFFFFFFFF) <= tbs[hh] - {size}) else -1", index, r)
 
     def load(self, dst: Register, ty: Type, at: str) -> None:
         fn = _LOADS[ty]
@@ -639,7 +642,10 @@ def _body(g: Gen) -> list[str]:
                 g.goto(stop)
         if not single:
             g.depth -= 1
-    if not single:
+    if not blocks.starts:
+        g.emit("state = EXITED")
+        g.emit("break")
+    elif not single:
         g.emit("else:")
         g.emit("    state = EXITED")
         g.emit("    break")
@@ -678,7 +684,7 @@ def generate(program, digest: str) -> tuple[str, Gen]:
             lane += _prologue_consts(g)
             lane += [f"i{r} = ini[{r}]; f{r} = inf[{r}]" for r in regs]
             lane += [f"p{k} = False" for k in preds]
-            lane += ["budget = budget0", f"pc = {entry}", "state = RUNNING", "tt = np.int64(0)", "at = np.int64(0)"]
+            lane += ["budget = budget0", f"pc = {entry}", "state = RUNNING", "tt = np.int64(0)", "at = np.int64(0)", "hh = np.int64(0)"]
             if g.uses_call:
                 lane += [f"stk = np.empty({MAX_CALL_DEPTH}, np.int64)", "sp = 0"]
             lane += body
@@ -701,7 +707,7 @@ def generate(program, digest: str) -> tuple[str, Gen]:
             lane = _prologue_consts(g)
             lane += [f"i{r} = RI[l, {slot[r]}]; f{r} = RF[l, {slot[r]}]" for r in regs]
             lane += [f"p{k} = PR[l, {k}]" for k in preds]
-            lane += ["budget = BUD[l]", "pc = PCS[l]", "state = RUNNING", "tt = np.int64(0)", "at = np.int64(0)"]
+            lane += ["budget = BUD[l]", "pc = PCS[l]", "state = RUNNING", "tt = np.int64(0)", "at = np.int64(0)", "hh = np.int64(0)"]
             if g.uses_call:
                 lane += ["stk = STK[l]", "sp = SPS[l]"]
             lane += body

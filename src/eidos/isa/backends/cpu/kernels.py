@@ -92,7 +92,44 @@ def map_source(ty: Type, steps: list[tuple], nslots: int, parallel: bool) -> str
     return "\n".join(lines) + "\n"
 
 
+def table_source(ty: Type, binary: bool, parallel: bool) -> str:
+    """One numba function per (type, arity) holding a loop for every operation, chosen by `op` outside
+    the loop: single-operation maps of any kind compile once per type, not once per operation."""
+    dt = f"np.{ty.np_dtype.name}"
+    ops = [o for o in (B if binary else M) if ty.is_float or (o not in I.FLOAT_ONLY_MAPS and o not in I.FLOAT_ONLY_BINARY_MAPS)]
+    if not ty.is_float:
+        ops = [o for o in ops if o in ((B.Add, B.Sub, B.Mul, B.Div, B.Min, B.Max) if binary else (M.Abs, M.Neg, M.Relu))]
+    args = "n, op, d, a, b" if binary else "n, op, d, a"
+    lines = ["import math", "import numpy as np", "from numba import njit, prange",
+             "from eidos.isa.backends.cpu.runtime import *  # noqa: F403", "",
+             f"@njit(parallel={parallel}, **OPTS)", f"def kernel({args}):"]
+    load = (lambda x: f"np.float64({x}[i])") if ty.is_float else (lambda x: f"np.int64({x}[i])")
+    for k, op in enumerate(ops):
+        if ty.is_float:
+            e = _FLOAT_BINARY[op].format(a=load("a"), b=load("b")) if binary else _FLOAT_UNARY[op].format(x="x")
+        else:
+            e = _int_binary(op, ty, load("a"), load("b")) if binary else _int_unary(op, ty, "x")
+        lines.append(f"    {'if' if k == 0 else 'elif'} op == {k}:")
+        lines.append(f"        for i in {'prange' if parallel else 'range'}(n):")
+        if not binary:
+            lines.append(f"            x = {load('a')}")
+        lines.append(f"            d[i] = {dt}({e})")
+    return "\n".join(lines) + "\n", ops
+
+
 _KERNELS: dict[str, object] = {}
+
+
+def table_kernel(ty: Type, binary: bool, parallel: bool, cache_dir):
+    from .compile import GENERATOR_VERSION, load_module
+
+    key = f"{ty.name}_{'b' if binary else 'u'}_{'p' if parallel else 's'}"
+    k = _KERNELS.get(key)
+    if k is None:
+        src, ops = table_source(ty, binary, parallel)
+        name = hashlib.blake2b(f"{GENERATOR_VERSION}\n{src}".encode(), digest_size=10).hexdigest()
+        k = _KERNELS[key] = (load_module(src, f"ops_{key}_{name}", cache_dir).kernel, {o: j for j, o in enumerate(ops)})
+    return k
 
 
 def map_kernel(ty: Type, steps: list[tuple], nslots: int, parallel: bool, cache_dir):
@@ -161,8 +198,13 @@ class MapStep:
         table = NUMPY_EXACT_FLOAT if ty.is_float else NUMPY_EXACT_INT
         if self.backend.numba is not None and ty not in (Type.F16, Type.BF16):
             par = n >= PAR_MIN
-            k = map_kernel(ty, plan, len(views), par, self.backend.cache_dir)
-            args = (n, *views)
+            if len(plan) == 1:  # the per-type table of loops: compiled once for every operation
+                d, op, a, b = plan[0]
+                k, index = table_kernel(ty, b is not None, par, self.backend.cache_dir)
+                args = (n, index[op], views[d], views[a]) + (() if b is None else (views[b],))
+            else:
+                k = map_kernel(ty, plan, len(views), par, self.backend.cache_dir)
+                args = (n, *views)
 
             def run(k=k, args=args):
                 k(*args)
