@@ -148,6 +148,15 @@ def test_terminal_output_is_rich(capsys, monkeypatch):
     assert "┃" in out or ANSI.search(out)
 
 
+def test_terminal_prints_data_not_markup(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    path = tmp_path / "markup.json"
+    path.write_text(ei.from_pydict({"[bold]": ["[red]x[/red]", "[/]"]}).to_json())
+    rc, out, err = run_cli(capsys, "run", str(path), "--engine", "reference")
+    assert rc == 0, err
+    assert "[red]x[/red]" in out and "[/]" in out and "[bold]" in out
+
+
 def test_terminal_run_and_explain(capsys, monkeypatch, plan):
     monkeypatch.setenv("FORCE_COLOR", "1")
     rc, out, err = run_cli(capsys, "run", plan, "--engine", "reference")

@@ -55,12 +55,14 @@ class Out:
         right = list(right or [False] * len(headers))
         if self.rich:
             from rich.table import Table
+            from rich.text import Text
 
+            # cells are Text, never markup: data such as "[red]" prints as written
             t = Table(title=title, title_justify="left", title_style="bold")
             for h, r in zip(headers, right):
-                t.add_column(h, justify="right" if r else "left", overflow="fold")
+                t.add_column(Text(h), justify="right" if r else "left", overflow="fold")
             for row in rows:
-                t.add_row(*row)
+                t.add_row(*(Text(c) for c in row))
             self.console.print(t)
             return
         if title:
@@ -98,8 +100,6 @@ def cell(v: Any) -> str:
         return repr(v) if not math.isfinite(v) else f"{v:.10g}"
     if isinstance(v, (_dt.date, _dt.datetime)):
         return v.isoformat()
-    if isinstance(v, decimal.Decimal):
-        return str(v)
     return str(v)
 
 
