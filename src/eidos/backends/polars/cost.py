@@ -4,8 +4,9 @@
             + bytes scanned / SCAN_BYTES_PER_S[format]      (parquet: only the columns read)
             + rows into a node x expression nodes it evaluates x ROW_OP_S (AGG_OP_S in aggregations)
             + rows into a join (both sides) x JOIN_ROW_S, a sort's rows x log2(rows) x SORT_ROW_S
-            + Python: rows x UDF_ROW_S per UDF; for each float sum/mean/std/var (exactly rounded:
-              NumPy or math.fsum per group) rows x EXACT_ROW_S + groups x EXACT_GROUP_S
+            + Python: rows x UDF_ROW_S per UDF; for each float sum/mean and each std/var (exactly
+              rounded: values gathered per group, then math.fsum or NumPy where any order is
+              exact) rows x EXACT_ROW_S + groups x EXACT_GROUP_S
 
 Rows flow up the plan as in DuckDB's model (eidos.backends.sql.cost), so the two compare like
 with like: a scan gives the source's rows (or bytes / BYTES_PER_ROW), a filter keeps
@@ -40,8 +41,8 @@ AGG_OP_S = 2.5e-9               # one expression node on one row inside a groupe
 JOIN_ROW_S = 8e-9               # hashing and probing one row, build and probe sides
 SORT_ROW_S = 2e-9               # one row of a sort, times log2(rows)
 UDF_ROW_S = 1e-6                # a per-row Python function
-EXACT_ROW_S = 50e-9             # a float sum/mean/std/var, per value (NumPy or math.fsum)
-EXACT_GROUP_S = 10e-6           # the same, per group: one Python call
+EXACT_ROW_S = 300e-9            # a float sum/mean/std/var, per value (gathered, then math.fsum)
+EXACT_GROUP_S = 2e-6            # the same, per group (a Python loop over the groups)
 BYTES_PER_ROW = 60              # when a source knows its size but not its rows
 FILTER_KEEPS = 0.5              # rows a filter keeps, lacking statistics
 GROUPS_PER_ROW = 0.1            # groups per input row of a keyed aggregation

@@ -349,7 +349,8 @@ def _fn_name(fn) -> str:
 
 @dataclass(frozen=True)
 class Scope:
-    """What an expression reads: the input schema and, inside an aggregation, where the keys are."""
+    """What an expression reads: the input schema; after grouping, where the keys and each
+    aggregation's first-phase columns are."""
 
     schema: Schema
     keys: dict[str, str] | None = None  # key name -> its column of the grouped frame; None outside an Aggregate
@@ -360,10 +361,6 @@ class Scope:
 
     def dtype(self, e: E.Expr) -> DType:
         return infer(e, self.schema, allow_agg=self.keys is not None)
-
-    def inner(self) -> Scope:
-        """The scope of an aggregation's argument: plain rows of the group."""
-        return Scope(self.schema)
 
     def narrow(self, rows: pl.Expr) -> Scope:
         return Scope(self.schema, self.keys, self.leaves, rows if self.guard is None else self.guard & rows)
