@@ -519,49 +519,32 @@ def abs(x) -> Tensor:
     return _unary("abs", x)
 
 
-def negative(x) -> Tensor:
-    x = tensor(x) if not isinstance(x, Tensor) else x
-    _need(x, "negative", no_bool=True)
-    return _unary("neg", x)
+def _numeric_unary(op: str, name: str):
+    def f(x) -> Tensor:
+        x = tensor(x) if not isinstance(x, Tensor) else x
+        _need(x, name, no_bool=True)
+        return _unary(op, x)
+    f.__name__ = name
+    f.__doc__ = f"Element-wise {name} (not for bool tensors)."
+    return f
 
 
-def sign(x) -> Tensor:
-    x = tensor(x) if not isinstance(x, Tensor) else x
-    _need(x, "sign", no_bool=True)
-    return _unary("sign", x)
+negative, sign, relu, square = (_numeric_unary(op, name) for op, name in
+                                (("neg", "negative"), ("sign", "sign"), ("relu", "relu"), ("square", "square")))
 
 
-def relu(x) -> Tensor:
-    x = tensor(x) if not isinstance(x, Tensor) else x
-    _need(x, "relu", no_bool=True)
-    return _unary("relu", x)
+def _float_test(op: str, non_float: bool):
+    def f(x) -> Tensor:
+        x = tensor(x) if not isinstance(x, Tensor) else x
+        if x.dtype not in D.FLOATS:
+            return Tensor(np.full(x.shape, non_float, np.bool_))
+        return _unary(op, x, D.bool_)
+    f.__name__ = op
+    f.__doc__ = f"Element-wise {op} (integers and bools: all {non_float})."
+    return f
 
 
-def square(x) -> Tensor:
-    x = tensor(x) if not isinstance(x, Tensor) else x
-    _need(x, "square", no_bool=True)
-    return _unary("square", x)
-
-
-def isnan(x) -> Tensor:
-    x = tensor(x) if not isinstance(x, Tensor) else x
-    if x.dtype not in D.FLOATS:
-        return zeros(x.shape, D.bool_) if x.size else Tensor(np.zeros(x.shape, np.bool_))
-    return _unary("isnan", x, D.bool_)
-
-
-def isinf(x) -> Tensor:
-    x = tensor(x) if not isinstance(x, Tensor) else x
-    if x.dtype not in D.FLOATS:
-        return Tensor(np.zeros(x.shape, np.bool_))
-    return _unary("isinf", x, D.bool_)
-
-
-def isfinite(x) -> Tensor:
-    x = tensor(x) if not isinstance(x, Tensor) else x
-    if x.dtype not in D.FLOATS:
-        return Tensor(np.ones(x.shape, np.bool_))
-    return _unary("isfinite", x, D.bool_)
+isnan, isinf, isfinite = _float_test("isnan", False), _float_test("isinf", False), _float_test("isfinite", True)
 
 
 def logical_not(x) -> Tensor:
