@@ -54,6 +54,7 @@ def set_threshold(op_type: str, nbytes: int | None) -> None:
     if op_type not in DEFAULT_THRESHOLDS:
         raise PlanError(f"unknown operation kind {op_type!r}; kinds: {', '.join(OPERATIONS)}")
     THRESHOLDS[op_type] = DEFAULT_THRESHOLDS[op_type] if nbytes is None else int(nbytes)
+    _changed()
 
 
 @dataclass(frozen=True)
@@ -208,9 +209,16 @@ class GPUBackend(Backend):
 
 # ---- registry, priority ------------------------------------------------------------------------
 
+_memo: dict = {}
 _BACKENDS: dict[str, Backend] = {"gpu": GPUBackend(), "cpu": CPUBackend(), "reference": ReferenceBackend()}
 DEFAULT_PRIORITY = ("gpu", "cpu", "reference")
-_state = {"priority": list(DEFAULT_PRIORITY), "forced": None}
+_state = {"priority": list(DEFAULT_PRIORITY), "forced": None, "version": 0}
+
+
+def _changed() -> None:
+    """Selections are memoized per configuration; every change of it starts a new one."""
+    _state["version"] += 1
+    _memo.clear()
 
 
 def register_backend(name: str, backend: Backend, *, priority: int | None = None) -> None:
@@ -223,6 +231,7 @@ def register_backend(name: str, backend: Backend, *, priority: int | None = None
     if name in prio:
         prio.remove(name)
     prio.insert(len(prio) if priority is None else priority, name)
+    _changed()
 
 
 def unregister_backend(name: str) -> None:
@@ -233,6 +242,7 @@ def unregister_backend(name: str) -> None:
         _state["priority"].remove(name)
     if _state["forced"] == name:
         _state["forced"] = None
+    _changed()
 
 
 def get_backend(name: str) -> Backend:
@@ -253,6 +263,7 @@ def set_backend(name: str | None) -> None:
     if name is not None:
         get_backend(name)
     _state["forced"] = name
+    _changed()
 
 
 def set_backend_priority(names) -> None:
@@ -263,6 +274,7 @@ def set_backend_priority(names) -> None:
     if not names:
         raise PlanError("set_backend_priority: give at least one backend")
     _state["priority"] = names
+    _changed()
 
 
 def get_backend_priority() -> list[str]:
@@ -274,6 +286,7 @@ def reset() -> None:
     _state["priority"] = list(DEFAULT_PRIORITY)
     _state["forced"] = None
     THRESHOLDS.update(DEFAULT_THRESHOLDS)
+    _changed()
 
 
 @dataclass
@@ -309,15 +322,12 @@ def _rejection(name: str, b: Backend, op: OperationProperties, info) -> str | No
     return None
 
 
-_memo: dict = {}
-
-
 def select_backend(backend_name: str | None, op_props: OperationProperties, device_info=None) -> Selection:
-    """Choose the backend for one program (rules in this module's doc)."""
+    """Choose the backend for one program (rules in this module's doc). Automatic selections are memoized
+    per (operation kind, size class) until the configuration changes through this module's functions."""
     if device_info is None and backend_name is None:
         big = op_props.input_size_bytes >= THRESHOLDS.get(op_props.op_type, 0)
-        key = (op_props.op_type, big, op_props.requires_gpu, tuple(_state["priority"]), _state["forced"],
-               tuple(THRESHOLDS.items()), tuple(_BACKENDS.items()))
+        key = (op_props.op_type, big, op_props.requires_gpu, _state["version"])
         sel = _memo.get(key)
         if sel is None:
             if len(_memo) > 256:
