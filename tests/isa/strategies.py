@@ -136,14 +136,31 @@ def programs(draw, max_blocks: int = 4, loops: bool = True, branches: bool = Tru
     return GeneratedProgram(b.build(), LaunchConfig(grid=(lanes[0], 1, 1), block=(lanes[1], 1, 1)))
 
 
+def canonical_nans(data: bytes, ty: Type) -> bytes:
+    """The bytes of an array of ty with every NaN made one NaN: NaN sign and payload carry no meaning."""
+    if not ty.is_float or not data:
+        return data
+    import numpy as np
+    a = np.frombuffer(data, dtype=ty.np_dtype).copy()
+    a[np.isnan(a.astype(np.float64))] = np.nan
+    return a.tobytes()
+
+
 def run(backend, gp: GeneratedProgram, program: isa.Program | None = None) -> bytes:
+    """What the lanes stored (NaNs made canonical), lane after lane, register after register."""
     out = backend.allocate_buffer(gp.out_bytes)
     backend.execute_program_with_params(program or gp.program,
                                         ExecutionParams(gp.config, {OUT.index: isa.pointer(out)}))
     data = bytearray(gp.out_bytes)
     backend.copy_from_buffer(out, data)
     backend.free_buffer(out)
-    return bytes(data)
+    pieces, at = [], 0
+    while at < len(data):
+        for ty in TYPES:
+            for _ in REGS[ty]:
+                pieces.append(canonical_nans(bytes(data[at:at + ty.size_bytes]), ty))
+                at += SLOT
+    return b"".join(pieces)
 
 
 # ---- one sample of every instruction class (JSON, disassembly and validation checks) -----------
@@ -259,7 +276,7 @@ def array_programs(draw, exact: bool = True):
 
 def run_arrays(backend, g: GeneratedArrays, program: isa.Program | None = None,
                config: LaunchConfig | None = None) -> list[bytes]:
-    """The buffers' bytes (and the results buffer's) after running on a fresh `backend`."""
+    """The buffers' bytes (and the results buffer's; NaNs made canonical) after running on a fresh `backend`."""
     handles = [backend.allocate_buffer(g.buffer_bytes) for _ in range(N_BUFFERS)]
     results = backend.allocate_buffer(4 * g.ty.size_bytes)
     assert handles + [results] == list(range(1, N_BUFFERS + 2)), "run_arrays needs a fresh backend"
@@ -270,5 +287,5 @@ def run_arrays(backend, g: GeneratedArrays, program: isa.Program | None = None,
     for h in handles + [results]:
         buf = bytearray(backend.buffer_size(h))
         backend.copy_from_buffer(h, buf)
-        out.append(bytes(buf))
+        out.append(canonical_nans(bytes(buf[:len(buf) - len(buf) % g.ty.size_bytes]), g.ty))
     return out
