@@ -16,12 +16,9 @@ from eidos.ir.typing import infer
 COVERAGE = Coverage.everything()
 
 # (source kind, target kind) casts Polars does differently from docs/semantics.md:
-# Float32 text (Polars switches between fixed and exponent forms at other magnitudes
-# than Python's repr of the shortest float32 digits; Float64 text is mended in translate),
 # float -> decimal (Polars rounds the binary value, eidos the shortest decimal text:
 # 1.005 -> 1.01), and parsing decimals and timestamps (eidos' own spellings).
 UNSUPPORTED_CASTS = frozenset({
-    ("Float32", "String"),
     ("Float32", "Decimal"), ("Float64", "Decimal"),
     ("String", "Decimal"), ("String", "Timestamp"),
 })
