@@ -213,12 +213,23 @@ def test_map_batches_wrong_schema_is_an_execution_error(schema):
 
 def test_supports_names_what_it_cannot_do_exactly():
     flow = ei.from_pydict({"f": [1.5], "x": [D("1.5")], "s": ["1"]})
-    gaps = LANE.supports(flow.select(a=col("s").cast(ei.Timestamp), b=col("x").round(-1),
-                                     c=col("s").cast(ei.Decimal(5, 2)), d=col("f").cast(ei.Decimal(5, 2))).plan)
-    assert gaps == ["cast String -> Timestamp", "round of a Decimal to negative decimals",
-                    "cast String -> Decimal", "cast Float64 -> Decimal"]
-    assert LANE.supports(flow.select(a=col("x").cast(ei.String), b=col("f").round(-1),
-                                     c=col("f").cast(ei.String)).plan) == []
+    assert LANE.supports(flow.select(a=ei.udf(lambda: 1, ei.Int64)()).plan) == ["udf with no arguments"]
+    every_cast = flow.select(a=col("s").cast(ei.Timestamp), b=col("x").round(-1), c=col("s").cast(ei.Decimal(5, 2)),
+                             d=col("f").cast(ei.Decimal(5, 2)), e=col("x").cast(ei.String), g=col("f").round(-1),
+                             h=col("f").cast(ei.String))
+    assert LANE.supports(every_cast.plan) == []
+
+
+def test_casts_done_row_by_row_with_the_reference_rules():
+    flow = ei.from_pydict({"f": [1.005, 2.5, -0.125, None], "s": ["1.25", " 2 ", "-3.5e1", None],
+                           "t": ["2020-01-01", "2020-01-02 03:04", "2020-01-02T03:04:05.5", None],
+                           "x": [D("15.5"), D("-25.0"), D("4.9"), None]})
+    got = agrees(flow.select(a=col("f").cast(ei.Decimal(10, 2)), b=col("s").cast(ei.Decimal(6, 1)),
+                             c=col("t").cast(ei.Timestamp), d=col("x").round(-1),
+                             e=when(col("f") > 2).then(col("s").cast(ei.Decimal(3, 2))).otherwise(None)), ordered=True)
+    assert got.column("a").to_pylist()[0] == D("1.01")  # Polars' own cast gives 1.00
+    with pytest.raises(ExecutionError, match="cannot cast"):
+        run(ei.from_pydict({"s": ["x"]}).select(a=col("s").cast(ei.Decimal(5, 1))))
 
 
 def test_float_text_is_python_repr():

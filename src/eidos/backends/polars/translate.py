@@ -28,7 +28,7 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate import udf_value
+from eidos.ir.evaluate import caster, kernel, udf_value
 from eidos.ir.schema import Schema
 from eidos.ir.typing import _adapt, infer, literal_dtype, promote
 
@@ -436,6 +436,8 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
     if dst == T.Boolean and src.is_numeric:
         # eidos: a number is true when it is not zero (NaN is true).
         return x != lit(0, src)
+    if (src.kind, dst.kind) in _PYTHON_CASTS:
+        return _in_python(caster(src, dst), [x], [src], dst, scope, f"cast {src} -> {dst}")
     if src == T.String:
         return _parse(x, dst, scope)
     if dst == T.String and src == T.Float64:
@@ -456,6 +458,12 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
     # decimal -> int truncates towards zero (Polars too); strict raises out of range.
     # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
     return scope.strict(x, pl_dtype(dst))
+
+
+# Casts done row by row with ir.evaluate's own rules: float -> decimal goes through the float's
+# shortest text (Polars rounds its binary value: 1.005 -> 1.00, eidos 1.01), and text -> decimal
+# or timestamp has spellings of eidos' own.
+_PYTHON_CASTS = {("Float32", "Decimal"), ("Float64", "Decimal"), ("String", "Decimal"), ("String", "Timestamp")}
 
 
 def _float_text(text: pl.Expr) -> pl.Expr:
@@ -504,6 +512,30 @@ def _parse(s: pl.Expr, dst: DType, scope: Scope) -> pl.Expr:
     if dst == T.String:
         return s
     raise UnsupportedError(f"the polars lane cannot cast String to {dst}")
+
+
+def _in_python(fn, args: list[pl.Expr], types: list[DType], res: DType, scope: Scope, what: str) -> pl.Expr:
+    """`fn` (an ir.evaluate function of Python values) applied row by row, on the rows this
+    scope computes: for the few operations whose exact rules Polars has no form for."""
+    failures = _CTX.get().failures
+    arrow = [t.to_arrow() for t in types]
+    out = res.to_arrow()
+    fields = [f"a{i}" for i in range(len(args))]
+    guard = scope.guard if scope.guard is not None else pl.lit(True)
+
+    def apply(s: pl.Series) -> pl.Series:
+        cols = [s.struct.field(f).to_arrow().cast(t).to_pylist() for f, t in zip(fields, arrow)]
+        take = s.struct.field("take").to_list()
+        try:
+            values = [fn(*row) if ok else None for ok, row in zip(take, zip(*cols))]
+        except ExecutionError as error:
+            error = ExecutionError(f"{error} (in {what})")
+            failures.append(error)
+            raise error from None
+        return pl.Series(s.name, pa.array(values, type=out))
+
+    packed = pl.struct([a.alias(f) for a, f in zip(args, fields)] + [guard.fill_null(False).alias("take")])
+    return packed.map_batches(apply, return_dtype=pl_dtype(res), is_elementwise=True)
 
 
 @expr.register
@@ -767,8 +799,9 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     if t.is_integer:
         return x if decimals >= 0 else _round_int(x, -decimals, res, scope)
     if t.is_decimal:
-        if decimals < 0:
-            raise UnsupportedError("the polars lane cannot round a Decimal to negative decimals")
+        if decimals < 0:  # Polars rounds decimals to places after the point only
+            f = kernel("round", e.options, (t,), res)
+            return _in_python(f, [x], [t], res, scope, f"round({decimals})")
         # eidos: half away from zero (Polars' mode of that name rounds decimals exactly).
         return scope.strict(x.round(decimals, mode="half_away_from_zero"), pl_dtype(res))
     return _to_result(_round_float(x.cast(pl.Float64), decimals), res)
