@@ -78,3 +78,16 @@ def test_mean_var_programs():
     _, n = ran(lambda: x.mean().numpy())
     assert n == 2  # the sum, then the division of one element
     np.testing.assert_allclose(x.var().numpy(), np.var(x.numpy()))
+
+
+def test_constants_do_not_rebuild_programs():
+    """A kernel's constants are bound at run time (lane form: kernel arguments; map form: constant arrays)."""
+    x = T(np.arange(6, dtype=np.float32))
+    (T.where(x > 0.5, x, 2.0)).numpy()
+    (x * 1.5 + 2).numpy()
+    misses = lower.CACHE.misses
+    for c in (1.5, 2.5, 3.5):
+        np.testing.assert_array_equal(T.where(x > c, x, c).numpy(), np.where(x.numpy() > c, x.numpy(), c))
+        np.testing.assert_allclose((x * c + 2).numpy(), x.numpy() * c + 2)
+        np.testing.assert_array_equal((T(np.arange(6)) % int(c + 1)).numpy(), np.arange(6) % int(c + 1))
+    assert lower.CACHE.misses == misses + 1  # only the integer modulo's first structure

@@ -27,6 +27,7 @@ import numpy as np
 
 from eidos.errors import BackendUnavailable, FallbackWarning, PlanError, UnsupportedError
 from eidos.hal.devices import detect_devices  # the same function as ei.detect_devices
+from eidos.isa.launch import ExecutionParams
 
 OPERATIONS = ("elementwise", "reduction", "matmul", "softmax", "layer_norm")
 
@@ -66,8 +67,10 @@ class OperationProperties:
 
 
 class Backend(abc.ABC):
-    """A tensor backend. execute(program, args, config) runs one ISA program with args[i] (C-contiguous
-    NumPy arrays) as slot i's buffer; outputs are written into their arrays."""
+    """A tensor backend. execute(program, args, launch) runs one ISA program with args[i] (C-contiguous
+    NumPy arrays) as slot i's buffer; outputs are written into their arrays. `launch` is an
+    isa.LaunchConfig, or an isa.ExecutionParams when the program takes kernel arguments (the
+    constants of a lane-form program, as starting register values)."""
 
     name = "backend"
 
@@ -133,7 +136,7 @@ class IsaBackend(Backend):
                 mem.buffers[i + 1] = a.reshape(-1).view(np.uint8) if a.size else self._empty
             mem.generation += 1
             try:
-                self.isa.execute_program(program, config)
+                self._launch(program, config)
             finally:
                 for i in range(len(args)):
                     mem.buffers[i + 1] = self._empty
@@ -152,11 +155,17 @@ class IsaBackend(Backend):
                 mem.generation += 1
             if a.size and i not in out_slots:
                 buf[:a.nbytes] = a.reshape(-1).view(np.uint8)
-        self.isa.execute_program(program, config)
+        self._launch(program, config)
         for i in out_slots:
             a = args[i]
             if a.size:
                 a.reshape(-1).view(np.uint8)[...] = bufs[i + 1][:a.nbytes]
+
+    def _launch(self, program, launch) -> None:
+        if isinstance(launch, ExecutionParams):
+            self.isa.execute_program_with_params(program, launch)
+        else:
+            self.isa.execute_program(program, launch)
 
     def is_available(self) -> bool:
         return True

@@ -4,7 +4,8 @@ A kernel is an element-wise expression over input slots (optionally followed by 
 written as nested tuples so it is its own cache key:
 
     ("in", slot, dtype)             the slot's array (every input has the output's element count)
-    ("const", value, dtype)         a scalar
+    ("const", value, dtype)         a scalar (lower() replaces the value by its index: programs do not
+                                    depend on constants' values, which are bound at run time)
     (op, dtype, *args)              an operation whose result has dtype
 
 Two program forms (docs/tensor.md says why):
@@ -17,7 +18,9 @@ Two program forms (docs/tensor.md says why):
   affine in GLOBAL_ID (so the CPU backend runs lanes in parallel). Reductions: one lane per
   output, a LOOP over the reduced elements with the expression inline.
 
-Programs are built once per kernel (structure, dtypes, sizes, constants) and kept in an LRU.
+Programs are built once per kernel structure (operations, dtypes, sizes; not the constants'
+values) and kept in an LRU. Constants are bound at run time: map form, as cached constant arrays;
+lane form, as kernel arguments (starting register values, ExecutionParams.registers).
 Buffers are bound by slot: slot i is the backend's buffer handle i + 1 (backends allocate those
 first), so the same kernel is the same Program whatever arrays it runs on.
 """
@@ -83,7 +86,8 @@ class Lowered:
     program: isa.Program
     config: LaunchConfig
     form: str                      # "map" or "lane" or an extension's name
-    consts: tuple = ()             # map form: (slot, value, dtype) arrays to bind
+    consts: tuple = ()             # map form: (slot, constant index, dtype, count) arrays to bind
+    params: tuple = ()             # lane form: (constant index, register, dtype) kernel arguments
     temps: tuple = ()              # map form: (slot, dtype, count) scratch arrays
     out_slot: int = 0
 
@@ -157,7 +161,7 @@ def lower_map(k: Kernel) -> Lowered:
         if e[0] == "in":
             return e[1]
         if e[0] == "const":
-            key = (e[1], e[2])
+            key = e[1]
             if key not in const_slot:
                 nonlocal nslot
                 const_slot[key] = nslot
@@ -193,7 +197,7 @@ def lower_map(k: Kernel) -> Lowered:
         ins.append(I.STG(buf(out_slot), Register(0), ty))
         config = LaunchConfig.linear(1)
     program = ProgramBuilder({"eidos.tensor": "map", "eidos.tensor.outputs": [out_slot]}).add(*ins).build().optimize()
-    return Lowered(program, config, "map", tuple(consts), tuple(temps), out_slot)
+    return Lowered(program, config, "map", consts=tuple(consts), temps=tuple(temps), out_slot=out_slot)
 
 
 # ---- lane form --------------------------------------------------------------------------------
@@ -228,6 +232,13 @@ class _Emitter:
         self.out: list = []
         self.loaded: dict = {}
         self.consts: dict = {}
+        self.params: dict = {}
+
+    def param(self, index: int, dt) -> Register:
+        """The register holding user constant `index` (a kernel argument, set before the lane starts)."""
+        if index not in self.params:
+            self.params[index] = (self.regs(), D.NAME[dt])
+        return self.params[index][0]
 
     def const(self, value, ty: Type) -> Register:
         key = (repr(value), ty)
@@ -238,13 +249,11 @@ class _Emitter:
         return self.consts[key]
 
     def hoist_consts(self, e) -> list:
-        """MOV_IMMs for every constant in e, emitted once before a loop."""
-        before = len(self.out)
+        """Registers for every user constant in e, given before a loop (kernel arguments: no code)."""
         for x in walk(e):
             if x[0] == "const":
-                self.const(_imm(x[1], dtype_of(x)), D.isa_type(dtype_of(x)))
-        hoisted, self.out = self.out[before:], self.out[:before]
-        return hoisted
+                self.param(x[1], dtype_of(x))
+        return []
 
     def emit(self, e) -> Register:
         kind = e[0]
@@ -257,7 +266,7 @@ class _Emitter:
                 self.loaded[e[1]] = r
             return self.loaded[e[1]]
         if kind == "const":
-            return self.const(_imm(e[1], dt), ty)
+            return self.param(e[1], dt)
         args = [self.emit(a) for a in e[2:]]
         aty = [D.isa_type(dtype_of(a)) for a in e[2:]]
         adt = [dtype_of(a) for a in e[2:]]
@@ -446,7 +455,7 @@ def lower_lane(k: Kernel) -> Lowered:
         code += em.out
         code.append(I.STG(Address.register(ptrs[out_slot]), r, out_ty))
         prog = ProgramBuilder({"eidos.tensor": "lane", "eidos.tensor.outputs": [out_slot]}).add(*code).build()
-        return Lowered(prog, LaunchConfig.linear(k.count), "lane", out_slot=out_slot)
+        return Lowered(prog, LaunchConfig.linear(k.count), "lane", out_slot=out_slot, params=_params(em))
     # reduction: lane m reduces elements m*R .. m*R+R-1
     in_ptrs = _slot_pointers(regs, k.n_inputs, sizes, gid, k.length, code)
     # the output pointer: slot out_slot, one element per lane
@@ -518,7 +527,11 @@ def lower_lane(k: Kernel) -> Lowered:
         result = c
     tail.append(I.STG(Address.register(outp), result, out_ty))
     b.add(*tail)
-    return Lowered(b.build(), LaunchConfig.linear(k.count), "lane", out_slot=out_slot)
+    return Lowered(b.build(), LaunchConfig.linear(k.count), "lane", out_slot=out_slot, params=_params(em))
+
+
+def _params(em: _Emitter) -> tuple:
+    return tuple((index, reg.index, dt) for index, (reg, dt) in sorted(em.params.items()))
 
 
 def _accumulator(op: str, vdt: np.dtype, out_dt: np.dtype):
@@ -559,9 +572,30 @@ class LoweringCache:
 CACHE = LoweringCache()
 
 
-def lower(k: Kernel) -> Lowered:
-    """The program for a kernel: map form when map_form_ok, else lane form; built once per kernel."""
-    return CACHE.get(k, lambda: lower_map(k) if map_form_ok(k) else lower_lane(k))
+def skeleton(expr: tuple, values: list) -> tuple:
+    """expr with each constant's value replaced by its index in `values` (which it is appended to)."""
+    if expr[0] == "const":
+        values.append(expr[1])
+        return ("const", len(values) - 1, expr[2])
+    if expr[0] == "in":
+        return expr
+    return (expr[0], expr[1], *[skeleton(a, values) for a in expr[2:]])
+
+
+def lower(k: Kernel) -> tuple[Lowered, list]:
+    """(the program for a kernel's structure, the kernel's constant values): map form when map_form_ok,
+    else lane form; built once per structure."""
+    values: list = []
+    sk = Kernel(skeleton(k.expr, values), k.n_inputs, k.out_dtype, k.count, k.reduce, k.length)
+    return CACHE.get(sk, lambda: lower_map(sk) if map_form_ok(sk) else lower_lane(sk)), values
+
+
+def register_value(value, dtype: str):
+    """A constant as the starting value of a register of `dtype` (rounded or wrapped as MOV_IMM would)."""
+    dt = D.NAMES[dtype]
+    if D.is_float(dt):
+        return float(np.asarray(value, dtype=np.float64).astype(dt).astype(np.float64))
+    return int(np.asarray(int(value)).astype(dt)) if dt != D.bool_ else int(bool(value))
 
 
 # ---- extensions: one instruction each --------------------------------------------------------

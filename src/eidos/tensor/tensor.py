@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from eidos.errors import BackendUnavailable, EidosError
+from eidos.isa import ExecutionParams
 
 from . import backend as _backend
 from . import dtypes as D
@@ -1085,17 +1086,18 @@ def _run_reduce(t: Tensor) -> None:
 
 
 def _execute(t: Tensor, k: L.Kernel, args: list, out: np.ndarray) -> None:
-    low = L.lower(k)
+    low, values = L.lower(k)
     full = list(args)
     full.append(out.reshape(-1))
     if low.consts or low.temps:
-        extra = {slot: _CONSTS.get(value, dtype, count) for slot, value, dtype, count in low.consts}
+        extra = {slot: _CONSTS.get(values[i], dtype, count) for slot, i, dtype, count in low.consts}
         extra.update({slot: _SCRATCH.get(dtype, count, slot) for slot, dtype, count in low.temps})
         full += [extra[s] for s in sorted(extra)]
     nbytes = 0
     for a in args:
         nbytes += a.nbytes
-    _dispatch(t, low, full, k.kind, nbytes, k)
+    registers = {reg: L.register_value(values[i], dt) for i, reg, dt in low.params} if low.params else None
+    _dispatch(t, low, full, k.kind, nbytes, k, registers)
 
 
 def _describe(low: L.Lowered, what) -> str:
@@ -1110,9 +1112,10 @@ def _nops(expr) -> int:
     return builtins_sum(1 for e in L.walk(expr) if e[0] not in ("in", "const"))
 
 
-def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what) -> None:
+def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what, registers=None) -> None:
     props = _backend.OperationProperties(kind, nbytes, False)
-    sel = _backend.run(low.program, args, low.config, props, (low.out_slot,))
+    launch = low.config if not registers else ExecutionParams(low.config, registers)
+    sel = _backend.run(low.program, args, launch, props, (low.out_slot,))
     _counters["programs"] += 1
     t._runs.append((low, what, sel))
 
