@@ -3,7 +3,7 @@
 Every node, function, dtype and join kind of the IR: where Polars' own rule differs
 from docs/semantics.md the translation emits what agrees (see translate.py), and the
 few rules Polars has no form for (float or text -> decimal, text -> timestamp, decimal
-round to negative places) run row by row with ir.evaluate's own functions. What is
+round to negative places) run row by row with ir.evaluate's own functions. Anything
 left out is listed here, so supports() names it and the planner picks another lane
 rather than getting a different answer.
 """
@@ -11,14 +11,13 @@ rather than getting a different answer.
 from __future__ import annotations
 
 from eidos.hal.coverage import Coverage
-from eidos.ir import expr as E
 from eidos.ir import nodes as N
 
 COVERAGE = Coverage.everything()
 
-# Forms the name tables cannot express, with why: a UDF of no arguments has no column
-# to run along, and Polars gives back one value, not one per row.
-UNSUPPORTED_FORMS = {"udf with no arguments": lambda e: isinstance(e, E.Udf) and not e.args}
+# Forms the name tables cannot express, by name, with a test for each: none at present
+# (a UDF of no arguments, the last, now runs along some column of its frame).
+UNSUPPORTED_FORMS: dict = {}
 
 
 def extra_gaps(plan: N.Node) -> list[str]:

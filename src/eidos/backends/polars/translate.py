@@ -586,11 +586,23 @@ def _(e: E.Udf, scope: Scope) -> pl.Expr:
         # Arrow gives each value as the Python object the reference lane passes (Decimal, date, ...).
         cols = [s.struct.field(f).to_arrow().cast(t).to_pylist() for f, t in zip(fields, arrow_types)]
         take = s.struct.field("take").to_list()
-        values = [call(*row) if ok else None for ok, row in zip(take, zip(*cols))]
+        rows = zip(*cols) if cols else [()] * len(take)
+        values = [call(*row) if ok else None for ok, row in zip(take, rows)]
         return pl.Series(s.name, pa.array(values, type=out))
 
-    packed = pl.struct([a.alias(f) for a, f in zip(args, fields)] + [guard.fill_null(False).alias("take")])
+    # a column to run along (a UDF of no arguments is still called once per row)
+    along = [_any_column(scope).is_null().alias("along")] if not args else []
+    packed = pl.struct([a.alias(f) for a, f in zip(args, fields)] + along + [guard.fill_null(False).alias("take")])
     return packed.map_batches(apply, return_dtype=pl_dtype(e.return_dtype), is_elementwise=True)
+
+
+def _any_column(scope: Scope) -> pl.Expr:
+    """Some column of the frame the scope's expressions run over."""
+    if scope.keys:
+        return pl.col(next(iter(scope.keys.values())))
+    if scope.leaves:
+        return pl.col(next(iter(scope.leaves.values())).columns[0][0])
+    return column(scope.schema.names[0], scope.schema.names)
 
 
 @expr.register
