@@ -1090,8 +1090,8 @@ def _execute(t: Tensor, k: L.Kernel, args: list, out: np.ndarray) -> None:
     full = list(args)
     full.append(out.reshape(-1))
     if low.consts or low.temps:
-        extra = {slot: _CONSTS.get(values[i], dtype, count) for slot, i, dtype, count in low.consts}
-        extra.update({slot: _SCRATCH.get(dtype, count, slot) for slot, dtype, count in low.temps})
+        extra = {slot: _CONSTS.constant(values[i], dtype, count) for slot, i, dtype, count in low.consts}
+        extra.update({slot: _SCRATCH.scratch(dtype, count, slot) for slot, dtype, count in low.temps})
         full += [extra[s] for s in sorted(extra)]
     nbytes = 0
     for a in args:
@@ -1120,43 +1120,46 @@ def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what, reg
     t._runs.append((low, what, sel))
 
 
-class _ConstCache:
-    """Arrays of one repeated value (the map form's constants), kept for reuse."""
+class _ArrayCache:
+    """Arrays kept for reuse, least recently used first out, within a byte budget: the map form's
+    constant arrays (one repeated value) and its scratch arrays (a reduction's mapped values)."""
 
-    def __init__(self, capacity: int = 16) -> None:
+    def __init__(self, budget_bytes: int) -> None:
         from collections import OrderedDict
 
         self.entries = OrderedDict()
-        self.capacity = capacity
+        self.budget = budget_bytes
+        self.nbytes = 0
 
-    def get(self, value, dtype, count):
-        key = (repr(value), dtype, count)
+    def _get(self, key, make):
         a = self.entries.get(key)
-        if a is None:
-            a = self.entries[key] = np.full(count, value, dtype=D.as_dtype(dtype))
+        if a is not None:
+            self.entries.move_to_end(key)
+            return a
+        a = self.entries[key] = make()
+        self.nbytes += a.nbytes
+        while self.nbytes > self.budget and len(self.entries) > 1:
+            _, old = self.entries.popitem(last=False)
+            self.nbytes -= old.nbytes
+        return a
+
+    def constant(self, value, dtype, count):
+        def make():
+            a = np.full(count, value, dtype=D.NAMES[dtype])
             a.flags.writeable = False
-            while len(self.entries) > self.capacity:
-                self.entries.popitem(last=False)
-        else:
-            self.entries.move_to_end(key)
-        return a
+            return a
+        return self._get((repr(value), dtype, count), make)
+
+    def scratch(self, dtype, count, slot):
+        return self._get((dtype, count, slot), lambda: np.empty(count, dtype=D.NAMES[dtype]))
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.nbytes = 0
 
 
-class _ScratchCache(_ConstCache):
-    def get(self, dtype, count, slot):
-        key = (dtype, count, slot)
-        a = self.entries.get(key)
-        if a is None:
-            a = self.entries[key] = np.empty(count, dtype=D.as_dtype(dtype))
-            while len(self.entries) > self.capacity:
-                self.entries.popitem(last=False)
-        else:
-            self.entries.move_to_end(key)
-        return a
-
-
-_CONSTS = _ConstCache()
-_SCRATCH = _ScratchCache(8)
+_CONSTS = _ArrayCache(256 << 20)
+_SCRATCH = _ArrayCache(256 << 20)
 
 
 def _contig(t: Tensor) -> np.ndarray:
