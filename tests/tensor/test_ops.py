@@ -240,6 +240,18 @@ def test_matmul_softmax_layer_norm(each_backend, dtype):
     check(T.layer_norm(T(a), weight=T(w), bias=T(bb)), ln * f64(w) + f64(bb), dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_matmul_softmax_layer_norm_half(reference, dtype):
+    rng = np.random.default_rng(17)
+    a, b = rng.standard_normal((3, 4)).astype(dtype), rng.standard_normal((4, 2)).astype(dtype)
+    check(T(a) @ T(b), f64(a) @ f64(b), dtype)
+    x = f64(a)
+    sm = np.exp(x - x.max(axis=-1, keepdims=True))
+    check(T(a).softmax(), sm / sm.sum(axis=-1, keepdims=True), dtype)
+    ln = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    check(T.layer_norm(T(a)), ln, dtype)
+
+
 def test_int_matmul(reference):
     a = np.arange(6, dtype=np.int32).reshape(2, 3)
     check(T(a) @ T(a.T.copy()), a @ a.T, "int32")
