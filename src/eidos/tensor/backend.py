@@ -21,6 +21,7 @@ from __future__ import annotations
 import abc
 import threading
 import warnings
+from typing import NamedTuple
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,8 +59,7 @@ def set_threshold(op_type: str, nbytes: int | None) -> None:
     _changed()
 
 
-@dataclass(frozen=True)
-class OperationProperties:
+class OperationProperties(NamedTuple):
     """What the dispatcher knows about one program before running it."""
     op_type: str
     input_size_bytes: int
@@ -342,7 +342,7 @@ def select_backend(backend_name: str | None, op_props: OperationProperties, devi
             if len(_memo) > 256:
                 _memo.clear()
             sel = _memo[key] = _select(None, op_props, detect_devices())
-        return Selection(sel.name, sel.rule, list(sel.rejected), list(sel.candidates))
+        return sel  # shared: run() copies it before recording a fallback
     return _select(backend_name, op_props, device_info if device_info is not None else detect_devices())
 
 
@@ -384,6 +384,8 @@ def run(program, args, config, op_props: OperationProperties, outputs=None) -> S
             else:
                 b.execute(program, args, config)
         except UnsupportedError as e:
+            if i == 0:
+                sel = Selection(sel.name, sel.rule, list(sel.rejected), list(sel.candidates))
             sel.rejected.append((name, f"raised UnsupportedError at run time: {e}"))
             if i + 1 < len(sel.candidates):
                 warnings.warn(f"tensor backend {name!r} cannot run this {op_props.op_type} program ({e}); "

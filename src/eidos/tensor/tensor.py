@@ -1032,6 +1032,8 @@ def _leaf_expr(a: Tensor, leaves: _Leaves):
 
 
 def _layout(arr: np.ndarray, shape, perm=None) -> np.ndarray:
+    if perm is None and arr.shape == shape and arr.flags.c_contiguous:
+        return arr
     if arr.shape != tuple(shape):
         arr = np.broadcast_to(arr, shape)
     if perm is not None:
