@@ -31,13 +31,14 @@ NUMPY_EXACT_FLOAT = {B.Add: np.add, B.Sub: np.subtract, B.Mul: np.multiply, B.Di
                      M.Sqrt: np.sqrt, M.Abs: np.abs, M.Neg: np.negative}
 NUMPY_EXACT_INT = {B.Add: np.add, B.Sub: np.subtract, B.Mul: np.multiply, M.Abs: np.abs, M.Neg: np.negative}
 
-_FLOAT_UNARY = {M.Abs: "abs({x})", M.Neg: "-{x}", M.Sqrt: "fsqrt({x})", M.Exp: "math.exp({x})",
-                M.Log: "flog({x})", M.Sin: "ftrig(0, {x})", M.Cos: "ftrig(1, {x})", M.Tan: "ftrig(2, {x})",
-                M.Relu: "({x} if ({x} > 0 or {x} != {x}) else 0.0)", M.Sigmoid: "fsigmoid({x})",
-                M.Tanh: "math.tanh({x})"}
+# Float maps computed as NumPy computes them in float64 (hardware sqrt, libm functions, NaNs propagated).
+_FLOAT_UNARY = {M.Abs: "abs({x})", M.Neg: "-{x}", M.Sqrt: "math.sqrt({x})", M.Exp: "math.exp({x})",
+                M.Log: "alog({x})", M.Sin: "math.sin({x})", M.Cos: "math.cos({x})", M.Tan: "math.tan({x})",
+                M.Relu: "({x} if ({x} > 0 or {x} != {x}) else 0.0)", M.Sigmoid: "asigmoid({x})",
+                M.Tanh: "atanh_({x})"}
 _FLOAT_BINARY = {B.Add: "{a} + {b}", B.Sub: "{a} - {b}", B.Mul: "{a} * {b}", B.Div: "{a} / {b}",
-                 B.Pow: "fpow({a}, {b})", B.Min: "fmin({a}, {b})", B.Max: "fmax({a}, {b})",
-                 B.Atan2: "math.atan2({a}, {b})"}
+                 B.Pow: "apow({a}, {b})", B.Min: "amin({a}, {b})", B.Max: "amax({a}, {b})",
+                 B.Atan2: "aatan2({a}, {b})"}
 
 
 def _int_unary(op, ty: Type, x: str) -> str:

@@ -353,3 +353,73 @@ def fail(err, code, index, lane, value):
     err[2] = lane
     err[3] = value
     return 4
+
+
+# ---- the array instructions' NaN behaviour is NumPy's (the reference computes them with NumPy) --------
+
+@njit(**OPTS)
+def amin(a, b):
+    """np.minimum, with -0.0 below 0.0: the first NaN operand propagates as it is."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a < b else b
+
+
+@njit(**OPTS)
+def amax(a, b):
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return b if math.copysign(1.0, a) < 0 else a
+    return a if a > b else b
+
+
+@njit(**OPTS)
+def asigmoid(x):
+    e = math.exp(-abs(x))
+    if x >= 0:
+        return 1.0 / (1.0 + e)
+    return e / (1.0 + e)
+
+
+NEG_NAN = -math.nan  # the x86 default NaN (sign set), which NumPy's log returns for negative input
+
+
+@njit(**OPTS)
+def alog(x):
+    if x < 0:
+        return NEG_NAN
+    return math.log(x)
+
+
+@njit(**OPTS)
+def atanh_(x):
+    if x != x:
+        return math.nan  # NumPy's tanh returns the positive quiet NaN
+    return math.tanh(x)
+
+
+@njit(**OPTS)
+def apow(a, b):
+    if b == 0:
+        return 1.0
+    if a != a:
+        return a
+    if b != b:
+        return 1.0 if a == 1.0 else b
+    return math.pow(a, b)
+
+
+@njit(**OPTS)
+def aatan2(a, b):
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return math.atan2(a, b)
