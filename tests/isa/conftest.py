@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-BACKENDS = ["reference"]
+BACKENDS = ["reference", "cpu"]
 _CLASSES = {"reference": ("eidos.isa.backends.reference", "ReferenceBackend"),
             "cpu": ("eidos.isa.backends.cpu", "CpuBackend")}
 
