@@ -307,3 +307,9 @@ def test_cpu_bfloat16_and_float16():
     check(T(x) * 2 + 1, f64(x) * 2 + 1, "bfloat16")
     h = np.linspace(-3, 3, 16).astype(np.float16)
     check(T(h).tanh() * 2, np.tanh(f64(h)) * 2, "float16")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mean_of_many_half_values(reference, dtype):
+    x = np.full(70001, 0.5, dtype=dtype)  # 70001 is not exact in float16 (above its max) nor in bfloat16
+    check(T(x).mean(), 0.5, dtype)

@@ -68,13 +68,14 @@ def ptr_value(slot: int) -> int:
 
 @dataclass(frozen=True)
 class Kernel:
-    """What one program computes: out[m] = reduce_k expr(inputs[m * R + k]) (R = 1, op None: no reduction)."""
+    """What one program computes: out[m] = reduce_k expr(inputs[m * R + k]) [/ divisor] (op None: no reduction)."""
     expr: tuple
     n_inputs: int
     out_dtype: str
     count: int                   # output elements (m)
     reduce: str | None = None    # sum prod min max argmin argmax
     length: int = 1              # R, elements reduced per output
+    divisor: float = 0           # nonzero: the reduced value is divided by it (mean, var) in the same program
 
     @property
     def kind(self) -> str:
@@ -127,6 +128,8 @@ def map_form_ok(k: Kernel) -> bool:
         return False
     if k.reduce in ("sum", "prod") and not D.is_float(dt):
         return False   # NumPy sums integers in 64 bits: the lane form's wide accumulator does that
+    if k.divisor and float(np.asarray(k.divisor, dtype=dt)) != k.divisor:
+        return False   # the count is not exact in a half type: divide in the lane form's float64
     return True
 
 
@@ -194,7 +197,11 @@ def lower_map(k: Kernel) -> Lowered:
         scratch = new_temp() if k.expr[0] != "in" else None
         res = emit(k.expr, scratch)
         ins.append(I.ParallelReduce(Register(0), buf(res), n, REDUCE_OPS[k.reduce], ty))
-        ins.append(I.STG(buf(out_slot), Register(0), ty))
+        if k.divisor:
+            ins += [I.MOV_IMM(Register(1), float(k.divisor), ty), I.DIV(Register(2), Register(0), Register(1), ty),
+                    I.STG(buf(out_slot), Register(2), ty)]
+        else:
+            ins.append(I.STG(buf(out_slot), Register(0), ty))
         config = LaunchConfig.linear(1)
     program = ProgramBuilder({"eidos.tensor": "map", "eidos.tensor.outputs": [out_slot]}).add(*ins).build().optimize()
     return Lowered(program, config, "map", consts=tuple(consts), temps=tuple(temps), out_slot=out_slot)
@@ -521,6 +528,10 @@ def lower_lane(k: Kernel) -> Lowered:
         tail = []
     result = idx if idx is not None else acc
     rty = Type.I64 if idx is not None else acc_ty
+    if k.divisor:
+        d, q = regs(), regs()
+        tail += [I.MOV_IMM(d, float(k.divisor), rty), I.DIV(q, result, d, rty)]
+        result = q
     if rty != out_ty:
         c = regs()
         tail.append(I.CVT(c, result, rty, out_ty))
@@ -586,7 +597,7 @@ def lower(k: Kernel) -> tuple[Lowered, list]:
     """(the program for a kernel's structure, the kernel's constant values): map form when map_form_ok,
     else lane form; built once per structure."""
     values: list = []
-    sk = Kernel(skeleton(k.expr, values), k.n_inputs, k.out_dtype, k.count, k.reduce, k.length)
+    sk = Kernel(skeleton(k.expr, values), k.n_inputs, k.out_dtype, k.count, k.reduce, k.length, k.divisor)
     return CACHE.get(sk, lambda: lower_map(sk) if map_form_ok(sk) else lower_lane(sk)), values
 
 

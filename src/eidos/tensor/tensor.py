@@ -651,7 +651,7 @@ def clip(x, min=None, max=None) -> Tensor:
 
 # ---- reductions -----------------------------------------------------------------------------------
 
-def _reduce(op, x, axis, keepdims, out_dtype) -> Tensor:
+def _reduce(op, x, axis, keepdims, out_dtype, divisor: float = 0) -> Tensor:
     x = tensor(x) if not isinstance(x, Tensor) else x
     axes = _norm_axes(axis, x.ndim, op)
     if keepdims:
@@ -662,7 +662,7 @@ def _reduce(op, x, axis, keepdims, out_dtype) -> Tensor:
         raise ShapeError(f"{op} of an empty tensor (shape {x.shape}) has no identity")
     if op in ("min", "max", "argmin", "argmax") and math.prod(x.shape[a] for a in axes) == 0:
         raise ShapeError(f"{op} over an empty axis of shape {x.shape}")
-    return _node("reduce", (x,), shape, out_dtype, (op, axes, bool(keepdims)))
+    return _node("reduce", (x,), shape, out_dtype, (op, axes, bool(keepdims), divisor))
 
 
 def _sum_dtype(dt, dtype):
@@ -743,8 +743,9 @@ def mean(x, axis=None, keepdims=False) -> Tensor:
     xf = _float_of(x)
     axes = _norm_axes(axis, x.ndim, "mean")
     n = math.prod(x.shape[a] for a in axes)
-    s = _reduce("sum", xf, axis, keepdims, xf.dtype)
-    return s / n if n else s * np.nan
+    if not n:
+        return _reduce("sum", xf, axis, keepdims, xf.dtype) * np.nan
+    return _reduce("sum", xf, axis, keepdims, xf.dtype, n)  # the sum and the division: one program
 
 
 def var(x, axis=None, keepdims=False, correction=0) -> Tensor:
@@ -753,9 +754,10 @@ def var(x, axis=None, keepdims=False, correction=0) -> Tensor:
     axes = _norm_axes(axis, x.ndim, "var")
     n = math.prod(x.shape[a] for a in axes)
     m = mean(xf, axis, keepdims=True)
-    s = _reduce("sum", square(xf - m), axis, keepdims, xf.dtype)
     d = n - correction
-    return s / d if d > 0 else s * np.nan
+    if d <= 0:
+        return _reduce("sum", square(xf - m), axis, keepdims, xf.dtype) * np.nan
+    return _reduce("sum", square(xf - m), axis, keepdims, xf.dtype, d)
 
 
 def std(x, axis=None, keepdims=False, correction=0) -> Tensor:
@@ -1061,7 +1063,7 @@ def _run_elementwise(t: Tensor) -> None:
 
 
 def _run_reduce(t: Tensor) -> None:
-    op, axes, keepdims = t._attrs
+    op, axes, keepdims, divisor = t._attrs
     x = t._args[0]
     kept = [i for i in range(x.ndim) if i not in axes]
     perm = kept + list(axes)
@@ -1069,7 +1071,7 @@ def _run_reduce(t: Tensor) -> None:
     r = math.prod(x.shape[i] for i in axes)
 
     def kernel_of(expr, leaves):
-        return L.Kernel(expr, len(leaves.tensors), _N[t.dtype], m, op, r)
+        return L.Kernel(expr, len(leaves.tensors), _N[t.dtype], m, op, r, divisor)
 
     if x._data is None and x._op in EW_OPS:
         k, leaves = _gather(x, kernel_of)
@@ -1254,7 +1256,8 @@ def _tree(t, depth: int) -> list:
         return [f"{pad}tensor {t.shape} {t.dtype}"]
     label = t._op if t._op != "move" else t._attrs[0]
     if t._op == "reduce":
-        label = f"{t._attrs[0]} axes={t._attrs[1]} keepdims={t._attrs[2]}"
+        label = f"{t._attrs[0]} axes={t._attrs[1]} keepdims={t._attrs[2]}" + (
+            f" / {t._attrs[3]}" if t._attrs[3] else "")
     out = [f"{pad}{label} -> {t.shape} {t.dtype}"]
     for a in t._args:
         out += _tree(a, depth + 1)
