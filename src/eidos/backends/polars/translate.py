@@ -11,17 +11,15 @@ from __future__ import annotations
 import contextvars
 import datetime as _dt
 import decimal as _decimal
-import functools
 import itertools
-import math
 import re
 from dataclasses import dataclass, field
 from functools import singledispatch
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from eidos.backends.polars import exact
 from eidos.errors import ExecutionError, UnsupportedError
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
@@ -702,16 +700,10 @@ def _to_result(x: pl.Expr, res: DType) -> pl.Expr:
     return x if res == T.Float64 else x.cast(pl_dtype(res))
 
 
-def _fmod(s: pl.Series) -> pl.Series:
-    a, b = s.struct.field("a").to_numpy(), s.struct.field("b").to_numpy()
-    with np.errstate(all="ignore"):
-        return pl.Series(s.name, np.fmod(a, b), dtype=pl.Float64)
-
-
 def _float_mod(x: pl.Expr, y: pl.Expr) -> pl.Expr:
     """Python's float %: the sign of the divisor, from the exact fmod. Polars computes
     a - b * floor(a / b), which is not exact (1.0 % 0.1 gives 0.0, not 0.09999999999999995)."""
-    r = pl.struct([x.alias("a"), y.alias("b")]).map_batches(_fmod, return_dtype=pl.Float64, is_elementwise=True)
+    r = pl.struct([x.alias("a"), y.alias("b")]).map_batches(exact.fmod, return_dtype=pl.Float64, is_elementwise=True)
     signed_zero = pl.when(y < 0).then(pl.lit(-0.0)).otherwise(pl.lit(0.0))
     adjusted = pl.when((r < 0) != (y < 0)).then(r + y).otherwise(r)
     out = pl.when(r != 0).then(adjusted).otherwise(signed_zero)
@@ -944,7 +936,7 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     mapped = x.str.to_lowercase() if lower else x.str.to_uppercase()
     # eidos: Python's full case mapping. Rust's (Polars') agrees except on code points its newer
     # Unicode tables know and Python's do not; rows holding one are mapped by Python.
-    odd = _case_differences(lower)
+    odd = exact.case_differences(lower)
     if not odd:
         return mapped
     method = str.lower if lower else str.upper
@@ -959,27 +951,6 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     hit = x.str.contains("[" + "".join(re.escape(c) for c in odd) + "]")
     packed = pl.struct([x.alias("x"), mapped.alias("m"), hit.alias("odd")])
     return packed.map_batches(mend, return_dtype=pl.String, is_elementwise=True)
-
-
-@functools.cache
-def _case_differences(lower: bool) -> str:
-    """The code points whose case mapping differs between Python and Polars here, found once:
-    every code point, a newline after each, mapped in blocks on both sides; only blocks that
-    differ are compared code point by code point."""
-    cps = np.arange(0x110000, dtype=np.uint32)
-    cps = cps[((cps < 0xD800) | (cps > 0xDFFF)) & (cps != 0x0A)]
-    spaced = np.empty(2 * len(cps), dtype=np.uint32)
-    spaced[0::2], spaced[1::2] = cps, 0x0A
-    step = 2 * 4096
-    blocks = [spaced[i:i + step].tobytes().decode("utf-32-le") for i in range(0, len(spaced), step)]
-    column = pl.Series(blocks, dtype=pl.String)
-    theirs = (column.str.to_lowercase() if lower else column.str.to_uppercase()).to_list()
-    odd = []
-    for block, them in zip(blocks, theirs):
-        us = block.lower() if lower else block.upper()
-        if us != them:
-            odd += [c for c, a, b in zip(block.split("\n"), us.split("\n"), them.split("\n")) if a != b]
-    return "".join(odd)
 
 
 @call("str_len")
@@ -1050,7 +1021,7 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
         # group's values are gathered, and one Python call per batch of groups finishes them.
         values = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls()
         return Leaf([(name, values if grouped else values.implode())],  # in a group_by: a list already
-                    lambda g: pl.col(name).map_batches(_exact(fn, t if t != T.Null else T.Float64),
+                    lambda g: pl.col(name).map_batches(exact.exact_aggregation(fn, t if t != T.Null else T.Float64),
                                                        return_dtype=pl.Float64))
     if fn == "sum" and res.is_integer:
         # eidos: overflow raises; sum in 128 bits, checked when finished (only where computed).
@@ -1067,85 +1038,3 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
     if fn == "mean":
         return Leaf([(name, x.mean())], lambda g: pl.col(name))  # decimals: the exact total divided
     raise UnsupportedError(f"the polars lane has no translation for aggregation {fn}")
-
-
-def _exact(fn: str, t: DType):
-    """A function over a column of per-group value lists: `fn` of each, as docs/semantics.md says."""
-    def run(s: pl.Series) -> pl.Series:
-        lists = s.to_arrow()
-        if isinstance(lists, pa.ChunkedArray):
-            lists = lists.combine_chunks()
-        offsets = lists.offsets.to_numpy()
-        if t.is_float:
-            with np.errstate(all="ignore"):
-                out = _float_groups(fn, lists.values.to_numpy(zero_copy_only=False), offsets)
-        else:
-            values = lists.values.to_pylist()
-            out = [_exact_one(fn, t, values[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
-        return pl.Series(s.name, out, dtype=pl.Float64)
-    return run
-
-
-def _float_groups(fn: str, values: np.ndarray, offsets: np.ndarray) -> list:
-    """Float sum/mean/var/std of each group (values[offsets[i]:offsets[i + 1]]), vectorised
-    with NumPy; the sums are correctly rounded like math.fsum."""
-    values = values[offsets[0]:offsets[-1]]
-    offsets = offsets - offsets[0]
-    n = np.diff(offsets)
-    sums = _group_sums(values, offsets)
-    if fn in ("sum", "mean"):
-        out = sums if fn == "sum" else sums / np.maximum(n, 1)
-        return [None if k == 0 else float(v) for k, v in zip(n, out)]
-    means = sums / np.maximum(n, 1)
-    d = values - np.repeat(means, n)
-    v = _group_sums(d * d, offsets) / np.maximum(n - 1, 1)  # (x - m) squared overflows to inf (IEEE)
-    bad = np.concatenate(([0], np.cumsum(~np.isfinite(values))))
-    bad = bad[offsets[1:]] - bad[offsets[:-1]]  # NaN or inf values in each group
-    out = np.sqrt(v) if fn == "std" else v
-    return [None if k < 2 else (math.nan if b else float(x)) for k, b, x in zip(n, bad, out)]
-
-
-def _group_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Correctly rounded sums of consecutive groups. When every value is a multiple of 2**-30 and
-    their magnitudes add up to less than 2**53, every partial sum is exact, so a cumulative sum
-    serves; otherwise math.fsum runs on each group."""
-    def integral(v: np.ndarray) -> bool:
-        scaled = v * 2.0 ** 30
-        return bool(np.isfinite(scaled).all() and (scaled == np.floor(scaled)).all())
-
-    if integral(values[:1024]) and integral(values) and np.abs(values).sum() * 2.0 ** 30 < 2.0 ** 53:
-        total = np.concatenate(([0.0], np.cumsum(values)))
-        return total[offsets[1:]] - total[offsets[:-1]]
-    flat = values.tolist()
-    return np.array([_fsum(flat[a:b]) for a, b in zip(offsets[:-1], offsets[1:])], dtype=np.float64)
-
-
-def _exact_one(fn: str, t: DType, xs: list) -> float | None:
-    n = len(xs)
-    if fn in ("sum", "mean"):
-        if not n:
-            return None
-        total = _fsum(xs)
-        return total if fn == "sum" else total / n
-    if n < 2:
-        return None
-    if t.is_float:
-        if not all(map(math.isfinite, xs)):
-            return math.nan
-        m = _fsum(xs) / n
-        v = _fsum([(x - m) * (x - m) for x in xs]) / (n - 1)  # overflow is inf, as IEEE says
-    else:
-        # exact: n * sum(x^2) - sum(x)^2 over n (n - 1), one correctly rounded division
-        if t.is_decimal:
-            xs = [int(x.scaleb(t.scale)) for x in xs]
-        s1, s2 = sum(xs), sum(x * x for x in xs)
-        v = (n * s2 - s1 * s1) / (n * (n - 1) * 10 ** (2 * t.scale if t.is_decimal else 0))
-    return math.sqrt(v) if fn == "std" else v
-
-
-def _fsum(xs: list) -> float:
-    """math.fsum, as ir.evaluate sums floats (inf with -inf, or an overflow: the plain sum)."""
-    try:
-        return math.fsum(xs)
-    except (ValueError, OverflowError):
-        return sum(xs)
