@@ -524,18 +524,16 @@ class Dialect:
             return e
         if src == T.Null:
             return self.cast(NULL, T.Null, dst)
+        if src == T.Boolean and dst.is_numeric:
+            one, zero = (self.literal(v, dst) for v in ((1, 0) if not dst.is_float else (1.0, 0.0)))
+            return case([(e, one), (exp.Not(this=paren(e)), zero)], None)
         if dst.is_integer:
-            if src == T.Boolean:
-                return case([(e, self.literal(1, dst)), (exp.Not(this=paren(e)), self.literal(0, dst))], None)
             if src.is_float or src.is_decimal:
                 return self.float_to_int(e, src, dst)
             return self.int_to_int(e, src, dst)
         if dst == T.Boolean:
             return exp.Paren(this=exp.NEQ(this=paren(e), expression=exp.Literal.number(0)))
         if dst.is_float:
-            if src == T.Boolean:
-                return case([(e, self.float_value(1.0, dst)), (exp.Not(this=paren(e)), self.float_value(0.0, dst))],
-                            None)
             if src == T.Float64 and dst == T.Float32:
                 return self.to_float32(e, dst)
             return self.cast(e, src, dst)
