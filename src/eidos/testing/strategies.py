@@ -466,7 +466,7 @@ class _Builder:
         if self.has("sub"):
             choices += ["date_diff"]
         if self.has("cast"):
-            choices += ["cast"]
+            choices += ["cast", "text_round_trip"]
         if self.has("fill_null"):
             choices += ["fill_null"]
         if self.has("case"):
@@ -587,6 +587,13 @@ class _Builder:
             return None
         return self.typed(a.e.cast(dst), s, lo, hi)
 
+    def _num_text_round_trip(self, s: _State, depth: int) -> _TE | None:
+        """x.cast(String).cast(type of x): every lane must print and parse numbers alike."""
+        a = self.numeric(s, depth - 1)
+        if a is None or (a.dtype.is_float and not self.o.float_to_string):
+            return None
+        return self.typed(a.e.cast(T.String).cast(a.dtype), s, a.lo, a.hi)
+
     def _num_fill_null(self, s: _State, depth: int) -> _TE | None:
         a = self.numeric(s, depth - 1)
         if a is None:
@@ -647,7 +654,7 @@ class _Builder:
         if fn == "str_to_upper":
             return self.typed(a.e.str.to_upper(), s)
         if fn == "str_slice":
-            offset = self.pick((0, 0, 1, 2, 5))
+            offset = self.pick((0, 0, 1, 2, 5, -1, -3))
             length = self.pick((None, 0, 1, 2, 3))
             return self.typed(a.e.str.slice(offset, length), s)
         return self.typed(a.e.fill_null(self.literal(T.String).e), s)
@@ -676,6 +683,8 @@ class _Builder:
                 e = days.e + a.e
             return self.typed(e, s)
         if fn == "cast":
+            if self.chance(0.3):  # through text and back: ISO forms must agree
+                return self.typed(a.e.cast(T.String).cast(a.dtype), s)
             if not self.kind_ok(T.Timestamp if a.dtype == T.Date else T.Date):
                 return None
             return self.typed(a.e.cast(T.Timestamp if a.dtype == T.Date else T.Date), s)
@@ -942,8 +951,16 @@ class _Plans(_Builder):
     def step_aggregate(self, s: _State) -> _State | None:
         names = list(s.schema.names)
         keys = self.draw(st.lists(st.sampled_from(names), unique=True, max_size=min(2, len(names))))
+        key_exprs: list = list(keys)
+        bounds = {k: s.bounds.get(k, (None, None)) for k in keys}
+        if self.chance(0.2):  # a computed key: group_by(expr.alias(name))
+            te = self.expr(s, "any", 1)
+            if te is not None and self.kind_ok(te.dtype):
+                name = self.fresh(names)
+                key_exprs.append(te.e.alias(name))
+                bounds[name] = (te.lo, te.hi)
         aggs: list[tuple[str, _TE]] = []
-        taken = list(keys)
+        taken = list(keys) + [k.node.name for k in key_exprs if not isinstance(k, str)]
         for _ in range(self.pick((1, 1, 2, 3))):
             a = self.aggregation(s, set(keys))
             if a is None or not self.kind_ok(a.dtype):
@@ -956,10 +973,9 @@ class _Plans(_Builder):
         if not aggs:
             return None
         named = {n: a.e for n, a in aggs}
-        flow = s.flow.group_by(*keys).agg(**named) if keys else s.flow.agg(**named)
-        bounds = {k: s.bounds.get(k, (None, None)) for k in keys}
+        flow = s.flow.group_by(*key_exprs).agg(**named) if key_exprs else s.flow.agg(**named)
         bounds.update({n: (a.lo, a.hi) for n, a in aggs})
-        return self._new_state(s, flow, bounds, rows=s.rows if keys else 1)
+        return self._new_state(s, flow, bounds, rows=s.rows if key_exprs else 1)
 
     def step_join(self, s: _State) -> _State | None:
         hows = [h for h in N.JOIN_KINDS if h in self.o.joins]
