@@ -93,3 +93,16 @@ def test_constants_do_not_rebuild_programs():
         np.testing.assert_allclose((x * c + 2).numpy(), x.numpy() * c + 2)
         np.testing.assert_array_equal((T(np.arange(6)) % int(c + 1)).numpy(), np.arange(6) % int(c + 1))
     assert lower.CACHE.misses == misses + 1  # only the integer modulo's first structure
+
+
+def test_parallel_float_sum_matches_numpy():
+    from eidos.tensor.fastreduce import PAR_MIN, float_sum
+
+    x = np.random.default_rng(1).random(PAR_MIN * 2 + 3)
+    assert abs(float_sum(x) - np.sum(x)) <= 1e-9 * np.sum(x)
+    x[10] = np.inf
+    assert float_sum(x) == np.inf
+    x[-1] = -np.inf
+    assert np.isnan(float_sum(x))
+    t = T(x[:-1].astype(np.float32))
+    assert float((t * 1).sum()) == np.inf
