@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -66,8 +67,7 @@ def ptr_value(slot: int) -> int:
     return isa.pointer(slot_handle(slot), 0)
 
 
-@dataclass(frozen=True)
-class Kernel:
+class Kernel(NamedTuple):
     """What one program computes: out[m] = reduce_k expr(inputs[m * R + k]) [/ divisor] (op None: no reduction)."""
     expr: tuple
     n_inputs: int
