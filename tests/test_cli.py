@@ -425,3 +425,14 @@ def test_ci_runs_the_readme_test_command():
     assert len(commands) == 2
     ci = (ROOT / ".ci" / "run").read_text()
     assert f'TEST_COMMAND="{commands[1]}"' in ci
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
+    """Every ```python block of the README runs as written, beside the demo's data."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert len(blocks) >= 3
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--rows", "300", "--dir", "demo"]) in (0, 1)  # the data; agreement is test_demo's
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"README.md python block {i + 1}", "exec"), {"__name__": f"readme_{i}"})
