@@ -184,6 +184,9 @@ def test_creation_and_dtypes():
     info = xp.__array_namespace_info__()
     assert info.default_dtypes()["real floating"] == xp.float64 and "float32" in info.dtypes()
     assert xp.e == math.e and xp.newaxis is None
+    x = xp.asarray([1.0, 2.0])
+    assert x.to_device("cpu") is x and x.device == "cpu"
+    assert xp.asarray([[1.0, 2.0]]).mT.shape == (2, 1)
 
 
 def test_linalg():

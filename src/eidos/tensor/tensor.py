@@ -213,6 +213,10 @@ class Tensor:
             raise BackendUnavailable(f"cannot move a tensor to {device!r}: {gpu.unavailable_reason()}")
         raise EidosError(f"unknown device {device!r}; devices: 'cpu', 'gpu'")
 
+    def to_device(self, device, /, *, stream=None) -> Tensor:
+        """The Array API's name for .to(device)."""
+        return self.to(device)
+
     def __array_namespace__(self, *, api_version=None):
         if api_version not in (None, "2021.12", "2022.12", "2023.12"):
             raise ValueError(f"unsupported Array API version {api_version!r}")
