@@ -196,7 +196,7 @@ def gemm(sizes=(256, 1024, 2048), repeats: int = 5) -> list[dict]:
         cfg = LaunchConfig.linear(1)
         be.execute_program(program, cfg)
         A, B, C = (be.memory.buffers[h].view(np.float32).reshape(s, s) for h in (a, b, c))
-        number = max(1, 200 // s)
+        number = max(2, 2000 // s)
         lo, med = _best(lambda: be.execute_program(program, cfg), repeats, number)
         nlo, nmed = _best(lambda: np.matmul(A, B, out=C), repeats, number)
         fl = 2 * s ** 3 / 1e9
@@ -227,11 +227,13 @@ b.add(isa.ADD(R(3), R(11), R(2), U64), isa.STG(Address.register(R(3)), R(6), F32
 program = b.build()
 params = isa.ExecutionParams(isa.LaunchConfig.linear(n), {10: isa.pointer(a), 11: isa.pointer(c)})
 t1 = time.perf_counter()
-be.execute_program_with_params(program, params)
+import numba  # noqa: E402  (timed apart: every numba user pays it)
 t2 = time.perf_counter()
 be.execute_program_with_params(program, params)
 t3 = time.perf_counter()
-print(json.dumps({"imports": t1 - t0, "first": t2 - t1, "second": t3 - t2}))
+be.execute_program_with_params(program, params)
+t4 = time.perf_counter()
+print(json.dumps({"imports": t1 - t0, "numba": t2 - t1, "first": t3 - t2, "second": t4 - t3}))
 """
 
 
@@ -244,13 +246,14 @@ def compile_times(runs: int = 3) -> dict:
     import sys
     import tempfile
 
-    out = {"cold": [], "warm": [], "second_call": []}
+    out = {"cold": [], "warm": [], "second_call": [], "import_numba": []}
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as d:
             for kind in ("cold", "warm"):
                 r = subprocess.run([sys.executable, "-c", _COMPILE_CHILD, d], capture_output=True, text=True, check=True)
                 res = json.loads(r.stdout.strip().splitlines()[-1])
                 out[kind].append(res["first"])
+                out["import_numba"].append(res["numba"])
                 if kind == "warm":
                     out["second_call"].append(res["second"])
     return {k: (min(v), statistics.median(v)) for k, v in out.items()}
@@ -282,7 +285,8 @@ def cpu_main() -> None:
               f"numpy {r['numpy'][0]:7.1f} / {r['numpy'][1]:7.1f}  ({r['eidos'][0] / r['numpy'][0]:.2f}x)")
     ct = compile_times()
     print(f"compile, first execute in a new process: cold {ct['cold'][0]:.2f} / {ct['cold'][1]:.2f} s, "
-          f"warm from disk {ct['warm'][0]:.3f} / {ct['warm'][1]:.3f} s, next call {ct['second_call'][0] * 1e3:.2f} ms")
+          f"warm from disk {ct['warm'][0]:.3f} / {ct['warm'][1]:.3f} s, next call {ct['second_call'][0] * 1e3:.2f} ms "
+          f"(import numba, apart: {ct['import_numba'][0]:.2f} s)")
 
 
 def reference_main() -> None:

@@ -311,3 +311,28 @@ def test_import_eidos_isa_does_not_import_numba():
     code = "import sys, eidos, eidos.isa, eidos.isa.backends; from eidos.isa.backends import CpuBackend; print('numba' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def rotate_program() -> isa.Program:
+    """Each lane writes its input to shared memory, waits, and stores its right neighbour's (in its block)."""
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(0), Special.GLOBAL_ID, U64), isa.MOV_IMM(R(1), 4, U64), isa.MUL(R(2), R(0), R(1), U64),
+          isa.ADD(R(3), R(10), R(2), U64), isa.LDG(R(4), Address.register(R(3)), F32),
+          isa.MOV(R(5), Special.THREAD_INDEX, U64), isa.MUL(R(6), R(5), R(1), U64),
+          isa.STS(Address.register(R(6)), R(4), F32), isa.BarSync(0),
+          isa.MOV_IMM(R(7), 1, U64), isa.ADD(R(8), R(5), R(7), U64), isa.MOV(R(9), Special.BLOCK_THREADS, U64),
+          isa.REM(R(8), R(8), R(9), U64), isa.MUL(R(8), R(8), R(1), U64), isa.LDS(R(12), Address.register(R(8)), F32),
+          isa.ADD(R(13), R(11), R(2), U64), isa.STG(Address.register(R(13)), R(12), F32))
+    return b.build()
+
+
+def test_blocks_in_parallel_with_barriers(tmp_path):
+    block, blocks = 32, 40
+    n = block * blocks
+    x = np.arange(n, dtype=np.float32)
+    cfg = LaunchConfig((blocks, 1, 1), (block, 1, 1), shared_memory=4 * block)
+    got, want, be = run_both(rotate_program(), n, {10: x}, 4 * n, cfg,
+                             backends=[CpuBackend(cache_dir=tmp_path), ReferenceBackend()])
+    assert got == want
+    params = ExecutionParams(cfg, {10: isa.pointer(1), 11: isa.pointer(2)})
+    assert "blocks in parallel" in be.explain(rotate_program(), params)

@@ -2,7 +2,8 @@
 
 Yes when no lane can touch bytes another lane stores. Addresses are followed as affine forms
   const + sum(coef * initial register) + sum(coef * launch constant) + stride * global_id
-for registers written once, in the program's straight-line prefix (before any label or branch),
+for registers written once, in the program's straight-line prefix (before any label or branch;
+barriers and collectives do not end it),
 so every later read sees that one value. At launch the initial registers are known, so each
 access becomes (handle, first byte, stride, size) and pairs of accesses are checked exactly.
 Anything not of that form (a store through a loop-carried pointer, ResAccum, PhaseWrite, a
@@ -17,7 +18,7 @@ from ...address import CLASS_BYTES, POINTER_SHIFT, Register, Space, Special
 _UNIFORM = {Special.LANE_COUNT, Special.BLOCK_THREADS, Special.BLOCK_DIM_X, Special.BLOCK_DIM_Y,
             Special.BLOCK_DIM_Z, Special.GRID_DIM_X, Special.GRID_DIM_Y, Special.GRID_DIM_Z}
 _LOW = (1 << POINTER_SHIFT) - 1
-_CONTROL = (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync)
+_CONTROL = (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT)  # a barrier or a collective does not branch
 
 
 def _add(a, b, sign=1):
@@ -53,7 +54,7 @@ class Accesses:
         for pos in program.labels.values():
             prefix = min(prefix, pos)
         for i, x in enumerate(ins):
-            if isinstance(x, _CONTROL) or x.collective:
+            if isinstance(x, _CONTROL):
                 prefix = min(prefix, i)
                 break
         if program.entry != 0:
