@@ -106,3 +106,18 @@ def test_parallel_float_sum_matches_numpy():
     assert np.isnan(float_sum(x))
     t = T(x[:-1].astype(np.float32))
     assert float((t * 1).sum()) == np.inf
+
+
+def test_reshape_fuses_when_nothing_broadcasts_inside():
+    xs = np.arange(12, dtype=np.float64)
+    x, y = T(xs), T(np.ones((3, 4)))
+    got, n = ran(lambda: ((x * 2 + 1).reshape(3, 4) + y).sum(axis=1).numpy())
+    assert n == 1
+    np.testing.assert_array_equal(got, ((xs * 2 + 1).reshape(3, 4) + 1).sum(axis=1))
+    got, n = ran(lambda: (x.exp().reshape(2, 6).squeeze() * 3).max(axis=0).numpy())
+    assert n == 1
+    np.testing.assert_allclose(got, (np.exp(xs).reshape(2, 6) * 3).max(axis=0))
+    b = T(np.arange(3.0).reshape(3, 1))
+    got, n = ran(lambda: (b + T(np.zeros((3, 4)))).reshape(12).sum().numpy())
+    assert n == 2  # broadcasting inside the reshaped subgraph: it runs first
+    assert got == 4 * 3

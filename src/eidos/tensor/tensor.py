@@ -991,25 +991,55 @@ def _realize(t: Tensor) -> np.ndarray:
 
 
 class _Leaves:
+    """A kernel's inputs: tensors, each with the shape it is viewed as (a reshape fused through), by slot."""
+
     def __init__(self) -> None:
         self.by_id: dict = {}
         self.tensors: list = []
+        self.views: list = []
 
-    def slot(self, t: Tensor) -> int:
-        s = self.by_id.get(id(t))
+    def slot(self, t: Tensor, view=None) -> int:
+        key = (id(t), view)
+        s = self.by_id.get(key)
         if s is None:
-            s = self.by_id[id(t)] = len(self.tensors)
+            s = self.by_id[key] = len(self.tensors)
             self.tensors.append(t)
+            self.views.append(view)
         return s
 
+    def arrays(self):
+        return [t._data if v is None else t._data.reshape(v) for t, v in zip(self.tensors, self.views)]
 
-def _collect(u, leaves: _Leaves, split_map_only: bool, root: bool = False):
+
+RESHAPES = ("reshape", "squeeze", "expand_dims")
+
+
+def _collect(u, leaves: _Leaves, split_map_only: bool, root: bool = False, view=None):
+    """The expression of u's element-wise subgraph. Reshapes of an element-wise subgraph whose inputs all
+    have its full shape are fused through: each input is viewed with the reshape's shape (`view`)."""
     if isinstance(u, Const):
         return ("const", u.value, _N[u.dtype])
     if u._data is None and u._op in EW_OPS and not (split_map_only and u._op in MAP_ONLY and not root):
-        return (u._op, _N[u.dtype], *[_collect(a, leaves, split_map_only) for a in u._args])
+        return (u._op, _N[u.dtype], *[_collect(a, leaves, split_map_only, False, view) for a in u._args])
+    if u._data is None and u._op == "move" and u._attrs[0] in RESHAPES:
+        src = u._args[0]
+        while src._data is None and src._op == "move" and src._attrs[0] in RESHAPES:
+            src = src._args[0]
+        if src._data is None and src._op in EW_OPS and _uniform(src, src.shape):
+            return _collect(src, leaves, split_map_only, root, view if view is not None else u.shape)
     _realize(u)
-    return ("in", leaves.slot(u), _N[u.dtype])
+    return ("in", leaves.slot(u, view), _N[u.dtype])
+
+
+def _uniform(u, shape) -> bool:
+    """Whether every input of u's element-wise subgraph has exactly `shape` (no broadcasting inside)."""
+    if isinstance(u, Const):
+        return True
+    if u.shape != shape:
+        return False
+    if u._data is None and u._op in EW_OPS:
+        return _builtins.all(_uniform(a, shape) for a in u._args)
+    return True
 
 
 def _has(expr, ops) -> bool:
@@ -1059,9 +1089,9 @@ def _run_elementwise(t: Tensor) -> None:
         t._data = out
         return
     if k.expr[0] == "in":
-        t._data = _layout(leaves.tensors[0]._data, t.shape)
+        t._data = _layout(leaves.arrays()[0], t.shape)
         return
-    args = [_layout(x._data, t.shape) for x in leaves.tensors]
+    args = [_layout(a, t.shape) for a in leaves.arrays()]
     _execute(t, k, args, out)
     t._data = out
 
@@ -1077,7 +1107,7 @@ def _run_reduce(t: Tensor) -> None:
     def kernel_of(expr, leaves):
         return L.Kernel(expr, len(leaves.tensors), _N[t.dtype], m, op, r, divisor)
 
-    if x._data is None and x._op in EW_OPS:
+    if x._data is None and (x._op in EW_OPS or (x._op == "move" and x._attrs[0] in RESHAPES)):
         k, leaves = _gather(x, kernel_of)
         if not L.map_form_ok(k) and _has(k.expr, MAP_ONLY):
             leaves = _Leaves()
@@ -1088,7 +1118,7 @@ def _run_reduce(t: Tensor) -> None:
     out = np.empty(m, dtype=t.dtype)
     if m > 0:
         identity = perm == list(range(x.ndim))
-        args = [_layout(y._data, x.shape, None if identity else perm) for y in leaves.tensors]
+        args = [_layout(a, x.shape, None if identity else perm) for a in leaves.arrays()]
         _execute(t, k, args, out)
     t._data = out.reshape(t.shape)
 
