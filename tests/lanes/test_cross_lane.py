@@ -63,7 +63,8 @@ ODD_NAMES = pa.table({"select": pa.array([1, 2], pa.int64()), 'x"y': pa.array(["
 STAMPS = pa.table({"t": pa.array([dt(2020, 1, 1, 12, 30), dt(1970, 1, 1), None, dt(2000, 2, 29, 23, 59, 59, 999999)],
                                  pa.timestamp("us"))})
 FLOATS = pa.table({"x": pa.array([1.0, 0.1, 1e20, NAN, -0.0, INF, None], pa.float64())})
-TABLES = {"people": PEOPLE, "depts": DEPTS, "signs": SIGNS, "reals": REALS, "keys": KEYS,
+WIDE = pa.table({"a": pa.array([D("1E-10"), D("9999999999999999999999999999.9999999999")], pa.decimal128(38, 10))})
+TABLES = {"wide": WIDE, "people": PEOPLE, "depts": DEPTS, "signs": SIGNS, "reals": REALS, "keys": KEYS,
           "odd_names": ODD_NAMES, "stamps": STAMPS, "floats": FLOATS, "empty": PEOPLE.slice(0, 0)}
 IDS = list(range(1, 7))
 
@@ -110,6 +111,8 @@ CASES = [
     Case("float_division_by_zero_is_null", lambda s: s("reals").select(
         "x", q=col("x") / 0.0, f=col("x") // 0, m=col("x") % 0),
         {"x": REALS["x"].to_pylist(), "q": [None] * 7, "f": [None] * 7, "m": [None] * 7}),
+    Case("null_and_nan_operands_of_mod", lambda s: s("reals").select("x", m=col("x") % NAN, d=col("x") // NAN),
+         {"x": REALS["x"].to_pylist(), "m": [NAN] * 5 + [None, NAN], "d": [NAN] * 5 + [None, NAN]}),
     Case("nan_inf_and_comparisons", lambda s: people(s).select(
         "id", d=col("score") * 2, eq=col("score") == col("score"), gt=col("score") > 2.0,
         n=col("score").is_null()),
@@ -199,6 +202,8 @@ CASES = [
     Case("decimal_aggregates", lambda s: people(s).agg(
         s=col("balance").sum(), lo=col("balance").min(), hi=col("balance").max(), m=col("balance").mean()),
         {"s": [D("100000008.29")], "lo": [D("-3.25")], "hi": [D("99999999.99")], "m": [20000001.658]}),
+    Case("mean_of_decimals_past_38_digits", lambda s: s("wide").agg(m=col("a").mean(), n=col("a").count()),
+         {"m": [5e27], "n": [2]}),
     Case("group_by", lambda s: people(s).group_by("dept").agg(
         n=ei.count(), c=col("age").count(), t=col("age").sum(), avg=col("age").mean(), lo=col("age").min(),
         hi=col("name").max(), u=col("age").n_unique(), sd=col("age").std(), v=col("age").var(),
@@ -305,6 +310,14 @@ def _run(flow: ei.Flow, lane: str) -> pa.Table:
     return flow.run(engine=lane, strict=True)
 
 
+def _run_lane(flow: ei.Flow, lane: str) -> pa.Table:
+    """The lane's answer; a lane may still find at run time that it cannot do something (UnsupportedError)."""
+    try:
+        return _run(flow, lane)
+    except UnsupportedError as e:
+        pytest.skip(f"lane {lane!r} cannot run it: {e}")
+
+
 def _covered(lane, flow: ei.Flow) -> None:
     gaps = lane.supports(flow.plan)
     if gaps:
@@ -326,7 +339,7 @@ def test_hand_written(lane_name, case, load_into):
         pytest.skip(f"the data cannot be stored where lane {lane_name!r} reads: {e}")
     _covered(lane, there)
     expected = _run(flow, "reference")
-    assert_tables_equal(_run(there, lane_name), expected, ordered=case.ordered, float_rel=1e-9)
+    assert_tables_equal(_run_lane(there, lane_name), expected, ordered=case.ordered, float_rel=1e-9)
 
 
 ERRORS = [
@@ -385,4 +398,8 @@ def test_generated(lane_name, data, load_into):
         with pytest.raises(EidosError):
             _run(flow, lane_name)
         return
-    assert_tables_equal(_run(flow, lane_name), expected, ordered=gen.ordered, float_rel=1e-6)
+    try:
+        got = _run(flow, lane_name)
+    except UnsupportedError:
+        assume(False)  # the lane found at run time that it cannot do it (the runner would hand over)
+    assert_tables_equal(got, expected, ordered=gen.ordered, float_rel=1e-6)
