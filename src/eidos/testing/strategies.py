@@ -598,7 +598,8 @@ class _Builder:
         a = self.numeric(s, depth - 1)
         if a is None:
             return None
-        b = self._operand_like(a)
+        b = self.column(s, lambda t: t == a.dtype) if self.chance(0.4) else None
+        b = b or self._operand_like(a)
         lo, hi = _hull((a.lo, a.hi), (b.lo, b.hi))
         return self.typed(a.e.fill_null(b.e), s, lo, hi)
 
@@ -726,6 +727,9 @@ class _Builder:
             if a is None:
                 return None
             vals = self.draw(st.lists(values(a.dtype, wide=self.chance(0.3), nan=self.o.nan), max_size=4))
+            if a.dtype.is_numeric and self.chance(0.3):  # values of other numeric types compare in the supertype
+                other = self.pick([t for t in (T.Int64, T.Float64, T.Decimal(5, 2)) if t != a.dtype])
+                vals += self.draw(st.lists(values(other, wide=False, nan=self.o.nan), min_size=1, max_size=2))
             if self.chance(0.2):
                 vals.append(None)
             return self.typed(a.e.is_in(vals), s)
