@@ -35,9 +35,9 @@ def generate(scale: float, out_dir: str | os.PathLike, *, threads: int | None = 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    exe = tpchgen()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    exe = tpchgen()
     with tempfile.TemporaryDirectory(dir=out, prefix=".gen-") as raw:
         cmd = [exe, "parquet", "-s", str(scale), "-o", raw, "-c", "SNAPPY", "--field-ids", "false", "-q"]
         if threads:
