@@ -329,10 +329,15 @@ def _(g: Gen, ins, i):
         e = {Type.F64: f"np.float64({v})", Type.F32: f"np.float64(np.float32({v}))",
              Type.F16: f"rf16(np.float64({v}))", Type.BF16: f"rbf16(np.float32({v}))"}[d]
         g.emit(f"{g.f(ins.dst)} = {e}")
-    elif d is Type.U64:
-        g.emit(f"{g.i(ins.dst)} = f2u64({g.f(ins.src)})")
     else:
-        g.emit(f"{g.i(ins.dst)} = f2i({g.f(ins.src)}, np.int64({_ilit(d.min_value)}), np.int64({_ilit(d.max_value)}))")
+        g.emit(f"{g.i(ins.dst)} = {float_to_int(d, g.f(ins.src))}")
+
+
+def float_to_int(ty: Type, e: str) -> str:
+    """CVT's float -> integer: truncate toward zero, saturate, NaN -> 0."""
+    if ty is Type.U64:
+        return f"f2u64({e})"
+    return f"f2i({e}, np.int64({_ilit(ty.min_value)}), np.int64({_ilit(ty.max_value)}))"
 
 
 _FBIN = {"ADD": "{a} + {b}", "SUB": "{a} - {b}", "MUL": "{a} * {b}", "DIV": "{a} / {b}", "REM": "frem({a}, {b})"}
@@ -569,10 +574,8 @@ def _(g: Gen, ins, i):
     v = f"acc[{ins.class_id}]"
     if ty.is_float:
         g.emit(f"{g.f(ins.dst)} = {rnd(ty, v)}")
-    elif ty is Type.U64:
-        g.emit(f"{g.i(ins.dst)} = f2u64({v})")
     else:
-        g.emit(f"{g.i(ins.dst)} = f2i({v}, np.int64({_ilit(ty.min_value)}), np.int64({_ilit(ty.max_value)}))")
+        g.emit(f"{g.i(ins.dst)} = {float_to_int(ty, v)}")
 
 
 @emits(I.PhaseRead)
