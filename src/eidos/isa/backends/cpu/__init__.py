@@ -95,6 +95,10 @@ def _as_int64(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
+_HOW = {"array": "vectorized kernels", "lanes": "compiled to native code (numba)",
+        "rounds": "compiled to native code (numba)", "interpreted": "by the reference interpreter"}
+
+
 def _unsigned_at(program, i: int, reg: int) -> bool:
     """Whether register `reg`, read at instruction i, was last written as an unsigned integer (a U64
     value is held as its int64 bit pattern; the reference holds the unsigned Python int)."""
@@ -385,7 +389,7 @@ class CpuBackend(Backend):
         nb = self.numba
         lines = [f"cpu backend: {'numba ' + nb.__version__ + ' (LLVM; prange over ' + str(nb.config.NUMBA_NUM_THREADS) + ' threads)' if nb is not None else 'no numba: ' + self.numba_reason}",
                  f"program {program.digest()[:16]}: {len(program)} instructions",
-                 f"runs: {plan.kind} ({plan.why})"]
+                 f"runs: {plan.kind}, {_HOW[plan.kind]} ({plan.why})"]
         if plan.kind == "array":
             for i, step in enumerate(plan.steps):
                 how = step.how or self._predict(step)
@@ -402,7 +406,8 @@ class CpuBackend(Backend):
                 lines.append(f"  this launch: {unit} in parallel (prange)" if reason is None else
                              f"  this launch: {unit} in order ({reason})")
             else:
-                lines.append("  lanes in parallel (prange) when a launch's addresses prove no lane touches bytes "
+                unit = "lanes" if plan.kind == "lanes" else "blocks (lanes within a block in order)"
+                lines.append(f"  {unit} in parallel (prange) when a launch's addresses prove no lane touches bytes "
                              "another stores, else in lane order")
         return "\n".join(lines)
 
