@@ -69,6 +69,8 @@ class Dialect:
     native_ints: frozenset[str] = frozenset()
     types: dict[str, str] = {}
     has_nan = True
+    # True where AVG of a decimal overflows past 38 digits (the mean is then summed as floats).
+    inexact_decimal_mean = False
 
     # ------------------------------------------------------------ types and literals
     def sql_type(self, t: DType) -> exp.DataType:
@@ -245,7 +247,8 @@ class Dialect:
             r = self.float_mod(a, bz)
             moved = case([(self._toward_divisor(r, b), binop(exp.Add, r, b))], r)
             bad = _or(exp.Not(this=self.finite(a)), self.is_nan(b))
-            out = case([(exp.EQ(this=b, expression=exp.Literal.number(0)), self.cast(NULL, T.Null, t)),
+            out = case([(_or(_is(a), _is(b), exp.EQ(this=b, expression=exp.Literal.number(0))),
+                         self.cast(NULL, T.Null, t)),
                         (bad, self.nan(t, a))], moved)
             return self.cast(out, T.Null, t, force=True)
         domain = t if t.is_integer else promote(ts[0], ts[1])
@@ -264,7 +267,9 @@ class Dialect:
             return e
         inf = self.float_value(math.inf, T.Float32)
         ninf = self.float_value(-math.inf, T.Float32)
-        return case([(exp.GTE(this=e, expression=number(repr(F32_OVERFLOW))), inf),
+        big = _and(exp.GTE(this=e, expression=number(repr(F32_OVERFLOW))),
+                   exp.LTE(this=e, expression=self.float_value(math.inf)))  # not NaN (above inf)
+        return case([(big, inf),
                      (exp.LTE(this=e, expression=number(repr(-F32_OVERFLOW))), ninf)],
                     exp.Cast(this=paren(e), to=self.sql_type(T.Float32)))
 
@@ -524,6 +529,8 @@ class Dialect:
             return e
         if src == T.Null:
             return self.cast(NULL, T.Null, dst)
+        if src == T.String:
+            return self.parse(e, dst)
         if src == T.Boolean and dst.is_numeric:
             one, zero = (self.literal(v, dst) for v in ((1, 0) if not dst.is_float else (1.0, 0.0)))
             return case([(e, one), (exp.Not(this=paren(e)), zero)], None)
@@ -540,6 +547,40 @@ class Dialect:
         if dst == T.String and src == T.Boolean:
             return case([(e, string("true")), (exp.Not(this=paren(e)), string("false"))], None)
         return self.cast(e, src, dst)
+
+    # String -> T by the text rules of semantics 13, checked by a regular expression first (engines
+    # parse more than eidos accepts: '1.5' as an integer, ' 1 ' with other spaces, '1e5'...).
+    def matches(self, s, pattern: str):
+        raise UnsupportedError(f"the {self.name} lane cannot parse text")
+
+    def group(self, s, pattern: str):
+        """The first parenthesized group of `pattern` (which matches all of s)."""
+        raise UnsupportedError(f"the {self.name} lane cannot parse text")
+
+    def parse(self, s, dst):
+        whole = f"{_SPACE}*({_PARSE[dst.kind]}){_SPACE}*"
+        g = self.group(s, whole)
+        bad = exp.Not(this=paren(self.matches(s, whole)))
+        shown = f"cannot cast string to {dst}"
+        if dst.is_integer:
+            value = self.checked_int(self.cast(self.cast(g, T.Null, T.Decimal(38, 0), force=True), T.Null, dst,
+                                               force=True), dst)
+        elif dst.is_float:
+            low = fn("lower", g)
+            words = [(exp.In(this=low, expressions=[string(w) for w in ws]), self.float_value(v, T.Float64))
+                     for v, ws in ((math.nan, ("nan", "+nan", "-nan")), (math.inf, ("inf", "+inf", "infinity",
+                                                                                   "+infinity")),
+                                   (-math.inf, ("-inf", "-infinity")))]
+            value = self.to_float32(case(words, self.cast(g, T.Null, T.Float64, force=True)), dst)
+            if dst == T.Float64:
+                value = case(words, self.cast(g, T.Null, T.Float64, force=True))
+        elif dst == T.Boolean:
+            low = fn("lower", g)
+            value = case([(exp.EQ(this=low, expression=string("true")), self.boolean(True)),
+                          (exp.EQ(this=low, expression=string("false")), self.boolean(False))], None)
+        else:  # Date, Decimal
+            value = self.cast(g, T.Null, dst, force=True)
+        return case([(bad, self.error(shown, s, dst))], value)
 
     def int_to_int(self, e, src, dst):
         if dst.name in self.native_ints:
@@ -567,7 +608,7 @@ class Dialect:
         if fn_ == "sum":
             return self.agg_sum(arg, at, t)
         if fn_ == "mean":
-            if at.is_float:
+            if at.is_float or (at.is_decimal and self.inexact_decimal_mean):
                 total = self.float_sum(self.cast(arg, at, T.Float64))
                 return _div(total, self.cast(exp.Count(this=arg), T.Null, T.Float64, force=True))
             return self.cast(exp.Avg(this=arg), T.Null, T.Float64, force=True)
@@ -594,6 +635,15 @@ class Dialect:
     def scan(self, source, ctx) -> exp.Expression:
         raise UnsupportedError(f"the {self.name} lane cannot read {source.describe()}")
 
+
+# Python's str.strip() whitespace, as a regular-expression class (literal characters).
+_SPACE = "[\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+_NUMBER = "[+-]?(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:[eE][+-]?[0-9]+)?"
+_PARSE = {k: "[+-]?[0-9]+" for k in ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64")}
+_PARSE.update({"Float32": f"{_NUMBER}|[+-]?(?:[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)",
+               "Float64": f"{_NUMBER}|[+-]?(?:[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)",
+               "Decimal": _NUMBER, "Boolean": "[tT][rR][uU][eE]|[fF][aA][lL][sS][eE]",
+               "Date": "[0-9]{4}-[0-9]{2}-[0-9]{2}", "String": ".*"})
 
 # Functions whose result is not simply null when an operand has the Null type.
 _NULL_AWARE = frozenset({"and", "or", "is_null", "is_not_null", "fill_null", "is_in", "is_between"})

@@ -37,6 +37,7 @@ class DuckDBDialect(Dialect):
     name = "duckdb"
     sqlglot = "duckdb"
     native_ints = frozenset(t.name for t in T.INTEGERS)
+    inexact_decimal_mean = True  # avg(DECIMAL) overflows past 38 digits: fsum of doubles instead
     types = {
         "Int8": "TINYINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
         "UInt8": "UTINYINT", "UInt16": "USMALLINT", "UInt32": "UINTEGER", "UInt64": "UBIGINT",
@@ -55,6 +56,12 @@ class DuckDBDialect(Dialect):
 
     def float_sum(self, x):
         return fn("fsum", x)  # Kahan-Babuska summation
+
+    def matches(self, s, pattern):
+        return fn("regexp_full_match", s, string(pattern), string("s"))
+
+    def group(self, s, pattern):
+        return fn("regexp_extract", s, string(f"^{pattern}$"), exp.Literal.number(1), string("s"))
 
     def scan_column(self, e, t, source=None):
         if isinstance(source, ArrowSource):

@@ -93,6 +93,12 @@ class PostgresDialect(Dialect):
         total = exp.Sum(this=exp.Cast(this=x, to=exp.DataType.build("NUMERIC")))
         return exp.Cast(this=total, to=self.sql_type(T.Float64))
 
+    def matches(self, s, pattern):
+        return exp.RegexpLike(this=s, expression=string(f"^(?:{pattern})$"))
+
+    def group(self, s, pattern):
+        return fn("substring", s, string(f"^{pattern}$"))
+
     def collate(self, e, t):
         if t == T.String:
             return exp.Collate(this=e, expression=ident("C"))
