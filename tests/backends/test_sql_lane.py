@@ -498,3 +498,26 @@ def _stored(lane, gen, store):
 
     return ei.Flow(replace_scans(gen.flow.plan, swap)) if any(isinstance(n, N.Scan) for n in gen.flow.plan.walk()) \
         else gen.flow
+
+
+TEXTS = ["12", " -7 ", "+3", "1.5", "x", None, "\u00a0 42\t", "1e3", "NaN", "-inf", "TRUE", "2020-02-29",
+         "0099999999999", "2021-02-30", ".5", "5.", " Infinity ", "300", "-0"]
+
+
+@pytest.mark.parametrize("lane", ["duckdb", "postgresql"])
+def test_text_parses_by_eidos_rules(lane, store):
+    table = pa.table({"i": pa.array(range(len(TEXTS)), pa.int64()), "s": pa.array(TEXTS, pa.large_string())})
+    there, here = store(lane, "texts", table), ei.from_arrow(table)
+    for dst in (ei.Int64, ei.Int8, ei.UInt8, ei.Float64, ei.Float32, ei.Boolean, ei.Date, ei.Decimal(10, 2)):
+        for i, text in enumerate(TEXTS):
+            def q(f):
+                return f.filter(col("i") == i).select(v=col("s").cast(dst))
+            if LANES[lane].supports(q(there).plan):
+                continue
+            try:
+                expected = reference(q(here)).to_pylist()
+            except ExecutionError:
+                with pytest.raises(ExecutionError, match="cannot cast|out of range|overflow"):
+                    run(lane, q(there))
+                continue
+            assert run(lane, q(there)).to_pylist() == expected or math.isnan(expected[0]["v"]), (dst, text)
