@@ -23,7 +23,7 @@ from decimal import Decimal as D
 
 import pyarrow as pa
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import eidos as ei
@@ -31,7 +31,7 @@ from eidos import col, lit, when
 from eidos.errors import EidosError, ExecutionError, UnsupportedError
 from eidos.testing.compare import assert_tables_equal
 from eidos.testing.strategies import batches_identity, flows, profile, udf_is_none, udf_sign
-from tests.lanes.helpers import holds, lane_or_skip
+from tests.lanes.helpers import LOADERS, holds, lane_or_skip
 
 LANES = ["reference", "polars", "duckdb", "sqlite", "postgresql"]
 
@@ -369,10 +369,7 @@ def test_value_errors_raise(lane_name, build, load_into):
 
 # ---------------------------------------------------------------- generated plans
 
-@pytest.mark.parametrize("lane_name", LANES)
-@profile()
-@given(data=st.data())
-def test_generated(lane_name, data, load_into):
+def _check_generated(lane_name: str, data, load_into) -> None:
     lane = lane_or_skip(lane_name)
     probe = load_into(lane, ei.from_pydict({"a": [1]}))
     if lane.supports(probe.plan):
@@ -403,3 +400,22 @@ def test_generated(lane_name, data, load_into):
     except UnsupportedError:
         assume(False)  # the lane found at run time that it cannot do it (the runner would hand over)
     assert_tables_equal(got, expected, ordered=gen.ordered, float_rel=1e-6)
+
+
+IN_PROCESS = [name for name in LANES if name not in LOADERS]
+STORED = [name for name in LANES if name in LOADERS]
+
+
+@pytest.mark.parametrize("lane_name", IN_PROCESS)
+@profile()
+@given(data=st.data())
+def test_generated(lane_name, data, load_into):
+    _check_generated(lane_name, data, load_into)
+
+
+@pytest.mark.parametrize("lane_name", STORED)
+@settings(parent=profile(), max_examples=max(5, profile().max_examples // 3))
+@given(data=st.data())
+def test_generated_stored(lane_name, data, load_into):
+    """Lanes that read from a database: each example first stores its tables there (slow), so fewer examples."""
+    _check_generated(lane_name, data, load_into)
