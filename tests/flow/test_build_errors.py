@@ -259,3 +259,15 @@ def test_flows_are_immutable(orders):
     assert orders.schema == before
     with pytest.raises(AttributeError):
         orders.foo = 1
+
+
+def test_big_decimal_literal_is_exact_or_a_plan_error():
+    assert str(lit(10**18, ei.Decimal(38, 10)).node.value) == "1000000000000000000.0000000000"
+    with pytest.raises(PlanError, match="does not fit in Decimal"):
+        lit(10**30, ei.Decimal(38, 10))
+
+
+def test_csv_nan_makes_a_float_column(tmp_path):
+    path = tmp_path / "n.csv"
+    path.write_text("a,b\n0,x\nnan,y\n-1,z\n")
+    assert ei.read_csv(path).schema["a"] == ei.Float64

@@ -230,7 +230,11 @@ def _convert_literal(value: Any, natural: T.DType, target: T.DType) -> Any:
     if target.is_decimal:
         if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal, str)):
             raise bad
-        q = _decimal.Decimal(str(value)).quantize(_decimal.Decimal(1).scaleb(-target.scale))
+        context = _decimal.Context(prec=2 * T.MAX_DECIMAL_PRECISION, rounding=_decimal.ROUND_HALF_UP)
+        try:
+            q = _decimal.Decimal(str(value)).quantize(_decimal.Decimal(1).scaleb(-target.scale), context=context)
+        except _decimal.InvalidOperation:
+            raise PlanError(f"literal {value!r} cannot be a {target}") from None
         if len(q.as_tuple().digits) > target.precision:
             raise PlanError(f"literal {value} does not fit in {target}")
         return q

@@ -44,8 +44,10 @@ def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str
         raise PlanError(f"read_csv delimiter must be one character, got {delimiter!r}")
     _expand(path, None)
     try:
+        # Only an empty field is null (as every lane reads it), so 'nan' makes a column Float64, not Int64.
         reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(autogenerate_column_names=not has_header),
-                               parse_options=pcsv.ParseOptions(delimiter=delimiter))
+                               parse_options=pcsv.ParseOptions(delimiter=delimiter),
+                               convert_options=pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True))
         arrow_schema = reader.schema
         reader.close()
     except (OSError, pa.ArrowInvalid) as e:
