@@ -203,15 +203,15 @@ def lit(value: Any, dtype: Any = None) -> Expr:
     """A constant. Bare numbers adapt to the column type they meet; give `dtype` to fix it."""
     if isinstance(value, Expr):
         return value
-    natural = literal_dtype(value)
     if dtype is None:
+        natural = literal_dtype(value)
         weak = natural.is_numeric and not natural.is_decimal or natural == T.Null
         return Expr(E.Literal(value, natural, weak=weak))
     target = T.coerce(dtype)
-    return Expr(E.Literal(_convert_literal(value, natural, target), target))
+    return Expr(E.Literal(_convert_literal(value, target), target))
 
 
-def _convert_literal(value: Any, natural: T.DType, target: T.DType) -> Any:
+def _convert_literal(value: Any, target: T.DType) -> Any:
     """Check (and convert) a Python value for a literal of an explicit dtype."""
     if value is None:
         return None
