@@ -423,3 +423,38 @@ def aatan2(a, b):
     if b != b:
         return b
     return math.atan2(a, b)
+
+
+# ---- a branch-free exp LLVM can vectorize, for float32 results (libm's exp is a call per element) -----
+
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e+00
+
+
+@njit(inline="always", **OPTS)
+def vexp32(x):
+    """exp(x) in binary64 to about 1e-15 relative (Cody-Waite reduction, degree-12 Taylor), for results
+    rounded to float32 (within 1 ULP there; docs/isa.md allows 4). Selects, not branches, so loops over it
+    vectorize."""
+    xc = min(max(x, -110.0), 100.0)  # float32's range, with room; NaN is handled at the end
+    k = np.rint(xc * _INV_LN2)
+    r = (xc - k * _LN2_HI) - k * _LN2_LO
+    p = 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    scale = (np.int64(k) + 1023) << 52
+    y = p * np.int64(scale).view(np.float64)
+    y = np.inf if x > 100.0 else y
+    y = 0.0 if x < -110.0 else y
+    return x if x != x else y
