@@ -161,6 +161,12 @@ CASES = [
          "f": [4.0, -1.0, 0.0, 2.0, -3.0, None, 0.0], "c": [4.0, -1.0, 0.0, 3.0, -2.0, None, 1.0],
          **{k: [None if x is None else fn(x) for x in [4.0, -1.0, 0.0, 2.5, -2.5, None, 0.25]]
             for k, fn in (("e", math.exp), ("sn", math.sin), ("cs", math.cos), ("th", math.tanh))}}),
+    Case("math_of_nan_and_infinities", lambda s: ei.from_pydict({"x": [NAN, INF, -INF]}).select(
+        "x", e=col("x").exp(), q=col("x").sqrt(), l=col("x").log(), t=col("x").tanh(), sn=col("x").sin(),
+        cs=col("x").cos(), r=col("x").round(1), f=col("x").floor()),
+        {"x": [NAN, INF, -INF], "e": [NAN, INF, 0.0], "q": [NAN, INF, NAN], "l": [NAN, INF, NAN],
+         "t": [NAN, 1.0, -1.0], "sn": [NAN, NAN, NAN], "cs": [NAN, NAN, NAN], "r": [NAN, INF, -INF],
+         "f": [NAN, INF, -INF]}),
     Case("strings", lambda s: people(s).select(
         "id", c=col("name").str.contains("o"), sw=col("name").str.starts_with("A"),
         ew=col("name").str.ends_with("b"), lk=col("name").str.like("_o%"), lo=col("name").str.to_lower(),
