@@ -414,8 +414,12 @@ class CpuBackend(Backend):
     def _predict(self, step) -> str:
         if isinstance(step, kernels.MapStep):
             if self.numba is not None and step.ty.name not in ("F16", "BF16"):
-                return f"numba loop over {len(step.steps)} step(s)" + (
-                    " in parallel (prange)" if step.count >= kernels.PAR_MIN else "")
+                par = " in parallel (prange)" if step.count >= kernels.PAR_MIN else ""
+                if len(step.steps) == 1:
+                    return "numba loop" + par
+                if step.count < kernels.FUSE_MIN:
+                    return f"{len(step.steps)} numba loops, one a step (short: fusing would not pay for its compile)"
+                return f"one fused numba loop over {len(step.steps)} steps" + par
             return "NumPy"
         return step.how
 

@@ -24,6 +24,7 @@ from ...types import Type
 from ..reference import arrays as ref
 
 PAR_MIN = 1 << 17  # elements; below this one thread wins (the pool's wake-up costs more)
+FUSE_MIN = 256  # elements; shorter chains run step by step through the per-type tables (no new compile)
 M, B = I.MapOperation, I.BinaryMapOperation
 
 # NumPy ufuncs whose result, in the element type, is exactly the ISA's (correctly rounded or wrapped).
@@ -206,17 +207,32 @@ class MapStep:
         table = NUMPY_EXACT_FLOAT if ty.is_float else NUMPY_EXACT_INT
         if self.backend.numba is not None and ty not in (Type.F16, Type.BF16):
             par = n >= PAR_MIN
-            if len(plan) == 1:  # the per-type table of loops: compiled once for every operation
-                d, op, a, b = plan[0]
-                k, index = table_kernel(ty, b is not None, par, self.backend.cache_dir)
-                args = (n, index[op], views[d], views[a]) + (() if b is None else (views[b],))
+            if len(plan) == 1 or n < FUSE_MIN:
+                # the per-type tables of loops (compiled once per type for every operation), one call a step:
+                # equal to the fused loop by the fusion condition, and no compile for a new chain
+                calls = []
+                for d, op, a, b in plan:
+                    k, index = table_kernel(ty, b is not None, par, self.backend.cache_dir)
+                    calls.append((k, (n, index[op], views[d], views[a]) + (() if b is None else (views[b],))))
+                if len(calls) == 1:
+                    k, args = calls[0]
+
+                    def run(k=k, args=args):
+                        k(*args)
+                else:
+                    def run(calls=calls):
+                        for k, args in calls:
+                            k(*args)
+                self.how = (f"numba loop{' in parallel (prange)' if par else ''}" if len(plan) == 1 else
+                            f"{len(plan)} numba loops, one a step ({n} < {FUSE_MIN} elements: fusing would not pay "
+                            "for its compile)")
             else:
                 k = map_kernel(ty, plan, len(views), par, self.backend.cache_dir)
                 args = (n, *views)
 
-            def run(k=k, args=args):
-                k(*args)
-            self.how = f"numba loop over {len(plan)} step(s){' in parallel (prange)' if par else ''}"
+                def run(k=k, args=args):
+                    k(*args)
+                self.how = f"one fused numba loop over {len(plan)} steps{' in parallel (prange)' if par else ''}"
         elif len(plan) == 1 and plan[0][1] in table and ty not in (Type.F16, Type.BF16):
             d, op, a, b = plan[0]
             f = table[op]
