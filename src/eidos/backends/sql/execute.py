@@ -114,6 +114,18 @@ def conform(table: pa.Table, schema: Schema) -> pa.Table:
 
 # ---------------------------------------------------------------- running
 
+def fetch_adbc(con, sql: str, *, rollback: bool = False) -> pa.Table:
+    """One statement through an ADBC connection, its whole result as Arrow (read-only: rolled back)."""
+    cur = con.cursor()
+    try:
+        cur.execute(sql)
+        return cur.fetch_arrow_table()
+    finally:
+        cur.close()
+        if rollback:
+            con.rollback()
+
+
 def run(lane: str, plan: N.Node) -> pa.Table:
     """Translate `plan` to one SQL statement, run it where its sources live, return the result as Arrow."""
     from eidos.backends.sql.translate import to_sql

@@ -161,10 +161,6 @@ def connect(query, sources):
 
 
 def fetch(con, sql: str):
-    cur = con.cursor()
-    try:
-        cur.execute(sql)
-        return cur.fetch_arrow_table()
-    finally:
-        cur.close()
-        con.rollback()
+    from eidos.backends.sql.execute import fetch_adbc
+
+    return fetch_adbc(con, sql, rollback=True)
