@@ -338,7 +338,9 @@ class Dialect:
 
     def fn_exp(self, args, ts, t, o):
         x = self._double(args, ts)
-        r = case([(exp.GT(this=x, expression=number(repr(EXP_MAX))), self.float_value(math.inf)),
+        # NaN first: these engines order NaN above every number, so it would pass the overflow test.
+        r = case([(self.is_nan(x), x),
+                  (exp.GT(this=x, expression=number(repr(EXP_MAX))), self.float_value(math.inf)),
                   (exp.LTE(this=x, expression=number(repr(EXP_ZERO))), self.float_value(0.0))],
                  exp.Exp(this=x))
         return self.to_float32(r, t)
