@@ -127,13 +127,14 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         con.close()
 
 
-def connect(query, sources):
-    """A DuckDB connection for a translated plan: the plan's database file (read-only) or memory."""
+def connect(query, sources, settings: dict | None = None):
+    """A DuckDB connection for a translated plan: the plan's database file (read-only) or memory,
+    with `settings` (e.g. memory_limit and temp_directory for out-of-core runs)."""
     import duckdb
 
     paths = {path_of(s.uri) for s in sources if isinstance(s, SqlSource)}
     path = next(iter(paths)) if paths else ":memory:"
-    con = duckdb.connect(path, read_only=path != ":memory:")
+    con = duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {}))
     for name, table in query.arrow.items():
         con.register(name, table)
     return con

@@ -126,14 +126,16 @@ def fetch_adbc(con, sql: str, *, rollback: bool = False) -> pa.Table:
             con.rollback()
 
 
-def run(lane: str, plan: N.Node) -> pa.Table:
-    """Translate `plan` to one SQL statement, run it where its sources live, return the result as Arrow."""
+def run(lane: str, plan: N.Node, settings: dict | None = None) -> pa.Table:
+    """Translate `plan` to one SQL statement, run it where its sources live, return the result as Arrow.
+    `settings` are engine settings for the connection (DuckDB's memory_limit and temp_directory)."""
     from eidos.backends.sql.translate import to_sql
 
     mod = module(lane)
     sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
     query = _guard(lane, sources, "translating the plan over", lambda: to_sql(plan, dialect(lane)))
-    con = _guard(lane, sources, "connecting to", lambda: mod.connect(query, query.sources))
+    extra = {"settings": settings} if settings else {}
+    con = _guard(lane, sources, "connecting to", lambda: mod.connect(query, query.sources, **extra))
     try:
         table = _guard(lane, sources, "running the plan over", lambda: mod.fetch(con, query.sql))
     finally:

@@ -1,0 +1,38 @@
+"""Out of core: an input over the memory budget runs on a lane that keeps memory bounded."""
+
+from __future__ import annotations
+
+import pytest
+
+import eidos as ei
+from eidos import col
+from eidos.hal.planner import decide
+from eidos.testing.compare import assert_tables_equal
+
+pytest.importorskip("duckdb")
+
+
+@pytest.fixture
+def flow(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"k": [i % 7 for i in range(5000)], "v": [float(i) for i in range(5000)]}),
+                   tmp_path / "data.parquet")
+    return ei.read_parquet(tmp_path / "data.parquet").group_by("k").agg(s=col("v").sum(), n=ei.count())
+
+
+def test_over_budget_runs_on_duckdb_with_a_memory_limit(flow, monkeypatch):
+    monkeypatch.setenv("EIDOS_MEMORY_BUDGET", "1KiB")
+    d = decide(flow.plan)
+    assert d.rule == 3 and d.lane.name == "duckdb"
+    assert d.lane.memory_limit == 32 * 2**20 and d.lane.spill_dir
+    assert "exceeds the memory budget 1.0 KiB" in d.reason
+    result = flow.run()
+    assert ei.last_run().lane == "duckdb"
+    assert_tables_equal(result, flow.run(engine="reference"), ordered=False)
+
+
+def test_within_budget_is_not_out_of_core(flow, monkeypatch):
+    monkeypatch.setenv("EIDOS_MEMORY_BUDGET", "1GiB")
+    assert decide(flow.plan).rule == 5
