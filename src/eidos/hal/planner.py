@@ -57,6 +57,13 @@ class Decision:
         return render(self)
 
 
+def describe_gaps(gaps: list[str]) -> str:
+    """'lacks function x, dtype y; cannot read ...': what a lane lacks, then what it cannot reach."""
+    lacks = [g for g in gaps if not g.startswith(("cannot", "sources"))]
+    other = [g for g in gaps if g not in lacks]
+    return "; ".join((["lacks " + ", ".join(lacks)] if lacks else []) + other)
+
+
 class _Survey:
     """Each lane's availability and gaps for one plan, computed once."""
 
@@ -71,7 +78,7 @@ class _Survey:
                 continue
             gaps = lane.supports(plan)
             if gaps:
-                self.rejected[lane.name] = "lacks " + ", ".join(gaps)
+                self.rejected[lane.name] = describe_gaps(gaps)
                 continue
             self.capable.append(lane)
 
@@ -142,7 +149,7 @@ def _forced(plan: N.Node, name: str, how: str) -> Decision:
         plan, parts = split(plan)  # the forced lane finishes what the databases cannot
         gaps = lane.supports(plan)
     if gaps:
-        raise UnsupportedError(f"lane {name!r} ({how}) cannot run this plan: it lacks {', '.join(gaps)}; "
+        raise UnsupportedError(f"lane {name!r} ({how}) cannot run this plan: {describe_gaps(gaps)}; "
                                "run with engine=None to let eidos choose a lane that can")
     others = tuple((l.name, f"not chosen: {how} asked for {name}") for l in registry.lanes() if l is not lane)
     return _with_parts(Decision(lane, 1, f"{how}", plan, rejected=others), parts)
@@ -151,10 +158,10 @@ def _forced(plan: N.Node, name: str, how: str) -> Decision:
 def _finish(plan: N.Node, survey: _Survey, chosen: Backend, rule: int, reason: str,
             notes: list[str], why_not: dict[str, str] | None = None) -> Decision:
     rejected = dict(survey.rejected)
-    for lane in survey.capable:
-        if lane is not chosen:
+    for lane in survey.capable:  # by name: out_of_core() gives a configured copy of a surveyed lane
+        if lane.name != chosen.name:
             rejected[lane.name] = (why_not or {}).get(lane.name) or _why_not(lane, rule, chosen)
-    fallbacks = tuple(l for l in survey.capable if l is not chosen and l.name in rejected)
+    fallbacks = tuple(l for l in survey.capable if l.name != chosen.name and l.name in rejected)
     return Decision(chosen, rule, reason, plan, tuple(rejected.items()), fallbacks, tuple(notes))
 
 

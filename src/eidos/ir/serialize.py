@@ -259,7 +259,7 @@ def loads(text: str | bytes | dict) -> N.Node:
         raise PlanError(f"plan JSON version {doc.get('version')!r} is not supported; this eidos reads version {VERSION}")
     try:
         plan = node_from(doc["plan"])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PlanError(f"plan JSON is malformed: {type(e).__name__}: {e}") from e
     plan.schema  # noqa: B018 - validate
     return plan
