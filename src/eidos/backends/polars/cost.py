@@ -8,10 +8,8 @@
               rounded: values gathered per group, then math.fsum or NumPy where any order is
               exact) rows x EXACT_ROW_S + groups x EXACT_GROUP_S
 
-Rows flow up the plan as in DuckDB's model (eidos.backends.sql.cost), so the two compare like
-with like: a scan gives the source's rows (or bytes / BYTES_PER_ROW), a filter keeps
-FILTER_KEEPS, a keyed aggregation GROUPS_PER_ROW of its input (one row without keys), a join
-the larger input, limit min(n, rows).
+Rows flow up the plan as in DuckDB's model: both are eidos.hal.cost's row flow, with
+their own constants, so the two compare like with like.
 
 Constants fitted on the 2-vCPU development machine to the anchors in DESIGN.md, TPC-H SF1
 (6.0M lineitem rows): Q1 (a filter, then 8 aggregations over 4 groups) Polars 0.28 s, DuckDB
@@ -23,76 +21,37 @@ start (thread pool, query optimisation). With the row flow above this model give
 
 from __future__ import annotations
 
-import math
-
 from eidos.hal.backend import Estimate
+from eidos.hal.cost import RowFlow
+from eidos.hal.cost import estimate as row_flow
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
-from eidos.ir import sources as S
 from eidos.ir.typing import infer
 
-SETUP_S = 0.003                 # query optimisation, thread pool wake-up, Arrow export
-SCAN_BYTES_PER_S = {            # decoding, per uncompressed byte the source reports
-    "parquet": 4.0e9, "csv": 0.3e9, "arrow": 20e9, "other": 1.0e9,
-}
-ROW_OP_S = 0.15e-9             # one expression node on one row in a filter, projection or sort key
-AGG_OP_S = 2.5e-9               # one expression node on one row inside a grouped aggregation
-JOIN_ROW_S = 8e-9               # hashing and probing one row, build and probe sides
-SORT_ROW_S = 2e-9               # one row of a sort, times log2(rows)
-UDF_ROW_S = 1e-6                # a per-row Python function
+MODEL = RowFlow(
+    lane="polars",
+    setup_s=0.003,               # query optimisation, thread pool wake-up, Arrow export
+    scan_bytes_per_s={"parquet": 4.0e9, "csv": 0.3e9, "arrow": 20e9, "other": 1.0e9},  # per uncompressed byte
+    row_op_s=0.15e-9,            # one expression node on one row in a filter, projection or sort key
+    agg_op_s=2.5e-9,             # one expression node on one row inside a grouped aggregation
+    join_row_s=8e-9,             # hashing and probing one row, build and probe sides
+    sort_row_s=2e-9,             # one row of a sort, times log2(rows)
+    udf_row_s=1e-6,              # a per-row Python function
+    columnar=frozenset({"parquet"}),
+)
 EXACT_ROW_S = 300e-9            # a float sum/mean/std/var, per value (gathered, then math.fsum)
 EXACT_GROUP_S = 2e-6            # the same, per group (a Python loop over the groups)
-BYTES_PER_ROW = 60              # when a source knows its size but not its rows
-FILTER_KEEPS = 0.5              # rows a filter keeps, lacking statistics
-GROUPS_PER_ROW = 0.1            # groups per input row of a keyed aggregation
-UNKNOWN_ROWS = 100_000          # a source that knows neither rows nor bytes
 
 
 def estimate(plan: N.Node) -> Estimate:
-    acc = {"s": SETUP_S, "rows": 0.0, "bytes": 0.0}
-    out = _walk(plan, acc)
-    basis = (f"polars: {acc['rows'] / 1e6:.1f}M input rows, {acc['bytes'] / 1e6:.1f} MB scanned "
-             f"-> {acc['s']:.3g} s (~{out:,.0f} rows out)")
-    return Estimate(seconds=acc["s"], basis=basis)
+    return row_flow(plan, MODEL, _exact_cost)
 
 
-def _walk(node: N.Node, acc: dict) -> float:
-    """Rows out of `node`; adds its seconds to acc['s']."""
-    if isinstance(node, N.Scan):
-        rows, nbytes, fmt = _source(node.source)
-        if node.columns is not None and fmt == "parquet" and len(node.source.schema):
-            nbytes *= len(node.columns) / len(node.source.schema)  # columnar: only what is read
-        acc["s"] += nbytes / SCAN_BYTES_PER_S[fmt]
-        acc["rows"] += rows
-        acc["bytes"] += nbytes
-        return rows
-    ins = [_walk(n, acc) for n in node.inputs]
-    rows = ins[0] if ins else 0.0
-    exprs = node.expressions()
-    per_op = AGG_OP_S if isinstance(node, N.Aggregate) else ROW_OP_S
-    acc["s"] += rows * per_op * sum(sum(1 for _ in e.walk()) for e in exprs)
-    acc["s"] += rows * UDF_ROW_S * sum(1 for e in exprs for x in e.walk() if isinstance(x, E.Udf))
-    if isinstance(node, N.Filter):
-        return rows * FILTER_KEEPS
-    if isinstance(node, N.Aggregate):
-        groups = max(1.0, rows * GROUPS_PER_ROW) if node.keys else 1.0
-        acc["s"] += _exact_aggregations(node) * (rows * EXACT_ROW_S + groups * EXACT_GROUP_S)
-        return groups
-    if isinstance(node, N.Join):
-        acc["s"] += (ins[0] + ins[1]) * JOIN_ROW_S
-        return ins[0] * ins[1] if node.how == "cross" else max(ins)
-    if isinstance(node, N.Sort):
-        acc["s"] += rows * SORT_ROW_S * math.log2(max(rows, 2.0))
-        return rows
-    if isinstance(node, N.Limit):
-        return min(rows, float(node.n))
-    if isinstance(node, N.Union):
-        return sum(ins)
-    if isinstance(node, N.Distinct):
-        acc["s"] += rows * JOIN_ROW_S
-        return rows
-    return rows
+def _exact_cost(node: N.Node, rows: float, groups: float) -> float:
+    if not isinstance(node, N.Aggregate):
+        return 0.0
+    return _exact_aggregations(node) * (rows * EXACT_ROW_S + groups * EXACT_GROUP_S)
 
 
 def _exact_aggregations(node: N.Aggregate) -> int:
@@ -107,16 +66,3 @@ def _exact_aggregations(node: N.Aggregate) -> int:
                     t = T.Float64
                 n += a.fn in ("std", "var") or t.is_float or t == T.Null
     return n
-
-
-def _source(source: S.Source) -> tuple[float, float, str]:
-    """Rows, bytes and format of a source, each estimated when the source does not say."""
-    fmt = {S.ParquetSource: "parquet", S.CsvSource: "csv", S.ArrowSource: "arrow"}.get(type(source), "other")
-    rows, nbytes = source.estimated_rows, source.estimated_bytes
-    if rows is None and nbytes is not None:
-        rows = nbytes / BYTES_PER_ROW
-    if rows is None:
-        rows = UNKNOWN_ROWS
-    if nbytes is None:
-        nbytes = rows * BYTES_PER_ROW
-    return float(rows), float(nbytes), fmt

@@ -1,0 +1,115 @@
+"""The row-flow cost model the vector lanes share; each lane gives its own constants.
+
+    seconds = setup
+            + bytes scanned / scan rate of the source's format  (columnar formats: only the columns read)
+            + rows into a node x expression nodes it evaluates x row_op_s (agg_op_s in aggregations)
+            + rows x udf_row_s per per-row Python function
+            + rows into a join (both sides) x join_row_s; a sort's rows x log2(rows) x sort_row_s
+            + whatever the lane's `extra(node, rows_in, rows_out)` adds (e.g. exact aggregations)
+
+Rows flow up the plan: a scan gives the source's rows (or bytes / bytes_per_row), a filter keeps
+filter_keeps of its input, a keyed aggregation groups_per_row of it (one row without keys), a join
+the larger input (the product for cross joins), a limit min(n, rows), a union the sum.
+Lanes compared by the planner use the same flow, so their estimates compare like with like.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from eidos.hal.backend import Estimate
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir import sources as S
+
+_FORMATS = {S.ParquetSource: "parquet", S.CsvSource: "csv", S.ArrowSource: "arrow", S.SqlSource: "sql"}
+
+
+@dataclass(frozen=True)
+class RowFlow:
+    """One lane's constants; `scan_bytes_per_s` is keyed by format, with 'other' for the rest."""
+
+    lane: str
+    setup_s: float
+    scan_bytes_per_s: Mapping[str, float]
+    row_op_s: float
+    join_row_s: float
+    sort_row_s: float
+    agg_op_s: float | None = None          # None: the same as row_op_s
+    udf_row_s: float = 0.0
+    columnar: frozenset[str] = field(default_factory=lambda: frozenset(_FORMATS.values()))
+    bytes_per_row: float = 60              # when a source knows its size but not its rows
+    filter_keeps: float = 0.5              # rows a filter keeps, lacking statistics
+    groups_per_row: float = 0.1            # groups per input row of a keyed aggregation
+    unknown_rows: float = 100_000          # a source that knows neither rows nor bytes
+
+
+Extra = Callable[[N.Node, float, float], float]
+
+
+def estimate(plan: N.Node, model: RowFlow, extra: Extra | None = None) -> Estimate:
+    acc = {"s": model.setup_s, "rows": 0.0, "bytes": 0.0, "joins": 0}
+    out = _walk(plan, model, extra, acc)
+    joins = f", {acc['joins']} join{'s' if acc['joins'] != 1 else ''}" if acc["joins"] else ""
+    basis = (f"{model.lane}: {acc['rows'] / 1e6:.1f}M input rows, {acc['bytes'] / 1e6:.1f} MB scanned{joins} "
+             f"-> {acc['s']:.3g} s (~{out:,.0f} rows out)")
+    return Estimate(seconds=acc["s"], basis=basis)
+
+
+def source_size(source: S.Source, model: RowFlow) -> tuple[float, float, str]:
+    """Rows, bytes and format of a source, each estimated when the source does not say."""
+    fmt = _FORMATS.get(type(source), "other")
+    rows, nbytes = source.estimated_rows, source.estimated_bytes
+    if rows is None and nbytes is not None:
+        rows = nbytes / model.bytes_per_row
+    if rows is None:
+        rows = model.unknown_rows
+    if nbytes is None:
+        nbytes = rows * model.bytes_per_row
+    return float(rows), float(nbytes), fmt
+
+
+def _walk(node: N.Node, m: RowFlow, extra: Extra | None, acc: dict) -> float:
+    """Rows out of `node`; adds its seconds to acc['s']."""
+    if isinstance(node, N.Scan):
+        rows, nbytes, fmt = source_size(node.source, m)
+        if node.columns is not None and fmt in m.columnar and len(node.source.schema):
+            nbytes *= len(node.columns) / len(node.source.schema)
+        acc["s"] += nbytes / m.scan_bytes_per_s.get(fmt, m.scan_bytes_per_s["other"])
+        acc["rows"] += rows
+        acc["bytes"] += nbytes
+        return rows
+    ins = [_walk(i, m, extra, acc) for i in node.inputs]
+    rows = ins[0] if ins else 0.0
+    exprs = node.expressions()
+    per_op = m.agg_op_s if isinstance(node, N.Aggregate) and m.agg_op_s is not None else m.row_op_s
+    acc["s"] += rows * per_op * sum(sum(1 for _ in e.walk()) for e in exprs)
+    if m.udf_row_s:
+        acc["s"] += rows * m.udf_row_s * sum(1 for e in exprs for x in e.walk() if isinstance(x, E.Udf))
+    out = _rows_out(node, rows, ins, m, acc)
+    if extra is not None:
+        acc["s"] += extra(node, rows, out)
+    return out
+
+
+def _rows_out(node: N.Node, rows: float, ins: list[float], m: RowFlow, acc: dict) -> float:
+    if isinstance(node, N.Filter):
+        return rows * m.filter_keeps
+    if isinstance(node, N.Aggregate):
+        return max(1.0, rows * m.groups_per_row) if node.keys else 1.0
+    if isinstance(node, N.Join):
+        acc["s"] += (ins[0] + ins[1]) * m.join_row_s
+        acc["joins"] += 1
+        return ins[0] * ins[1] if node.how == "cross" else max(ins)
+    if isinstance(node, N.Sort):
+        acc["s"] += rows * m.sort_row_s * math.log2(max(rows, 2.0))
+        return rows
+    if isinstance(node, N.Limit):
+        return min(rows, float(node.n))
+    if isinstance(node, N.Union):
+        return sum(ins)
+    if isinstance(node, N.Distinct):
+        acc["s"] += rows * m.join_row_s
+    return rows
