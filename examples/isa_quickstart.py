@@ -1,4 +1,5 @@
-"""The Atlas ISA in five minutes: array instructions, a per-lane kernel, a JSON kernel, the optimizer.
+"""The Atlas ISA in five minutes: array instructions, a per-lane kernel, a JSON kernel, the optimizer,
+and streaming an input of any size through a fixed pool.
 
 Run: python examples/isa_quickstart.py [reference|cpu]
 """
@@ -57,6 +58,26 @@ def main(name: str = "reference") -> None:
     be.execute_program(kernel, LaunchConfig.linear(64))
     be.copy_from_buffer(c, out)
     print("0.5 * a + b [:5] =", out[:5])
+
+    # 4. Streaming: 4 MiB of input through one 36 KiB pool, a chunk at a time; memory stays at the pool.
+    data = np.linspace(-1.0, 1.0, 2**20, dtype=np.float32)
+    pool_bytes = 36 * 1024
+    chunk = np.empty(pool_bytes // 4, np.float32)
+    total = [0.0]
+
+    def relu_in_pool(pool, nbytes):
+        return isa.ProgramBuilder().add(isa.ParallelMap(dst_array=Address.pool(pool), src_array=Address.pool(pool),
+                                                        count=nbytes // 4, operation=MapOperation.Relu,
+                                                        ty=Type.F32)).build()
+
+    def add_up(pool, nbytes):
+        view = chunk[: nbytes // 4]
+        be.copy_from_pool(pool, 0, view)
+        total[0] += float(view.sum(dtype=np.float64))
+
+    streamed = isa.stream(be, data, relu_in_pool, pool_bytes=pool_bytes, sink=add_up)
+    print(f"streamed {streamed:,} bytes through a {pool_bytes:,}-byte pool: sum(relu(x)) = {total[0]:.3f} "
+          f"(NumPy: {float(np.maximum(data, 0).sum(dtype=np.float64)):.3f})")
 
 
 if __name__ == "__main__":
