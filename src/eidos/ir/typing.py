@@ -119,9 +119,6 @@ def adapt(e: Expr, t: DType, other: DType) -> DType:
     return t
 
 
-_adapt = adapt  # the old private name, still used by some lanes
-
-
 class _Typer:
     """Walks an expression against a schema; `where` names the plan node in errors."""
 

@@ -28,7 +28,7 @@ from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
 from eidos.ir.evaluate import caster, kernel, udf_value
 from eidos.ir.schema import Schema
-from eidos.ir.typing import _adapt, infer, literal_dtype, promote
+from eidos.ir.typing import adapt, infer, literal_dtype, promote
 
 # --- types ------------------------------------------------------------------
 
@@ -419,7 +419,7 @@ def operand_types(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[DType, DType]:
     """The operand types after weak literals adapt to the other side (typing's rule; the
     Aggregate-aware form of typing.operand_dtypes)."""
     ta, tb = scope.dtype(a), scope.dtype(b)
-    return _adapt(a, ta, tb), _adapt(b, tb, ta)
+    return adapt(a, ta, tb), adapt(b, tb, ta)
 
 
 @expr.register

@@ -21,7 +21,7 @@ from eidos.errors import UnsupportedError
 from eidos.ir import dtypes as T
 from eidos.ir.dtypes import DType
 from eidos.ir.expr import Literal
-from eidos.ir.typing import _adapt, literal_dtype, promote
+from eidos.ir.typing import adapt, literal_dtype, promote
 from eidos.backends.sql.translate import (
     NULL, binop, case, column, float_literal, fn, literal_text, number, paren, string,
 )
@@ -437,7 +437,7 @@ class Dialect:
             if v is not None:  # each value meets x as a weak literal would (semantics 9)
                 vt = literal_dtype(v)
                 weak = isinstance(v, (int, float)) and not isinstance(v, bool)
-                domain = promote(domain, _adapt(Literal(v, vt, weak=weak), vt, ts[0]), op="compare")
+                domain = promote(domain, adapt(Literal(v, vt, weak=weak), vt, ts[0]), op="compare")
         if not values:
             return case([(_is(args[0]), self.cast(NULL, T.Null, T.Boolean))], self.boolean(False))
         x = self.collate(paren(self.cast(args[0], ts[0], domain)), domain)
