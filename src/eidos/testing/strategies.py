@@ -43,7 +43,9 @@ from eidos.ir.typing import infer
 
 # ---------------------------------------------------------------- settings profiles
 
-settings.register_profile("ci", max_examples=25, deadline=None, print_blob=True,
+# "ci" is derandomized: the same examples every run, so a landing is never decided by a lucky draw;
+# "dev" and "thorough" search afresh each run (and keep what they find in .hypothesis/).
+settings.register_profile("ci", max_examples=25, deadline=None, print_blob=True, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.filter_too_much])
 settings.register_profile("dev", max_examples=100, deadline=None, print_blob=True,
