@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from eidos.backends.polars import exact
 from eidos.errors import ExecutionError, UnsupportedError
+from eidos.hal.arrow import batch_result
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
@@ -313,30 +314,11 @@ def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
 
 
 def _checked_batch(fn, got, expected: Schema) -> pa.RecordBatch:
-    """A map_batches result with exactly the declared eidos schema (Arrow types that map to the
-    same eidos types are accepted and cast), else ExecutionError showing expected and got."""
-    from eidos.errors import EidosError
-
-    name = _fn_name(fn)
+    """A map_batches result as one RecordBatch with exactly the declared schema (hal's check)."""
     if isinstance(got, pa.Table):
         got = got.combine_chunks()
         got = got.to_batches()[0] if got.num_rows else pa.RecordBatch.from_pylist([], got.schema)
-    if not isinstance(got, pa.RecordBatch):
-        raise ExecutionError(f"map_batches function {name} returned {type(got).__name__}; "
-                             "it must return a pyarrow.RecordBatch")
-    try:
-        schema, why = Schema.from_arrow(got.schema), ""
-    except EidosError as e:
-        schema, why = None, str(e)
-    if schema != expected:
-        shown = _fields(schema) if schema is not None else f"{got.schema} ({why})"
-        raise ExecutionError(f"map_batches function {name} returned the wrong schema\n"
-                             f"  expected: {_fields(expected)}\n  got:      {shown}")
-    return got.cast(expected.to_arrow())
-
-
-def _fields(s: Schema) -> str:
-    return ", ".join(f"{n}: {t}" for n, t in s.items()) or "(no columns)"
+    return batch_result(got, expected, _fn_name(fn))
 
 
 def _fn_name(fn) -> str:

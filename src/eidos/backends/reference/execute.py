@@ -6,6 +6,7 @@ import pyarrow as pa
 
 from eidos.backends.reference.translate import Rows, function_name, translate
 from eidos.errors import EidosError, ExecutionError, UnsupportedError
+from eidos.hal.arrow import batch_result
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, Source
@@ -53,23 +54,7 @@ class _Executor:
             out = node.fn(batch)
         except Exception as e:
             raise ExecutionError(f"map_batches function {name} raised {type(e).__name__}: {e}") from e
-        if not isinstance(out, (pa.RecordBatch, pa.Table)):
-            raise ExecutionError(f"map_batches function {name} returned {type(out).__name__}; "
-                                 "it must return a pyarrow.RecordBatch")
-        expected = node.output_schema
-        try:
-            got = Schema.from_arrow(out.schema)
-        except EidosError as e:
-            got, why = None, str(e)
-        if got != expected:
-            shown = _fields(got) if got is not None else f"{out.schema} ({why})"
-            raise ExecutionError(f"map_batches function {name} returned the wrong schema\n"
-                                 f"  expected: {_fields(expected)}\n  got:      {shown}")
-        return from_arrow(out.cast(expected.to_arrow()) if out.schema != expected.to_arrow() else out)
-
-
-def _fields(s: Schema) -> str:
-    return ", ".join(f"{n}: {t}" for n, t in s.items()) or "(no columns)"
+        return from_arrow(batch_result(out, node.output_schema, name))
 
 
 def read_source(source: Source, columns: tuple[str, ...] | None) -> pa.Table:
