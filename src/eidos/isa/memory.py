@@ -59,6 +59,10 @@ class Memory:
         self.generation = 0  # bumped by every allocation and free, so decoded programs know when to redo
 
     # ---- allocation --------------------------------------------------------------------
+    def zeros(self, size: int):
+        """Fresh zeroed bytes for a buffer or pool (a device backend overrides this to allocate there)."""
+        return np.zeros(size, dtype=np.uint8)
+
     def _new_handle(self) -> int:
         while self._next in self.buffers or self._next in self.pools or self._next in self._freed:
             self._next += 1
@@ -74,7 +78,7 @@ class Memory:
 
     def allocate_buffer(self, size: int) -> int:
         h = self._new_handle()
-        self.buffers[h] = np.zeros(self._size(size, "allocate_buffer"), dtype=np.uint8)
+        self.buffers[h] = self.zeros(self._size(size, "allocate_buffer"))
         self.generation += 1
         return h
 
@@ -85,7 +89,7 @@ class Memory:
         elif handle < 1 or handle in self.buffers or handle in self.pools:
             raise BackendError(f"PoolAlloc: handle {handle} is {'in use' if handle >= 1 else 'reserved (handles start at 1)'}")
         self._freed.pop(handle, None)
-        self.pools[handle] = np.zeros(size, dtype=np.uint8)
+        self.pools[handle] = self.zeros(size)
         self.generation += 1
         return handle
 
@@ -137,9 +141,10 @@ class Memory:
                            + (" (it was freed)" if handle in self._freed else ""))
 
     @staticmethod
-    def check_range(mem: np.ndarray, offset: int, nbytes: int, what: str) -> None:
-        if offset < 0 or nbytes < 0 or offset + nbytes > mem.size:
-            raise BackendError(f"{what}: bytes {offset}..{offset + nbytes} out of bounds of {mem.size} bytes")
+    def check_range(mem, offset: int, nbytes: int, what: str) -> None:
+        size = len(mem)  # one-dimensional bytes: a NumPy array here, a torch tensor on a device backend
+        if offset < 0 or nbytes < 0 or offset + nbytes > size:
+            raise BackendError(f"{what}: bytes {offset}..{offset + nbytes} out of bounds of {size} bytes")
 
     # ---- copies ----------------------------------------------------------------------------
     def copy_in(self, mem: np.ndarray, offset: int, data, what: str) -> None:
