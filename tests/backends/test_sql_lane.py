@@ -84,15 +84,15 @@ def test_only_the_result_crosses_the_connection(lane, store, monkeypatch):
             .agg(total=col("v").sum(), n=ei.count()).sort("name"))
     mod = X.module(lane)
     fetched, statements = [], []
-    real = mod.fetch
+    real = mod.Session.fetch
 
-    def spy(con, sql):
+    def spy(session, sql):
         statements.append(sql)
-        out = real(con, sql)
+        out = real(session, sql)
         fetched.append(out.num_rows)
         return out
 
-    monkeypatch.setattr(mod, "fetch", spy)
+    monkeypatch.setattr(mod.Session, "fetch", spy)
     got = run(lane, flow)
     assert len(statements) == 1 and "JOIN" in statements[0] and "GROUP BY" in statements[0]
     assert fetched == [got.num_rows] == [3]

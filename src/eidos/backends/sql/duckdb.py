@@ -3,6 +3,9 @@ and tables of one DuckDB database file; its integers raise on overflow like eido
 
 from __future__ import annotations
 
+import os
+import threading
+
 from sqlglot import exp
 
 from eidos.errors import PlanError, UnsupportedError
@@ -11,7 +14,6 @@ from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
 from eidos.backends.sql.dialect import Dialect
 from eidos.backends.sql.translate import by_name, fn, ident, positional, slots, string
-
 
 
 def path_of(uri: str) -> str:
@@ -127,19 +129,73 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         con.close()
 
 
-def connect(query, sources, settings: dict | None = None):
-    """A DuckDB connection for a translated plan: the plan's database file (read-only) or memory,
-    with `settings` (e.g. memory_limit and temp_directory for out-of-core runs)."""
-    import duckdb
+class Session:
+    """Where a translated plan runs: this thread's cursor on the lane's one in-memory database
+    (kept between runs; a new connection costs more than a small query), or a connection of its
+    own for a DuckDB database file and for runs with settings (an out-of-core memory limit).
 
-    paths = {path_of(s.uri) for s in sources if isinstance(s, SqlSource)}
-    path = next(iter(paths)) if paths else ":memory:"
-    con = duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {}))
-    for name, table in query.arrow.items():
-        con.register(name, table)
-    return con
+    Database files are opened per run, read-only, and closed after it: a connection kept open
+    would hold the file's lock, so neither another process nor this one (DuckDB refuses a second
+    configuration of an open file) could write to it. Arrow tables are registered as views
+    (DuckDB scans their buffers, nothing is copied) and unregistered after the run, so the kept
+    cursor holds no user data between runs.
+    """
+
+    def __init__(self, query, settings: dict | None = None):
+        import duckdb
+
+        paths = {path_of(s.uri) for s in query.sources if isinstance(s, SqlSource)}
+        path = next(iter(paths)) if paths else ":memory:"
+        self.views = list(query.arrow)
+        self.shared = path == ":memory:" and not settings
+        if self.shared:
+            self.con = _cursor()
+        else:
+            self.con = duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {}))
+        try:
+            for name, table in query.arrow.items():
+                self.con.register(name, table)
+        except BaseException:
+            self.close()
+            raise
+
+    def fetch(self, sql: str):
+        return self.con.sql(sql).to_arrow_table()
+
+    def close(self) -> None:
+        if not self.shared:
+            self.con.close()
+            return
+        for name in self.views:
+            try:
+                self.con.unregister(name)
+            except Exception:  # noqa: BLE001, S110 - a cursor that cannot unregister is dropped below
+                _local.__dict__.clear()
 
 
-def fetch(con, sql: str):
-    return con.sql(sql).to_arrow_table()
+_local = threading.local()
+_lock = threading.Lock()
+_database: dict[int, object] = {}  # process id -> the in-memory DuckDB connection (not shared across fork)
 
+
+def _cursor():
+    """This thread's cursor on the process's in-memory DuckDB database (DuckDB connections are not
+    safe to share between threads; cursors of one database are)."""
+    pid = os.getpid()
+    cur = _local.__dict__.get(pid)
+    if cur is None:
+        import duckdb
+
+        with _lock:
+            con = _database.get(pid)
+            if con is None:
+                _database.clear()  # a parent's connection after fork() is not ours to use
+                con = _database[pid] = duckdb.connect(":memory:")
+            cur = con.cursor()
+        _local.__dict__.clear()
+        _local.__dict__[pid] = cur
+    return cur
+
+
+def connect(query, settings: dict | None = None) -> Session:
+    return Session(query, settings)

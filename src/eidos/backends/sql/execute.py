@@ -7,8 +7,11 @@ engine echoes in its own message is masked (and that engine exception is then no
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
+import threading
+import weakref
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pyarrow as pa
@@ -126,18 +129,43 @@ def fetch_adbc(con, sql: str, *, rollback: bool = False) -> pa.Table:
             con.rollback()
 
 
+_PREPARED: dict[str, weakref.WeakKeyDictionary] = {}
+_prepared_lock = threading.Lock()
+
+
+@functools.cache
+def _dialect(lane: str):
+    return dialect(lane)
+
+
+def prepare(lane: str, plan: N.Node):
+    """The plan as one SQL statement for `lane`, translated once per plan and dialect.
+
+    Keyed by the plan itself (nodes are immutable and compare by structure, so an equal plan
+    built again finds it too); held weakly, so an entry lives as long as its plan and keeps no
+    data alive after it."""
+    from eidos.backends.sql.translate import to_sql
+
+    cache = _PREPARED.get(lane)
+    if cache is None:
+        cache = _PREPARED.setdefault(lane, weakref.WeakKeyDictionary())
+    query = cache.get(plan)
+    if query is None:
+        query = to_sql(plan, _dialect(lane))
+        with _prepared_lock:
+            cache[plan] = query
+    return query
+
+
 def run(lane: str, plan: N.Node, settings: dict | None = None) -> pa.Table:
     """Translate `plan` to one SQL statement, run it where its sources live, return the result as Arrow.
     `settings` are engine settings for the connection (DuckDB's memory_limit and temp_directory)."""
-    from eidos.backends.sql.translate import to_sql
-
     mod = module(lane)
     sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
-    query = _guard(lane, sources, "translating the plan over", lambda: to_sql(plan, dialect(lane)))
-    extra = {"settings": settings} if settings else {}
-    con = _guard(lane, sources, "connecting to", lambda: mod.connect(query, query.sources, **extra))
+    query = _guard(lane, sources, "translating the plan over", lambda: prepare(lane, plan))
+    con = _guard(lane, sources, "connecting to", lambda: mod.connect(query, settings))
     try:
-        table = _guard(lane, sources, "running the plan over", lambda: mod.fetch(con, query.sql))
+        table = _guard(lane, sources, "running the plan over", lambda: con.fetch(query.sql))
     finally:
         try:
             con.close()

@@ -156,11 +156,20 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
             con.close()
 
 
-def connect(query, sources):
-    return _connect(sources[0].uri)
+class Session:
+    """One run's connection to the server, its statement rolled back (read-only) and the
+    connection closed after it."""
+
+    def __init__(self, query, settings=None):
+        self.con = _connect(query.sources[0].uri)
+
+    def fetch(self, sql: str):
+        from eidos.backends.sql.execute import fetch_adbc
+
+        return fetch_adbc(self.con, sql, rollback=True)
+
+    def close(self) -> None:
+        self.con.close()
 
 
-def fetch(con, sql: str):
-    from eidos.backends.sql.execute import fetch_adbc
-
-    return fetch_adbc(con, sql, rollback=True)
+connect = Session

@@ -191,12 +191,21 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         con.close()
 
 
-def connect(query, sources):
-    paths = {path_of(s.uri) for s in sources}
-    return _open("sqlite://" + paths.pop())
+class Session:
+    """One run's read-only connection to the plan's database file (opening one costs well under a
+    millisecond, so none is kept: a kept connection could hold a read lock between runs)."""
+
+    def __init__(self, query, settings=None):
+        paths = {path_of(s.uri) for s in query.sources}
+        self.con = _open("sqlite://" + paths.pop())
+
+    def fetch(self, sql: str):
+        from eidos.backends.sql.execute import fetch_adbc
+
+        return fetch_adbc(self.con, sql)
+
+    def close(self) -> None:
+        self.con.close()
 
 
-def fetch(con, sql: str):
-    from eidos.backends.sql.execute import fetch_adbc
-
-    return fetch_adbc(con, sql)
+connect = Session
