@@ -61,9 +61,13 @@ def test_identity_and_availability():
     assert LANE.is_available()
 
 
-def test_unavailable_names_the_extra(monkeypatch):
+def test_unavailable_names_the_extra(monkeypatch, request):
     import importlib.util
 
+    from eidos.hal.backend import installed
+
+    installed.cache_clear()  # availability is looked up once per process; look again, and after
+    request.addfinalizer(installed.cache_clear)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "polars" else real(name, *a))
     why = PolarsLane().is_available()

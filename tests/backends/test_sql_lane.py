@@ -433,9 +433,13 @@ def test_lanes_import_no_engine_until_they_run():
     assert out.stdout.strip() == "[]"
 
 
-def test_unavailable_lane_names_the_package(monkeypatch):
+def test_unavailable_lane_names_the_package(monkeypatch, request):
     import importlib.util
 
+    from eidos.hal.backend import installed
+
+    installed.cache_clear()  # availability is looked up once per process; look again, and after
+    request.addfinalizer(installed.cache_clear)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "duckdb" else real(n, *a))
     why = DuckDBLane().is_available()

@@ -6,6 +6,8 @@ what it covers (as data), what it costs, and runs a plan to Arrow.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +29,13 @@ class Availability:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+@functools.cache
+def installed(package: str) -> bool:
+    """Whether `package` can be imported, looked up once per process (planning asks on every run;
+    a package installed while the process runs is seen by the next process)."""
+    return importlib.util.find_spec(package) is not None
 
 
 @dataclass(frozen=True)

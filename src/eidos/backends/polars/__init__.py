@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pyarrow as pa
 
 from eidos.backends.polars.coverage import COVERAGE, extra_gaps
 from eidos.errors import BackendUnavailable
-from eidos.hal.backend import Availability, Backend, Estimate
+from eidos.hal.memo import once
+from eidos.hal.backend import Availability, Backend, Estimate, installed
 from eidos.ir import nodes as N
 
 
@@ -35,7 +35,7 @@ class PolarsLane(Backend):
         self.streaming = streaming
 
     def is_available(self) -> Availability:
-        if importlib.util.find_spec("polars") is None:
+        if not installed("polars"):
             return Availability(False, "polars is not installed: pip install 'eidos[polars]'")
         return Availability(True)
 
@@ -45,7 +45,7 @@ class PolarsLane(Backend):
     def estimate(self, plan: N.Node) -> Estimate:
         from eidos.backends.polars.cost import estimate
 
-        return estimate(plan)
+        return once(plan, "polars.estimate", lambda: estimate(plan))
 
     def out_of_core(self, budget_bytes: int) -> Backend:
         return PolarsLane(streaming=True)

@@ -23,6 +23,8 @@ UNSUPPORTED_FORMS: dict = {}
 def extra_gaps(plan: N.Node) -> list[str]:
     """The gaps of `plan` that depend on more than a name (see UNSUPPORTED_FORMS), each once."""
     found: dict[str, None] = {}
+    if not UNSUPPORTED_FORMS:
+        return []
     for node in plan.walk():
         for root in node.expressions():
             for e in root.walk():

@@ -6,12 +6,11 @@ postgresql.py); execute.py runs it. Engines and sqlglot load only when a lane ru
 
 from __future__ import annotations
 
-import importlib.util
-
-from eidos.hal.backend import Availability, Backend, Estimate
+from eidos.hal.memo import once
+from eidos.hal.backend import Availability, Backend, Estimate, installed
 from eidos.ir import nodes as N
 from eidos.ir.sources import SqlSource
-from eidos.backends.sql.coverage import COVERAGE, gaps
+from eidos.backends.sql.coverage import COVERAGE
 
 INSTALL = "pip install 'eidos[sql]'"
 
@@ -22,13 +21,13 @@ class SqlLane(Backend):
     packages: tuple[str, ...] = ()
 
     def is_available(self) -> Availability:
-        missing = [p for p in self.packages if importlib.util.find_spec(p) is None]
+        missing = [p for p in self.packages if not installed(p)]
         if missing:
             return Availability(False, f"needs {', '.join(missing)}: {INSTALL}")
         return Availability(True)
 
     def supports(self, plan: N.Node) -> list[str]:
-        found = gaps(plan, self.name)
+        found = self.coverage.gaps(plan)
         places = set()
         for node in plan.walk():
             if isinstance(node, N.Scan):
@@ -95,7 +94,7 @@ class DuckDBLane(SqlLane):
     def estimate(self, plan: N.Node) -> Estimate:
         from eidos.backends.sql.cost import estimate
 
-        return estimate(plan)
+        return once(plan, "duckdb.estimate", lambda: estimate(plan))
 
 
 class SQLiteLane(SqlLane):
