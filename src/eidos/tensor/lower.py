@@ -38,6 +38,7 @@ from eidos.errors import EidosError
 from eidos.isa import Address, Condition, LaunchConfig, ProgramBuilder, Register, Type
 from eidos.isa import instructions as I
 from eidos.isa.address import Special
+from eidos.isa.emit import CMP, RegisterCode, Registers, lane_pointers
 
 from . import dtypes as D
 
@@ -209,36 +210,21 @@ def lower_map(k: Kernel) -> Lowered:
 
 # ---- lane form --------------------------------------------------------------------------------
 
-class _Regs:
-    def __init__(self, start: int) -> None:
-        self.next = start
-
-    def __call__(self) -> Register:
-        if self.next > 255:
-            raise EidosError("expression too large for one program (more than 256 registers); realize part of it "
-                             "first (ei.realize)")
-        self.next += 1
-        return Register(self.next - 1)
-
-
 _UNARY_INS = {"sqrt": I.SQRT, "exp": I.EXP, "log": I.LOG, "sin": I.SIN, "cos": I.COS, "tan": I.TAN,
               "tanh": I.TANH, "sigmoid": I.SIGMOID, "gelu": I.GELU, "floor": I.FLOOR, "ceil": I.CEIL,
               "round": I.ROUND, "trunc": I.TRUNC, "sign": I.SIGN, "abs": I.ABS, "neg": I.NEG, "invert": I.NOT,
               "reciprocal": I.RCP, "rsqrt": I.RSQRT, "swish": I.SWISH}
 _BIN_INS = {"add": I.ADD, "sub": I.SUB, "mul": I.MUL, "div": I.DIV, "minimum": I.MIN, "maximum": I.MAX,
             "and": I.AND, "or": I.OR, "xor": I.XOR, "lshift": I.SHL, "rshift": I.SHR, "mod": I.REM}
-_CMP = {"eq": Condition.EQ, "ne": Condition.NE, "lt": Condition.LT, "le": Condition.LE, "gt": Condition.GT,
-        "ge": Condition.GE}
 
 
-class _Emitter:
-    """Register code for an expression; loads come from per-slot pointer registers."""
+class _Emitter(RegisterCode):
+    """Register code for a tensor expression; loads come from per-slot pointer registers."""
 
-    def __init__(self, regs: _Regs, ptrs: dict) -> None:
-        self.regs, self.ptrs = regs, ptrs
-        self.out: list = []
+    def __init__(self, regs: Registers, ptrs: dict) -> None:
+        super().__init__(regs)
+        self.ptrs = ptrs
         self.loaded: dict = {}
-        self.consts: dict = {}
         self.params: dict = {}
 
     def param(self, index: int, dt) -> Register:
@@ -246,14 +232,6 @@ class _Emitter:
         if index not in self.params:
             self.params[index] = (self.regs(), D.NAME[dt])
         return self.params[index][0]
-
-    def const(self, value, ty: Type) -> Register:
-        key = (repr(value), ty)
-        if key not in self.consts:
-            r = self.regs()
-            self.out.append(I.MOV_IMM(r, value, ty))
-            self.consts[key] = r
-        return self.consts[key]
 
     def hoist_consts(self, e) -> list:
         """Registers for every user constant in e, given before a loop (kernel arguments: no code)."""
@@ -282,25 +260,25 @@ class _Emitter:
         if kind == "cast":
             src = adt[0]
             if dt == D.bool_:
-                return self._truth(args[0], aty[0])
+                return self.truth(args[0], aty[0])
             if src == dt:
                 return args[0]
             o.append(I.CVT(r, args[0], aty[0], ty))
-        elif kind in _CMP:
-            return self._select(kind, args[0], args[1], aty[0])
+        elif kind in CMP:
+            return self.select(kind, args[0], args[1], aty[0])
         elif kind in ("isnan", "isinf", "isfinite"):
             x, t = args[0], aty[0]
             if kind == "isnan":
-                return self._select("ne", x, x, t)
+                return self.select("ne", x, x, t)
             a = self.regs()
             o.append(I.ABS(a, x, t))
             inf = self.const(float("inf"), t)
-            return self._select("eq" if kind == "isinf" else "lt", a, inf, t)
+            return self.select("eq" if kind == "isinf" else "lt", a, inf, t)
         elif kind == "logical_not":
-            return self._select("eq", args[0], self.const(0, aty[0]), aty[0])
+            return self.select("eq", args[0], self.const(0, aty[0]), aty[0])
         elif kind in ("logical_and", "logical_or", "logical_xor"):
-            a = self._truth(args[0], aty[0])
-            b = self._truth(args[1], aty[1])
+            a = self.truth(args[0], aty[0])
+            b = self.truth(args[1], aty[1])
             o.append({"logical_and": I.AND, "logical_or": I.OR, "logical_xor": I.XOR}[kind](r, a, b, Type.U8))
         elif kind == "relu":
             o.append(I.MAX(r, args[0], self.const(0.0 if D.is_float(dt) else 0, ty), ty))
@@ -318,16 +296,16 @@ class _Emitter:
                 o.append(I.DIV(q, args[0], args[1], ty))
                 o.append(I.FLOOR(r, q, ty))
             else:
-                self._int_floor(r, args[0], args[1], ty, want="q")
+                self.int_floor(r, args[0], args[1], ty, want="q")
         elif kind == "mod":
             if D.is_float(dt):
-                self._float_mod(r, args[0], args[1], ty)
+                self.float_mod(r, args[0], args[1], ty)
             else:
-                self._int_floor(r, args[0], args[1], ty, want="r")
+                self.int_floor(r, args[0], args[1], ty, want="r")
         elif kind in _BIN_INS:
             o.append(_BIN_INS[kind](r, args[0], args[1], ty))
         elif kind == "where":
-            c = self._pred_of(args[0], aty[0])
+            c = self.pred_of(args[0], aty[0])
             o.append(I.SEL(r, c, args[1], args[2], ty))
         elif kind == "clip":
             a = self.regs()
@@ -336,82 +314,6 @@ class _Emitter:
         else:
             raise EidosError(f"internal: no lowering for {kind}")
         return r
-
-    # booleans are U8 registers holding 0 or 1
-    def _pred_of(self, x: Register, ty: Type):
-        p = self._pred()
-        self.out.append(I.SETcc(p, x, self.const(0.0 if ty.is_float else 0, ty), Condition.NE, ty))
-        return p
-
-    def _pred(self):
-        self.npred = getattr(self, "npred", 0)
-        p = isa.Predicate(self.npred % 16)
-        self.npred += 1
-        return p
-
-    def _select(self, cond: str, a: Register, b: Register, ty: Type) -> Register:
-        p = self._pred()
-        r = self.regs()
-        self.out.append(I.SETcc(p, a, b, _CMP[cond], ty))
-        self.out.append(I.SEL(r, p, self.const(1, Type.U8), self.const(0, Type.U8), Type.U8))
-        return r
-
-    def _truth(self, x: Register, ty: Type) -> Register:
-        if ty is Type.U8:
-            return self._select("ne", x, self.const(0, ty), ty)
-        return self._select("ne", x, self.const(0.0 if ty.is_float else 0, ty), ty)
-
-    def _int_floor(self, r, a, b, ty: Type, want: str) -> None:
-        """Python's floor division and modulo from truncating DIV/REM (b == 0: NumPy gives 0)."""
-        o = self.out
-        q, m = self.regs(), self.regs()
-        zero = self.const(0, ty)
-        o.append(I.DIV(q, a, b, ty))
-        o.append(I.REM(m, a, b, ty))
-        if ty.is_signed:
-            # adjust when m != 0 and sign(m) != sign(b)
-            p1, p2, p3 = self._pred(), self._pred(), self._pred()
-            one = self.const(1, ty)
-            o.append(I.SETcc(p1, m, zero, Condition.LT, ty))
-            o.append(I.SETcc(p2, b, zero, Condition.LT, ty))
-            f1, f2, f3 = self.regs(), self.regs(), self.regs()
-            o.append(I.SEL(f1, p1, one, zero, ty))
-            o.append(I.SEL(f2, p2, one, zero, ty))
-            o.append(I.XOR(f3, f1, f2, ty))
-            o.append(I.SETcc(p3, m, zero, Condition.NE, ty))
-            adj = self.regs()
-            o.append(I.SEL(adj, p3, f3, zero, ty))
-            if want == "q":
-                q2 = self.regs()
-                o.append(I.SUB(q2, q, adj, ty))
-                q = q2
-            else:
-                bm, m2 = self.regs(), self.regs()
-                o.append(I.MUL(bm, b, adj, ty))
-                o.append(I.ADD(m2, m, bm, ty))
-                m = m2
-        res = q if want == "q" else m
-        pz = self._pred()
-        o.append(I.SETcc(pz, b, zero, Condition.EQ, ty))
-        o.append(I.SEL(r, pz, zero, res, ty))
-
-    def _float_mod(self, r, a, b, ty: Type) -> None:
-        """Python's float modulo: fmod, then add b when the signs differ and the remainder is not 0."""
-        o = self.out
-        m = self.regs()
-        zero = self.const(0.0, ty)
-        o.append(I.REM(m, a, b, ty))
-        p1, p2, p3 = self._pred(), self._pred(), self._pred()
-        o.append(I.SETcc(p1, m, zero, Condition.NE, ty))
-        s = self.regs()
-        o.append(I.MUL(s, m, b, ty))
-        o.append(I.SETcc(p2, s, zero, Condition.LT, ty))
-        mb = self.regs()
-        o.append(I.ADD(mb, m, b, ty))
-        t = self.regs()
-        o.append(I.SEL(t, p2, mb, m, ty))
-        o.append(I.SEL(r, p1, t, m, ty))
-        del p3
 
 
 def _imm(value, dt: np.dtype):
@@ -422,19 +324,12 @@ def _imm(value, dt: np.dtype):
     return int(value)
 
 
-def _slot_pointers(regs: _Regs, n_slots: int, sizes: list, lane_index: Register, stride_elems: int,
+def _slot_pointers(regs: Registers, n_slots: int, sizes: list, lane_index: Register, stride_elems: int,
                    out: list) -> dict:
     """ptr_s = pointer(slot s) + lane * stride * size: affine in GLOBAL_ID."""
-    ptrs = {}
-    for s in range(n_slots):
-        base, off, p = regs(), regs(), regs()
-        out.append(I.MOV_IMM(base, ptr_value(s), Type.U64))
-        out.append(I.MOV_IMM(off, stride_elems * sizes[s], Type.U64))
-        scaled = regs()
-        out.append(I.MUL(scaled, lane_index, off, Type.U64))
-        out.append(I.ADD(p, base, scaled, Type.U64))
-        ptrs[s] = p
-    return ptrs
+    bases = [ptr_value(s) for s in range(n_slots)]
+    return dict(enumerate(lane_pointers(regs, bases, lane_index, [stride_elems * sizes[s] for s in range(n_slots)],
+                                        out)))
 
 
 def _input_dtypes(k: Kernel) -> list:
@@ -450,7 +345,7 @@ def lower_lane(k: Kernel) -> Lowered:
     out_ty = D.isa_type(out_dt)
     in_dts = _input_dtypes(k)
     out_slot = k.n_inputs
-    regs = _Regs(1)
+    regs = Registers(1)
     code: list = []
     gid = Register(0)
     code.append(I.MOV(gid, Special.GLOBAL_ID, Type.U64))
@@ -500,20 +395,20 @@ def lower_lane(k: Kernel) -> Lowered:
         elif k.reduce in ("min", "max"):
             o.append((I.MIN if k.reduce == "min" else I.MAX)(acc, acc, v, acc_ty))
         else:  # argmin / argmax: first extreme; for floats the first NaN wins
-            p = em._pred()
+            p = em.pred()
             cond = Condition.GT if k.reduce == "argmax" else Condition.LT
             o.append(I.SETcc(p, v, acc, cond, vty))
             take = regs()
             one8, zero8 = em.const(1, Type.U8), em.const(0, Type.U8)
             o.append(I.SEL(take, p, one8, zero8, Type.U8))
             if vty.is_float:
-                isn = em._select("ne", v, v, vty)
-                bok = em._select("eq", acc, acc, vty)
+                isn = em.select("ne", v, v, vty)
+                bok = em.select("eq", acc, acc, vty)
                 both, t2 = regs(), regs()
                 o.append(I.AND(both, isn, bok, Type.U8))
                 o.append(I.OR(t2, take, both, Type.U8))
                 take = t2
-            pt = em._pred()
+            pt = em.pred()
             o.append(I.SETcc(pt, take, zero8, Condition.NE, Type.U8))
             o.append(I.SEL(acc, pt, v, acc, vty))
             o.append(I.SEL(idx, pt, counter, idx, Type.I64))
