@@ -1,0 +1,114 @@
+"""Triton kernels for the Atlas ISA's array-level extensions, one module per family.
+
+Each module holds the @triton.jit kernels and a host function per instruction family taking
+typed torch tensors (DeviceMemory.view) and launching them. Kernels compute in float32 for F16,
+BF16 and F32 inputs (float64 for F64) and round once on store, so results stay within
+docs/isa.md's bound of the reference; matrix products use tensor cores for F16/BF16 and IEEE
+float32 (never TF32) for F32.
+
+Under TRITON_INTERPRET=1 (no GPU) the same kernels run in Triton's interpreter: autotuned
+kernels then try one small configuration instead of benchmarking the Hopper ones.
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _interpreter_index_fix() -> None:
+    """Triton <= 3.9's interpreter turns a scalar into a Python int with int(array of shape (1,)),
+    which NumPy >= 2.4 refuses (triton-lang/triton#9171, fixed upstream by #9172): every loop with
+    a run-time bound fails. Until a fixed Triton is released, re-register __index__ the fixed way."""
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "eidos_fixed", False):
+        return
+
+    def patch(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patch.eidos_fixed = True
+    interpreter._patch_lang_tensor = patch
+
+
+if INTERPRET:
+    _interpreter_index_fix()
+
+
+# Triton's interpreter multiplies bfloat16 blocks as their uint16 bit patterns; there the operands
+# are widened to float32 first (exact: float32 holds every bfloat16 and their products' sums as
+# the GPU accumulates them). Compiled kernels multiply bfloat16 on the tensor cores.
+_WIDEN_BF16 = tl.constexpr(INTERPRET)
+
+
+@triton.jit
+def dot(a, b, acc, PRECISION: tl.constexpr, ACC: tl.constexpr):
+    """acc + a @ b accumulated in ACC (tl.dot, with the interpreter's bfloat16 work-around)."""
+    if _WIDEN_BF16:
+        if a.dtype == tl.bfloat16:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+    return tl.dot(a, b, acc, input_precision=PRECISION, out_dtype=ACC)
+
+
+@triton.jit
+def sqrt(x):
+    """Correctly rounded square root (tl.sqrt may approximate in float32; float64 is exact)."""
+    if x.dtype == tl.float64:
+        return tl.sqrt(x)
+    else:
+        return tl.sqrt_rn(x)
+
+
+@triton.jit
+def div(x, y):
+    """Correctly rounded division (the / operator may approximate in float32)."""
+    if x.dtype == tl.float64:
+        return x / y
+    else:
+        return tl.div_rn(x, y)
+
+
+def configs(hopper: list, interpret: list) -> list:
+    """The autotuner's candidate configs: the Hopper set on a GPU, a small one in the interpreter."""
+    return interpret if INTERPRET else hopper
+
+
+_SCALARS: dict = {}
+
+
+def scalars(device, *values: float):
+    """Float64 constants on the device, made once each: Triton passes Python floats as float32,
+    which would round an F64 instruction's alpha or eps."""
+    import torch
+
+    key = (str(device), values)
+    t = _SCALARS.get(key)
+    if t is None:
+        if len(_SCALARS) > 4096:
+            _SCALARS.clear()
+        t = _SCALARS[key] = torch.tensor(values, dtype=torch.float64, device=device)
+    return t
+
+
+def accumulator(dtype):
+    """The type kernels compute in for a float element type: float64 for float64, else float32."""
+    import torch
+
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def cfg(num_warps: int = 4, num_stages: int = 3, **meta) -> triton.Config:
+    return triton.Config(meta, num_warps=num_warps, num_stages=num_stages)
+
+
+def pow2(n: int, least: int = 16) -> int:
+    """The block size covering n: a power of two, at least `least` (tl.dot needs 16)."""
+    return max(least, triton.next_power_of_2(max(int(n), 1)))

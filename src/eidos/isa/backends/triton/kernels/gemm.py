@@ -1,0 +1,186 @@
+"""Matrix products with tl.dot: GEMM, BatchedGEMM, MixedPrecisionGEMM, QuantizedGEMM (and, by
+reshaping, TensorContract).
+
+One tiled kernel serves every float case: a (batch, M, K) @ (batch, K, N) with an optional
+alpha and beta * C epilogue, grouped tile order for L2 reuse, a float32 accumulator (float64 for
+F64), tensor cores for F16/BF16 and IEEE float32 products for F32 (TF32 would break the ISA's
+error bound: 10 mantissa bits instead of 23). QuantizedGEMM has its own kernel: int8 tl.dot per K
+block, summed exactly in int64, scaled in float64 and rounded half to even as the reference does.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import cfg, configs, dot, scalars
+
+# Hopper: 128x256 and 128x128 tiles, 3-4 stages, 4-8 warps (wgmma); smaller tiles for the
+# FMA-bound F32 (IEEE) and F64 products and for small matrices.
+_HOPPER = [
+    cfg(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8),
+    cfg(8, 3, BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
+    cfg(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8),
+    cfg(4, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
+    cfg(8, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
+    cfg(4, 4, BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
+    cfg(4, 4, BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
+    cfg(4, 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8),
+    cfg(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=16, GROUP_M=8),
+    cfg(4, 3, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=8),
+    cfg(2, 3, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=8),
+]
+_WIDE = 128 * 128  # tiles larger than this only for tensor-core (16-bit) products
+
+
+def _prune(configs, named_args, **kwargs):
+    """Fit candidates to the problem: tensor-core tiles for 16-bit inputs, small ones for F32/F64,
+    none much larger than the matrix itself (at least one survives)."""
+    a = named_args["a_ptr"]
+    m, n, k = named_args["M"], named_args["N"], named_args["K"]
+    tc = a.dtype in (torch.float16, torch.bfloat16, torch.int8)
+    keep = []
+    for c in configs:
+        bm, bn, bk = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
+        if not tc and (bm * bn > 64 * 64 or c.num_stages > 3):
+            continue
+        if bm > 2 * max(m, 16) or bn > 2 * max(n, 16) or bk > 2 * max(k, 16):
+            continue
+        if tc and bm * bn > _WIDE and m * n < 2048 * 2048:
+            continue
+        keep.append(c)
+    return keep or [configs[-1]]
+
+
+@triton.autotune(
+    configs=configs(_HOPPER, [cfg(4, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=4)]),
+    key=["M", "N", "K", "HAS_BETA", "SCALE"], prune_configs_by={"early_config_prune": _prune},
+    restore_value=["d_ptr"])
+@triton.jit
+def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, ab_ptr,
+                sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sdb, sdm, sdn,
+                HAS_BETA: tl.constexpr, SCALE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """d[b] = alpha * a[b] @ b[b] + beta * c[b] (alpha only if SCALE, c only if HAS_BETA);
+    ab_ptr holds (alpha, beta) in float64."""
+    pid = tl.program_id(0)
+    batch = tl.program_id(1).to(tl.int64)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    # grouped order: GROUP_M row-tiles share the B tiles they read while they are in L2
+    width = GROUP_M * grid_n
+    group = pid // width
+    first_m = group * GROUP_M
+    size_m = min(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % size_m
+    pid_n = (pid % width) // size_m
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    # rows and columns past the edge wrap onto valid ones (their results are never stored),
+    # so the loads need masks only along K
+    ram = (rm % M).to(tl.int64)
+    rbn = rn % N
+    a_ptrs = a_ptr + batch * sab + ram[:, None] * sam + rk[None, :] * sak
+    b_ptrs = b_ptr + batch * sbb + rk[:, None] * sbk + rbn[None, :] * sbn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for kk in range(0, tl.cdiv(K, BLOCK_K)):
+        left = K - kk * BLOCK_K
+        a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0.0)
+        acc = dot(a, b, acc, PRECISION, ACC)
+        a_ptrs += BLOCK_K * sak
+        b_ptrs += BLOCK_K * sbk
+
+    if SCALE:
+        acc = acc * tl.load(ab_ptr).to(ACC)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if HAS_BETA:
+        c = tl.load(c_ptr + batch * scb + rm[:, None].to(tl.int64) * scm + rn[None, :] * scn, mask=mask, other=0.0)
+        acc = acc + tl.load(ab_ptr + 1).to(ACC) * c.to(ACC)
+    tl.store(d_ptr + batch * sdb + rm[:, None].to(tl.int64) * sdm + rn[None, :] * sdn, acc.to(d_ptr.dtype.element_ty), mask=mask)
+
+
+def _as3(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dim() == 3 else t.unsqueeze(0)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, alpha: float = 1.0,
+           beta: float = 0.0, c: torch.Tensor | None = None) -> torch.Tensor:
+    """out = alpha * a @ b + beta * c, for (M, K) @ (K, N) or batched (B, M, K) @ (B, K, N).
+
+    `out` and `c` may be the same tensor (each tile reads its C before storing it); `out` must
+    not overlap `a` or `b` (the caller gives a scratch output then). c is not read when beta is 0.
+    """
+    a3, b3, d3 = _as3(a), _as3(b), _as3(out)
+    nb, m, k = a3.shape
+    n = b3.shape[2]
+    if nb == 0 or m == 0 or n == 0:
+        return out
+    if k == 0 and beta == 0:  # an empty sum: zeros (alpha * 0)
+        out.zero_()
+        return out
+    has_beta = beta != 0
+    c3 = _as3(c) if has_beta else d3
+    acc = tl.float64 if a.dtype == torch.float64 else (tl.int32 if a.dtype == torch.int8 else tl.float32)
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), nb)  # noqa: E731
+    gemm_kernel[grid](a3, b3, c3, d3, m, n, k, scalars(a.device, float(alpha), float(beta)),
+                      *a3.stride(), *b3.stride(), *c3.stride(), *d3.stride(),
+                      HAS_BETA=has_beta, SCALE=alpha != 1, ACC=acc, PRECISION="ieee")
+    return out
+
+
+@triton.autotune(
+    configs=configs([cfg(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8),
+                     cfg(4, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8),
+                     cfg(4, 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
+                     cfg(4, 3, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=8)],
+                    [cfg(4, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=4)]),
+    key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
+@triton.jit
+def quantized_kernel(a_ptr, b_ptr, s_ptr, d_ptr, M, N, K,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """d = clamp(round_half_even(float64(a @ b) * s), -128, 127); a, b, d int8, row-major."""
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * grid_n
+    first_m = (pid // width) * GROUP_M
+    size_m = min(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % size_m
+    pid_n = (pid % width) // size_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (rm % M)[:, None].to(tl.int64) * K + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None].to(tl.int64) * N + (rn % N)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)
+    for kk in range(0, tl.cdiv(K, BLOCK_K)):
+        left = K - kk * BLOCK_K
+        a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0)
+        # one block's int32 sum is exact (|sum| <= BLOCK_K * 2^14); their total is kept in int64
+        acc += tl.dot(a, b, out_dtype=tl.int32).to(tl.int64)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K * N
+    x = acc.to(tl.float64) * tl.load(s_ptr)
+    x = tl.minimum(tl.maximum(x, -129.0), 128.0)  # saturated first, so x + 0.5 below is exact
+    r = tl.floor(x + 0.5)
+    r = tl.where((r - x == 0.5) & (r - 2.0 * tl.floor(r * 0.5) != 0.0), r - 1.0, r)  # ties to even
+    r = tl.minimum(tl.maximum(r, -128.0), 127.0)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(d_ptr + rm[:, None].to(tl.int64) * N + rn[None, :], r.to(tl.int8), mask=mask)
+
+
+def quantized(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, scale: float) -> torch.Tensor:
+    """out (M, N) int8 from int8 a (M, K), b (K, N); scale = a_scale * b_scale / c_scale in float64."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        return out
+    s = scalars(a.device, float(scale))
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+    quantized_kernel[grid](a, b, s, out, m, n, k)
+    return out
