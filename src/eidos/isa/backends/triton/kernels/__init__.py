@@ -76,6 +76,31 @@ def div(x, y):
         return tl.div_rn(x, y)
 
 
+@triton.jit
+def _bf16_rne(x):
+    """float32 -> bfloat16 rounded to nearest, ties to even, by integer arithmetic on the bits."""
+    bits = x.to(tl.uint32, bitcast=True)
+    r = bits + 0x7FFF + ((bits >> 16) & 1)
+    r = tl.where(x != x, bits | 0x400000, r)  # NaN stays a (quiet) NaN
+    return (r >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def narrow(x, dtype: tl.constexpr):
+    """A computed value rounded once to the element type as the reference rounds: BF16 through
+    float32, others directly. (The interpreter's own float32 -> bfloat16 cast truncates; the
+    GPU's cvt.rn is exact, so the bit arithmetic runs only in the interpreter.)"""
+    if dtype == x.dtype:
+        return x
+    elif dtype == tl.bfloat16:
+        if _WIDEN_BF16:
+            return _bf16_rne(x.to(tl.float32))
+        else:
+            return x.to(tl.float32).to(tl.bfloat16)
+    else:
+        return x.to(dtype)
+
+
 def configs(hopper: list, interpret: list) -> list:
     """The autotuner's candidate configs: the Hopper set on a GPU, a small one in the interpreter."""
     return interpret if INTERPRET else hopper

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import accumulator, cfg, configs, dot, pow2, scalars
+from . import accumulator, cfg, configs, dot, narrow, pow2, scalars
 
 _HOPPER = [
     cfg(8, 3, BLOCK_M=128, BLOCK_N=128),
@@ -116,7 +116,7 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, S,
     else:
         acc, l_i, m_i = _tiles(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, 0, S, offs_m, offs_n, offs_d,
                                S, scale, HEAD_DIM, BLOCK_N, EVEN_N, EVEN_D, False, ACC, PRECISION)
-    out = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
+    out = narrow(acc / l_i[:, None], o_ptr.dtype.element_ty)
     if EVEN_M and EVEN_D:
         tl.store(o_ptr + q_off, out)
     else:

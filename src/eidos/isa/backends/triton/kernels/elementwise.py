@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import accumulator
+from . import accumulator, narrow
 
 BLOCK = 1024
 
@@ -30,8 +30,8 @@ def rope_kernel(x_ptr, f_ptr, y_ptr, pairs, SEQ, HEADS, HALF, BLOCK: tl.constexp
     x1 = tl.load(x_ptr + 2 * p + 1, mask=mask, other=0.0).to(tl.float64)
     c = tl.cos(f)
     sn = tl.sin(f)
-    tl.store(y_ptr + 2 * p, (x0 * c - x1 * sn).to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(y_ptr + 2 * p + 1, (x0 * sn + x1 * c).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + 2 * p, narrow(x0 * c - x1 * sn, y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + 2 * p + 1, narrow(x0 * sn + x1 * c, y_ptr.dtype.element_ty), mask=mask)
 
 
 def rope(x: torch.Tensor, freqs: torch.Tensor, out: torch.Tensor, batch: int, seq: int, heads: int,
@@ -50,7 +50,7 @@ def scale_kernel(x_ptr, s_ptr, y_ptr, n, ACC: tl.constexpr, BLOCK: tl.constexpr)
     mask = i < n
     x = tl.load(x_ptr + i, mask=mask).to(ACC)
     s = tl.load(s_ptr + i, mask=mask).to(ACC)
-    tl.store(y_ptr + i, (x * s).to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + i, narrow(x * s, y_ptr.dtype.element_ty), mask=mask)
 
 
 def layer_scale(x: torch.Tensor, scale: torch.Tensor, out: torch.Tensor, n: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import cfg, configs, dot, scalars
+from . import cfg, configs, dot, narrow, scalars
 
 # Hopper: 128x256 and 128x128 tiles, 3-4 stages, 4-8 warps (wgmma); smaller tiles for the
 # FMA-bound F32 (IEEE) and F64 products and for small matrices.
@@ -53,6 +53,18 @@ def _prune(configs, named_args, **kwargs):
     return keep or [configs[-1]]
 
 
+@triton.jit
+def tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's output tile (row, column) in grouped order: GROUP_M consecutive programs
+    take one column of tiles, so the B tiles they share are still in L2."""
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    width = GROUP_M * tl.cdiv(N, BLOCK_N)
+    first_m = (pid // width) * GROUP_M
+    size_m = min(grid_m - first_m, GROUP_M)
+    return first_m + (pid % width) % size_m, (pid % width) // size_m
+
+
 @triton.autotune(
     configs=configs(_HOPPER, [cfg(4, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=4)]),
     key=["M", "N", "K", "HAS_BETA", "SCALE"], prune_configs_by={"early_config_prune": _prune},
@@ -64,18 +76,8 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, ab_ptr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """d[b] = alpha * a[b] @ b[b] + beta * c[b] (alpha only if SCALE, c only if HAS_BETA);
     ab_ptr holds (alpha, beta) in float64."""
-    pid = tl.program_id(0)
+    pid_m, pid_n = tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     batch = tl.program_id(1).to(tl.int64)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    # grouped order: GROUP_M row-tiles share the B tiles they read while they are in L2
-    width = GROUP_M * grid_n
-    group = pid // width
-    first_m = group * GROUP_M
-    size_m = min(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % size_m
-    pid_n = (pid % width) // size_m
-
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -100,7 +102,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, ab_ptr,
     if HAS_BETA:
         c = tl.load(c_ptr + batch * scb + rm[:, None].to(tl.int64) * scm + rn[None, :] * scn, mask=mask, other=0.0)
         acc = acc + tl.load(ab_ptr + 1).to(ACC) * c.to(ACC)
-    tl.store(d_ptr + batch * sdb + rm[:, None].to(tl.int64) * sdm + rn[None, :] * sdn, acc.to(d_ptr.dtype.element_ty), mask=mask)
+    tl.store(d_ptr + batch * sdb + rm[:, None].to(tl.int64) * sdm + rn[None, :] * sdn, narrow(acc, d_ptr.dtype.element_ty), mask=mask)
 
 
 def _as3(t: torch.Tensor) -> torch.Tensor:
@@ -143,14 +145,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, alpha: float 
 def quantized_kernel(a_ptr, b_ptr, s_ptr, d_ptr, M, N, K,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """d = clamp(round_half_even(float64(a @ b) * s), -128, 127); a, b, d int8, row-major."""
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    width = GROUP_M * grid_n
-    first_m = (pid // width) * GROUP_M
-    size_m = min(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % size_m
-    pid_n = (pid % width) // size_m
+    pid_m, pid_n = tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)

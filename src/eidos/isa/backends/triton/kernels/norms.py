@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import accumulator, div, pow2, scalars, sqrt
+from . import accumulator, div, narrow, pow2, scalars, sqrt
 
 FUSED = 8192  # elements of a run kept in registers by one program
 TILE = 2048
@@ -37,7 +37,7 @@ def norm_kernel(x_ptr, g_ptr, b_ptr, y_ptr, eps_ptr, L, G, CPG, SPATIAL,
         k = aff + cols // SPATIAL
         g = tl.load(g_ptr + k, mask=mask, other=0.0).to(ACC)
         b = tl.load(b_ptr + k, mask=mask, other=0.0).to(ACC)
-        tl.store(y_row + cols, (div(d, sd) * g + b).to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(y_row + cols, narrow(div(d, sd) * g + b, y_ptr.dtype.element_ty), mask=mask)
     else:
         total = tl.zeros((BLOCK,), ACC)
         for start in range(0, L, BLOCK):
@@ -55,7 +55,7 @@ def norm_kernel(x_ptr, g_ptr, b_ptr, y_ptr, eps_ptr, L, G, CPG, SPATIAL,
             k = aff + (start + cols) // SPATIAL
             g = tl.load(g_ptr + k, mask=mask, other=0.0).to(ACC)
             b = tl.load(b_ptr + k, mask=mask, other=0.0).to(ACC)
-            tl.store(y_row + start + cols, (div(x - mean, sd) * g + b).to(y_ptr.dtype.element_ty), mask=mask)
+            tl.store(y_row + start + cols, narrow(div(x - mean, sd) * g + b, y_ptr.dtype.element_ty), mask=mask)
 
 
 def _norm(x, gamma, beta, out, runs: int, length: int, groups: int, cpg: int, spatial: int, eps: float):
@@ -96,7 +96,7 @@ def batch_norm_kernel(x_ptr, g_ptr, b_ptr, mean_ptr, var_ptr, y_ptr, eps_ptr, to
     g = tl.load(g_ptr + c, mask=mask, other=0.0).to(ACC)
     b = tl.load(b_ptr + c, mask=mask, other=0.0).to(ACC)
     y = div(x - mu, sqrt(var + tl.load(eps_ptr).to(ACC))) * g + b
-    tl.store(y_ptr + i, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + i, narrow(y, y_ptr.dtype.element_ty), mask=mask)
 
 
 def batch_norm(x, gamma, beta, mean, var, out, batch: int, channels: int, spatial: int, eps: float):

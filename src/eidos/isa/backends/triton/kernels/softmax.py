@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import accumulator, pow2
+from . import accumulator, narrow, pow2
 
 FUSED = 16384  # elements per row kept in registers by one program
 TILE = 4096  # elements per tile for longer rows
@@ -31,7 +31,7 @@ def softmax_kernel(x_ptr, y_ptr, N, ACC: tl.constexpr, BLOCK: tl.constexpr, SING
         m = tl.max(x, axis=0)
         e = tl.exp(x - m)
         e = tl.where(mask, e, 0.0)
-        tl.store(y_row + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(y_row + cols, narrow(e / tl.sum(e, axis=0), y_ptr.dtype.element_ty), mask=mask)
     else:
         m = tl.full((), -float("inf"), ACC)
         s = tl.zeros((), ACC)
@@ -46,7 +46,7 @@ def softmax_kernel(x_ptr, y_ptr, N, ACC: tl.constexpr, BLOCK: tl.constexpr, SING
         for start in range(0, N, BLOCK):
             mask = start + cols < N
             x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC)
-            tl.store(y_row + start + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=mask)
+            tl.store(y_row + start + cols, narrow(tl.exp(x - m) / s, y_ptr.dtype.element_ty), mask=mask)
 
 
 def _warps(block: int) -> int:
