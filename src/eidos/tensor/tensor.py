@@ -22,6 +22,7 @@ from eidos.errors import BackendUnavailable, EidosError
 from eidos.isa import ExecutionParams
 
 from . import backend as _backend
+from . import complex as C
 from . import dtypes as D
 from . import lower as L
 from .dtypes import DTypeError
@@ -380,7 +381,7 @@ def from_dlpack(x) -> Tensor:
 def _as_operand(x, like: Tensor | None = None):
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, int, float, np.generic)) and not isinstance(x, np.ndarray):
+    if isinstance(x, (bool, int, float, complex, np.generic)) and not isinstance(x, np.ndarray):
         return x
     return tensor(x)
 
@@ -388,10 +389,19 @@ def _as_operand(x, like: Tensor | None = None):
 # ---- graph nodes --------------------------------------------------------------------------------
 
 def _node(op, args, shape, dtype, attrs=None) -> Tensor:
+    if (dtype in D.COMPLEX and op != "move" and op != "host") or (
+            op in C.TAKES_COMPLEX and _builtins.any(a.dtype in D.COMPLEX for a in args)):
+        return _host_node(op, args, shape, dtype, attrs)
     t = Tensor(_op=op, _args=args, _shape=shape, _dtype=dtype, _attrs=attrs)
     if is_eager():
         _realize(t)
     return t
+
+
+def _host_node(op, args, shape, dtype, attrs) -> Tensor:
+    """A complex operation: one NumPy call on the host when realized (eidos/tensor/complex.py says why)."""
+    tensors, fn, name = C.host_call(op, args, dtype, attrs, lambda a: isinstance(a, Tensor))
+    return _node("host", tensors, shape, dtype, (name, fn, C.WHY))
 
 
 def _need(t: Tensor, what: str, *, floats=False, ints=False, no_bool=False) -> None:
@@ -423,6 +433,8 @@ def _operands(a, b, what):
 
 def _cast_to(x, dt):
     if isinstance(x, Tensor):
+        if dt in D.COMPLEX and x.dtype not in D.COMPLEX:
+            return x  # a real operand of a complex operation stays real (see complex.host_call)
         return x if x.dtype == dt else astype(x, dt)
     return Const(_imm_value(x, dt), dt)
 
@@ -432,6 +444,8 @@ def _imm_value(x, dt):
         return bool(x)
     if dt in D.FLOATS:
         return float(x)
+    if dt in D.COMPLEX:
+        return x if isinstance(x, complex) else float(x)  # a real scalar stays real (see complex.host_call)
     v = int(x)
     info = np.iinfo(dt)
     if not info.min <= v <= info.max:
@@ -474,7 +488,7 @@ def astype(x: Tensor, dtype, copy: bool = True) -> Tensor:
 
 
 def _float_of(x: Tensor) -> Tensor:
-    return x if x.dtype in D.FLOATS else astype(x, D.float64)
+    return x if x.dtype in D.INEXACT else astype(x, D.float64)
 
 
 def _math(op):
@@ -509,7 +523,7 @@ floor, ceil, trunc = (_float_or_same(o) for o in ("floor", "ceil", "trunc"))
 def round(x, decimals: int = 0) -> Tensor:
     x = tensor(x) if not isinstance(x, Tensor) else x
     _need(x, "round", no_bool=True)
-    if x.dtype not in D.FLOATS:
+    if x.dtype not in D.INEXACT:
         return x
     if decimals == 0:
         return _unary("round", x)
@@ -521,7 +535,7 @@ def abs(x) -> Tensor:
     x = tensor(x) if not isinstance(x, Tensor) else x
     if x.dtype == D.bool_ or x.dtype in D.UNSIGNED:
         return x
-    return _unary("abs", x)
+    return _unary("abs", x, D.REAL_OF.get(x.dtype))
 
 
 def _numeric_unary(op: str, name: str):
@@ -541,7 +555,7 @@ negative, sign, relu, square = (_numeric_unary(op, name) for op, name in
 def _float_test(op: str, non_float: bool):
     def f(x) -> Tensor:
         x = tensor(x) if not isinstance(x, Tensor) else x
-        if x.dtype not in D.FLOATS:
+        if x.dtype not in D.INEXACT:
             return Tensor(np.full(x.shape, non_float, np.bool_))
         return _unary(op, x, D.bool_)
     f.__name__ = op
@@ -585,11 +599,11 @@ def greater_equal(a, b): return _compare("ge", a, b)
 def divide(a, b) -> Tensor:
     """True division: integers divide in floating point (float64, as NumPy)."""
     a, b = _as_operand(a), _as_operand(b)
-    if isinstance(a, Tensor) and a.dtype not in D.FLOATS and not (isinstance(b, Tensor) and b.dtype in D.FLOATS) \
-            and not isinstance(b, float):
+    if isinstance(a, Tensor) and a.dtype not in D.INEXACT and not (isinstance(b, Tensor) and b.dtype in D.INEXACT) \
+            and not isinstance(b, (float, complex)):
         a = astype(a, D.float64)
-    if isinstance(b, Tensor) and b.dtype not in D.FLOATS and not (isinstance(a, Tensor) and a.dtype in D.FLOATS) \
-            and not isinstance(a, float):
+    if isinstance(b, Tensor) and b.dtype not in D.INEXACT and not (isinstance(a, Tensor) and a.dtype in D.INEXACT) \
+            and not isinstance(a, (float, complex)):
         b = astype(b, D.float64)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = tensor(float(a))
@@ -614,7 +628,7 @@ def pow(a, b) -> Tensor:
         raise DTypeError("pow does not take bool tensors")
     if isinstance(b2, Const) and b2.value == 2:
         return _node("square", (a2,), shape, dt) if a2.shape == shape else _node("mul", (a2, a2), shape, dt)
-    if dt in D.FLOATS:
+    if dt in D.INEXACT:
         return _node("pow", (a2, b2), shape, dt)
     f = [astype(x, D.float64) if isinstance(x, Tensor) else Const(float(x.value), D.float64) for x in (a2, b2)]
     return astype(_node("pow", tuple(f), shape, D.float64), dt)
@@ -640,6 +654,8 @@ def where(cond, a, b) -> Tensor:
 
 def clip(x, min=None, max=None) -> Tensor:
     x = tensor(x) if not isinstance(x, Tensor) else x
+    if x.dtype in D.COMPLEX:
+        raise DTypeError(f"clip is not defined for complex tensors ({x.dtype}): complex numbers have no order")
     if min is None and max is None:
         return x
     lo = min if min is not None else (-np.inf if x.dtype in D.FLOATS else np.iinfo(x.dtype).min)
@@ -754,6 +770,8 @@ def mean(x, axis=None, keepdims=False) -> Tensor:
 
 def var(x, axis=None, keepdims=False, correction=0) -> Tensor:
     x = tensor(x) if not isinstance(x, Tensor) else x
+    if x.dtype in D.COMPLEX:
+        raise DTypeError(f"var/std take real tensors, got {x.dtype}; use var(abs(x)) or var of real(x) and imag(x)")
     xf = _float_of(x)
     axes = _norm_axes(axis, x.ndim, "var")
     n = math.prod(x.shape[a] for a in axes)
@@ -978,6 +996,11 @@ def _realize(t: Tensor) -> np.ndarray:
         arrays = [_realize(a) for a in t._args]
         t._data = fn(*arrays)
         t._runs.append((f"{name}", "host layout (NumPy view or copy), no program"))
+    elif op == "host":
+        name, fn, why = t._attrs
+        with np.errstate(all="ignore"):
+            t._data = fn(*[_realize(a) for a in t._args])
+        t._runs.append((name, why))
     elif op == "matmul":
         _run_matmul(t)
     elif op == "softmax":
@@ -1288,7 +1311,7 @@ def _tree(t, depth: int) -> list:
         return [f"{pad}const {t.value!r} ({t.dtype})"]
     if t._data is not None:
         return [f"{pad}tensor {t.shape} {t.dtype}"]
-    label = t._op if t._op != "move" else t._attrs[0]
+    label = t._op if t._op not in ("move", "host") else t._attrs[0]
     if t._op == "reduce":
         label = f"{t._attrs[0]} axes={t._attrs[1]} keepdims={t._attrs[2]}" + (
             f" / {t._attrs[3]}" if t._attrs[3] else "")
