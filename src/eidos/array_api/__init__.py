@@ -10,8 +10,8 @@ What runs where (docs/tensor.md has the table):
   their hyperbolic forms, cosh, sinh, expm1, log1p, logaddexp, hypot, copysign, signbit), sorting,
   searching (nonzero, searchsorted), sets (unique_*), cumulative_sum, and linalg decompositions and
   solvers. Layout (reshape, flip, roll, take, ...) is NumPy on the host as for Tensor.
-- Not covered: complex dtypes (so conj/real/imag take real input only, and the fft transforms are
-  absent; fftfreq, rfftfreq, fftshift and ifftshift are given).
+- complex64 and complex128: every operation on them runs as NumPy on the host, lazily (see
+  eidos/tensor/complex.py for why); the fft extension is NumPy's pocketfft on the host.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ bool = _D.bool_  # noqa: A001
 int8, int16, int32, int64 = _D.int8, _D.int16, _D.int32, _D.int64
 uint8, uint16, uint32, uint64 = _D.uint8, _D.uint16, _D.uint32, _D.uint64
 float32, float64 = _D.float32, _D.float64
+complex64, complex128 = _D.complex64, _D.complex128
 float16, bfloat16 = _D.float16, _D.bfloat16   # extensions beyond the standard
 
 e, pi, inf, nan = math.e, math.pi, math.inf, math.nan
 newaxis = None
 
-_NUMERIC = (int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64)
+_NUMERIC = (int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, complex64, complex128)
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -58,37 +59,39 @@ def _host(fn, *xs, **kw) -> Tensor:
     return _wrap(out)
 
 
-def _wrap(out):
+def _wrap(out, why="host NumPy (no ISA instruction for it)"):
     if isinstance(out, tuple):
-        return tuple(_wrap(o) for o in out)
+        return tuple(_wrap(o, why) for o in out)
     a = np.asarray(out)
     if a.dtype not in _D.DTYPES:
         if a.dtype.kind in "iu":
             a = a.astype(np.int64)
         elif a.dtype.kind == "c":
-            raise DTypeError("complex results are not supported by eidos tensors")
+            a = a.astype(np.complex128)
     t = Tensor(a)
-    t._runs.append(("host NumPy (no ISA instruction for it)", "cpu"))
+    t._runs.append((why, "cpu"))
     return t
 
 
-def _float_host(fn):
+def _float_host(fn, name):
     def f(x, /):
         x = _t(x)
+        if x.dtype in _D.COMPLEX:
+            return _T._unary(name, x)
         if x.dtype not in _D.FLOATS:
-            raise DTypeError(f"{fn.__name__} needs a floating-point array, got {x.dtype}")
+            raise DTypeError(f"{name} needs a floating-point array, got {x.dtype}")
         a = x.numpy()
         with np.errstate(all="ignore"):
             r = fn(a.astype(np.float64) if a.dtype in (_D.bfloat16, _D.float16) else a)
         return _wrap(np.asarray(r).astype(x.dtype))
-    f.__name__ = fn.__name__
+    f.__name__ = name
     return f
 
 
 def _float_only(fn, name):
     def f(x, /):
         x = _t(x)
-        if x.dtype not in _D.FLOATS:
+        if x.dtype not in _D.INEXACT:
             raise DTypeError(f"{name} needs a floating-point array, got {x.dtype}")
         return fn(x)
     f.__name__ = name
@@ -96,6 +99,12 @@ def _float_only(fn, name):
 
 
 # ---- data type functions -------------------------------------------------------------------------
+
+def _real_only(x, name):
+    if x.dtype in _D.COMPLEX:
+        raise DTypeError(f"{name} takes real arrays, got {x.dtype}")
+    return x
+
 
 def astype(x, dtype, /, *, copy=True, device=None):
     x = _t(x)
@@ -116,6 +125,7 @@ class _finfo(namedtuple("finfo_object", "bits eps max min smallest_normal dtype"
 
 def finfo(type, /):
     dt = type.dtype if isinstance(type, Tensor) else _D.as_dtype(type)
+    dt = _D.REAL_OF.get(dt, dt)  # a complex dtype: its components' floating-point type (the standard)
     fi = ml_dtypes.finfo(dt) if dt == _D.bfloat16 else np.finfo(dt)
     return _finfo(fi.bits, float(fi.eps), float(fi.max), float(fi.min), float(fi.smallest_normal), dt)
 
@@ -131,8 +141,9 @@ def isdtype(dtype, kind) -> builtins.bool:
     if not isinstance(kind, str):
         return dtype == kind
     return {"bool": dtype == bool, "signed integer": dtype in _D.SIGNED, "unsigned integer": dtype in _D.UNSIGNED,
-            "integral": dtype in _D.INTEGERS, "real floating": dtype in _D.FLOATS, "complex floating": False,
-            "numeric": dtype in _D.INTEGERS or dtype in _D.FLOATS}[kind]
+            "integral": dtype in _D.INTEGERS, "real floating": dtype in _D.FLOATS,
+            "complex floating": dtype in _D.COMPLEX,
+            "numeric": dtype in _D.INTEGERS or dtype in _D.INEXACT}[kind]
 
 
 def result_type(*arrays_and_dtypes):
@@ -157,7 +168,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, Tensor):
         out = obj if dtype is None else _T.astype(obj, dtype)
         return _T.Tensor(out.numpy().copy()) if copy else out
-    if dtype is None and isinstance(obj, (builtins.bool, int, float)) or isinstance(obj, (list, tuple)):
+    if dtype is None and isinstance(obj, (builtins.bool, int, float, complex)) or isinstance(obj, (list, tuple)):
         a = np.array(obj, dtype=_D.as_dtype(dtype) if dtype is not None else None)
     else:
         a = np.array(obj, copy=True) if copy else np.asarray(obj)
@@ -201,8 +212,15 @@ def ones_like(x, /, *, dtype=None, device=None):
     return Tensor(np.ones(x.shape, dtype=_dt(dtype, x.dtype)))
 
 
+def _scalar_default(v):
+    """The default dtype of a Python scalar (bool, int64, float64, complex128)."""
+    if isinstance(v, builtins.bool):
+        return bool
+    return int64 if isinstance(v, int) else complex128 if isinstance(v, complex) else float64
+
+
 def full(shape, fill_value, *, dtype=None, device=None):
-    default = bool if isinstance(fill_value, builtins.bool) else (int64 if isinstance(fill_value, int) else float64)
+    default = _scalar_default(fill_value)
     return Tensor(np.full(shape, fill_value, dtype=_dt(dtype, default)))
 
 
@@ -215,7 +233,8 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
-    return Tensor(np.linspace(start, stop, num, endpoint=endpoint, dtype=_dt(dtype)))
+    default = complex128 if isinstance(start, complex) or isinstance(stop, complex) else float64
+    return Tensor(np.linspace(start, stop, num, endpoint=endpoint, dtype=_dt(dtype, default)))
 
 
 def meshgrid(*arrays, indexing="xy"):
@@ -236,7 +255,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
 
 # ---- element-wise: ISA --------------------------------------------------------------------------
 
-abs = _T.abs  # noqa: A001
+abs = _T.abs  # noqa: A001 (complex: a real result, as the standard asks)
 add, subtract, multiply, divide = _T.add, _T.subtract, _T.multiply, _T.divide
 floor_divide, remainder, pow = _T.floor_divide, _T.remainder, _T.pow  # noqa: A001
 equal, not_equal, less, less_equal, greater, greater_equal = (_T.equal, _T.not_equal, _T.less, _T.less_equal,
@@ -282,22 +301,28 @@ def bitwise_right_shift(a, b, /): return _T._bitwise("rshift", a, b)
 def bitwise_invert(x, /): return ~_t(x)
 
 
-def conj(x, /): return _t(x)
-def real(x, /): return _t(x)
+def conj(x, /):
+    x = _t(x)
+    return _T._unary("conj", x) if x.dtype in _D.COMPLEX else x
+
+
+def real(x, /):
+    x = _t(x)
+    return _T._unary("real", x, _D.REAL_OF[x.dtype]) if x.dtype in _D.COMPLEX else x
 
 
 def imag(x, /):
     x = _t(x)
-    return zeros_like(x)
+    return _T._unary("imag", x, _D.REAL_OF[x.dtype]) if x.dtype in _D.COMPLEX else zeros_like(x)
 
 
 # ---- element-wise: NumPy on the host -------------------------------------------------------------
 
-acos, acosh, asin, asinh, atan, atanh = (_float_host(f) for f in (np.arccos, np.arccosh, np.arcsin, np.arcsinh,
-                                                                    np.arctan, np.arctanh))
-cosh, sinh, expm1, log1p = (_float_host(f) for f in (np.cosh, np.sinh, np.expm1, np.log1p))
-for _f, _n in ((acos, "acos"), (acosh, "acosh"), (asin, "asin"), (asinh, "asinh"), (atan, "atan"), (atanh, "atanh")):
-    _f.__name__ = _n
+acos, acosh, asin, asinh, atan, atanh = (_float_host(f, n) for f, n in (
+    (np.arccos, "acos"), (np.arccosh, "acosh"), (np.arcsin, "asin"), (np.arcsinh, "asinh"), (np.arctan, "atan"),
+    (np.arctanh, "atanh")))
+cosh, sinh, expm1, log1p = (_float_host(f, n) for f, n in ((np.cosh, "cosh"), (np.sinh, "sinh"), (np.expm1, "expm1"),
+                                                             (np.log1p, "log1p")))
 
 
 def _binary_host(fn, name):
@@ -319,7 +344,7 @@ copysign = _binary_host(np.copysign, "copysign")
 
 
 def signbit(x, /):
-    x = _t(x)
+    x = _real_only(_t(x), "signbit")
     return _host(np.signbit, x.astype(float64) if x.dtype in (bfloat16,) else x)
 
 
@@ -343,7 +368,7 @@ def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
 
 def mean(x, /, *, axis=None, keepdims=False):
     x = _t(x)
-    if x.dtype not in _D.FLOATS:
+    if x.dtype not in _D.INEXACT:
         raise DTypeError(f"mean needs a floating-point array, got {x.dtype}")
     return _T.mean(x, axis, keepdims)
 
@@ -351,14 +376,14 @@ def mean(x, /, *, axis=None, keepdims=False):
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
     x = _t(x)
     if x.dtype not in _D.FLOATS:
-        raise DTypeError(f"var needs a floating-point array, got {x.dtype}")
+        raise DTypeError(f"var needs a real floating-point array, got {x.dtype}")
     return _T.var(x, axis, keepdims, correction)
 
 
 def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     x = _t(x)
     if x.dtype not in _D.FLOATS:
-        raise DTypeError(f"std needs a floating-point array, got {x.dtype}")
+        raise DTypeError(f"std needs a real floating-point array, got {x.dtype}")
     return _T.std(x, axis, keepdims, correction)
 
 
@@ -547,7 +572,10 @@ def tensordot(x1, x2, /, *, axes=2):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
+    """sum(conj(x1) * x2) over `axis` (the standard conjugates the first operand)."""
     a, b = _t(x1), _t(x2)
+    if a.dtype in _D.COMPLEX:
+        a = conj(a)
     return _T.sum(a * b, axis=axis)
 
 
@@ -555,7 +583,7 @@ def vecdot(x1, x2, /, *, axis=-1):
 
 def reciprocal(x, /):
     x = _t(x)
-    if x.dtype not in _D.FLOATS:
+    if x.dtype not in _D.INEXACT:
         raise DTypeError(f"reciprocal needs a floating-point array, got {x.dtype}")
     return _T._unary("reciprocal", x)
 
@@ -611,7 +639,7 @@ class _Info:
         return ["cpu"]
 
     def default_dtypes(self, *, device=None):
-        return {"real floating": float64, "complex floating": None, "integral": int64, "indexing": int64}
+        return {"real floating": float64, "complex floating": complex128, "integral": int64, "indexing": int64}
 
     def dtypes(self, *, device=None, kind=None):
         all_ = {"bool": bool, **{str(d): d for d in _NUMERIC}}

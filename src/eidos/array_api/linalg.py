@@ -1,7 +1,8 @@
 """The Array API linalg extension. matmul, tensordot, vecdot, outer, matrix_transpose, vector_norm,
 diagonal and trace build ISA programs (GEMM, fused maps and reductions); decompositions and solvers
 (cholesky, det, eigh, eigvalsh, inv, lstsq-free solve, pinv, qr, slogdet, svd, svdvals,
-matrix_rank, matrix_power, matrix_norm, cross) run on NumPy on the host."""
+matrix_rank, matrix_power, matrix_norm, cross) run on NumPy on the host. Complex input takes the host
+path throughout (eidos/tensor/complex.py); norms of complex arrays are real, vecdot conjugates x1."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     if ord == -float("inf"):
         return _T.min(a, axis, keepdims)
     if ord == 0:
-        return _T.sum(_T.astype(x != 0, x.dtype), axis, keepdims)
+        return _T.sum(_T.astype(x != 0, a.dtype), axis, keepdims)
     return _T.sum(a ** ord, axis, keepdims) ** (1.0 / ord)
 
 
