@@ -59,6 +59,14 @@ def _axis(a, axis, name):
     return ax
 
 
+def _run(np_fn, name, a, **kw):
+    try:
+        return np_fn(a, **kw)
+    except ValueError as e:  # pocketfft's own check (an empty axis): name the shape
+        raise ShapeError(f"fft.{name} of an array of shape {a.shape} ({', '.join(f'{k}={v}' for k, v in kw.items())})"
+                         f": {e}") from e
+
+
 def _one(np_fn, kind, out_of):
     def f(x, /, *, n=None, axis=-1, norm="backward"):
         name = np_fn.__name__
@@ -68,7 +76,7 @@ def _one(np_fn, kind, out_of):
         ax = _axis(a, axis, name)
         if name in ("irfft", "hfft") and n is None and a.shape[ax] < 2:
             raise ShapeError(f"fft.{name}: an axis of length {a.shape[ax]} gives no output; pass n")
-        return _wrap(np_fn(a, n=n, axis=ax, norm=norm).astype(out_of(a.dtype), copy=False), WHY)
+        return _wrap(_run(np_fn, name, a, n=n, axis=ax, norm=norm).astype(out_of(a.dtype), copy=False), WHY)
     f.__name__ = f.__qualname__ = np_fn.__name__
     f.__doc__ = f"numpy.fft.{np_fn.__name__} with the Array API's dtypes (complex64 stays complex64)."
     return f
@@ -98,7 +106,7 @@ def _many(np_fn, kind, out_of):
                     _n(v, name)
         if name == "irfftn" and s is None and a.shape[axes[-1]] < 2:
             raise ShapeError(f"fft.irfftn: an axis of length {a.shape[axes[-1]]} gives no output; pass s")
-        return _wrap(np_fn(a, s=s, axes=axes, norm=norm).astype(out_of(a.dtype), copy=False), WHY)
+        return _wrap(_run(np_fn, name, a, s=s, axes=axes, norm=norm).astype(out_of(a.dtype), copy=False), WHY)
     f.__name__ = f.__qualname__ = np_fn.__name__
     f.__doc__ = f"numpy.fft.{np_fn.__name__} with the Array API's dtypes and s = -1 for a whole axis."
     return f

@@ -51,7 +51,9 @@ def _expm1(z):
 def _log1p(z):
     """log(1 + z) accurate near 0 (|z| < 1/2: log|1+z| = log1p(2a + a^2 + b^2) / 2); elsewhere log(1 + z),
     whose special cases are the standard's for log1p."""
-    out = np.log(1 + z)
+    w = np.array(z, copy=True)
+    w.real += 1                                        # 1 + z keeping the sign of a zero imaginary part
+    out = np.asarray(np.log(w))
     a, b = z.real, z.imag
     small = np.abs(z) < 0.5
     if small.any():
@@ -63,7 +65,7 @@ def _log1p(z):
 
 def _sign(z):
     """z / |z|, 0 for 0, NaN + NaN j when a component is NaN."""
-    out = np.sign(z)
+    out = np.asarray(np.sign(z))
     out[np.isnan(z)] = complex(np.nan, np.nan)
     return out
 

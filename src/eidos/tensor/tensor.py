@@ -510,7 +510,7 @@ def _float_or_same(op):
     def f(x):
         x = tensor(x) if not isinstance(x, Tensor) else x
         _need(x, op, no_bool=True)
-        if x.dtype not in D.FLOATS:
+        if x.dtype not in D.INEXACT:
             return x
         return _unary(op, x)
     f.__name__ = op
