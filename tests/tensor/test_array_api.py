@@ -16,9 +16,8 @@ def _on_reference(reference):
     """Small inputs on the reference interpreter: no native compilation, so the suite stays fast cold."""
     yield
 
-SKIPPED_MAIN = {"ArrayAPIStrictFlags", "Device", "__version__", "complex64", "complex128",
+SKIPPED_MAIN = {"ArrayAPIStrictFlags", "Device", "__version__",
                 "get_array_api_strict_flags", "reset_array_api_strict_flags", "set_array_api_strict_flags"}
-FFT_TRANSFORMS = {"fft", "fftn", "hfft", "ifft", "ifftn", "ihfft", "irfft", "irfftn", "rfft", "rfftn"}
 
 
 def test_namespace_coverage():
@@ -26,7 +25,7 @@ def test_namespace_coverage():
     assert xp.__array_api_version__ == "2023.12"
     assert sorted(n for n in strict.__all__ if n not in SKIPPED_MAIN and not hasattr(xp, n)) == []
     assert sorted(n for n in strict.linalg.__all__ if not hasattr(xp.linalg, n)) == []
-    assert sorted(n for n in strict.fft.__all__ if not hasattr(xp.fft, n)) == sorted(FFT_TRANSFORMS)
+    assert sorted(n for n in strict.fft.__all__ if not hasattr(xp.fft, n)) == []
 
 
 def same(ours, theirs, rtol=1e-6):
@@ -38,7 +37,7 @@ def same(ours, theirs, rtol=1e-6):
     o, t = np.asarray(ours), np.asarray(theirs)
     assert o.shape == t.shape, (o.shape, t.shape)
     assert o.dtype == t.dtype, (o.dtype, t.dtype)
-    if o.dtype.kind == "f":
+    if o.dtype.kind in "fc":
         np.testing.assert_allclose(o, t, rtol=rtol, atol=rtol, equal_nan=True)
     else:
         np.testing.assert_array_equal(o, t)
@@ -55,6 +54,9 @@ P = np.array([[0.5, 0.25, 0.9], [0.1, 0.75, 0.3]], np.float32)
 I = np.array([[3, -2, 7], [0, 5, -9]], np.int32)
 U = np.array([3, 1, 200, 0], np.uint8)
 Bo = np.array([True, False, True, True])
+_C = [0.5, -1.25, 2.0, -0.0, 0.0]
+Z = np.array([[complex(a, b) for b in _C] for a in _C + [np.nan, np.inf, -np.inf]], np.complex128)
+ZF = np.array([[0.5 - 1.25j, 2.0 + 0.25j, -0.75 + 0.0j], [1e-3 + 2j, -3.0 - 0.5j, 0.0 - 1.0j]], np.complex64)
 
 UNARY_FLOAT = ["abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "exp", "expm1",
                "floor", "isfinite", "isinf", "isnan", "log", "log1p", "log2", "log10", "negative", "positive",
@@ -64,6 +66,20 @@ UNARY_FLOAT = ["abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil",
 @pytest.mark.parametrize("name", UNARY_FLOAT)
 @pytest.mark.parametrize("data", [F, P], ids=["f64", "f32"])
 def test_unary_floats(name, data):
+    both(lambda ns, x: getattr(ns, name)(x), data)
+
+
+UNARY_COMPLEX = ["abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "conj", "cos", "cosh", "exp", "expm1",
+                 "imag", "isfinite", "isinf", "isnan", "log", "log1p", "log2", "log10", "negative", "positive", "real",
+                 "round", "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh", "reciprocal"]
+NOT_NUMPY_AT_SPECIALS = {"expm1", "log1p", "sign", "log2", "log10"}  # eidos follows the standard there (test_complex)
+
+
+@pytest.mark.parametrize("name", UNARY_COMPLEX)
+@pytest.mark.parametrize("data", [Z, ZF], ids=["c128-specials", "c64"])
+def test_unary_complex(name, data):
+    if name in NOT_NUMPY_AT_SPECIALS and data is Z:
+        data = Z[np.isfinite(Z.real) & np.isfinite(Z.imag)].reshape(-1, 5)
     both(lambda ns, x: getattr(ns, name)(x), data)
 
 
@@ -82,6 +98,78 @@ BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "equal"
 @pytest.mark.parametrize("name", BINARY)
 def test_binary_floats_broadcast(name):
     both(lambda ns, a, b: getattr(ns, name)(a, b), P, np.array([0.5, 2.0, -1.5], np.float32))
+
+
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide", "equal", "not_equal", "pow"])
+def test_binary_complex_broadcast_and_mixed(name):
+    w = np.array([0.5 + 1j, -2.0 + 0j, 1.5 - 0.25j], np.complex64)
+    both(lambda ns, a, b: getattr(ns, name)(a, b), ZF, w)
+    both(lambda ns, a, b: getattr(ns, name)(a, b), ZF, w.real.copy())          # complex64 with float32
+    both(lambda ns, a, b: getattr(ns, name)(a, b), w.real.astype(np.float64), ZF)  # float64 with complex64
+    both(lambda ns, a: getattr(ns, name)(a, 2.0), ZF)
+    both(lambda ns, a: getattr(ns, name)(a, 0.5 - 1j), ZF)
+    both(lambda ns, a: getattr(ns, name)(a, 1j), P)                             # float32 with a complex scalar
+
+
+def test_complex_promotion_table():
+    names = ["bool", "int8", "uint8", "int64", "float32", "float64", "complex64", "complex128"]
+    for a in names:
+        for b in ("complex64", "complex128"):
+            try:
+                theirs = strict.result_type(getattr(strict, a), getattr(strict, b))
+            except TypeError:
+                continue  # integer with complex: not in the standard's table (eidos promotes as NumPy)
+            ours = xp.result_type(getattr(xp, a), getattr(xp, b))
+            assert str(ours) == str(theirs).rsplit(".", 1)[-1], (a, b, ours, theirs)
+    assert xp.result_type(xp.float32, 1j) == xp.complex64 and xp.result_type(xp.complex64, 1.0) == xp.complex64
+    assert xp.result_type(xp.float64, 1j) == xp.complex128 and xp.result_type(xp.int32, 1j) == xp.complex128
+    assert xp.result_type(xp.bfloat16, xp.complex64) == xp.complex64
+    assert xp.isdtype(xp.complex64, "complex floating") and xp.isdtype(xp.complex128, "numeric")
+    assert not xp.isdtype(xp.complex64, "real floating") and not xp.isdtype(xp.float32, "complex floating")
+    assert xp.finfo(xp.complex64).eps == np.finfo(np.float32).eps and xp.finfo(xp.complex128).dtype == xp.float64
+    assert xp.can_cast(xp.float32, xp.complex64) and not xp.can_cast(xp.complex64, xp.float64)
+    info = xp.__array_namespace_info__()
+    assert info.default_dtypes()["complex floating"] == xp.complex128
+    assert set(info.dtypes(kind="complex floating")) == {"complex64", "complex128"}
+    assert xp.astype(xp.asarray([1.5]), xp.complex64).dtype == xp.complex64
+    assert xp.astype(xp.asarray([1j, 0j]), xp.bool).tolist() == [True, False]
+
+
+def test_complex_creation():
+    same(xp.asarray(1j), strict.asarray(1j))
+    same(xp.asarray([1, 2j]), strict.asarray([1, 2j]))
+    same(xp.asarray([1.0], dtype=xp.complex64), strict.asarray([1.0], dtype=strict.complex64))
+    same(xp.full((2, 2), 1 - 1j), strict.full((2, 2), 1 - 1j))
+    same(xp.full_like(xp.asarray(ZF), 3j), strict.full_like(strict.asarray(ZF), 3j))
+    same(xp.zeros((2,), dtype=xp.complex64), strict.zeros((2,), dtype=strict.complex64))
+    same(xp.ones((0, 2), dtype=xp.complex128), strict.ones((0, 2), dtype=strict.complex128))
+    same(xp.eye(3, k=-1, dtype=xp.complex64), strict.eye(3, k=-1, dtype=strict.complex64))
+    same(xp.linspace(0, 1 + 2j, 5), strict.linspace(0, 1 + 2j, 5))
+    same(xp.linspace(0, 1, 4, dtype=xp.complex64), strict.linspace(0, 1, 4, dtype=strict.complex64))
+    assert xp.empty((2,), dtype=xp.complex64).dtype == xp.complex64
+    same(xp.tril(xp.asarray(ZF)), strict.tril(strict.asarray(ZF)))
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean"])
+@pytest.mark.parametrize("axis", [None, 0, (0, 1)])
+def test_complex_statistics(name, axis):
+    both(lambda ns, a: getattr(ns, name)(a, axis=axis), ZF)
+    both(lambda ns, a: getattr(ns, name)(a, axis=axis, keepdims=True), Z)
+    both(lambda ns, a: getattr(ns, name)(a, axis=axis), np.zeros((0, 2), np.complex64))
+
+
+def test_complex_searching_and_manipulation():
+    both(lambda ns, a: ns.count_nonzero(a), Z)
+    both(lambda ns, a: ns.nonzero(a), ZF)
+    both(lambda ns, a: ns.cumulative_sum(a, axis=1), ZF)
+    both(lambda ns, a: ns.where(ns.isnan(a), ns.zeros_like(a), a), Z)
+    both(lambda ns, a: ns.unique_values(a), np.array([1j, 1j, 2, 0], np.complex64))
+    both(lambda ns, a: ns.concat([a, a], axis=1), ZF)
+    both(lambda ns, a: ns.reshape(ns.permute_dims(a, (1, 0)), (2, 3)), ZF)
+    both(lambda ns, a: ns.flip(ns.roll(a, 1, axis=0), axis=1), ZF)
+    both(lambda ns, a: a[1, ::-1], ZF)
+    both(lambda ns, a: ns.all(a, axis=1), Z)
+    both(lambda ns, a: ns.any(a), ZF)
 
 
 @pytest.mark.parametrize("name", ["add", "subtract", "multiply", "floor_divide", "remainder", "bitwise_and",
@@ -211,8 +299,85 @@ def test_linalg():
     both(lambda ns, x: ns.linalg.matmul(x, x), a)
 
 
+def test_linalg_complex():
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))).astype(np.complex128)
+    herm = a @ a.conj().T + 3 * np.eye(3)
+    for fn in ("inv", "det", "cholesky", "eigvalsh", "svdvals", "pinv", "matrix_rank", "slogdet",
+               "matrix_norm", "trace", "diagonal"):
+        theirs = getattr(strict.linalg, fn)(strict.asarray(herm))
+        ours = getattr(xp.linalg, fn)(xp.asarray(herm))
+        same(tuple(ours) if isinstance(ours, tuple) else ours,
+             tuple(theirs) if isinstance(theirs, tuple) else theirs, 1e-9)
+    w, v = xp.linalg.eigh(xp.asarray(herm))
+    np.testing.assert_allclose(herm @ v.numpy(), v.numpy() * w.numpy(), atol=1e-9)
+    q, r = xp.linalg.qr(xp.asarray(a))
+    np.testing.assert_allclose(q.numpy() @ r.numpy(), a, atol=1e-12)
+    u, s_, vh = xp.linalg.svd(xp.asarray(a), full_matrices=False)
+    np.testing.assert_allclose((u.numpy() * s_.numpy()) @ vh.numpy(), a, atol=1e-12)
+    assert s_.dtype == xp.float64 and u.dtype == xp.complex128
+    both(lambda ns, x, y: ns.linalg.solve(x, y), herm, np.arange(3.0) + 1j)
+    both(lambda ns, x: ns.linalg.matrix_power(x, 2), a)
+    for ord_ in (2, 1, math.inf, -math.inf, 0, 3):
+        both(lambda ns, x: ns.linalg.vector_norm(x, axis=1, ord=ord_), a)
+    both(lambda ns, x: ns.linalg.matrix_norm(x, ord="nuc"), a)
+    both(lambda ns, x, y: ns.linalg.outer(x, y), a[0], a[1])
+    both(lambda ns, x, y: ns.linalg.cross(x, y), a, a[::-1].copy())
+    both(lambda ns, x, y: ns.vecdot(x, y), a, a[::-1].copy())                # conjugates x1
+    both(lambda ns, x, y: ns.linalg.vecdot(x, y), a.astype(np.complex64), np.ones(3, np.float32))
+    both(lambda ns, x, y: ns.matmul(x, y), a, a.T.copy())
+    both(lambda ns, x, y: x @ y, a.astype(np.complex64), np.ones((3, 2), np.float32))
+    both(lambda ns, x, y: ns.tensordot(x, y, axes=1), a, a)
+
+
+FFT_ONE = [("fft", "c"), ("ifft", "c"), ("rfft", "r"), ("irfft", "c"), ("hfft", "c"), ("ihfft", "r")]
+FFT_MANY = [("fftn", "c"), ("ifftn", "c"), ("rfftn", "r"), ("irfftn", "c")]
+
+
+@pytest.mark.parametrize("name,kind", FFT_ONE)
+@pytest.mark.parametrize("precision", [32, 64])
+def test_fft_transforms(name, kind, precision):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 8)) + (1j * rng.standard_normal((3, 8)) if kind == "c" else 0)
+    x = x.astype({("c", 32): np.complex64, ("c", 64): np.complex128, ("r", 32): np.float32,
+                  ("r", 64): np.float64}[kind, precision])
+    tol = 1e-5 if precision == 32 else 1e-12
+    for kw in ({}, {"n": 5}, {"n": 12, "axis": 0}, {"norm": "ortho"}, {"norm": "forward", "axis": -2}):
+        theirs = getattr(strict.fft, name)(strict.asarray(x), **kw)
+        ours = getattr(xp.fft, name)(xp.asarray(x), **kw)
+        same(ours, theirs, tol)
+
+
+@pytest.mark.parametrize("name,kind", FFT_MANY)
+def test_fft_n_dimensional(name, kind):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 6)) + (1j * rng.standard_normal((2, 4, 6)) if kind == "c" else 0)
+    for dt in ((np.complex64, np.complex128) if kind == "c" else (np.float32, np.float64)):
+        for kw in ({}, {"axes": (0, 2)}, {"s": (3, 8), "axes": (1, 2)}, {"s": (4,), "axes": (-1,), "norm": "ortho"}):
+            theirs = getattr(strict.fft, name)(strict.asarray(x.astype(dt)), **kw)
+            ours = getattr(xp.fft, name)(xp.asarray(x.astype(dt)), **kw)
+            same(ours, theirs, 1e-5 if dt in (np.complex64, np.float32) else 1e-12)
+    whole = getattr(xp.fft, name)(xp.asarray(x.astype(np.complex128 if kind == "c" else np.float64)),
+                                  s=(-1, 6), axes=(0, 2))                      # -1: the whole axis (the standard)
+    assert whole.shape[0] == 2
+
+
+def test_fft_round_trips():
+    x = xp.asarray(np.exp(2j * np.pi * np.arange(16) / 16).astype(np.complex64))
+    assert xp.fft.ifft(xp.fft.fft(x)).dtype == xp.complex64
+    np.testing.assert_allclose(xp.fft.ifft(xp.fft.fft(x)).numpy(), x.numpy(), atol=1e-6)
+    r = xp.asarray(np.arange(7.0))
+    np.testing.assert_allclose(xp.fft.irfft(xp.fft.rfft(r), n=7).numpy(), r.numpy(), atol=1e-12)
+    np.testing.assert_allclose(xp.fft.hfft(xp.fft.ihfft(r), n=7).numpy(), r.numpy(), atol=1e-12)
+    spectrum = xp.fft.fft(x).numpy()
+    assert np.argmax(np.abs(spectrum)) == 1 and "pocketfft" in ei.tensor.explain(xp.fft.fft(x))
+
+
 def test_fft_helpers():
     same(xp.fft.fftfreq(8), strict.fft.fftfreq(8))
+    same(xp.fft.fftfreq(5, d=0.1), strict.fft.fftfreq(5, d=0.1))
+    same(xp.fft.rfftfreq(1), strict.fft.rfftfreq(1))
+    both(lambda ns, x: ns.fft.fftshift(x, axes=(1,)), ZF)
     same(xp.fft.rfftfreq(8, d=0.5), strict.fft.rfftfreq(8, d=0.5))
     both(lambda ns, x: ns.fft.fftshift(x), np.arange(6.0))
     both(lambda ns, x: ns.fft.ifftshift(x), np.arange(6.0))
