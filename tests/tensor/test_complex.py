@@ -276,7 +276,7 @@ def test_tensor_basics_repr_numpy_dlpack():
     assert ei.from_dlpack(torch.tensor([1j], dtype=torch.complex128)).numpy().tolist() == [1j]
 
 
-def test_lazy_host_nodes_and_explain():
+def test_lazy_host_nodes_and_explain(reference):
     z = ei.tensor(np.array([1 + 1j, 2 - 1j], np.complex64))
     before = ei.tensor.programs_executed()
     y = (z * z + 1).exp()
