@@ -336,3 +336,56 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(TypeError):  # DTypeError is a TypeError, as the standard asks
         xp.max(z)
     assert issubclass(DTypeError, TypeError)
+
+
+# ---- generated expressions mixing complex and real operands, against NumPy ---------------------------------
+
+OPS2 = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+OPS1 = {"neg": np.negative, "conj": np.conj, "square": np.square, "exp": lambda v: np.exp(v / 4),
+        "sqrt": np.sqrt, "tanh": np.tanh, "plus2": lambda v: v + 2, "times_j": lambda v: v * 1j,
+        "log1p": np.log1p}
+
+
+def _ours(op, *v):
+    if op in OPS2:
+        return {"add": xp.add, "sub": xp.subtract, "mul": xp.multiply, "div": xp.divide}[op](*v)
+    x = v[0]
+    return {"neg": lambda: -x, "conj": lambda: xp.conj(x), "square": lambda: xp.square(x),
+            "exp": lambda: xp.exp(x / 4), "sqrt": lambda: xp.sqrt(x), "tanh": lambda: xp.tanh(x),
+            "plus2": lambda: x + 2, "times_j": lambda: x * 1j, "log1p": lambda: xp.log1p(x)}[op]()
+
+
+expression_trees = st.recursive(st.sampled_from(["z", "w", "r"]), lambda inner: st.one_of(
+    st.tuples(st.sampled_from(sorted(OPS1)), inner), st.tuples(st.sampled_from(sorted(OPS2)), inner, inner)),
+    max_leaves=5)
+
+
+def _eval(e, env, ours):
+    if isinstance(e, str):
+        return env[e]
+    op, *args = e
+    v = [_eval(a, env, ours) for a in args]
+    return _ours(op, *v) if ours else OPS1.get(op, OPS2.get(op))(*v)
+
+
+@settings(max_examples=40, deadline=None)
+@given(expression_trees, st.sampled_from([((3, 1), (1, 4)), ((2, 3), ()), ((0, 3), (3,)), ((), ())]),
+       st.sampled_from([("complex64", "float32"), ("complex128", "float32"), ("complex64", "float64")]),
+       st.sampled_from([None, "sum", "mean", "prod"]), st.integers(0, 2**16))
+def test_generated_mixed_expressions(expr, shapes, dtypes, reduce, seed):
+    """Finite inputs, where the standard's real-operand rules and NumPy's promotion agree numerically."""
+    rng = np.random.default_rng(seed)
+    cdt, rdt = dtypes
+    z = (rng.standard_normal(shapes[0]) + 1j * rng.standard_normal(shapes[0])).astype(cdt)
+    w = (rng.standard_normal(shapes[1]) + 1j * rng.standard_normal(shapes[1])).astype(cdt)
+    r = rng.standard_normal(shapes[1]).astype(rdt)
+    with np.errstate(all="ignore"):
+        want = np.asarray(_eval(expr, {"z": z, "w": w, "r": r}, False))
+        got = _eval(expr, {"z": xp.asarray(z), "w": xp.asarray(w), "r": xp.asarray(r)}, True)
+        if reduce:
+            want = np.asarray(getattr(np, reduce)(want))
+            got = getattr(xp, reduce)(got)
+    g = got.numpy()
+    assert g.shape == want.shape and g.dtype == want.dtype, (expr, g.dtype, want.dtype)
+    tol = 1e-4 if want.dtype in (np.complex64, np.float32) else 1e-10
+    np.testing.assert_allclose(g, want, rtol=tol, atol=tol, equal_nan=True)
