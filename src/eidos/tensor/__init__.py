@@ -13,8 +13,8 @@ import types
 from . import backend, dtypes
 from .backend import (Backend, OperationProperties, get_backend_priority, register_backend, select_backend,
                       set_backend, set_backend_priority, set_threshold)
-from .dtypes import (DTypeError, bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8,
-                     uint16, uint32, uint64)
+from .dtypes import (DTypeError, bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16,
+                     int32, int64, uint8, uint16, uint32, uint64)
 from .lower import CACHE as lowering_cache
 from .tensor import *  # noqa: F403
 from .tensor import (AxisError, ShapeError, Tensor, eager, explain, from_dlpack, is_eager, programs_executed,
