@@ -380,8 +380,13 @@ def _(ins, ops: Operands) -> None:
     if ci == 0 or kh == 0 or kw == 0:  # an empty sum
         out.zero_()
         return
-    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=False):
+    conv = torch.backends.cudnn.conv
+    before = conv.fp32_precision  # torch's new TF32 switch (mixing it with allow_tf32 is an error)
+    conv.fp32_precision = "ieee"
+    try:
         r = torch.nn.functional.conv2d(_widen(x), _widen(k), stride=(sh, sw), padding=(ph, pw))
+    finally:
+        conv.fp32_precision = before
     out.copy_(r)
 
 
