@@ -116,6 +116,26 @@ def test_gemm(ty, m, n, k, alpha, beta, seed):
     within_bound(got, ref, ty, k + 1, abs(alpha) * (np.abs(a) @ np.abs(b)).reshape(-1) + abs(beta) * np.abs(c).reshape(-1))
 
 
+@pytest.mark.parametrize("ty", [Type.F16, Type.BF16], ids=str)
+@pytest.mark.parametrize("shape,route", [((24, 40, 64), "tma"), ((24, 40, 60), "pointer"), ((33, 8, 16), "tma")])
+def test_gemm_both_16_bit_kernels(ty, shape, route):
+    """Rows 16-byte aligned take the TMA kernel (on Hopper and in the interpreter), others the pointer one."""
+    from eidos.isa.backends.triton.kernels import gemm
+
+    m, n, k = shape
+    rng = np.random.default_rng(12)
+    a, b = rand(rng, m, k), rand(rng, k, n)
+    p = Pair()
+    A, B, C = p.put(a, ty), p.put(b, ty), p.put(np.zeros((m, n)), ty)
+    views = [p.mem.view(x, ty, c) for x, c in ((A, m * k), (B, k * n), (C, m * n))]
+    want = route if p.mem.device.type == "cpu" or torch.cuda.get_device_capability()[0] >= 9 else "pointer"
+    assert gemm.route(views[0].view(m, k), views[1].view(k, n), views[2].view(m, n)) == want
+    p.run(isa.GEMM(C, A, B, m, n, k, alpha=-0.5, ty=ty))
+    ref, got = p.get(C, m * n, ty)
+    a, b = (x.astype(ty.np_dtype).astype(np.float64) for x in (a, b))
+    within_bound(got, ref, ty, k, 0.5 * (np.abs(a) @ np.abs(b)).reshape(-1))
+
+
 def test_gemm_beta_zero_never_reads_c():
     p = Pair()
     rng = np.random.default_rng(1)

@@ -4,17 +4,22 @@ reshaping, TensorContract).
 One tiled kernel serves every float case: a (batch, M, K) @ (batch, K, N) with an optional
 alpha and beta * C epilogue, grouped tile order for L2 reuse, a float32 accumulator (float64 for
 F64), tensor cores for F16/BF16 and IEEE float32 products for F32 (TF32 would break the ISA's
-error bound: 10 mantissa bits instead of 23). QuantizedGEMM has its own kernel: int8 tl.dot per K
-block, summed exactly in int64, scaled in float64 and rounded half to even as the reference does.
+error bound: 10 mantissa bits instead of 23). On Hopper, a single F16/BF16 product whose rows are
+16-byte aligned (the common large case) takes a second kernel that moves tiles with the tensor
+memory accelerator (TMA descriptors: no address arithmetic or masks in the loop, edges filled
+with zeros by the hardware). QuantizedGEMM has its own kernel: int8 tl.dot per K block, summed
+exactly in int64, scaled in float64 and rounded half to even as the reference does.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
 import triton.language as tl
 
-from . import cfg, configs, dot, narrow, scalars
+from . import INTERPRET, cfg, configs, dot, narrow, scalars
 
 # Hopper: 128x256 and 128x128 tiles, 3-4 stages, 4-8 warps (wgmma); smaller tiles for the
 # FMA-bound F32 (IEEE) and F64 products and for small matrices.
@@ -124,6 +129,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, alpha: float 
     if k == 0 and beta == 0:  # an empty sum: zeros (alpha * 0)
         out.zero_()
         return out
+    if route(a, b, out, beta) == "tma":
+        _matmul_tma(a, b, out, alpha)
+        return out
     has_beta = beta != 0
     c3 = _as3(c) if has_beta else d3
     acc = tl.float64 if a.dtype == torch.float64 else (tl.int32 if a.dtype == torch.int8 else tl.float32)
@@ -132,6 +140,88 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, alpha: float 
                       *a3.stride(), *b3.stride(), *c3.stride(), *d3.stride(),
                       HAS_BETA=has_beta, SCALE=alpha != 1, ACC=acc, PRECISION="ieee")
     return out
+
+
+def _descriptor_blocks(nargs) -> None:
+    """Autotuner pre-hook: each config's tile shapes into the TMA descriptors."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["d_desc"].block_shape = [bm, bn]
+
+
+def _tma_cfg(num_warps: int, num_stages: int, **meta) -> triton.Config:
+    return triton.Config(meta, num_warps=num_warps, num_stages=num_stages, pre_hook=_descriptor_blocks)
+
+
+_TMA_HOPPER = [
+    _tma_cfg(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8),
+    _tma_cfg(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8),
+    _tma_cfg(8, 3, BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
+    _tma_cfg(4, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
+    _tma_cfg(8, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
+    _tma_cfg(4, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8),
+    _tma_cfg(4, 4, BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
+    _tma_cfg(4, 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
+]
+
+
+def _prune_tma(configs, named_args, **kwargs):
+    m, n = named_args["M"], named_args["N"]
+    keep = [c for c in configs if c.kwargs["BLOCK_M"] <= 2 * max(m, 64) and c.kwargs["BLOCK_N"] <= 2 * max(n, 64)
+            and (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= _WIDE or m * n >= 2048 * 2048)]
+    return keep or [configs[-1]]
+
+
+@triton.autotune(
+    configs=configs(_TMA_HOPPER, [_tma_cfg(4, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=4)]),
+    key=["M", "N", "K", "SCALE"], prune_configs_by={"early_config_prune": _prune_tma})
+@triton.jit
+def gemm_tma_kernel(a_desc, b_desc, d_desc, M, N, K, ab_ptr, SCALE: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """d = alpha * a @ b (alpha only if SCALE) for row-major 16-bit a, b, d, tiles through TMA."""
+    pid_m, pid_n = tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kk in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([off_m, kk * BLOCK_K])
+        b = b_desc.load([kk * BLOCK_K, off_n])
+        acc = dot(a, b, acc, "ieee", tl.float32)
+    if SCALE:
+        acc = acc * tl.load(ab_ptr).to(tl.float32)
+    d_desc.store([off_m, off_n], narrow(acc, d_desc.dtype))
+
+
+@functools.cache
+def _hopper(device) -> bool:
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def route(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, beta: float = 0.0) -> str:
+    """'tma' where the TMA kernel applies (Hopper or the interpreter; one F16/BF16 product without
+    beta; contiguous rows 16-byte aligned), else 'pointer'."""
+    if beta != 0 or a.dim() != 2 or a.dtype not in (torch.float16, torch.bfloat16) or out.dtype != a.dtype:
+        return "pointer"
+    if not (INTERPRET or (a.is_cuda and _hopper(a.device))):
+        return "pointer"
+    for t in (a, b, out):
+        if t.stride(-1) != 1 or t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16 or t.shape[0] == 0:
+            return "pointer"
+    return "tma"
+
+
+def _matmul_tma(a, b, out, alpha: float) -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    m, k = a.shape
+    n = b.shape[1]
+    dummy = [16, 16]  # the pre-hook sets each config's tile shapes
+    a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), dummy)
+    b_desc = TensorDescriptor(b, list(b.shape), list(b.stride()), dummy)
+    d_desc = TensorDescriptor(out, list(out.shape), list(out.stride()), dummy)
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+    gemm_tma_kernel[grid](a_desc, b_desc, d_desc, m, n, k, scalars(a.device, float(alpha), 0.0), SCALE=alpha != 1)
 
 
 @triton.autotune(
