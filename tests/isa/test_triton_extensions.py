@@ -375,16 +375,20 @@ def test_attention_output_identical_to_query():
     p.close(Q, int(np.prod(shape)), Type.F32)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_kernel_causal_against_float64(dtype, causal):
-    """The causal form (no ISA instruction asks for it; bench/gpu_kernels.py measures it)."""
+@pytest.mark.parametrize("seq", [37, 128])
+def test_attention_kernel_causal_against_float64(dtype, causal, seq):
+    """The causal form (no ISA instruction asks for it; bench/gpu_kernels.py measures it), through
+    both the pointer and (16-bit, seq a tile multiple, on Hopper or in the interpreter) TMA forms."""
     dev = DeviceMemory().device
     dt = getattr(torch, dtype)
     g = torch.Generator().manual_seed(7)
-    q, k, v = (torch.randn(2, 2, 37, 16, generator=g).to(dt).to(dev) for _ in range(3))
+    q, k, v = (torch.randn(2, 2, seq, 16, generator=g).to(dt).to(dev) for _ in range(3))
     out = torch.empty_like(q)
-    attention_kernels.attention(q, k, v, out, 2, 2, 37, 16, causal=causal)
+    tma = dtype != "float32" and seq == 128 and (dev.type == "cpu" or torch.cuda.get_device_capability()[0] >= 9)
+    assert attention_kernels.route(q, seq, 16) == ("tma" if tma else "pointer")
+    attention_kernels.attention(q, k, v, out, 2, 2, seq, 16, causal=causal)
     want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
     tol = 2e-5 if dtype == "float32" else 3e-2
     torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)

@@ -7,41 +7,57 @@ scale folded into log2(e) / sqrt(d). F16/BF16 take tensor cores (p rounded to th
 the second product, accumulators float32); F32 multiplies in IEEE float32 and F64 in float64.
 The causal form (key j visible to query i only when j <= i) splits each program's keys into
 unmasked tiles and the diagonal ones; the ISA's instructions are not causal, bench/ measures both.
+
+On Hopper (and in the interpreter) 16-bit inputs whose sequence length is a multiple of the tile
+and whose head is a power of two take the same kernel with TMA descriptors over [batch * heads *
+seq, head_dim] (no masks, no address arithmetic); everything else uses pointer loads with masks.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import triton
 import triton.language as tl
 
-from . import accumulator, cfg, configs, dot, narrow, pow2, scalars
+from . import INTERPRET, accumulator, cfg, configs, dot, narrow, pow2, scalars
 
-_HOPPER = [
-    cfg(8, 3, BLOCK_M=128, BLOCK_N=128),
-    cfg(8, 4, BLOCK_M=128, BLOCK_N=128),
-    cfg(8, 3, BLOCK_M=128, BLOCK_N=64),
-    cfg(4, 3, BLOCK_M=128, BLOCK_N=64),
-    cfg(4, 4, BLOCK_M=128, BLOCK_N=64),
-    cfg(4, 4, BLOCK_M=64, BLOCK_N=64),
-    cfg(4, 3, BLOCK_M=64, BLOCK_N=32),
-    cfg(4, 3, BLOCK_M=32, BLOCK_N=32),
-    cfg(4, 2, BLOCK_M=32, BLOCK_N=16),
-    cfg(2, 2, BLOCK_M=16, BLOCK_N=16),
+_HOPPER = [  # (BLOCK_M, BLOCK_N, warps, stages); 8 warps only for 128x128 tiles on Hopper
+    cfg(w, st, BLOCK_M=bm, BLOCK_N=bn)
+    for bm, bn in ((128, 128), (128, 64), (64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
+    for w in (4, 8) for st in (2, 3, 4)
+    if not (w == 8 and bm * bn < 128 * 128) and not (bm < 64 and st > 2)
 ]
+
+
+def _descriptor_blocks(nargs) -> None:
+    """Autotuner pre-hook for the TMA form: each config's tile shapes into the descriptors."""
+    q = nargs["q_ptr"]
+    if hasattr(q, "block_shape"):
+        bm, bn, d = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["HEAD_DIM"]
+        q.block_shape = nargs["o_ptr"].block_shape = [bm, d]
+        nargs["k_ptr"].block_shape = nargs["v_ptr"].block_shape = [bn, d]
+
+
+def _with_hook(configs):
+    return [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages, pre_hook=_descriptor_blocks)
+            for c in configs]
 
 
 def _prune(configs, named_args, **kwargs):
     """Tensor-core tiles for 16-bit inputs; small ones for F32/F64 (FMA products hold every
-    partial sum in registers), for wide heads, and for short sequences."""
+    partial sum in registers), for wide heads and for short sequences; the TMA form only tiles
+    that divide the sequence."""
     q, s, bd = named_args["q_ptr"], named_args["S"], kwargs["BLOCK_D"]
-    tc = q.dtype in (torch.float16, torch.bfloat16)
+    tma = hasattr(q, "block_shape")
+    dtype = q.base.dtype if tma else q.dtype
+    tc = dtype in (torch.float16, torch.bfloat16)
     keep = []
     for c in configs:
         bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
-        if bm % bn or bm > 2 * max(s, 16) or bn > 2 * max(s, 16):
+        if bm % bn or bm > 2 * max(s, 16) or bn > 2 * max(s, 16) or (tma and s % bm):
             continue
         if not tc and (bm * bn > 32 * 32 or bm * bd > 64 * 64):
             continue
@@ -52,27 +68,33 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.jit
-def _tiles(acc, l_i, m_i, q, k_base, v_base, start, end, offs_m, offs_n, offs_d, S, scale,
+def _tiles(acc, l_i, m_i, q, k_src, v_src, row0, start, end, offs_m, offs_n, offs_d, S, scale,
            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, EVEN_D: tl.constexpr,
-           DIAGONAL: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
-    """Keys start..end of one (batch, head) folded into the running (acc, l, m) of BLOCK_M queries."""
+           DIAGONAL: tl.constexpr, TMA: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
+    """Keys start..end of one (batch, head), whose rows start at row0, folded into the running
+    (acc, l, m) of BLOCK_M queries. k_src and v_src are TMA descriptors or pointers."""
     for start_n in range(start, end, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
         rows = start_n + offs_n
-        kv_off = rows[:, None] * HEAD_DIM + offs_d[None, :]
-        if EVEN_N and EVEN_D:
-            k = tl.load(k_base + kv_off)
-            v = tl.load(v_base + kv_off)
+        if TMA:
+            k = k_src.load([row0 + start_n, 0])
+            v = v_src.load([row0 + start_n, 0])
         else:
-            kv_mask = (rows[:, None] < S) & (offs_d[None, :] < HEAD_DIM)
-            k = tl.load(k_base + kv_off, mask=kv_mask, other=0.0)
-            v = tl.load(v_base + kv_off, mask=kv_mask, other=0.0)
-        qk = dot(q, tl.trans(k), tl.zeros((q.shape[0], BLOCK_N), ACC), PRECISION, ACC) * scale
+            kv_off = (row0 + rows)[:, None] * HEAD_DIM + offs_d[None, :]
+            if EVEN_N and EVEN_D:
+                k = tl.load(k_src + kv_off)
+                v = tl.load(v_src + kv_off)
+            else:
+                kv_mask = (rows[:, None] < S) & (offs_d[None, :] < HEAD_DIM)
+                k = tl.load(k_src + kv_off, mask=kv_mask, other=0.0)
+                v = tl.load(v_src + kv_off, mask=kv_mask, other=0.0)
+        qk = dot(q, tl.trans(k), tl.zeros((q.shape[0], BLOCK_N), ACC), PRECISION, ACC)
         if not EVEN_N:
             qk = tl.where(rows[None, :] < S, qk, -float("inf"))
         if DIAGONAL:
             qk = tl.where(offs_m[:, None] >= rows[None, :], qk, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
+        p = tl.exp2(qk * scale - m_new[:, None])  # the scale folded into one multiply-add
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = dot(p.to(v.dtype), v, acc * alpha[:, None], PRECISION, ACC)
@@ -80,24 +102,27 @@ def _tiles(acc, l_i, m_i, q, k_base, v_base, start, end, offs_m, offs_n, offs_d,
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=configs(_HOPPER, [cfg(4, 1, BLOCK_M=16, BLOCK_N=16)]),
-                 key=["S", "HEAD_DIM", "CAUSAL"], prune_configs_by={"early_config_prune": _prune})
-@triton.heuristics({"EVEN_M": lambda a: a["S"] % a["BLOCK_M"] == 0,
-                    "EVEN_N": lambda a: a["S"] % a["BLOCK_N"] == 0})
 @triton.jit
-def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, S,
-                     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
-                     ACC: tl.constexpr, PRECISION: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+def _attention(q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, S,
+               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, TMA: tl.constexpr,
+               ACC: tl.constexpr, PRECISION: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+    """One program: BLOCK_M queries of one (batch, head). The arrays are [batch * heads * S,
+    HEAD_DIM] row-major, as pointers or (TMA) as descriptors."""
     start_m = tl.program_id(0)
-    base = tl.program_id(1).to(tl.int64) * S * HEAD_DIM  # (batch, head): contiguous [S, HEAD_DIM]
+    if TMA:  # this (batch, head)'s first row: TMA coordinates are 32-bit (route() checks they fit)
+        row0 = tl.program_id(1) * S
+    else:
+        row0 = tl.program_id(1).to(tl.int64) * S
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     EVEN_D: tl.constexpr = BLOCK_D == HEAD_DIM
-    q_off = base + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    q_off = (row0 + offs_m)[:, None] * HEAD_DIM + offs_d[None, :]
     io_mask = (offs_m[:, None] < S) & (offs_d[None, :] < HEAD_DIM)
-    if EVEN_M and EVEN_D:
+    if TMA:
+        q = q_ptr.load([row0 + start_m * BLOCK_M, 0])
+    elif EVEN_M and EVEN_D:
         q = tl.load(q_ptr + q_off)
     else:
         q = tl.load(q_ptr + q_off, mask=io_mask, other=0.0)
@@ -107,20 +132,52 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, scale_ptr, S,
     acc = tl.zeros((BLOCK_M, BLOCK_D), ACC)
     if CAUSAL:
         # keys wholly left of this block's first query need no mask; the diagonal tiles do
-        acc, l_i, m_i = _tiles(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, 0, start_m * BLOCK_M,
+        acc, l_i, m_i = _tiles(acc, l_i, m_i, q, k_ptr, v_ptr, row0, 0, start_m * BLOCK_M,
                                offs_m, offs_n, offs_d, S, scale, HEAD_DIM, BLOCK_N, True, EVEN_D,
-                               False, ACC, PRECISION)
-        acc, l_i, m_i = _tiles(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, start_m * BLOCK_M,
+                               False, TMA, ACC, PRECISION)
+        acc, l_i, m_i = _tiles(acc, l_i, m_i, q, k_ptr, v_ptr, row0, start_m * BLOCK_M,
                                tl.minimum((start_m + 1) * BLOCK_M, S), offs_m, offs_n, offs_d, S, scale,
-                               HEAD_DIM, BLOCK_N, EVEN_N, EVEN_D, True, ACC, PRECISION)
+                               HEAD_DIM, BLOCK_N, EVEN_N, EVEN_D, True, TMA, ACC, PRECISION)
     else:
-        acc, l_i, m_i = _tiles(acc, l_i, m_i, q, k_ptr + base, v_ptr + base, 0, S, offs_m, offs_n, offs_d,
-                               S, scale, HEAD_DIM, BLOCK_N, EVEN_N, EVEN_D, False, ACC, PRECISION)
-    out = narrow(acc / l_i[:, None], o_ptr.dtype.element_ty)
-    if EVEN_M and EVEN_D:
-        tl.store(o_ptr + q_off, out)
+        acc, l_i, m_i = _tiles(acc, l_i, m_i, q, k_ptr, v_ptr, row0, 0, S, offs_m, offs_n, offs_d,
+                               S, scale, HEAD_DIM, BLOCK_N, EVEN_N, EVEN_D, False, TMA, ACC, PRECISION)
+    if TMA:
+        o_ptr.store([row0 + start_m * BLOCK_M, 0], narrow(acc / l_i[:, None], o_ptr.dtype))
     else:
-        tl.store(o_ptr + q_off, out, mask=io_mask)
+        out = narrow(acc / l_i[:, None], o_ptr.dtype.element_ty)
+        if EVEN_M and EVEN_D:
+            tl.store(o_ptr + q_off, out)
+        else:
+            tl.store(o_ptr + q_off, out, mask=io_mask)
+
+
+_EVEN = {"EVEN_M": lambda a: a["S"] % a["BLOCK_M"] == 0, "EVEN_N": lambda a: a["S"] % a["BLOCK_N"] == 0}
+_INTERPRET_CFG = [cfg(4, 1, BLOCK_M=16, BLOCK_N=16)]
+attention_kernel = triton.autotune(configs=configs(_HOPPER, _INTERPRET_CFG), key=["S", "HEAD_DIM", "CAUSAL"],
+                                   prune_configs_by={"early_config_prune": _prune})(
+    triton.heuristics(_EVEN)(_attention))
+attention_tma_kernel = triton.autotune(configs=_with_hook(configs(_HOPPER, _INTERPRET_CFG)),
+                                       key=["S", "HEAD_DIM", "CAUSAL"],
+                                       prune_configs_by={"early_config_prune": _prune})(
+    triton.heuristics(_EVEN)(_attention))
+
+
+@functools.cache
+def _hopper(device) -> bool:
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def route(q: torch.Tensor, seq: int, head_dim: int) -> str:
+    """'tma' where the descriptor form applies (Hopper or the interpreter; F16/BF16; seq a multiple
+    of the smallest tile; head_dim a power of two, 16..256; rows within 32-bit coordinates),
+    else 'pointer'."""
+    if q.dtype not in (torch.float16, torch.bfloat16) or not (INTERPRET or (q.is_cuda and _hopper(q.device))):
+        return "pointer"
+    if head_dim != pow2(head_dim, 16) or head_dim > 256 or seq % (16 if INTERPRET else 64):
+        return "pointer"
+    if q.numel() // head_dim >= 2 ** 31:
+        return "pointer"
+    return "tma"
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, batch: int, heads: int,
@@ -132,6 +189,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
         return out
     scale = scalars(q.device, math.log2(math.e) / math.sqrt(head_dim))
     grid = lambda meta: (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)  # noqa: E731
-    attention_kernel[grid](q, k, v, out, scale, seq, HEAD_DIM=head_dim, BLOCK_D=pow2(head_dim, 16),
-                           CAUSAL=causal, ACC=accumulator(q.dtype), PRECISION="ieee")
+    args = (q, k, v, out)
+    kernel = attention_kernel
+    if route(q, seq, head_dim) == "tma" and all(t.data_ptr() % 16 == 0 for t in args):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        rows = batch * heads * seq
+        args = tuple(TensorDescriptor(t, [rows, head_dim], [head_dim, 1], [16, head_dim]) for t in args)
+        kernel = attention_tma_kernel
+    kernel[grid](*args, scale, seq, HEAD_DIM=head_dim, BLOCK_D=pow2(head_dim, 16), CAUSAL=causal,
+                 TMA=kernel is attention_tma_kernel, ACC=accumulator(q.dtype), PRECISION="ieee")
     return out
