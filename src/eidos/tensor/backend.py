@@ -1,26 +1,37 @@
 """Tensor op dispatch: backends, the rules that pick one per program, priority and fallback.
 
-A tensor backend runs ISA programs whose buffers are NumPy arrays bound by slot (slot i is
-buffer handle i + 1). Built in: `cpu` (the ISA CpuBackend, numba), `gpu` (registered; reports
-unavailable until its Triton kernels land) and `reference` (the ISA ReferenceBackend, pure
-Python, for checking). `register_backend(name, backend)` adds one.
+A tensor backend runs ISA programs whose buffers are arrays bound by slot (slot i is buffer
+handle i + 1): NumPy arrays for host tensors, torch tensors on the device for gpu tensors
+(eidos.tensor.device). Built in: `cpu` (the ISA CpuBackend, numba), `gpu` (the ISA
+TritonBackend: CUDA, or Triton's interpreter on the CPU under TRITON_INTERPRET=1) and
+`reference` (the ISA ReferenceBackend, pure Python, for checking). `register_backend(name,
+backend)` adds one.
 
 Selection for one program (`select_backend`), highest rule first:
 1. an explicit backend (`set_backend(name)`, or `backend_name`), when available and capable;
-2. otherwise the priority list (`set_backend_priority`, default gpu, cpu, reference): the first
+2. inputs on the gpu (`OperationProperties.device == "gpu"`): a device backend runs it where
+   the data is (host backends stay candidates for a run-time fallback, which copies);
+3. otherwise the priority list (`set_backend_priority`, default gpu, cpu, reference): the first
    backend that is available, has the operation in `get_capabilities()["operations"]`, and, for
-   a device backend (`requires_gpu` capability), sees an input at least THRESHOLDS[op_type]
-   bytes (smaller work stays on the CPU: launch and copy costs dominate).
+   a device backend (`requires_gpu` capability), runs on a machine where detect_devices() sees a
+   GPU (never Triton's interpreter unless asked for explicitly) and sees at least
+   THRESHOLDS[op_type] input bytes: the crossover measured with the host<->device copies of
+   host-resident inputs counted (smaller work stays on the CPU).
 Every skipped backend is recorded with its reason; `ei.tensor.explain(t)` prints them. At run
 time a backend raising UnsupportedError hands the program to the next candidate (recorded and
-warned); any other error propagates.
+warned); any other error propagates. A backend whose memory is not where the data is gets
+copies: run() moves device arrays to the host for a host backend, and a device backend copies
+host arrays in and its outputs back; the Selection records the bytes moved.
 """
 
 from __future__ import annotations
 
 import abc
+import json
+import os
 import threading
 import warnings
+import weakref
 from typing import NamedTuple
 from dataclasses import dataclass, field
 
@@ -30,10 +41,14 @@ from eidos.errors import BackendUnavailable, FallbackWarning, PlanError, Unsuppo
 from eidos.hal.devices import detect_devices  # the same function as ei.detect_devices
 from eidos.isa.launch import ExecutionParams
 
+from . import device as _dev
+
 OPERATIONS = ("elementwise", "reduction", "matmul", "softmax", "layer_norm")
 
-# Minimum total input bytes for a device (GPU) backend to take an operation; below it the CPU is
-# faster because a launch (~12 us host time for Triton) and host<->device copies dominate.
+# Minimum total input bytes for a device (GPU) backend to take an operation whose inputs are in host
+# memory, the host->device copies of the inputs and the device->host copy of the result counted;
+# below it the CPU is faster because a launch (~12 us host time for Triton) and the copies dominate.
+# bench/gpu_crossover.py measures them (and DEVICE_THRESHOLDS) and writes JSON that load_thresholds reads.
 THRESHOLDS: dict[str, int] = {
     "elementwise": 4 << 20,
     "reduction": 4 << 20,
@@ -46,9 +61,16 @@ THRESHOLDS_PROVENANCE = (
     "DESIGN.md anchors) against the CPU's ~16 GB/s per core streaming rate puts the element-wise "
     "crossover near 0.2-1 MB; copies over PCIe (~25 GB/s) for data not already on the device move it "
     "to a few MB, hence 4 MiB; matmul does O(n^3) work on O(n^2) bytes, hence 256 KiB. To be replaced "
-    "by figures measured on a real GPU when the gpu backend gets its Triton kernels (set_threshold "
-    "overrides them at run time).")
+    "by figures measured on a real GPU by bench/gpu_crossover.py (set_threshold and load_thresholds "
+    "override them at run time).")
 DEFAULT_THRESHOLDS = dict(THRESHOLDS)
+
+# The crossover for inputs already on the device (no copies): not used to choose (data on the GPU stays
+# there, since moving it back costs more than running there), shown by explain and the bench so a user
+# sees from what size keeping data on the GPU pays. None: not measured yet.
+DEVICE_THRESHOLDS: dict[str, int | None] = {op: None for op in OPERATIONS}
+_DEFAULT_DEVICE_THRESHOLDS = dict(DEVICE_THRESHOLDS)
+NEVER = 1 << 62  # a threshold no input reaches: the GPU did not win at any size measured
 
 
 def set_threshold(op_type: str, nbytes: int | None) -> None:
@@ -59,11 +81,33 @@ def set_threshold(op_type: str, nbytes: int | None) -> None:
     _changed()
 
 
+def load_thresholds(source) -> dict:
+    """Set THRESHOLDS (and DEVICE_THRESHOLDS) from bench/gpu_crossover.py's JSON (a path or the parsed
+    object): {"host_inputs": {op: bytes}, "device_inputs": {op: bytes}, ...}. Returns what was set."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source) as f:
+            source = json.load(f)
+    if not isinstance(source, dict) or not isinstance(source.get("host_inputs"), dict):
+        raise PlanError("load_thresholds: expected gpu_crossover.py's JSON object with a 'host_inputs' mapping "
+                        "of operation kind to bytes")
+    for key, table in (("host_inputs", THRESHOLDS), ("device_inputs", DEVICE_THRESHOLDS)):
+        for op, nbytes in (source.get(key) or {}).items():
+            if op not in OPERATIONS:
+                raise PlanError(f"load_thresholds: unknown operation kind {op!r} in {key}; kinds: {', '.join(OPERATIONS)}")
+            if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+                raise PlanError(f"load_thresholds: {key}[{op!r}] must be a byte count (int >= 0) or null, "
+                                f"got {nbytes!r}")
+            table[op] = NEVER if key == "host_inputs" and nbytes is None else nbytes
+    _changed()
+    return {"host_inputs": dict(THRESHOLDS), "device_inputs": dict(DEVICE_THRESHOLDS)}
+
+
 class OperationProperties(NamedTuple):
-    """What the dispatcher knows about one program before running it."""
+    """What the dispatcher knows about one program before running it; `device` is where its inputs live."""
     op_type: str
     input_size_bytes: int
     requires_gpu: bool = False
+    device: str = "cpu"
 
 
 class Backend(abc.ABC):
@@ -196,24 +240,106 @@ class ReferenceBackend(IsaBackend):
 
 
 class GPUBackend(Backend):
-    """Registered now so dispatch and explain know it; its Triton kernels come with a later issue."""
+    """ISA programs on the ISA TritonBackend, with torch tensors on its device as the slot buffers.
+
+    Device arrays (gpu tensors' data) are bound in place; host arrays (a host tensor's program the
+    dispatcher sent here, or set_backend("gpu")) are copied in and the outputs copied back, through
+    eidos.tensor.device. Read-only host arrays (the map form's constant arrays) are copied once and
+    kept while the host array lives. Available where the ISA TritonBackend is: torch and triton
+    importable, and a CUDA device or TRITON_INTERPRET=1 (which automatic selection never uses: it
+    needs detect_devices() to see a GPU)."""
     name = "gpu"
 
-    def is_available(self) -> bool:
-        return False
+    def __init__(self) -> None:
+        self._isa = None
+        self._lock = threading.Lock()
+        self._reason: tuple | None = None
+        self._staged: dict = {}
 
+    # ---- availability ---------------------------------------------------------------------------
     def unavailable_reason(self) -> str:
-        info = detect_devices()
-        if info.gpu_count == 0:
-            return "no GPU detected (detect_devices: gpu_count=0)"
-        return (f"GPU present ({', '.join(info.gpu_names)}) but the tensor gpu backend has no kernels yet "
-                "(Triton kernels arrive with a later issue)")
+        key = os.environ.get("TRITON_INTERPRET", "")
+        if self._reason is None or self._reason[0] != key:
+            self._reason = (key, self._why_unavailable())
+        return self._reason[1]
+
+    def _why_unavailable(self) -> str:
+        if detect_devices().gpu_count == 0 and not _dev.interpreted():
+            return ("no GPU detected (detect_devices: gpu_count=0); TRITON_INTERPRET=1 runs gpu programs on the "
+                    "CPU through Triton's interpreter")
+        try:
+            _dev.torch_device()
+            import triton  # noqa: F401
+        except ImportError as e:
+            return f"needs torch and triton ({e}): pip install 'eidos[gpu]'"
+        except BackendUnavailable as e:
+            return str(e)
+        return ""
+
+    def is_available(self) -> bool:
+        return self.unavailable_reason() == ""
 
     def get_capabilities(self) -> dict:
-        return {"operations": set(), "device": "gpu", "requires_gpu": True}
+        return {"operations": set(OPERATIONS), "device": "gpu", "requires_gpu": True,
+                "kernels": "Triton (eidos.isa.backends.triton)"}
 
-    def execute(self, program, args, config) -> None:
-        raise BackendUnavailable(f"tensor backend 'gpu': {self.unavailable_reason()}")
+    @property
+    def isa(self):
+        if self._isa is None:
+            why = self.unavailable_reason()
+            if why:
+                raise BackendUnavailable(f"tensor backend 'gpu': {why}")
+            self._isa = _TritonStandIn()
+        return self._isa
+
+    # ---- execution ------------------------------------------------------------------------------
+    def execute(self, program, args, config, outputs=None, scratch=()) -> None:
+        """args: device tensors bound in place, or host arrays copied in (outputs copied back)."""
+        if outputs is None:
+            outputs = program.metadata.get("eidos.tensor.outputs")
+            if outputs is None:
+                outputs = [i for i, a in enumerate(args) if not _dev.is_device_array(a) and a.flags.writeable]
+        with self._lock:
+            dev_args, back = [], []
+            for i, a in enumerate(args):
+                if _dev.is_device_array(a):
+                    dev_args.append(a)
+                elif i in outputs or i in scratch:
+                    dev_args.append(_dev.GPU.empty(a.shape, a.dtype))
+                    if i in outputs:
+                        back.append(i)
+                elif not a.flags.writeable:
+                    dev_args.append(self._stage_constant(a))
+                else:
+                    dev_args.append(_dev.upload(a))
+            self.isa.run(program, dev_args, config, outputs)
+            for i in back:
+                args[i].reshape(-1)[...] = _dev.download(dev_args[i]).reshape(-1)
+
+    def _stage_constant(self, a: np.ndarray):
+        """The device copy of a read-only host array, made once and dropped when the host array goes."""
+        key = id(a)
+        hit = self._staged.get(key)
+        if hit is not None and hit[0]() is a:
+            return hit[1]
+        d = _dev.upload(a)
+        self._staged[key] = (weakref.ref(a, lambda _r, k=key: self._staged.pop(k, None)), d)
+        return d
+
+
+class _TritonStandIn:
+    """TEMPORARY, until eidos.isa.backends.triton.TritonBackend lands: runs the programs through the ISA
+    CPU backend on the device tensors' memory (torch CPU tensors under TRITON_INTERPRET=1)."""
+
+    def __init__(self) -> None:
+        if _dev.torch_device().type != "cpu":
+            raise BackendUnavailable("tensor backend 'gpu': the Triton kernel target has not landed yet "
+                                     "(eidos.isa.backends.triton)")
+        self.cpu = CPUBackend()
+
+    def run(self, program, dev_args, config, outputs) -> None:
+        host = [_dev.host_view(a) for a in dev_args]
+        self.cpu.execute(program, host, config, outputs)
 
 
 # ---- registry, priority ------------------------------------------------------------------------
@@ -295,6 +421,7 @@ def reset() -> None:
     _state["priority"] = list(DEFAULT_PRIORITY)
     _state["forced"] = None
     THRESHOLDS.update(DEFAULT_THRESHOLDS)
+    DEVICE_THRESHOLDS.update(_DEFAULT_DEVICE_THRESHOLDS)
     _changed()
 
 
@@ -305,58 +432,71 @@ class Selection:
     rule: str
     rejected: list = field(default_factory=list)   # (name, reason)
     candidates: list = field(default_factory=list)  # the ones that may run it, in order
+    copies: str = ""                                # host<->device copies made to run it there
 
     def __str__(self) -> str:
-        out = f"backend: {self.name} ({self.rule})"
+        dev = "gpu" if self.name in _BACKENDS and _is_device(self.name) else "cpu"
+        out = f"backend: {self.name} ({self.rule}), device: {dev}"
+        if self.copies:
+            out += f"; {self.copies}"
         if self.rejected:
             out += "; rejected: " + ", ".join(f"{n} ({r})" for n, r in self.rejected)
         return out
 
 
-def _rejection(name: str, b: Backend, op: OperationProperties, info) -> str | None:
-    if not b.is_available():
-        return b.unavailable_reason() or "unavailable"
+def _rejection(name: str, b: Backend, op: OperationProperties, info, explicit: bool = False) -> str | None:
     caps = b.get_capabilities()
-    if op.op_type not in caps.get("operations", ()):
-        return f"lacks {op.op_type}"
     device = caps.get("requires_gpu", False)
-    if op.requires_gpu and not device:
-        return "not a GPU backend"
-    if device:
+    if device and not explicit and op.device == "cpu":  # the cheap checks first: no torch import for small work
         if info is not None and info.gpu_count == 0:
-            return "no GPU detected"
+            return "no GPU detected" + (" (Triton's interpreter runs only when asked: set_backend('gpu') or "
+                                        ".to('gpu'))" if _dev.interpreted() else "")
         limit = THRESHOLDS.get(op.op_type, 0)
         if op.input_size_bytes < limit and not op.requires_gpu:
-            return f"{op.input_size_bytes} bytes < GPU threshold {limit} for {op.op_type}"
+            return (f"{op.input_size_bytes} bytes < GPU threshold {limit} for {op.op_type} "
+                    "(host inputs: copies to and from the device counted)")
+    if not b.is_available():
+        return b.unavailable_reason() or "unavailable"
+    if op.op_type not in caps.get("operations", ()):
+        return f"lacks {op.op_type}"
+    if op.requires_gpu and not device:
+        return "not a GPU backend"
     return None
+
+
+def _is_device(name: str) -> bool:
+    return bool(_BACKENDS[name].get_capabilities().get("requires_gpu", False))
 
 
 def select_backend(backend_name: str | None, op_props: OperationProperties, device_info=None) -> Selection:
     """Choose the backend for one program (rules in this module's doc). Automatic selections are memoized
-    per (operation kind, size class) until the configuration changes through this module's functions."""
+    per (operation kind, size class, inputs' device) until the configuration changes through this module's
+    functions."""
     if device_info is None and backend_name is None:
         big = op_props.input_size_bytes >= THRESHOLDS.get(op_props.op_type, 0)
-        key = (op_props.op_type, big, op_props.requires_gpu, _state["version"])
+        key = (op_props.op_type, big, op_props.requires_gpu, op_props.device, _state["version"])
         sel = _memo.get(key)
         if sel is None:
             if len(_memo) > 256:
                 _memo.clear()
             sel = _memo[key] = _select(None, op_props, detect_devices())
-        return sel  # shared: run() copies it before recording a fallback
+        return sel  # shared: run() copies it before recording a fallback or copies
     return _select(backend_name, op_props, device_info if device_info is not None else detect_devices())
 
 
 def _select(backend_name, op_props, info) -> Selection:
     forced = backend_name if backend_name is not None else _state["forced"]
     rejected: list = []
+    order = [n for n in _state["priority"] if n in _BACKENDS]
+    if op_props.device != "cpu":  # data on the device stays there: device backends first, host ones copy
+        order.sort(key=lambda n: not _is_device(n))
     if forced is not None:
         b = get_backend(forced)
-        why = _rejection(forced, b, op_props, None)
+        why = _rejection(forced, b, op_props, None, explicit=True)
         if why is None:
-            rest = [n for n in _state["priority"] if n != forced and _rejection(n, _BACKENDS[n], op_props, info) is None]
+            rest = [n for n in order if n != forced and _rejection(n, _BACKENDS[n], op_props, info) is None]
             return Selection(forced, "explicit backend", [], [forced, *rest])
         rejected.append((forced, why))
-    order = [n for n in _state["priority"] if n in _BACKENDS]
     ok = []
     for n in order:
         if forced is not None and n == forced:
@@ -369,20 +509,62 @@ def _select(backend_name, op_props, info) -> Selection:
     if not ok:
         raise UnsupportedError(f"no tensor backend can run {op_props.op_type} ({op_props.input_size_bytes} bytes): "
                                + "; ".join(f"{n}: {r}" for n, r in rejected))
-    rule = "priority order" if forced is None else f"explicit backend {forced!r} cannot run it, fell back by priority"
+    if forced is not None:
+        rule = f"explicit backend {forced!r} cannot run it, fell back by priority"
+    elif op_props.device != "cpu":
+        rule = (f"inputs on the {op_props.device}: runs where the data is" if _is_device(ok[0]) else
+                f"priority order; inputs on the {op_props.device} are copied to the host and back")
+    elif _is_device(ok[0]):
+        rule = (f"priority order; {op_props.input_size_bytes} bytes >= GPU threshold "
+                f"{THRESHOLDS.get(op_props.op_type, 0)} for {op_props.op_type} (host inputs: copies counted)")
+    else:
+        rule = "priority order"
     return Selection(ok[0], rule, rejected, ok)
 
 
-def run(program, args, config, op_props: OperationProperties, outputs=None) -> Selection:
-    """Select, execute, and on UnsupportedError fall back to the next candidate (recorded and warned)."""
+def _copies(name: str, args, op_props: OperationProperties, outputs) -> str:
+    """The host<->device copies running on `name` costs for data where it is ('' when none)."""
+    dev = _is_device(name)
+    if dev == (op_props.device != "cpu"):
+        return ""
+    out_bytes = 0
+    for o in outputs if outputs is not None else ():
+        out_bytes += args[o].nbytes
+    there, back = ("host->device", "device->host") if dev else ("device->host", "host->device")
+    return f"copies: {op_props.input_size_bytes} input bytes {there}, {out_bytes} output bytes {back}"
+
+
+def _execute_on(b: Backend, program, args, config, outputs, scratch) -> None:
+    if isinstance(b, GPUBackend):
+        b.execute(program, args, config, outputs, scratch)
+        return
+    staged = None
+    if not b.get_capabilities().get("requires_gpu", False):
+        for a in args:
+            if _dev.is_device_array(a):
+                staged = [_dev.download(x) if _dev.is_device_array(x) else x for x in args]
+                break
+    if staged is None:
+        if isinstance(b, IsaBackend):
+            b.execute(program, args, config, outputs)
+        else:
+            b.execute(program, args, config)
+        return
+    if isinstance(b, IsaBackend):
+        b.execute(program, staged, config, outputs)
+    else:
+        b.execute(program, staged, config)
+    for o in outputs if outputs is not None else program.metadata.get("eidos.tensor.outputs", ()):
+        _dev.copy_into(args[o], staged[o])
+
+
+def run(program, args, config, op_props: OperationProperties, outputs=None, scratch=()) -> Selection:
+    """Select, execute, and on UnsupportedError fall back to the next candidate (recorded and warned).
+    `scratch`: slots whose contents are neither read before written nor wanted after (not copied)."""
     sel = select_backend(None, op_props)
     for i, name in enumerate(sel.candidates):
         try:
-            b = _BACKENDS[name]
-            if isinstance(b, IsaBackend):
-                b.execute(program, args, config, outputs)
-            else:
-                b.execute(program, args, config)
+            _execute_on(_BACKENDS[name], program, args, config, outputs, scratch)
         except UnsupportedError as e:
             if i == 0:
                 sel = Selection(sel.name, sel.rule, list(sel.rejected), list(sel.candidates))
@@ -392,6 +574,9 @@ def run(program, args, config, op_props: OperationProperties, outputs=None) -> S
                               f"falling back to {sel.candidates[i + 1]!r}", FallbackWarning, stacklevel=4)
                 continue
             raise
+        copies = _copies(name, args, op_props, outputs)
+        if name != sel.name or copies:
+            sel = Selection(sel.name, sel.rule, list(sel.rejected), list(sel.candidates), copies)
         if name != sel.name:
             sel.name, sel.rule = name, "fallback after UnsupportedError"
         return sel
@@ -401,4 +586,5 @@ def run(program, args, config, op_props: OperationProperties, outputs=None) -> S
 __all__ = ["Backend", "IsaBackend", "CPUBackend", "GPUBackend", "ReferenceBackend", "OperationProperties",
            "Selection", "select_backend", "register_backend", "unregister_backend", "get_backend", "backends",
            "set_backend", "set_backend_priority", "get_backend_priority", "set_threshold", "THRESHOLDS",
-           "THRESHOLDS_PROVENANCE", "detect_devices", "reset", "OPERATIONS"]
+           "THRESHOLDS_PROVENANCE", "DEVICE_THRESHOLDS", "load_thresholds", "detect_devices", "reset",
+           "OPERATIONS"]

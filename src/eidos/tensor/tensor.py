@@ -23,6 +23,7 @@ from eidos.isa import ExecutionParams
 
 from . import backend as _backend
 from . import complex as C
+from . import device as _dev
 from . import dtypes as D
 from . import lower as L
 from .dtypes import DTypeError
@@ -97,21 +98,24 @@ def _norm_axes(axis, ndim: int, what: str) -> tuple:
 class Tensor:
     """An n-dimensional array: lazy by default (see the module doc)."""
 
-    __slots__ = ("shape", "dtype", "_data", "_op", "_args", "_attrs", "_runs", "__weakref__")
+    __slots__ = ("shape", "dtype", "device", "_data", "_op", "_args", "_attrs", "_runs", "__weakref__")
     __array_priority__ = 100
 
-    def __init__(self, data=None, *, _shape=None, _dtype=None, _op="leaf", _args=(), _attrs=None) -> None:
-        if _op == "leaf":
+    def __init__(self, data=None, *, _shape=None, _dtype=None, _op="leaf", _args=(), _attrs=None,
+                 _device="cpu") -> None:
+        if _op == "leaf" and _device == "cpu":
             arr = np.asarray(data)
             self.shape, self.dtype = tuple(arr.shape), D.as_dtype(arr.dtype)
             self._data = arr
+        elif _op == "leaf":  # a torch tensor on the device (eidos.tensor.device)
+            self.shape, self.dtype, self._data = tuple(data.shape), _dev.numpy_dtype(data.dtype), data
         else:
             self.shape, self.dtype, self._data = tuple(_shape), _dtype, None
+        self.device = _device  # where the data lives (or will): "cpu" (NumPy) or "gpu" (torch, eidos.tensor.device)
         self._op, self._args, self._attrs = _op, tuple(_args), _attrs
         self._runs: list = []
 
     # ---- basic properties ---------------------------------------------------------------
-    device = "cpu"
 
     @property
     def ndim(self) -> int:
@@ -132,11 +136,12 @@ class Tensor:
 
     # ---- realization ---------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The values as a NumPy array (realizing the graph; shares memory with the tensor)."""
-        return _realize(self)
+        """The values as a NumPy array (realizing the graph; shares memory with a host tensor, a copy of
+        a gpu tensor's device data)."""
+        return _host(self)
 
     def __array__(self, dtype=None, copy=None):
-        a = _realize(self)
+        a = _host(self)
         if dtype is not None:
             a = a.astype(dtype)
         return a.copy() if copy else a
@@ -148,15 +153,15 @@ class Tensor:
     def item(self):
         if self.size != 1:
             raise ShapeError(f"item(): the tensor has shape {self.shape}, not one element")
-        return _realize(self).reshape(()).item()
+        return _host(self).reshape(()).item()
 
     def tolist(self):
-        return _realize(self).tolist()
+        return _host(self).tolist()
 
     def __bool__(self) -> bool:
         if self.size != 1:
             raise ShapeError(f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any() or .all()")
-        return bool(_realize(self).reshape(()))
+        return bool(_host(self).reshape(()))
 
     def __int__(self) -> int:
         return int(self.item())
@@ -173,7 +178,7 @@ class Tensor:
         return int(self.item())
 
     def __repr__(self) -> str:
-        a = _realize(self)
+        a = _host(self)
         body = np.array2string(a, separator=", ", prefix="Tensor(")
         return f"Tensor({body}, dtype={self.dtype}, device={self.device!r})"
 
@@ -187,6 +192,9 @@ class Tensor:
     # ---- DLPack and devices ------------------------------------------------------------------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         a = _realize(self)
+        if self.device != "cpu":  # torch exports the device memory (and orders `stream` after its own)
+            kw = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
+            return a.__dlpack__(stream=-1 if stream is None else stream, **{k: v for k, v in kw.items() if v is not None})
         if self.dtype == D.bfloat16:
             raise DTypeError("bfloat16 has no NumPy DLPack export; convert with .astype('float32') first")
         kw = {}
@@ -202,17 +210,29 @@ class Tensor:
             return a.__dlpack__(stream=stream)
 
     def __dlpack_device__(self):
+        if self.device != "cpu":
+            return _realize(self).__dlpack_device__()
         return (1, 0)  # kDLCPU
 
     def to(self, device) -> Tensor:
-        """The tensor on `device` ('cpu'; 'gpu'/'cuda' when the gpu backend is available)."""
-        name = str(device).split(":")[0].lower()
-        if name == "cpu":
+        """The tensor on `device`: 'cpu' (host, NumPy) or 'gpu' ('cuda', 'cuda:0': the gpu backend's device).
+        Realizes the graph where it is, then copies the data once; the same tensor if it is already there."""
+        name = _device_name(device)
+        if name == self.device:
             return self
-        if name in ("gpu", "cuda"):
+        if name == "gpu":
             gpu = _backend.get_backend("gpu")
-            raise BackendUnavailable(f"cannot move a tensor to {device!r}: {gpu.unavailable_reason()}")
-        raise EidosError(f"unknown device {device!r}; devices: 'cpu', 'gpu'")
+            if not gpu.is_available():
+                raise BackendUnavailable(f"cannot move a tensor to {device!r}: {gpu.unavailable_reason()}")
+            out = Tensor(_dev.upload(_realize(self)), _device="gpu")
+            out._runs.append(("to('gpu')", f"host -> device copy, {self.size * self.dtype.itemsize} bytes"))
+            return out
+        out = Tensor(_dev.download(_realize(self)))
+        out._runs.append(("to('cpu')", f"device -> host copy, {self.size * self.dtype.itemsize} bytes"))
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
 
     def to_device(self, device, /, *, stream=None) -> Tensor:
         """The Array API's name for .to(device)."""
@@ -271,6 +291,24 @@ class Tensor:
     # in-place forms rebind (a Tensor's graph node is immutable)
     def __setitem__(self, key, value):
         a = _realize(self)
+        if self.device != "cpu":
+            if isinstance(value, Tensor) and value.device != self.device:
+                raise _mixed("setitem", [self, value])
+            if not a.is_contiguous():
+                a = self._data = a.contiguous()
+            k = _index_key(key)
+            try:
+                np.empty(self.shape, dtype=np.bool_)[k]
+            except IndexError as e:
+                raise AxisError(f"setitem on a tensor of shape {self.shape}: {e}") from e
+            try:
+                _dev.setitem(a, k, _realize(value) if isinstance(value, Tensor) else value)
+            except (RuntimeError, ValueError) as e:
+                raise ShapeError(f"setitem on a tensor of shape {self.shape}: {e}") from e
+            self._runs.append(("setitem", "device (torch index_copy_)"))
+            return
+        if isinstance(value, Tensor) and value.device != "cpu":
+            raise _mixed("setitem", [self, value])
         if not a.flags.writeable:
             a = self._data = a.copy()
         v = _realize(value) if isinstance(value, Tensor) else value
@@ -286,7 +324,7 @@ class Tensor:
             probe = np.empty(self.shape, dtype=np.bool_)[k]
         except IndexError as e:
             raise AxisError(f"index {key!r} into a tensor of shape {self.shape}: {e}") from e
-        return _move("getitem", [self], probe.shape, self.dtype, lambda a: a[k], repr(key))
+        return _move("getitem", [self], probe.shape, self.dtype, lambda a: a[k], repr(key), k)
 
     # ---- methods -----------------------------------------------------------------------------
     def astype(self, dtype, copy=True): return astype(self, dtype)
@@ -341,23 +379,47 @@ class Tensor:
         return transpose(self, axes)
 
 
+def _device_name(device) -> str:
+    """'cpu' or 'gpu' for a device given as a string ('cuda', 'cuda:0' and 'gpu:0' mean 'gpu') or an object
+    with a .type (a torch.device)."""
+    text = str(getattr(device, "type", device)).lower()
+    name, _, index = text.partition(":")
+    if name == "cpu" and not index:
+        return "cpu"
+    if name in ("gpu", "cuda") and index in ("", "0"):
+        return "gpu"
+    raise _dev.DeviceError(f"unknown device {device!r}; devices: 'cpu', 'gpu' (also 'cuda', 'cuda:0'; one GPU)")
+
+
+def _host(t: Tensor) -> np.ndarray:
+    """t's values in host memory (a copy for a gpu tensor)."""
+    a = _realize(t)
+    return a if t.device == "cpu" else _dev.download(a)
+
+
 def _index_key(key):
     if isinstance(key, Tensor):
-        return _realize(key)
+        return _host(key)
     if isinstance(key, tuple):
-        return tuple(_realize(k) if isinstance(k, Tensor) else k for k in key)
+        return tuple(_host(k) if isinstance(k, Tensor) else k for k in key)
     return key
 
 
 # ---- construction -----------------------------------------------------------------------------
 
 def tensor(data, dtype=None, device=None) -> Tensor:
-    """A tensor from nested lists, scalars, NumPy arrays, DLPack producers or other tensors."""
-    if device is not None and str(device).split(":")[0] != "cpu":
-        Tensor(np.zeros(0)).to(device)
+    """A tensor from nested lists, scalars, NumPy arrays, DLPack producers or other tensors, on `device`
+    (default: where the data is: the host, or the gpu for a producer on the device)."""
+    if device is not None:
+        name = _device_name(device)
+        t = tensor(data, dtype)
+        return t if t.device == name else t.to(name)
     if isinstance(data, Tensor):
         return data if dtype is None else astype(data, dtype)
     if hasattr(data, "__dlpack__") and not isinstance(data, np.ndarray):
+        if _dev.is_device_producer(data):
+            t = from_dlpack(data)
+            return t if dtype is None else astype(t, dtype)
         arr = np.from_dlpack(data)
     else:
         arr = np.asarray(data)
@@ -371,11 +433,30 @@ def tensor(data, dtype=None, device=None) -> Tensor:
     return Tensor(arr)
 
 
-def from_dlpack(x) -> Tensor:
-    """A tensor sharing memory with any DLPack producer on the CPU (NumPy, torch, ...)."""
+def from_dlpack(x, *, device=None, copy=None) -> Tensor:
+    """A tensor sharing memory with a DLPack producer: one in host memory (NumPy, torch CPU, ...) gives a
+    host tensor, one on the GPU (torch CUDA, CuPy, ...) a gpu tensor. `device` asks for the other one:
+    that copies, unless the device is simulated on the host (TRITON_INTERPRET=1), where a host producer's
+    memory is shared as the gpu tensor's; copy=False refuses to copy, copy=True always copies."""
     if isinstance(x, Tensor):
-        return x
-    return Tensor(np.from_dlpack(x))
+        t = x
+    elif _dev.is_device_producer(x):
+        t = Tensor(_dev.adopt(x), _device="gpu")
+    else:
+        t = Tensor(np.from_dlpack(x))
+    if device is None or _device_name(device) == t.device:
+        if copy:
+            a = _realize(t)
+            return Tensor(a.copy()) if t.device == "cpu" else Tensor(a.clone(), _device="gpu")
+        return t
+    want = _device_name(device)
+    if want == "gpu" and t.device == "cpu" and not copy and not isinstance(x, Tensor) and _backend.get_backend(
+            "gpu").is_available() and _dev.torch_device().type == "cpu":
+        return Tensor(_dev.adopt(_dev._torch().from_dlpack(x)), _device="gpu")  # the interpreter's device is the host
+    if copy is False:
+        raise _dev.DeviceError(f"from_dlpack: the data is in {t.device} memory and device={device!r} needs a copy, "
+                               "but copy=False")
+    return t.to(want)
 
 
 def _as_operand(x, like: Tensor | None = None):
@@ -389,10 +470,22 @@ def _as_operand(x, like: Tensor | None = None):
 # ---- graph nodes --------------------------------------------------------------------------------
 
 def _node(op, args, shape, dtype, attrs=None) -> Tensor:
+    device = "cpu"
+    for a in args:
+        if a.__class__ is Tensor and a.device != "cpu":
+            device = a.device
+            break
+    if device != "cpu":
+        for a in args:
+            if a.__class__ is Tensor and a.device != device:
+                raise _mixed(op if op not in ("move", "host") else attrs[0], args)
     if (dtype in D.COMPLEX and op != "move" and op != "host") or (
             op in C.TAKES_COMPLEX and _builtins.any(a.dtype in D.COMPLEX for a in args)):
+        if device != "cpu":
+            raise DTypeError(f"{op}: complex numbers are computed on the host (the ISA has no complex arithmetic) and "
+                             f"gpu tensors stay on the device; move the operands with .to('cpu') first")
         return _host_node(op, args, shape, dtype, attrs)
-    t = Tensor(_op=op, _args=args, _shape=shape, _dtype=dtype, _attrs=attrs)
+    t = Tensor(_op=op, _args=args, _shape=shape, _dtype=dtype, _attrs=attrs, _device=device)
     if is_eager():
         _realize(t)
     return t
@@ -402,6 +495,18 @@ def _host_node(op, args, shape, dtype, attrs) -> Tensor:
     """A complex operation: one NumPy call on the host when realized (eidos/tensor/complex.py says why)."""
     tensors, fn, name = C.host_call(op, args, dtype, attrs, lambda a: isinstance(a, Tensor))
     return _node("host", tensors, shape, dtype, (name, fn, C.WHY))
+
+
+def _mixed(op: str, args) -> _dev.DeviceError:
+    """Operands on different devices: eidos does not move data behind a user's back (as torch)."""
+    where = ", ".join(f"{a.device} {a.shape}" for a in args if isinstance(a, Tensor))
+    return _dev.DeviceError(f"{op}: operands are on different devices ({where}); move them to one first, "
+                            f"e.g. x.to('gpu') or x.to('cpu')")
+
+
+def _like(x: Tensor, arr: np.ndarray) -> Tensor:
+    """A tensor of host-made values on x's device (constants an operation adds, like layer_norm's weight)."""
+    return Tensor(arr) if x.device == "cpu" else Tensor(_dev.upload(arr), _device=x.device)
 
 
 def _need(t: Tensor, what: str, *, floats=False, ints=False, no_bool=False) -> None:
@@ -556,7 +661,7 @@ def _float_test(op: str, non_float: bool):
     def f(x) -> Tensor:
         x = tensor(x) if not isinstance(x, Tensor) else x
         if x.dtype not in D.INEXACT:
-            return Tensor(np.full(x.shape, non_float, np.bool_))
+            return _like(x, np.full(x.shape, non_float, np.bool_))
         return _unary(op, x, D.bool_)
     f.__name__ = op
     f.__doc__ = f"Element-wise {op} (integers and bools: all {non_float})."
@@ -828,7 +933,7 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps: float = 1e
     args = [x]
     for p, fill in ((weight, 1.0), (bias, 0.0)):
         if p is None:
-            p = Tensor(np.full(n, fill, dtype=x.dtype))
+            p = _like(x, np.full(n, fill, dtype=x.dtype))
         p = astype(tensor(p) if not isinstance(p, Tensor) else p, x.dtype)
         if p.size != n:
             raise ShapeError(f"layer_norm: weight/bias of shape {p.shape} for normalized_shape {ns}")
@@ -838,8 +943,9 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps: float = 1e
 
 # ---- movement (host layout, between programs) ------------------------------------------------------
 
-def _move(name, args, shape, dtype, fn, desc="") -> Tensor:
-    return _node("move", tuple(args), shape, dtype, (name, fn, desc))
+def _move(name, args, shape, dtype, fn, desc="", param=None) -> Tensor:
+    """A layout node: fn(*arrays) is its NumPy form; eidos.tensor.device.move(name, param, ...) its device form."""
+    return _node("move", tuple(args), shape, dtype, (name, fn, desc, param))
 
 
 def reshape(x, shape) -> Tensor:
@@ -860,7 +966,7 @@ def transpose(x, axes=None) -> Tensor:
     if sorted(a % x.ndim if x.ndim else a for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
         raise AxisError(f"transpose: axes {axes} are not a permutation of the {x.ndim} dimensions of shape {x.shape}")
     shape = tuple(x.shape[a] for a in axes)
-    return _move("transpose", [x], shape, x.dtype, lambda a: np.transpose(a, axes), str(axes))
+    return _move("transpose", [x], shape, x.dtype, lambda a: np.transpose(a, axes), str(axes), axes)
 
 
 def permute_dims(x, axes) -> Tensor:
@@ -921,7 +1027,7 @@ def concat(tensors, axis=0) -> Tensor:
         if t.ndim != nd or _builtins.any(t.shape[i] != ts[0].shape[i] for i in range(nd) if i != ax):
             raise ShapeError(f"concat along axis {ax}: shapes {', '.join(str(t.shape) for t in ts)} differ off that axis")
     shape = tuple(builtins_sum(t.shape[ax] for t in ts) if i == ax else d for i, d in enumerate(ts[0].shape))
-    return _move("concat", [astype(t, dt) for t in ts], shape, dt, lambda *a: np.concatenate(a, axis=ax), str(ax))
+    return _move("concat", [astype(t, dt) for t in ts], shape, dt, lambda *a: np.concatenate(a, axis=ax), str(ax), ax)
 
 
 def stack(tensors, axis=0) -> Tensor:
@@ -992,10 +1098,14 @@ def _realize(t: Tensor) -> np.ndarray:
     elif op == "reduce":
         _run_reduce(t)
     elif op == "move":
-        name, fn, _desc = t._attrs
+        name, fn, _desc, param = t._attrs
         arrays = [_realize(a) for a in t._args]
-        t._data = fn(*arrays)
-        t._runs.append((f"{name}", "host layout (NumPy view or copy), no program"))
+        if t.device == "cpu":
+            t._data = fn(*arrays)
+            t._runs.append((f"{name}", "host layout (NumPy view or copy), no program"))
+        else:
+            t._data = _dev.move(name, param, t.shape, arrays)
+            t._runs.append((f"{name}", "device layout (torch view or copy), no program"))
     elif op == "host":
         name, fn, why = t._attrs
         with np.errstate(all="ignore"):
@@ -1090,16 +1200,6 @@ def _leaf_expr(a: Tensor, leaves: _Leaves):
     return ("in", leaves.slot(a), _N[a.dtype])
 
 
-def _layout(arr: np.ndarray, shape, perm=None) -> np.ndarray:
-    if perm is None and arr.shape == shape and arr.flags.c_contiguous:
-        return arr
-    if arr.shape != tuple(shape):
-        arr = np.broadcast_to(arr, shape)
-    if perm is not None:
-        arr = np.transpose(arr, perm)
-    return np.ascontiguousarray(arr)
-
-
 def _run_elementwise(t: Tensor) -> None:
     n = t.size
 
@@ -1107,14 +1207,15 @@ def _run_elementwise(t: Tensor) -> None:
         return L.Kernel(expr, len(leaves.tensors), _N[t.dtype], n)
 
     k, leaves = _gather(t, kernel_of)
-    out = np.empty(t.shape, dtype=t.dtype)
+    xp = _dev.storage(t.device)
+    out = xp.empty(t.shape, t.dtype)
     if n == 0:
         t._data = out
         return
     if k.expr[0] == "in":
-        t._data = _layout(leaves.arrays()[0], t.shape)
+        t._data = xp.layout(leaves.arrays()[0], t.shape)
         return
-    args = [_layout(a, t.shape) for a in leaves.arrays()]
+    args = [xp.layout(a, t.shape) for a in leaves.arrays()]
     _execute(t, k, args, out)
     t._data = out
 
@@ -1138,10 +1239,11 @@ def _run_reduce(t: Tensor) -> None:
     else:
         leaves = _Leaves()
         k = kernel_of(_leaf_expr(x, leaves), leaves)
-    out = np.empty(m, dtype=t.dtype)
+    xp = _dev.storage(t.device)
+    out = xp.empty(m, t.dtype)
     if m > 0:
         identity = perm == list(range(x.ndim))
-        args = [_layout(a, x.shape, None if identity else perm) for a in leaves.arrays()]
+        args = [xp.layout(a, x.shape, None if identity else perm) for a in leaves.arrays()]
         _execute(t, k, args, out)
     t._data = out.reshape(t.shape)
 
@@ -1151,8 +1253,9 @@ def _execute(t: Tensor, k: L.Kernel, args: list, out: np.ndarray) -> None:
     full = list(args)
     full.append(out.reshape(-1))
     if low.consts or low.temps:
-        extra = {slot: _CONSTS.constant(values[i], dtype, count) for slot, i, dtype, count in low.consts}
-        extra.update({slot: _SCRATCH.scratch(dtype, count, slot) for slot, dtype, count in low.temps})
+        dev = t.device
+        extra = {slot: _CONSTS.constant(values[i], dtype, count, dev) for slot, i, dtype, count in low.consts}
+        extra.update({slot: _SCRATCH.scratch(dtype, count, slot, dev) for slot, dtype, count in low.temps})
         full += [extra[s] for s in sorted(extra)]
     nbytes = 0
     for a in args:
@@ -1174,9 +1277,10 @@ def _nops(expr) -> int:
 
 
 def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what, registers=None) -> None:
-    props = _backend.OperationProperties(kind, nbytes, False)
+    props = _backend.OperationProperties(kind, nbytes, False, t.device)
     launch = low.config if not registers else ExecutionParams(low.config, registers)
-    sel = _backend.run(low.program, args, launch, props, (low.out_slot,))
+    scratch = tuple(slot for slot, _, _ in low.temps) if low.temps else ()
+    sel = _backend.run(low.program, args, launch, props, (low.out_slot,), scratch)
     _counters["programs"] += 1
     t._runs.append((low, what, sel))
 
@@ -1204,15 +1308,17 @@ class _ArrayCache:
             self.nbytes -= old.nbytes
         return a
 
-    def constant(self, value, dtype, count):
+    def constant(self, value, dtype, count, device="cpu"):
         def make():
+            if device != "cpu":
+                return _dev.GPU.full(count, value, D.NAMES[dtype])
             a = np.full(count, value, dtype=D.NAMES[dtype])
             a.flags.writeable = False
             return a
-        return self._get((repr(value), dtype, count), make)
+        return self._get((repr(value), dtype, count, device), make)
 
-    def scratch(self, dtype, count, slot):
-        return self._get((dtype, count, slot), lambda: np.empty(count, dtype=D.NAMES[dtype]))
+    def scratch(self, dtype, count, slot, device="cpu"):
+        return self._get((dtype, count, slot, device), lambda: _dev.storage(device).empty(count, D.NAMES[dtype]))
 
     def clear(self) -> None:
         self.entries.clear()
@@ -1223,8 +1329,8 @@ _CONSTS = _ArrayCache(256 << 20)
 _SCRATCH = _ArrayCache(256 << 20)
 
 
-def _contig(t: Tensor) -> np.ndarray:
-    return np.ascontiguousarray(_realize(t))
+def _contig(t: Tensor):
+    return _dev.storage(t.device).contiguous(_realize(t))
 
 
 def _run_matmul(t: Tensor) -> None:
@@ -1236,11 +1342,12 @@ def _run_matmul(t: Tensor) -> None:
     batch = _broadcast_shapes(A2.shape[:-2], B2.shape[:-2])
     dt = t.dtype
     cdt = dt if dt in D.FLOATS else D.float64
-    A3 = np.ascontiguousarray(np.broadcast_to(A2, (*batch, m, k)), dtype=cdt)
-    B3 = np.ascontiguousarray(np.broadcast_to(B2, (*batch, k, n)), dtype=cdt)
+    xp = _dev.storage(t.device)
+    A3 = xp.contiguous(xp.broadcast_to(A2, (*batch, m, k)), cdt)
+    B3 = xp.contiguous(xp.broadcast_to(B2, (*batch, k, n)), cdt)
     nb = math.prod(batch)
-    out = np.empty((*batch, m, n), dtype=cdt)
-    if out.size:
+    out = xp.empty((*batch, m, n), cdt)
+    if t.size:
         if k == 0:
             out[...] = 0
         elif nb == 1:
@@ -1251,31 +1358,32 @@ def _run_matmul(t: Tensor) -> None:
             _dispatch(t, low, [A3, B3, out], "matmul", A3.nbytes + B3.nbytes,
                       f"BatchedGEMM {nb} x ({m}x{k} @ {k}x{n})")
     if cdt != dt:
-        out = out.astype(dt)
+        out = xp.astype(out, dt)
     t._data = out.reshape(t.shape)
 
 
 def _run_softmax(t: Tensor) -> None:
     (ax,) = t._attrs
     x = _realize(t._args[0])
+    xp = _dev.storage(t.device)
     if x.ndim == 0:
-        t._data = np.ones((), dtype=t.dtype)
+        t._data = xp.full((), 1, t.dtype)
         return
-    moved = np.ascontiguousarray(np.moveaxis(x, ax, -1))
-    out = np.empty_like(moved)
+    moved = xp.contiguous(xp.moveaxis(x, ax, -1))
+    out = xp.empty(moved.shape, t.dtype)
     n = moved.shape[-1]
-    rows = moved.size // n if n else 0
+    rows = t.size // n if n else 0
     if rows:
         low = L.lower_extension("softmax", _N[t.dtype], (rows, n))
         _dispatch(t, low, [moved, out], "softmax", moved.nbytes, f"Softmax {rows} rows of {n}")
-    t._data = np.moveaxis(out, -1, ax)
+    t._data = xp.moveaxis(out, -1, ax)
 
 
 def _run_layer_norm(t: Tensor) -> None:
     n, eps = t._attrs
     x, w, b = (_contig(a) for a in t._args)
-    out = np.empty_like(x)
-    rows = x.size // n if n else 0
+    out = _dev.storage(t.device).empty(x.shape, t.dtype)
+    rows = t.size // n if n else 0
     if rows:
         low = L.lower_extension("layer_norm", _N[t.dtype], (rows, n, eps))
         _dispatch(t, low, [x, w.reshape(-1), b.reshape(-1), out], "layer_norm", x.nbytes,
