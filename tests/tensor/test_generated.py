@@ -66,33 +66,40 @@ def data(shape, dtype, seed):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.integers(0, 2**16))
 def test_generated_expressions(case, seed):
+    B.set_backend("reference")
+    try:
+        check_case(case, seed, T)
+    finally:
+        B.reset()
+
+
+def check_case(case, seed, make, device="cpu"):
+    """One generated case against NumPy, its inputs made into tensors by `make` (tests/tensor/test_gpu.py
+    puts them on the gpu); the result must stay on `device`."""
     dtype, expr, shape_a, shape_b, reduce, axis = case
     if "'a'" not in repr(expr) and "'b'" not in repr(expr) and expr not in ("a", "b"):
         return  # only scalars: Python arithmetic, not tensors
-    B.set_backend("reference")
-    try:
-        a, b = data(shape_a, dtype, seed), data(shape_b, dtype, seed + 1)
-        s = np.array(2, dtype=dtype)
-        want = evaluate(expr, {"a": a, "b": b, "s": s}, "np")
-        got = evaluate(expr, {"a": T(a), "b": T(b), "s": T(s)}, "T")
-        want = np.asarray(want)
-        if not isinstance(got, T.Tensor):
-            got = T(np.asarray(got))
-        if reduce is not None:
-            if want.size == 0 and reduce != "sum" or (axis is not None and want.ndim == 0):
-                return
-            if axis is not None and want.shape[axis] == 0 and reduce != "sum":
-                return
-            want = getattr(np, reduce)(want, axis=axis)
-            got = getattr(got, reduce)(axis=axis)
-            if reduce == "sum" and not dtype.startswith("float"):
-                want = want.astype("uint64" if dtype.startswith("u") else "int64")
-        g = got.numpy()
-        want = np.broadcast_to(want, g.shape) if want.shape != g.shape and want.size == 1 and g.ndim == 0 else want
-        assert g.shape == want.shape and g.dtype == want.dtype, (g.shape, want.shape, g.dtype, want.dtype, expr)
-        if dtype.startswith("float"):
-            np.testing.assert_allclose(g, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, want)
-    finally:
-        B.reset()
+    a, b = data(shape_a, dtype, seed), data(shape_b, dtype, seed + 1)
+    s = np.array(2, dtype=dtype)
+    want = evaluate(expr, {"a": a, "b": b, "s": s}, "np")
+    got = evaluate(expr, {"a": make(a), "b": make(b), "s": make(s)}, "T")
+    want = np.asarray(want)
+    if not isinstance(got, T.Tensor):
+        got = make(np.asarray(got))
+    if reduce is not None:
+        if want.size == 0 and reduce != "sum" or (axis is not None and want.ndim == 0):
+            return
+        if axis is not None and want.shape[axis] == 0 and reduce != "sum":
+            return
+        want = getattr(np, reduce)(want, axis=axis)
+        got = getattr(got, reduce)(axis=axis)
+        if reduce == "sum" and not dtype.startswith("float"):
+            want = want.astype("uint64" if dtype.startswith("u") else "int64")
+    assert got.device == device, (got.device, device, expr)
+    g = got.numpy()
+    want = np.broadcast_to(want, g.shape) if want.shape != g.shape and want.size == 1 and g.ndim == 0 else want
+    assert g.shape == want.shape and g.dtype == want.dtype, (g.shape, want.shape, g.dtype, want.dtype, expr)
+    if dtype.startswith("float"):
+        np.testing.assert_allclose(g, want, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(g, want)

@@ -269,9 +269,6 @@ class GPUBackend(Backend):
                     "CPU through Triton's interpreter")
         try:
             _dev.torch_device()
-            import triton  # noqa: F401
-        except ImportError as e:
-            return f"needs torch and triton ({e}): pip install 'eidos[gpu]'"
         except BackendUnavailable as e:
             return str(e)
         return ""
@@ -289,7 +286,14 @@ class GPUBackend(Backend):
             why = self.unavailable_reason()
             if why:
                 raise BackendUnavailable(f"tensor backend 'gpu': {why}")
-            self._isa = _TritonStandIn()
+            from eidos.isa.backends import triton
+
+            target = getattr(triton, "TritonBackend", None)
+            if target is None:
+                self._isa, self._bytes = _TritonStandIn()
+            else:
+                self._isa, self._bytes = target(), _dev.as_bytes
+            self._empty = self._bytes(_dev.GPU.empty(0, np.dtype(np.uint8)))
         return self._isa
 
     # ---- execution ------------------------------------------------------------------------------
@@ -312,9 +316,29 @@ class GPUBackend(Backend):
                     dev_args.append(self._stage_constant(a))
                 else:
                     dev_args.append(_dev.upload(a))
-            self.isa.run(program, dev_args, config, outputs)
+            self._launch(program, dev_args, config)
             for i in back:
                 args[i].reshape(-1)[...] = _dev.download(dev_args[i]).reshape(-1)
+
+    def _launch(self, program, dev_args, config) -> None:
+        """Bind the device tensors as slot buffers (handle i + 1) of the kernel target's memory, run, unbind."""
+        be = self.isa
+        mem = be.memory
+        while len(mem.buffers) < len(dev_args):
+            if be.allocate_buffer(0) != len(mem.buffers):
+                raise RuntimeError("tensor backend: slot buffers must be the kernel target's first handles")
+        for i, d in enumerate(dev_args):
+            mem.buffers[i + 1] = self._bytes(d)
+        mem.generation += 1
+        try:
+            if isinstance(config, ExecutionParams):
+                be.execute_program_with_params(program, config)
+            else:
+                be.execute_program(program, config)
+        finally:
+            for i in range(len(dev_args)):
+                mem.buffers[i + 1] = self._empty
+            mem.generation += 1
 
     def _stage_constant(self, a: np.ndarray):
         """The device copy of a read-only host array, made once and dropped when the host array goes."""
@@ -327,19 +351,15 @@ class GPUBackend(Backend):
         return d
 
 
-class _TritonStandIn:
-    """TEMPORARY, until eidos.isa.backends.triton.TritonBackend lands: runs the programs through the ISA
-    CPU backend on the device tensors' memory (torch CPU tensors under TRITON_INTERPRET=1)."""
+def _TritonStandIn():
+    """TEMPORARY, until eidos.isa.backends.triton.TritonBackend lands: the ISA CPU backend running on the
+    device tensors' memory (torch CPU tensors under TRITON_INTERPRET=1), bound as NumPy views."""
+    if _dev.torch_device().type != "cpu":
+        raise BackendUnavailable("tensor backend 'gpu': the Triton kernel target has not landed yet "
+                                 "(eidos.isa.backends.triton.TritonBackend)")
+    from .fastreduce import cpu_backend
 
-    def __init__(self) -> None:
-        if _dev.torch_device().type != "cpu":
-            raise BackendUnavailable("tensor backend 'gpu': the Triton kernel target has not landed yet "
-                                     "(eidos.isa.backends.triton)")
-        self.cpu = CPUBackend()
-
-    def run(self, program, dev_args, config, outputs) -> None:
-        host = [_dev.host_view(a) for a in dev_args]
-        self.cpu.execute(program, host, config, outputs)
+    return cpu_backend(), lambda d: _dev.host_view(_dev.as_bytes(d))
 
 
 # ---- registry, priority ------------------------------------------------------------------------

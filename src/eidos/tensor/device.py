@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import warnings
 
 import numpy as np
@@ -45,21 +44,25 @@ def _torch():
 
 
 def interpreted() -> bool:
-    """Triton's interpreter is on (the device is simulated on the CPU)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """Triton's interpreter is on (TRITON_INTERPRET=1: the device is simulated on the CPU)."""
+    from eidos.isa.backends.triton.device import interpreting
+
+    return interpreting()
 
 
-@functools.cache
+_DEVICE: dict = {}
+
+
 def torch_device():
-    """The device gpu tensors live on: CUDA when torch sees one, else the CPU under TRITON_INTERPRET=1."""
-    torch = _torch()
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    if interpreted():
-        return torch.device("cpu")
-    raise BackendUnavailable("no CUDA device for gpu tensors (torch.cuda.is_available() is False); "
-                             "set TRITON_INTERPRET=1 before importing triton to run them on the CPU through "
-                             "Triton's interpreter")
+    """The device gpu tensors live on: the Triton backend's (the CPU under TRITON_INTERPRET=1, else CUDA);
+    BackendUnavailable naming why there is none."""
+    key = interpreted()
+    dev = _DEVICE.get(key)
+    if dev is None:
+        from eidos.isa.backends.triton.device import default_device
+
+        dev = _DEVICE[key] = default_device()
+    return dev
 
 
 def describe() -> str:
@@ -111,7 +114,9 @@ def _bits(t):
 def upload(a: np.ndarray):
     """A device copy of a host array (its bytes move; the dtype is a view, so every dtype travels)."""
     torch = _torch()
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a)
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
     dev = torch_device()
     flat = a.reshape(-1).view(np.uint8)
     if flat.flags.writeable:
@@ -316,6 +321,11 @@ def setitem(a, key, value) -> None:
         src = GPU.broadcast_to(value.to(a.dtype) if value.dtype != a.dtype else value, pos.shape)
     flat = _bits(a).view(-1)
     flat.index_copy_(0, idx, _bits(src.contiguous()).reshape(-1))
+
+
+def as_bytes(t):
+    """A contiguous device tensor's memory as a flat uint8 tensor (how kernel targets hold buffers)."""
+    return t.reshape(-1).view(_torch().uint8)
 
 
 def host_view(t) -> np.ndarray:

@@ -438,21 +438,21 @@ def from_dlpack(x, *, device=None, copy=None) -> Tensor:
     host tensor, one on the GPU (torch CUDA, CuPy, ...) a gpu tensor. `device` asks for the other one:
     that copies, unless the device is simulated on the host (TRITON_INTERPRET=1), where a host producer's
     memory is shared as the gpu tensor's; copy=False refuses to copy, copy=True always copies."""
+    want = None if device is None else _device_name(device)
     if isinstance(x, Tensor):
         t = x
     elif _dev.is_device_producer(x):
         t = Tensor(_dev.adopt(x), _device="gpu")
+    elif want == "gpu" and not copy and _backend.get_backend("gpu").is_available() and \
+            _dev.torch_device().type == "cpu":  # the interpreter's device memory is host memory: share it
+        return Tensor(_dev.adopt(x), _device="gpu")
     else:
         t = Tensor(np.from_dlpack(x))
-    if device is None or _device_name(device) == t.device:
+    if want is None or want == t.device:
         if copy:
             a = _realize(t)
             return Tensor(a.copy()) if t.device == "cpu" else Tensor(a.clone(), _device="gpu")
         return t
-    want = _device_name(device)
-    if want == "gpu" and t.device == "cpu" and not copy and not isinstance(x, Tensor) and _backend.get_backend(
-            "gpu").is_available() and _dev.torch_device().type == "cpu":
-        return Tensor(_dev.adopt(_dev._torch().from_dlpack(x)), _device="gpu")  # the interpreter's device is the host
     if copy is False:
         raise _dev.DeviceError(f"from_dlpack: the data is in {t.device} memory and device={device!r} needs a copy, "
                                "but copy=False")
