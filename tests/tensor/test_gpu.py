@@ -343,6 +343,26 @@ def test_load_thresholds(tmp_path):
         B.load_thresholds({"thresholds": {}})
 
 
+def test_crossover_bench_smoke(tmp_path, capsys):
+    """bench/gpu_crossover.py --smoke: every kind on both devices, results checked against the cpu backend inside."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "gpu_crossover.py")
+    spec = importlib.util.spec_from_file_location("gpu_crossover", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "t.json"
+    result = bench.main(["--smoke", "--json", str(out)])
+    written = json.loads(out.read_text())
+    assert written["smoke"] is True and set(written["host_inputs"]) == set(B.OPERATIONS)
+    assert len(result["table"]) == 10 and "| operation | input bytes |" in capsys.readouterr().out
+    with pytest.raises(PlanError, match="smoke"):
+        B.load_thresholds(written)
+    assert bench.crossover([1, 2, 3, 4], [5, 5, 5, 5], [9, 1, 9, 1]) == 4
+    assert bench.crossover([1, 2, 3], [5, 5, 5], [1, 2, 3]) == 1
+    assert bench.crossover([1, 2], [1, 1], [2, 2]) is None
+
+
 # ---- errors ---------------------------------------------------------------------------------------------
 
 def test_mixing_devices_is_an_error_naming_both_and_the_fix():

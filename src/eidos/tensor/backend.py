@@ -90,6 +90,9 @@ def load_thresholds(source) -> dict:
     if not isinstance(source, dict) or not isinstance(source.get("host_inputs"), dict):
         raise PlanError("load_thresholds: expected gpu_crossover.py's JSON object with a 'host_inputs' mapping "
                         "of operation kind to bytes")
+    if source.get("smoke"):
+        raise PlanError("load_thresholds: this is a --smoke run of bench/gpu_crossover.py (Triton's interpreter, "
+                        "tiny sizes): its figures are not measurements; run it on a CUDA GPU without --smoke")
     for key, table in (("host_inputs", THRESHOLDS), ("device_inputs", DEVICE_THRESHOLDS)):
         for op, nbytes in (source.get(key) or {}).items():
             if op not in OPERATIONS:
