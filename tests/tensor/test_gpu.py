@@ -391,3 +391,10 @@ def test_gpu_unavailable_without_cuda_or_the_interpreter(monkeypatch):
     assert not gpu.is_available() and "TRITON_INTERPRET=1" in gpu.unavailable_reason()
     with pytest.raises(BackendUnavailable, match="no GPU detected"):
         T([1.0]).to("gpu")
+
+
+def test_complex_tensors_stay_on_the_host():
+    with pytest.raises(T.DTypeError, match="stay on the host"):
+        T(np.ones(2, np.complex64)).to("gpu")
+    with pytest.raises(T.DTypeError, match=r"computed on the host .*\.to\('cpu'\)"):
+        on_gpu(np.ones(2, np.float32)) * 1j

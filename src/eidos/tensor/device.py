@@ -97,8 +97,8 @@ def numpy_dtype(tdt) -> np.dtype:
     try:
         return _dtype_maps()[1][tdt]
     except KeyError:
-        raise D.DTypeError(f"torch dtype {tdt} is not supported by eidos tensors; dtypes: "
-                           f"{', '.join(D.NAMES)}") from None
+        raise D.DTypeError(f"torch dtype {tdt} has no eidos gpu dtype (complex tensors live on the host); gpu "
+                           f"dtypes: {', '.join(str(d) for d in _dtype_maps()[0])}") from None
 
 
 _BITS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
