@@ -360,9 +360,7 @@ def _TritonStandIn():
     if _dev.torch_device().type != "cpu":
         raise BackendUnavailable("tensor backend 'gpu': the Triton kernel target has not landed yet "
                                  "(eidos.isa.backends.triton.TritonBackend)")
-    from .fastreduce import cpu_backend
-
-    return cpu_backend(), lambda d: _dev.host_view(_dev.as_bytes(d))
+    return CPUBackend().isa, lambda d: _dev.host_view(_dev.as_bytes(d))
 
 
 # ---- registry, priority ------------------------------------------------------------------------
