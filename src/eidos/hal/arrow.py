@@ -1,11 +1,12 @@
-"""Arrow interchange: make a lane's result match the plan's schema exactly."""
+"""Arrow interchange: make a lane's result match the plan's schema exactly; read local sources through pyarrow."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from eidos.errors import EidosError, ExecutionError
+from eidos.errors import EidosError, ExecutionError, UnsupportedError
 from eidos.ir.schema import Schema
+from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, Source
 
 
 def conform(data: pa.Table | pa.RecordBatch, schema: Schema, lane: str) -> pa.Table | pa.RecordBatch:
@@ -42,3 +43,43 @@ def batch_result(out: object, expected: Schema, fn_name: str) -> pa.Table | pa.R
 
 def _fields(s: Schema) -> str:
     return ", ".join(f"{n}: {t}" for n, t in s.items()) or "(no columns)"
+
+
+def read_local(source: Source, columns: tuple[str, ...] | None) -> pa.Table:
+    """A local source (Arrow, Parquet, CSV) read with the types its schema declares, limited to `columns`;
+    the lanes that read local files through pyarrow share it."""
+    names = list(columns) if columns is not None else list(source.schema.names)
+    target = pa.schema([pa.field(n, source.schema[n].to_arrow()) for n in names])
+    try:
+        if isinstance(source, ArrowSource):
+            table = source.table.select(names)
+        elif isinstance(source, ParquetSource):
+            table = _read_parquet(source, names, target)
+        elif isinstance(source, CsvSource):
+            table = _read_csv(source, names, target)
+        else:
+            raise UnsupportedError(f"this lane reads local sources only, not {source.describe()}")
+        return table if table.schema == target else table.cast(target)
+    except (OSError, pa.ArrowException) as e:
+        raise ExecutionError(f"cannot read {source.describe()}: {e}") from e
+
+
+def _read_parquet(source: ParquetSource, names: list[str], target: pa.Schema) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    parts = [pq.read_table(f, columns=names).select(names).cast(target) for f in source.files]
+    return pa.concat_tables(parts) if parts else target.empty_table()
+
+
+def _read_csv(source: CsvSource, names: list[str], target: pa.Schema) -> pa.Table:
+    """Empty fields are null; everything else parses as the declared type (so 'NaN' is a float NaN)."""
+    import pyarrow.csv as pcsv
+
+    types = {n: source.schema[n].to_arrow() for n in source.schema.names}
+    table = pcsv.read_csv(
+        source.path,
+        read_options=pcsv.ReadOptions(autogenerate_column_names=not source.has_header),
+        parse_options=pcsv.ParseOptions(delimiter=source.delimiter),
+        convert_options=pcsv.ConvertOptions(column_types=types, include_columns=names,
+                                            null_values=[""], strings_can_be_null=True))
+    return table.select(names)

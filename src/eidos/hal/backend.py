@@ -59,6 +59,12 @@ class Backend(ABC):
         """Whether the lane can run here; when not, why and how to install what it needs."""
         return Availability(True)
 
+    def is_available_when_named(self) -> Availability:
+        """Whether the lane can run here when a user names it (engine=...); by default the same as
+        is_available(). A lane may run on request where the planner would not choose it (the GPU
+        lane under Triton's interpreter, without a GPU)."""
+        return self.is_available()
+
     def can_read(self, source: Source) -> str | None:
         """None when this lane can read `source`, else the reason it cannot."""
         where = source.location

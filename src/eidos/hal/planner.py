@@ -20,7 +20,7 @@ from eidos.hal.backend import Backend, Estimate
 from eidos.hal.devices import detect_devices, memory_budget
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
-from eidos.ir.render import tree
+from eidos.ir.render import node_label, tree
 from eidos.ir.rewrite import map_inputs
 from eidos.ir.sources import LOCAL, PushedSource
 
@@ -135,12 +135,12 @@ def _with_parts(decision: Decision, parts: list[PushedSource]) -> Decision:
     reason = (f"sources live in several places: {len(parts)} part{'s' if len(parts) > 1 else ''} pushed down "
               f"to {pushed}, streamed back as Arrow; {decision.lane_name} finishes the plan "
               f"(rule {decision.rule}, {RULES[decision.rule]}: {decision.reason})")
-    return replace(decision, rule=2, reason=reason, parts=tuple(parts))
+    return replace(decision, rule=2, reason=reason, parts=tuple(parts) + decision.parts)
 
 
 def _forced(plan: N.Node, name: str, how: str) -> Decision:
     lane = registry.get(name)
-    a = lane.is_available()
+    a = lane.is_available_when_named()
     if not a:
         raise BackendUnavailable(f"lane {name!r} ({how}) is unavailable: {a.reason}")
     gaps = lane.supports(plan)
@@ -216,14 +216,98 @@ def _is_numeric_map(plan: N.Node) -> bool:
 
 
 def _hardware(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
+    """Rule 4: with a GPU, a plan of numeric map work runs on the GPU lane; a plan that holds some
+    (under a join, a sort, string work) is split: the numeric parts run there, the rest on the
+    lane rule 5 picks, and each part's result moves between them as Arrow."""
     devices = detect_devices()
-    if devices.gpu_count == 0 or not _is_numeric_map(plan):
+    if devices.gpu_count == 0:
         return None
+    gpu_name = devices.gpu_names[0] if devices.gpu_names else "GPU"
     gpu = survey.of_kind("gpu")
-    if gpu:
-        return _finish(plan, survey, gpu[0], 4, f"numeric map work and a GPU ({devices.gpu_names[0]})", notes)
-    notes.append("rule 4: a GPU is present and the plan is numeric, but no GPU lane can run it")
-    return None
+    if gpu and _is_numeric_map(plan):
+        return _finish(plan, survey, gpu[0], 4, f"numeric map work and a GPU ({gpu_name})", notes)
+    lanes = [l for l in registry.lanes() if l.kind == "gpu" and l.is_available()]
+    if not lanes:
+        if _is_numeric_map(plan):
+            notes.append("rule 4: a GPU is present and the plan is numeric, but no GPU lane can run it")
+        return None
+    try:
+        rest, parts = split_numeric(plan, lanes[0])
+    except _NoLane:
+        return None
+    if not parts:
+        return None
+    decision = _logic(rest, _Survey(rest), notes)
+    if decision is None:
+        return None
+    ran = ", ".join(describe_part(p) for p in parts)
+    reason = (f"numeric map work and a GPU ({gpu_name}): {ran}, handed on as Arrow; {decision.lane_name} "
+              f"finishes the plan (rule 5, {RULES[5]}: {decision.reason})")
+    return replace(decision, rule=4, reason=reason, parts=decision.parts + tuple(parts))
+
+
+def describe_part(part: PushedSource) -> str:
+    """'triton runs Aggregate [...] (over a part on polars)': one GPU part, for explain."""
+    below = [n.source for n in part.plan.walk() if isinstance(n, N.Scan) and isinstance(n.source, PushedSource)]
+    over = f" (over {len(below)} part{'s' if len(below) > 1 else ''} on {', '.join(sorted({b.lane for b in below}))})"
+    return f"{part.lane} runs {node_label(part.plan)}" + (over if below else "")
+
+
+class _NoLane(Exception):
+    """No CPU lane can run a subtree the GPU lane cannot: the plan is not split."""
+
+
+def split_numeric(plan: N.Node, gpu: Backend) -> tuple[N.Node, list[PushedSource]]:
+    """Cut out the largest subtrees of numeric map work `gpu` can run (each with at least one node that
+    computes something), as parts run on `gpu`; an input of such a subtree that `gpu` cannot run
+    becomes a part of its own inside it, run on the CPU lane rule 5 picks for it (reading only the
+    columns the GPU part uses)."""
+    parts: list[PushedSource] = []
+
+    def runs_here(node: N.Node) -> bool:
+        stub = map_inputs(node, lambda c: N.Scan(PushedSource(_read_by(node, c), plan=c, lane="", place="cpu")))
+        return not gpu.supports(stub)
+
+    def computes(node: N.Node) -> bool:
+        if isinstance(node, (N.Filter, N.Aggregate)):
+            return True
+        if isinstance(node, N.Project) and any(not isinstance(E.strip_alias(e), E.Column) for _, e in node.columns):
+            return True
+        return any(runs_here(c) and computes(c) for c in node.inputs)
+
+    def region(node: N.Node) -> N.Node:
+        def child(c: N.Node) -> N.Node:
+            if runs_here(c):
+                return region(c)
+            inner = visit(c)
+            schema = _read_by(node, c)
+            if list(schema.names) != list(inner.schema.names):
+                inner = N.Project(inner, tuple((name, E.Column(name)) for name in schema.names))
+            decision = _logic(inner, _Survey(inner), [])
+            if decision is None:
+                raise _NoLane()
+            return N.Scan(PushedSource(inner.schema, plan=inner, lane=decision.lane_name, place="cpu"))
+        return map_inputs(node, child)
+
+    def visit(node: N.Node) -> N.Node:
+        if not isinstance(node, N.Scan) and runs_here(node) and computes(node):
+            part = PushedSource(node.schema, plan=region(node), lane=gpu.name, place="gpu")
+            parts.append(part)
+            return N.Scan(part)
+        return map_inputs(node, visit)
+
+    return visit(plan), parts
+
+
+def _read_by(node: N.Node, child: N.Node):
+    """The columns of `child` that `node` reads (all of them for nodes that pass rows on whole)."""
+    from eidos.ir.schema import Schema
+
+    if isinstance(node, (N.Project, N.Aggregate)):
+        used = set().union(*(e.columns() for e in node.expressions())) if node.expressions() else set()
+        used = used or set(child.schema.names[:1])   # a row count needs one column to carry the rows
+        return Schema([(n, t) for n, t in child.schema.items() if n in used])
+    return child.schema
 
 
 def _has_opaque(plan: N.Node) -> bool:

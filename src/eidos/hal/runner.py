@@ -59,8 +59,10 @@ def _call(lane: Backend, fn, plan: N.Node):
         raise ExecutionError(f"lane {lane.name!r} failed: {type(e).__name__}: {e}") from e
 
 
-def _run_parts(decision: Decision, record: RunRecord) -> N.Node:
-    """The plan with each pushed-down part replaced by its Arrow result, fetched from its database."""
+def _run_parts(decision: Decision, record: RunRecord, strict: bool = False) -> N.Node:
+    """The plan with each part another lane runs (pushed down to a database, or the GPU lane's numeric
+    part and the CPU parts below it) replaced by its Arrow result, innermost parts first. A part whose
+    lane raises UnsupportedError runs on the finishing lane instead, warned (strict: raised)."""
     if not decision.parts:
         return decision.plan
 
@@ -68,9 +70,22 @@ def _run_parts(decision: Decision, record: RunRecord) -> N.Node:
         if isinstance(node, N.Scan) and isinstance(node.source, PushedSource):
             part = node.source
             lane = registry.get(part.lane)
-            table = conform(_call(lane, lane.execute, part.plan), part.plan.schema, lane.name)
-            record.attempts.append((lane.name, f"pushed-down part: {table.num_rows} rows fetched"))
-            return N.Scan(ArrowSource(node.schema, token=f"pushed-{uuid.uuid4().hex[:12]}", table=table))
+            plan = visit(part.plan)
+            try:
+                table = _call(lane, lane.execute, plan)
+            except UnsupportedError as e:
+                if strict or decision.lane.supports(plan):
+                    raise
+                record.attempts.append((lane.name, f"part unsupported: {e}"))
+                warnings.warn(f"lane {lane.name!r} cannot run its part of this plan ({e}); "
+                              f"{decision.lane.name} runs it", FallbackWarning, stacklevel=5)
+                lane = decision.lane
+                table = _call(lane, lane.execute, plan)
+            table = conform(table, part.plan.schema, lane.name)
+            what = ("part" if part.place in ("gpu", "cpu") else "pushed-down part")
+            record.attempts.append((lane.name, f"{what}: {table.num_rows} rows "
+                                               f"{'handed on' if what == 'part' else 'fetched'}"))
+            return N.Scan(ArrowSource(node.schema, token=f"part-{uuid.uuid4().hex[:12]}", table=table))
         return map_inputs(node, visit)
 
     return visit(decision.plan)
@@ -90,7 +105,7 @@ def run(plan: N.Node, engine: str | None = None, *, strict: bool = False) -> pa.
     _last.set(record)
     start = time.perf_counter()
     lanes = _lanes_to_try(decision, strict)
-    local = _run_parts(decision, record)
+    local = _run_parts(decision, record, strict)
     for i, lane in enumerate(lanes):
         try:
             table = _call(lane, lane.execute, local)

@@ -135,10 +135,12 @@ def redact(uri: str) -> str:
 
 @dataclass(frozen=True)
 class PushedSource(Source):
-    """The result of a subplan that a database lane runs where its data lives.
+    """The result of a subplan that another lane runs: a database lane where its data lives
+    (place: the database), or the GPU lane's numeric part of a plan (place "gpu") and the CPU
+    lane's part below it (place "cpu").
 
-    The planner cuts such parts out of a plan that mixes places; at run time the
-    part's Arrow result becomes an in-memory source of the lane that finishes the plan.
+    The planner cuts such parts out of a plan; at run time the part's Arrow result becomes an
+    in-memory source of the lane that finishes the plan.
     """
 
     plan: object = None   # the subplan (an eidos.ir.nodes.Node)
@@ -146,4 +148,6 @@ class PushedSource(Source):
     place: str = ""
 
     def describe(self) -> str:
+        if self.place in ("gpu", "cpu"):   # a part of a plan split between the GPU lane and a CPU lane
+            return f"result of the part run on {self.lane} ({self.place})"
         return f"result of the part pushed down to {self.lane} ({self.place})"

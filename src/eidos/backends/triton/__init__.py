@@ -1,0 +1,85 @@
+"""The GPU lane: numeric map work of a Flow lowered to Atlas ISA programs run by the Triton kernel target."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pyarrow as pa
+
+from eidos.backends.triton.coverage import COVERAGE, extra_gaps
+from eidos.errors import BackendUnavailable
+from eidos.hal import devices
+from eidos.hal.backend import Availability, Backend
+from eidos.ir import nodes as N
+
+INSTALL = "pip install 'eidos[gpu]'"
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter (TRITON_INTERPRET=1), on the CPU."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+class TritonLane(Backend):
+    """Runs Scan/Filter/Project/Aggregate over numeric and Boolean columns on the device: each map step
+    is one ISA program (docs/triton-lane.md); the planner gives it the numeric part of a plan
+    when a GPU is present (rule 4) and the CPU lanes the rest.
+
+    Chosen automatically only when detect_devices() sees a GPU; `engine="triton"` also runs it under
+    Triton's interpreter (TRITON_INTERPRET=1), which is how tests run it on a machine without one.
+    """
+
+    name = "triton"
+    kind = "gpu"
+    coverage = COVERAGE
+    reads = frozenset({"local"})
+
+    def is_available(self) -> Availability:
+        missing = self._missing()
+        if missing:
+            return Availability(False, missing)
+        if devices.detect_devices().gpu_count == 0:
+            return Availability(False, "no GPU (detect_devices().gpu_count == 0); engine='triton' runs it "
+                                       "under Triton's interpreter when TRITON_INTERPRET=1")
+        return self._target()
+
+    def is_available_when_named(self) -> Availability:
+        missing = self._missing()
+        if missing:
+            return Availability(False, missing)
+        if devices.detect_devices().gpu_count == 0 and not interpreting() and self._target_name() == "triton":
+            return Availability(False, "no GPU here and TRITON_INTERPRET is not set: set TRITON_INTERPRET=1 "
+                                       "(before anything imports triton) to run it in Triton's interpreter")
+        return self._target()
+
+    def supports(self, plan: N.Node) -> list[str]:
+        return super().supports(plan) + extra_gaps(plan)
+
+    def execute(self, plan: N.Node) -> pa.Table:
+        available = self.is_available_when_named()
+        if not available:
+            raise BackendUnavailable(f"lane 'triton' is unavailable: {available.reason}")
+        from eidos.backends.triton.execute import execute
+
+        return execute(plan)
+
+    @staticmethod
+    def _missing() -> str:
+        absent = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+        return f"{' and '.join(absent)} not installed: {INSTALL}" if absent else ""
+
+    @staticmethod
+    def _target_name() -> str:
+        from eidos.backends.triton.device import target_name
+
+        return target_name()
+
+    def _target(self) -> Availability:
+        from eidos.backends.triton.device import target_class
+
+        try:
+            target_class(self._target_name())
+        except BackendUnavailable as e:
+            return Availability(False, str(e))
+        return Availability(True)

@@ -1,0 +1,56 @@
+"""What the Triton lane covers, as data: numeric map work.
+
+Nodes Scan, Filter, Project and Aggregate; numeric and Boolean columns; arithmetic, comparisons,
+logic, the math functions with a device form, null functions, membership, when/then and casts
+between these types; the aggregations sum, mean, min, max, count and count of rows. Everything
+else (joins, sorts, strings, dates, decimals, pow, round, std/var, n_unique) stays on the CPU
+lanes: the planner cuts a plan so the numeric part runs here and the rest there.
+
+`extra_gaps` adds what the name tables cannot say: a sub-expression of a type the device has no
+form for (a decimal literal inside an integer expression), and group keys that are floats
+(-0.0/0.0 and NaN grouping are not done on the device).
+"""
+
+from __future__ import annotations
+
+from eidos.hal.coverage import Coverage
+from eidos.ir import dtypes as T
+from eidos.ir import expr as E
+from eidos.ir import functions as F
+from eidos.ir import nodes as N
+from eidos.ir.schema import Schema
+from eidos.ir.typing import infer
+
+NODES = ("Scan", "Filter", "Project", "Aggregate")
+FUNCTIONS = (("add", "sub", "mul", "truediv", "floordiv", "mod") + F.COMPARISON + F.LOGICAL
+             + ("neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil")
+             + F.NULLS + F.MEMBERSHIP + ("case", "cast")
+             + ("sum", "mean", "min", "max", "count", "count_rows"))
+DTYPES = tuple(t.name for t in T.INTEGERS) + ("Float32", "Float64", "Boolean")
+
+COVERAGE = Coverage(frozenset(NODES), frozenset(FUNCTIONS), frozenset(DTYPES), frozenset())
+
+
+def extra_gaps(plan: N.Node) -> list[str]:
+    """Gaps that depend on more than a name, each named once."""
+    found: dict[str, None] = {}
+    for node in plan.walk():
+        if not node.inputs:
+            continue
+        schema = node.inputs[0].schema
+        if isinstance(node, N.Aggregate):
+            for name, e in node.keys:
+                if infer(e, schema).is_float:
+                    found[f"group key of type {infer(e, schema)}"] = None
+            schema = Schema(list(schema.items()) + [(n, infer(e, schema)) for n, e in node.keys if n not in schema])
+        for root in node.expressions():
+            for e in root.walk():
+                if isinstance(e, E.Agg) or (isinstance(e, E.Literal) and e.value is None):
+                    continue
+                try:
+                    t = infer(e, schema, allow_agg=True)
+                except Exception:  # noqa: BLE001 - typed only in context (an aggregate's parts); the node checks the whole
+                    continue
+                if t.kind not in DTYPES and t != T.Null:
+                    found[f"dtype {t.kind} in an expression"] = None
+    return list(found)

@@ -1,0 +1,103 @@
+"""The kernel target the lane runs its ISA programs on, and columns as torch tensors on its device.
+
+On a GPU the target is `eidos.isa.backends.triton.TritonBackend`: a column is a torch tensor on the
+CUDA device, adopted as an ISA buffer without a copy. `EIDOS_TRITON_KERNELS=reference` (or `cpu`)
+runs the same programs on that ISA backend instead, with the columns as CPU tensors sharing the
+backend's buffers: the lowering is backend-independent, and tests check it on the reference
+interpreter. Nothing falls back silently: an unavailable target is BackendUnavailable naming why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from eidos.errors import BackendUnavailable
+from eidos.isa import ExecutionParams, LaunchConfig, Type
+
+KERNELS_ENV = "EIDOS_TRITON_KERNELS"
+TARGETS = {"triton": ("eidos.isa.backends.triton", "TritonBackend"),
+           "cpu": ("eidos.isa.backends.cpu", "CpuBackend"),
+           "reference": ("eidos.isa.backends.reference", "ReferenceBackend")}
+INSTALL = "pip install 'eidos[gpu]'"
+BLOCK = 256   # rows are padded to a multiple of this, so every launch is whole blocks
+
+
+def target_name() -> str:
+    name = os.environ.get(KERNELS_ENV, "triton").strip() or "triton"
+    if name not in TARGETS:
+        raise BackendUnavailable(f"{KERNELS_ENV}={name!r} names no kernel target; use one of {', '.join(TARGETS)}")
+    return name
+
+
+def target_class(name: str):
+    module, cls = TARGETS[name]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as e:
+        raise BackendUnavailable(f"the kernel target {cls} ({module}) is not available here: {e}; "
+                                 f"{INSTALL}" + (f", or set {KERNELS_ENV}=reference" if name == "triton" else "")) from e
+
+
+class Device:
+    """One run's kernel target: columns as torch tensors it can run programs on."""
+
+    def __init__(self, name: str | None = None):
+        import torch
+
+        self.torch = torch
+        self.name = name or target_name()
+        self.backend = target_class(self.name)()
+        memory = self.backend.memory
+        self.adopts = hasattr(memory, "adopt")
+        self.device = memory.device if self.adopts else torch.device("cpu")
+        self.handles: list[int] = []
+
+    def rows(self, n: int) -> int:
+        """Padded length of a frame of n rows (at least one block)."""
+        return max(BLOCK, -(-n // BLOCK) * BLOCK)
+
+    def empty(self, n: int, dtype):
+        """A new tensor of n elements and its buffer handle."""
+        torch = self.torch
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if self.adopts:
+            t = torch.empty(n, dtype=dtype, device=self.device)
+            return t, self._keep(self.backend.memory.adopt(t))
+        h = self._keep(self.backend.allocate_buffer(n * itemsize))
+        return torch.from_numpy(self.backend.memory.buffer(h)).view(dtype), h
+
+    def bind(self, tensor) -> int:
+        """A buffer handle for a tensor on this device (a copy only where the target cannot adopt it)."""
+        if self.adopts:
+            return self._keep(self.backend.memory.adopt(tensor.contiguous()))
+        t, h = self.empty(tensor.numel(), tensor.dtype)
+        t.copy_(tensor)
+        return h
+
+    def run(self, program, pointers: dict[int, int], rows: int) -> None:
+        """Run a lane-form program on `rows` lanes with the pointer registers set to the buffers."""
+        from eidos.isa import pointer
+
+        registers = {reg: pointer(h, 0) for reg, h in pointers.items()}
+        self.backend.execute_program_with_params(program, ExecutionParams(LaunchConfig.linear(rows), registers))
+
+    def _keep(self, h: int) -> int:
+        self.handles.append(h)
+        return h
+
+    def release(self) -> None:
+        """Free every buffer this run made (adopted tensors stay with their owners)."""
+        for h in self.handles:
+            self.backend.free_buffer(h)
+        self.handles.clear()
+
+
+TORCH_DTYPES = {Type.I8: "int8", Type.I16: "int16", Type.I32: "int32", Type.I64: "int64", Type.U8: "uint8",
+                Type.U16: "uint16", Type.U32: "uint32", Type.U64: "uint64", Type.F32: "float32", Type.F64: "float64"}
+
+
+def torch_dtype(ty: Type):
+    import torch
+
+    return getattr(torch, TORCH_DTYPES[ty])

@@ -1,0 +1,382 @@
+"""Run a plan on the device: Arrow columns in, ISA map steps and grouped reductions, Arrow out.
+
+A frame is the plan's relation in flight on the device: one torch tensor per column (padded to whole
+blocks), a U8 validity tensor where a column may hold nulls, and a row mask. Filters only narrow
+the mask (rows are compacted once, when the result goes back to Arrow), so a Project after a Filter
+runs on every row and its errors count only on the rows kept. Aggregations group on the device
+(torch.unique over the key columns) and reduce with torch's scatter operations: the Atlas ISA has
+no scatter or segmented reduction. Sums are exact: integers as two 32-bit halves, floats as
+integer mantissas binned by exponent, added up exactly on the host per group (so float sums are
+correctly rounded, as docs/semantics.md asks, whatever the order the device adds in).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import singledispatch
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from eidos.backends.triton import lower as L
+from eidos.backends.triton.device import Device, torch_dtype
+from eidos.errors import ExecutionError, UnsupportedError
+from eidos.hal.arrow import read_local
+from eidos.ir import dtypes as T
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir.render import node_label
+from eidos.ir.schema import Schema
+from eidos.ir.typing import infer
+
+
+@dataclass
+class Column:
+    values: object            # torch tensor, the frame's padded length
+    valid: object | None      # uint8 tensor (1: not null); None: no nulls
+    dtype: T.DType
+
+
+@dataclass
+class Frame:
+    columns: dict[str, Column]
+    n: int                    # rows before padding
+    keep: object = None       # bool tensor of rows kept by filters; None: the first n rows
+    padded: int = field(default=0)
+
+    def mask(self, dev: Device):
+        """The rows this frame holds, as a bool tensor over the padded length."""
+        if self.keep is not None:
+            return self.keep
+        return dev.torch.arange(self.padded, device=dev.device) < self.n
+
+    def schema(self) -> Schema:
+        return Schema([(name, c.dtype) for name, c in self.columns.items()])
+
+
+def execute(plan: N.Node, device: Device | None = None) -> pa.Table:
+    dev = device or Device()
+    try:
+        return to_arrow(run(plan, dev), plan.schema, dev)
+    finally:
+        dev.release()
+
+
+@singledispatch
+def run(node: N.Node, dev: Device) -> Frame:
+    raise UnsupportedError(f"the triton lane has no rule for {type(node).__name__}")
+
+
+# ---- Arrow in and out ------------------------------------------------------------------------
+
+@run.register
+def _(node: N.Scan, dev: Device) -> Frame:
+    table = read_local(node.source, node.columns)
+    n = table.num_rows
+    padded = dev.rows(n)
+    names = list(node.columns) if node.columns is not None else list(node.source.schema.names)
+    cols = {name: column_to_device(table.column(name), node.source.schema[name], padded, dev) for name in names}
+    return Frame(cols, n, None, padded)
+
+
+def column_to_device(data: pa.ChunkedArray, dtype: T.DType, padded: int, dev: Device) -> Column:
+    torch = dev.torch
+    arr = data.combine_chunks() if data.num_chunks != 1 else data.chunk(0)
+    if dtype == T.Boolean:
+        arr = pc.cast(arr, pa.uint8())
+    valid = None
+    if arr.null_count:
+        valid = np.asarray(arr.is_valid(), dtype=np.uint8)
+        arr = pc.fill_null(arr, 0)
+    values = arr.to_numpy(zero_copy_only=False)
+    with warnings.catch_warnings():   # Arrow's buffers are read-only; they are only copied from
+        warnings.simplefilter("ignore", UserWarning)
+        host = torch.from_numpy(values)
+    return Column(_padded(host, padded, dev),
+                  None if valid is None else _padded(torch.from_numpy(valid), padded, dev), dtype)
+
+
+def _padded(host, padded: int, dev: Device):
+    t = dev.torch.zeros(padded, dtype=host.dtype, device=dev.device)
+    t[:host.numel()].copy_(host)
+    return t
+
+
+def to_arrow(frame: Frame, schema: Schema, dev: Device) -> pa.Table:
+    rows = frame.mask(dev).nonzero().squeeze(1)
+    arrays = []
+    for (name, t), f in zip(schema.items(), schema.to_arrow()):
+        col = frame.columns[name]
+        values = col.values[rows].cpu().numpy()
+        if t == T.Boolean:
+            values = values.astype(bool)
+        mask = None if col.valid is None else col.valid[rows].cpu().numpy() == 0
+        arrays.append(pa.array(values, type=f.type, mask=mask))
+    return pa.Table.from_arrays(arrays, schema=schema.to_arrow())
+
+
+# ---- map steps -----------------------------------------------------------------------------
+
+def map_step(frame: Frame, outputs: list[tuple[str, E.Expr]], dev: Device, where: str) -> dict[str, Column]:
+    """Compute named expressions over every row of the frame: plain column references are passed on,
+    the rest run as one ISA program."""
+    torch = dev.torch
+    done: dict[str, Column] = {}
+    computed = []
+    for name, e in outputs:
+        bare = E.strip_alias(e)
+        if isinstance(bare, E.Column):
+            done[name] = frame.columns[bare.name]
+        else:
+            computed.append((name, e))
+    if not computed:
+        return done
+    schema = frame.schema()
+    nullable = frozenset(n for n, c in frame.columns.items() if c.valid is not None)
+    step = L.step(schema, nullable, tuple(computed))
+    pointers = iter(step.pointer_registers)
+    regs: dict[int, int] = {}
+    for name, _, has_valid in step.inputs:
+        col = frame.columns[name]
+        regs[next(pointers)] = dev.bind(col.values)
+        if has_valid:
+            regs[next(pointers)] = dev.bind(col.valid)
+    for name, t, has_valid in step.outputs:
+        values, h = dev.empty(frame.padded, torch_dtype(L.isa_type(t)))
+        regs[next(pointers)] = h
+        valid = None
+        if has_valid:
+            valid, h = dev.empty(frame.padded, torch.uint8)
+            regs[next(pointers)] = h
+        done[name] = Column(values, valid, t)
+    errors = None
+    if step.sites:
+        errors, h = dev.empty(frame.padded, torch.int32)
+        regs[next(pointers)] = h
+    dev.run(step.program, regs, frame.padded)
+    if errors is not None:
+        _raise_errors(errors, frame, step, dev, where)
+    return done
+
+
+def _raise_errors(errors, frame: Frame, step: L.Step, dev: Device, where: str) -> None:
+    bad = (errors != 0) & frame.mask(dev)
+    if not bool(bad.any()):
+        return
+    row = int(bad.nonzero()[0, 0])
+    site = step.sites[int(errors[row]) - 1]
+    shown = ", ".join(f"{name}={_value_at(frame.columns[name], row)}" for name, _, _ in step.inputs)
+    message = f"{site.text}\n  in {where}, on the row where {shown}"
+    raise (UnsupportedError if site.kind == L.UNSUPPORTED else ExecutionError)(message)
+
+
+def _value_at(col: Column, row: int):
+    if col.valid is not None and int(col.valid[row]) == 0:
+        return None
+    v = col.values[row].item()
+    return bool(v) if col.dtype == T.Boolean else v
+
+
+@run.register
+def _(node: N.Project, dev: Device) -> Frame:
+    frame = run(node.input, dev)
+    cols = map_step(frame, list(node.columns), dev, node_label(node))
+    return Frame({name: cols[name] for name, _ in node.columns}, frame.n, frame.keep, frame.padded)
+
+
+@run.register
+def _(node: N.Filter, dev: Device) -> Frame:
+    frame = run(node.input, dev)
+    (pred,) = map_step(frame, [("\0keep", node.predicate)], dev, node_label(node)).values()
+    keep = pred.values != 0
+    if pred.valid is not None:
+        keep &= pred.valid != 0
+    keep &= frame.mask(dev)
+    return Frame(frame.columns, frame.n, keep, frame.padded)
+
+
+# ---- aggregation ---------------------------------------------------------------------------
+
+def _collect_aggs(e: E.Expr, found: dict[E.Agg, str]) -> E.Expr:
+    def step(x: E.Expr) -> E.Expr:
+        if isinstance(x, E.Agg):
+            return E.Column(found.setdefault(x, f"\0agg{len(found)}"))
+        return x
+    return E.transform(e, step)
+
+
+@run.register
+def _(node: N.Aggregate, dev: Device) -> Frame:
+    torch = dev.torch
+    where = node_label(node)
+    frame = run(node.input, dev)
+    keys = map_step(frame, list(node.keys), dev, where)
+    # aggregations may read computed keys by name, as if they were input columns
+    wide = Frame({**frame.columns, **keys}, frame.n, frame.keep, frame.padded)
+    found: dict[E.Agg, str] = {}
+    outer = [(name, _collect_aggs(e, found)) for name, e in node.aggs]
+    args = map_step(wide, [(f"\0arg{i}", a.arg) for i, a in enumerate(found) if a.arg is not None], dev, where)
+    rows = frame.mask(dev).nonzero().squeeze(1)
+    groups, inverse, key_cols = _groups([(n, keys[n]) for n, _ in node.keys], rows, dev)
+    padded = dev.rows(groups)
+    cols: dict[str, Column] = {n: Column(_padded(c.values, padded, dev),
+                                         None if c.valid is None else _padded(c.valid, padded, dev), c.dtype)
+                               for n, c in key_cols.items()}
+    agg_schema = wide.schema()
+    for i, (agg, name) in enumerate(found.items()):
+        arg = args.get(f"\0arg{i}")
+        result = infer(agg, agg_schema, allow_agg=True)
+        values, valid = reduce(agg.fn, arg, rows, inverse, groups, result, dev, where)
+        cols[name] = Column(_padded(values, padded, dev), None if valid is None else _padded(valid, padded, dev),
+                            result)
+    grouped = Frame(cols, groups, None, padded)
+    out = map_step(grouped, outer, dev, where)
+    return Frame({**{n: cols[n] for n, _ in node.keys}, **{n: out[n] for n, _ in node.aggs}}, groups, None, padded)
+
+
+def _groups(keys: list[tuple[str, Column]], rows, dev: Device):
+    """(number of groups, each kept row's group, the key columns per group). Null is a key of its own."""
+    torch = dev.torch
+    if not keys:
+        return 1, torch.zeros(rows.numel(), dtype=torch.int64, device=dev.device), {}
+    parts = []
+    for _, c in keys:
+        v = c.values[rows]
+        parts.append(v.view(torch.int64) if v.dtype == torch.uint64 else v.to(torch.int64))
+        if c.valid is not None:
+            ok = c.valid[rows].to(torch.int64)
+            parts[-1] = parts[-1] * ok
+            parts.append(ok)
+    if rows.numel() == 0:
+        return 0, torch.zeros(0, dtype=torch.int64, device=dev.device), {
+            n: Column(c.values[:0], None if c.valid is None else c.valid[:0], c.dtype) for n, c in keys}
+    unique, inverse = torch.unique(torch.stack(parts, 1), dim=0, return_inverse=True)
+    out, j = {}, 0
+    for name, c in keys:
+        v = unique[:, j]
+        values = v.view(torch.uint64) if c.values.dtype == torch.uint64 else v.to(c.values.dtype)
+        j += 1
+        valid = None
+        if c.valid is not None:
+            valid = unique[:, j].to(torch.uint8)
+            j += 1
+        out[name] = Column(values.contiguous(), valid, c.dtype)
+    return unique.shape[0], inverse, out
+
+
+def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DType, dev: Device, where: str):
+    """One aggregation per group: (values, validity or None) as tensors of `groups` elements."""
+    torch = dev.torch
+    if fn == "count_rows":
+        return torch.bincount(inverse, minlength=groups).to(torch.int64), None
+    ok = (arg.valid[rows] != 0) if arg.valid is not None else torch.ones(rows.numel(), dtype=torch.bool,
+                                                                          device=dev.device)
+    counts = torch.zeros(groups, dtype=torch.int64, device=dev.device).index_add_(0, inverse, ok.to(torch.int64))
+    if fn == "count":
+        return counts, None
+    present = (counts > 0).to(torch.uint8)
+    idx, x = inverse[ok], arg.values[rows][ok]
+    if fn in ("min", "max"):
+        return _extreme(fn, x, idx, groups, arg.dtype, dev), present
+    if arg.dtype.is_float:
+        sums = _float_sums(x.to(torch.float64), idx, groups, dev)
+    else:
+        sums = _int_sums(x, idx, groups, arg.dtype, dev)
+    n = counts.cpu().tolist()
+    if fn == "sum":
+        if result.is_integer:
+            lo, hi = T.int_range(result)
+            for s in sums:
+                if s is not None and not lo <= s <= hi:
+                    raise ExecutionError(f"integer overflow: sum = {s} does not fit in {result} ({lo}..{hi})\n"
+                                         f"  in {where}")
+        out = [0 if not k else s for s, k in zip(sums, n)]
+        return torch.tensor(out, dtype=torch_dtype(L.isa_type(result))).to(dev.device), present
+    if fn == "mean":
+        out = [0.0 if not k else s / k for s, k in zip(sums, n)]   # exact sums, one rounded division
+        return torch.tensor(out, dtype=torch.float64).to(dev.device), present
+    raise UnsupportedError(f"the triton lane has no device form for the aggregation {fn}")
+
+
+def _int_sums(x, idx, groups: int, dtype: T.DType, dev: Device) -> list[int]:
+    """Exact integer sums per group: the low and high 32-bit halves add up in int64 without overflow
+    (for fewer than 2**31 rows), and are joined in Python integers."""
+    torch = dev.torch
+    v = x.view(torch.int64) if x.dtype == torch.uint64 else x.to(torch.int64)
+    low = v & 0xFFFFFFFF
+    high = v >> 32
+    if dtype == T.UInt64:
+        high = high & 0xFFFFFFFF
+    zeros = torch.zeros(groups, dtype=torch.int64, device=dev.device)
+    lo = zeros.clone().index_add_(0, idx, low).cpu().tolist()
+    hi = zeros.clone().index_add_(0, idx, high).cpu().tolist()
+    return [(h << 32) + l for h, l in zip(hi, lo)]
+
+
+EXPONENTS = 2200          # exponent bins per group: frexp exponents - 53 run from -1126 to 971
+EXPONENT_BASE = 1126
+
+
+def _float_sums(x, idx, groups: int, dev: Device) -> list[float]:
+    """Correctly rounded float sums per group (math.fsum's answer): every finite value is an integer
+    mantissa m < 2**53 times 2**e; the mantissas are split in halves and added per (group, e) on the
+    device, exactly, and each group's total is one Python integer divided once by a power of two.
+    NaN, or inf with -inf, gives NaN; otherwise an infinity gives that infinity."""
+    torch = dev.torch
+    finite = torch.isfinite(x)
+    flags = torch.zeros((groups, 3), dtype=torch.int64, device=dev.device)
+    for j, bad in enumerate((torch.isnan(x), x == math.inf, x == -math.inf)):
+        flags[:, j].index_add_(0, idx, bad.to(torch.int64))
+    mantissa, exponent = torch.frexp(x[finite])
+    m = (mantissa * 2.0 ** 53).to(torch.int64)
+    key = idx[finite] * EXPONENTS + (exponent.to(torch.int64) - 53 + EXPONENT_BASE)
+    bins, where = torch.unique(key, return_inverse=True)
+    high = m >> 26
+    low = m - (high << 26)
+    zeros = torch.zeros(bins.numel(), dtype=torch.int64, device=dev.device)
+    hi = zeros.clone().index_add_(0, where, high).cpu().tolist()
+    lo = zeros.clone().index_add_(0, where, low).cpu().tolist()
+    totals = [0] * groups
+    for k, h, l in zip(bins.cpu().tolist(), hi, lo):
+        g, e = divmod(k, EXPONENTS)
+        totals[g] += ((h << 26) + l) << e   # e counts up from 2**-1126
+    out = []
+    for total, (nan, pos, neg) in zip(totals, flags.cpu().tolist()):
+        if nan or (pos and neg):
+            out.append(math.nan)
+        elif pos or neg:
+            out.append(math.inf if pos else -math.inf)
+        else:
+            try:
+                out.append(total / (1 << EXPONENT_BASE))
+            except OverflowError:
+                out.append(math.inf if total > 0 else -math.inf)
+    return out
+
+
+def _extreme(fn: str, x, idx, groups: int, dtype: T.DType, dev: Device):
+    """min/max per group in the order of semantics section 8: NaN is the largest value."""
+    torch = dev.torch
+    kind = "amin" if fn == "min" else "amax"
+    if dtype.is_float:
+        nan = torch.isnan(x)
+        fill = math.inf if fn == "min" else -math.inf
+        numbers = torch.where(nan, torch.full_like(x, fill), x)
+        out = torch.full((groups,), fill, dtype=x.dtype, device=dev.device)
+        out = out.scatter_reduce(0, idx, numbers, kind, include_self=False)
+        nans = torch.zeros(groups, dtype=torch.int64, device=dev.device).index_add_(0, idx, nan.to(torch.int64))
+        sizes = torch.bincount(idx, minlength=groups)
+        is_nan = (nans > 0) if fn == "max" else ((nans == sizes) & (sizes > 0))
+        return torch.where(is_nan, torch.full_like(out, math.nan), out)
+    if x.dtype == torch.uint64:   # unsigned order as signed order with the top bit flipped
+        flipped = x.view(torch.int64) ^ (-(2 ** 63))
+        out = torch.zeros(groups, dtype=torch.int64, device=dev.device)
+        out = out.scatter_reduce(0, idx, flipped, kind, include_self=False)
+        return (out ^ (-(2 ** 63))).view(torch.uint64)
+    wide = x.to(torch.int64)
+    out = torch.zeros(groups, dtype=torch.int64, device=dev.device).scatter_reduce(0, idx, wide, kind,
+                                                                                   include_self=False)
+    return out.to(x.dtype)
