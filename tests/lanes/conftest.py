@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import eidos as ei
 from eidos.hal.backend import Backend
 from eidos.ir import nodes as N
 from eidos.ir.sources import ArrowSource
-from tests.lanes.helpers import LOADERS, replace_scans
+from tests.lanes.helpers import LOADERS, replace_scans, triton_lane_setup
+
+triton_lane_setup()
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ in-memory ones.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -42,18 +44,20 @@ def holds(lane: str) -> set[str] | None:
 
 
 def lane_or_skip(name: str) -> Backend:
-    """The registered, available lane `name`, else skip saying why."""
+    """The registered lane `name` if it runs here when named (engine=name), else skip saying why."""
     from eidos.hal import registry
 
     infos = {b.name: b for b in ei.backends()}
     if name not in infos:
         pytest.skip(f"lane {name!r} is not registered here (lanes: {', '.join(sorted(infos))})")
-    if not infos[name].available:
-        pytest.skip(f"lane {name!r} is unavailable: {infos[name].reason}")
     try:
-        return registry.get(name)
+        lane = registry.get(name)
     except BackendUnavailable as e:
         pytest.skip(str(e))
+    available = lane.is_available_when_named()
+    if not available:
+        pytest.skip(f"lane {name!r} is unavailable: {available.reason}")
+    return lane
 
 
 def replace_scans(plan: N.Node, fn: Callable[[N.Scan], N.Node]) -> N.Node:
@@ -68,3 +72,19 @@ def replace_scans(plan: N.Node, fn: Callable[[N.Scan], N.Node]) -> N.Node:
         elif isinstance(v, tuple) and v and all(isinstance(x, N.Node) for x in v):
             changes[f.name] = tuple(replace_scans(x, fn) for x in v)
     return dataclasses.replace(plan, **changes) if changes else plan
+
+
+def triton_lane_setup() -> None:
+    """Let the triton lane run here: without CUDA, Triton's interpreter (set before triton is imported);
+    until the Triton kernel target exists, its programs on the ISA reference interpreter (the lowering
+    is the same; EIDOS_TRITON_KERNELS set by hand wins)."""
+    if "EIDOS_TRITON_KERNELS" in os.environ or importlib.util.find_spec("torch") is None:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from eidos.isa.backends import triton as kernels
+
+    if not hasattr(kernels, "TritonBackend"):
+        os.environ["EIDOS_TRITON_KERNELS"] = "reference"

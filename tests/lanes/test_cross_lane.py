@@ -33,7 +33,7 @@ from eidos.testing.compare import assert_tables_equal
 from eidos.testing.strategies import batches_identity, flows, profile, udf_is_none, udf_sign
 from tests.lanes.helpers import LOADERS, holds, lane_or_skip
 
-LANES = ["reference", "polars", "duckdb", "sqlite", "postgresql"]
+LANES = ["reference", "polars", "duckdb", "sqlite", "postgresql", "triton"]
 
 NAN, INF = math.nan, math.inf
 date, dt = _dt.date, _dt.datetime

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pyarrow as pa
@@ -10,7 +9,7 @@ import pyarrow as pa
 from eidos.backends.triton.coverage import COVERAGE, extra_gaps
 from eidos.errors import BackendUnavailable
 from eidos.hal import devices
-from eidos.hal.backend import Availability, Backend
+from eidos.hal.backend import Availability, Backend, installed
 from eidos.ir import nodes as N
 
 INSTALL = "pip install 'eidos[gpu]'"
@@ -66,7 +65,7 @@ class TritonLane(Backend):
 
     @staticmethod
     def _missing() -> str:
-        absent = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+        absent = [m for m in ("torch", "triton") if not installed(m)]
         return f"{' and '.join(absent)} not installed: {INSTALL}" if absent else ""
 
     @staticmethod

@@ -1,0 +1,179 @@
+"""The Triton lane: nulls, filters, aggregates, value errors, split plans and explain, each against the
+reference lane. Runs on CUDA when there is one, else under Triton's interpreter; until the Triton
+kernel target lands its programs run on the ISA reference interpreter (tests/lanes/helpers.py).
+The cross-lane suite (tests/lanes) runs the generated plans on this lane too."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pyarrow as pa
+import pytest
+
+import eidos as ei
+from eidos import col, when
+from eidos.errors import BackendUnavailable, ExecutionError
+from eidos.hal import devices, planner
+from eidos.testing.compare import assert_tables_equal
+from tests.lanes.helpers import lane_or_skip, triton_lane_setup
+
+triton_lane_setup()
+
+NAN, INF = math.nan, math.inf
+DATA = pa.table({
+    "a": pa.array([1, 2, None, 4, 127, -5], pa.int64()),
+    "b": pa.array([0.5, None, 2.0, NAN, -1.0, -0.0]),
+    "k": pa.array([1, 1, 2, None, 2, None], pa.int32()),
+    "f": pa.array([True, None, False, True, None, False]),
+    "s": pa.array(["x", "y", "z", "x", None, "y"], pa.large_string()),
+    "i8": pa.array([100, 27, None, -128, 1, 0], pa.int8()),
+})
+
+
+@pytest.fixture(scope="module")
+def lane():
+    return lane_or_skip("triton")
+
+
+def same(flow: ei.Flow, ordered: bool = False) -> pa.Table:
+    """Run on the triton lane and on the reference lane; they must agree."""
+    got = flow.run(engine="triton", strict=True)
+    assert_tables_equal(got, flow.run(engine="reference"), ordered=ordered, float_rel=0)
+    return got
+
+
+def src() -> ei.Flow:
+    return ei.from_arrow(DATA.drop(["s"]))
+
+
+FLOWS = {
+    "arithmetic_nulls": lambda: src().with_columns(c=col("a") * 2 + col("b"), d=col("a") // 0, g=col("a") % -3,
+                                                   h=col("a") / 4, m=col("b") % 0.75, q=col("b") // -0.5),
+    "kleene": lambda: src().select(x=(col("b") > 0.0) & col("f"), y=(col("b") > 0.0) | col("f"), z=~col("f"),
+                                   n=col("f").is_null(), v=col("a").is_between(2, col("k"))),
+    "nan_comparisons": lambda: src().select(e=col("b") == col("b"), lt=col("b") < INF, g=col("b") >= NAN),
+    "math": lambda: src().select(x=col("b").exp(), y=col("a").sqrt(), z=col("b").log(), t=col("b").tanh(),
+                                 fl=col("b").floor(), c=col("b").ceil(), ab=col("a").abs(), ng=-col("b")),
+    "filter_then_map": lambda: src().filter((col("b") < 3.0) & col("a").is_not_null()).select(
+        "a", x=col("b").sin(), w=col("i8") + 1),
+    "case_and_membership": lambda: src().select(
+        w=when(col("a") > 2).then(col("a")).when(col("f")).then(0).otherwise(None),
+        z=col("a").is_in([1, 4, None]), y=col("k").is_in([2]), fill=col("b").fill_null(9.5)),
+    "casts": lambda: src().select(i=col("b").fill_null(0.0).cast(ei.Float32), t=col("a").cast(ei.Float64),
+                                  u=col("k").cast(ei.UInt16), flag=col("b").cast(ei.Boolean),
+                                  n=col("f").cast(ei.Int8)),
+    "global_aggregates": lambda: src().agg(s=col("a").sum(), m=col("b").mean(), mn=col("b").min(),
+                                           mx=col("b").max(), n=ei.count(), c=col("a").count(),
+                                           r=col("a").sum() / ei.count(), bm=col("f").max()),
+    "grouped_with_null_keys": lambda: src().group_by("k", "f").agg(s=col("a").sum(), n=ei.count(),
+                                                                   m=col("b").mean(), lo=col("i8").min()),
+    "grouped_computed_key": lambda: src().group_by((col("a") % 2).alias("g")).agg(s=(col("a") * col("a")).sum(),
+                                                                       top=col("b").max()),
+    "aggregate_of_nothing": lambda: src().filter(col("a") > 1000).agg(s=col("a").sum(), n=ei.count(),
+                                                                       m=col("b").min()),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOWS))
+def test_against_reference(lane, name):
+    flow = FLOWS[name]()
+    assert not lane.supports(flow.plan), lane.supports(flow.plan)
+    same(flow)
+
+
+def test_float_sum_is_correctly_rounded(lane):
+    t = ei.from_pydict({"x": [1e100, 1.0, -1e100, 1e-300, 3.0, 2.0 ** -1074], "g": [1, 1, 1, 2, 2, 2]})
+    got = same(t.agg(s=col("x").sum(), m=col("x").mean()))
+    assert got.to_pydict()["s"] == [1.0 + 1e-300 + 3.0 + 2.0 ** -1074]
+    got = same(t.group_by("g").agg(s=col("x").sum()))
+    assert dict(zip(got.column("g").to_pylist(), got.column("s").to_pylist())) == {1: 1.0, 2: 3.0}
+    same(ei.from_pydict({"x": [INF, 1.0, -INF]}).agg(s=col("x").sum()))
+    same(ei.from_pydict({"x": [1.7e308, 1.7e308]}).agg(s=col("x").sum()))
+
+
+@pytest.mark.parametrize("build", [
+    lambda: ei.from_arrow(pa.table({"a": pa.array([127, 1], pa.int8())})).select(b=col("a") + 1),
+    lambda: ei.from_pydict({"a": [2 ** 62, 3]}).select(b=col("a") * col("a")),
+    lambda: ei.from_pydict({"a": [-(2 ** 63)]}).select(b=-col("a")),
+    lambda: ei.from_pydict({"a": [2 ** 62, 2 ** 62]}).agg(s=col("a").sum()),
+    lambda: ei.from_pydict({"a": [300]}).select(n=col("a").cast(ei.Int8)),
+    lambda: ei.from_pydict({"x": [1.0, NAN]}).select(n=col("x").cast(ei.Int64)),
+    lambda: ei.from_pydict({"a": [-(2 ** 63)], "b": [-1]}).select(q=col("a") // col("b")),
+], ids=["int8_add", "int64_mul", "neg_min", "sum", "cast_range", "cast_nan", "min_floordiv"])
+def test_value_errors_raise_naming_the_row(lane, build):
+    flow = build()
+    with pytest.raises(ExecutionError):
+        flow.run(engine="reference")
+    with pytest.raises(ExecutionError, match="overflow|cast"):
+        flow.run(engine="triton", strict=True)
+
+
+def test_errors_count_only_on_rows_kept_and_branches_taken(lane):
+    t = ei.from_arrow(pa.table({"a": pa.array([100, 2, -3], pa.int8())}))
+    same(t.filter(col("a") < 50).select(b=col("a") * 2))                          # 100 * 2 is filtered out
+    same(t.select(b=when(col("a") < 50).then(col("a") * 2).otherwise(col("a"))))  # and not computed here
+    with pytest.raises(ExecutionError, match="a=100"):
+        t.select(b=col("a") * 2).run(engine="triton")
+
+
+def test_coverage_names_what_the_lane_lacks(lane):
+    flow = ei.from_arrow(DATA).select(n=col("s").str.len(), p=col("b") ** 2)
+    gaps = lane.supports(flow.plan)
+    assert "function str_len" in gaps and "function pow" in gaps and "dtype String" in gaps
+    assert "group key of type Float64" in lane.supports(src().group_by("b").agg(n=ei.count()).plan)
+    with pytest.raises(ei.errors.UnsupportedError, match="str_len"):
+        flow.run(engine="triton")
+
+
+def test_no_gpu_means_not_chosen_with_the_reason(lane, monkeypatch):
+    info = dataclasses.replace(devices.detect_devices(), gpu_count=0, gpu_names=(), gpu_memory_bytes=())
+    monkeypatch.setattr(devices, "detect_devices", lambda: info)
+    monkeypatch.setattr(planner, "detect_devices", lambda: info)
+    assert "no GPU" in lane.is_available().reason
+    text = src().select(x=col("b") * 2).explain()
+    assert "triton" in text and "no GPU" in text and not text.startswith("lane: triton")
+
+
+@pytest.fixture
+def fake_gpu(lane, monkeypatch):
+    """A machine that reports a GPU: rule 4 applies (the programs still run where the lane runs them)."""
+    info = dataclasses.replace(devices.detect_devices(), gpu_count=1, gpu_names=("Fake H100",), gpu_memory_bytes=(80 << 30,))
+    monkeypatch.setattr(devices, "detect_devices", lambda: info)
+    monkeypatch.setattr(planner, "detect_devices", lambda: info)
+
+
+def test_rule_4_chooses_the_lane_for_numeric_work(fake_gpu):
+    flow = src().filter(col("a") > 1).agg(s=(col("a") * col("b")).sum())
+    text = flow.explain()
+    assert text.startswith("lane: triton") and "rule 4" in text and "Fake H100" in text
+    same(flow)
+
+
+def test_split_plan_runs_numeric_parts_on_the_gpu_lane(fake_gpu):
+    pytest.importorskip("polars")
+    other = ei.from_pydict({"k": [1, 2], "name": ["one", "two"]})
+    flow = (ei.from_arrow(DATA).filter(col("b") > -2.0).group_by("k").agg(t=(col("a") * 3).sum(), n=ei.count())
+            .join(other, on="k").sort("name"))
+    text = flow.explain()
+    assert "rule 4" in text and "triton runs" in text and "result of the part run on triton (gpu)" in text, text
+    got = flow.run()
+    assert ei.last_run().lane != "triton"
+    assert any(name == "triton" for name, _ in ei.last_run().attempts)
+    assert_tables_equal(got, flow.run(engine="reference"), ordered=True)
+
+
+def test_gpu_part_over_a_cpu_part(fake_gpu):
+    pytest.importorskip("polars")
+    other = ei.from_pydict({"k": [1, 2], "w": [0.5, 2.0]})
+    flow = (ei.from_arrow(DATA).join(other, on="k").with_columns(v=col("w") * col("a") + 1)
+            .group_by("k").agg(s=col("v").sum()).sort("k"))
+    text = flow.explain()
+    assert "triton runs" in text and "(over 1 part on" in text, text
+    assert_tables_equal(flow.run(), flow.run(engine="reference"), ordered=True)
+
+
+def test_unknown_kernel_target_is_named(monkeypatch, lane):
+    monkeypatch.setenv("EIDOS_TRITON_KERNELS", "nope")
+    with pytest.raises(BackendUnavailable, match="EIDOS_TRITON_KERNELS"):
+        src().select(x=col("a") + 1).run(engine="triton")
