@@ -130,6 +130,14 @@ def accumulator(dtype):
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
+def precision(dtype) -> str:
+    """tl.dot's input precision: IEEE for float32 (never TF32) and float64; for 16-bit and int8
+    operands Triton's default, which takes the tensor cores (it applies only to float32 anyway)."""
+    import torch
+
+    return "ieee" if dtype in (torch.float32, torch.float64) else "tf32"
+
+
 def cfg(num_warps: int = 4, num_stages: int = 3, **meta) -> triton.Config:
     return triton.Config(meta, num_warps=num_warps, num_stages=num_stages)
 

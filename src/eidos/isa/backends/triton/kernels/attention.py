@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRET, accumulator, cfg, configs, dot, narrow, pow2, scalars
+from . import INTERPRET, accumulator, cfg, configs, dot, narrow, pow2, precision, scalars
 
 _HOPPER = [  # (BLOCK_M, BLOCK_N, warps, stages); 8 warps only for 128x128 tiles on Hopper
     cfg(w, st, BLOCK_M=bm, BLOCK_N=bn)
@@ -198,5 +198,5 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
         args = tuple(TensorDescriptor(t, [rows, head_dim], [head_dim, 1], [16, head_dim]) for t in args)
         kernel = attention_tma_kernel
     kernel[grid](*args, scale, seq, HEAD_DIM=head_dim, BLOCK_D=pow2(head_dim, 16), CAUSAL=causal,
-                 TMA=kernel is attention_tma_kernel, ACC=accumulator(q.dtype), PRECISION="ieee")
+                 TMA=kernel is attention_tma_kernel, ACC=accumulator(q.dtype), PRECISION=precision(q.dtype))
     return out

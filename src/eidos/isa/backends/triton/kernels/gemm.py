@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRET, cfg, configs, dot, narrow, scalars
+from . import INTERPRET, accumulator, cfg, configs, dot, narrow, precision, scalars
 
 # Hopper: 128x256 and 128x128 tiles, 3-4 stages, 4-8 warps (wgmma); smaller tiles for the
 # FMA-bound F32 (IEEE) and F64 products and for small matrices.
@@ -134,11 +134,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, alpha: float 
         return out
     has_beta = beta != 0
     c3 = _as3(c) if has_beta else d3
-    acc = tl.float64 if a.dtype == torch.float64 else (tl.int32 if a.dtype == torch.int8 else tl.float32)
+    acc = accumulator(a.dtype)
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]), nb)  # noqa: E731
     gemm_kernel[grid](a3, b3, c3, d3, m, n, k, scalars(a.device, float(alpha), float(beta)),
                       *a3.stride(), *b3.stride(), *c3.stride(), *d3.stride(),
-                      HAS_BETA=has_beta, SCALE=alpha != 1, ACC=acc, PRECISION="ieee")
+                      HAS_BETA=has_beta, SCALE=alpha != 1, ACC=acc, PRECISION=precision(a.dtype))
     return out
 
 
@@ -187,7 +187,7 @@ def gemm_tma_kernel(a_desc, b_desc, d_desc, M, N, K, ab_ptr, SCALE: tl.constexpr
     for kk in range(0, tl.cdiv(K, BLOCK_K)):
         a = a_desc.load([off_m, kk * BLOCK_K])
         b = b_desc.load([kk * BLOCK_K, off_n])
-        acc = dot(a, b, acc, "ieee", tl.float32)
+        acc = dot(a, b, acc, "tf32", tl.float32)  # 16-bit operands: tensor cores
     if SCALE:
         acc = acc * tl.load(ab_ptr).to(tl.float32)
     d_desc.store([off_m, off_n], narrow(acc, d_desc.dtype))

@@ -13,12 +13,14 @@ import torch
 import triton
 import triton.language as tl
 
-from . import accumulator, narrow, pow2
+from . import accumulator, cfg, configs, narrow, pow2
 
 FUSED = 16384  # elements per row kept in registers by one program
 TILE = 4096  # elements per tile for longer rows
 
 
+@triton.autotune(configs=configs([cfg(w, 1) for w in (4, 8, 16)] + [cfg(w, 2) for w in (8, 16)], [cfg(4, 1)]),
+                 key=["N", "SINGLE"], restore_value=["y_ptr"])  # in place, y is x: tuning runs restore it
 @triton.jit
 def softmax_kernel(x_ptr, y_ptr, N, ACC: tl.constexpr, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
@@ -49,16 +51,11 @@ def softmax_kernel(x_ptr, y_ptr, N, ACC: tl.constexpr, BLOCK: tl.constexpr, SING
             tl.store(y_row + start + cols, narrow(tl.exp(x - m) / s, y_ptr.dtype.element_ty), mask=mask)
 
 
-def _warps(block: int) -> int:
-    return 4 if block <= 1024 else (8 if block <= 2048 else 16)
-
-
 def softmax(x: torch.Tensor, out: torch.Tensor, rows: int, n: int) -> torch.Tensor:
     """out[r, :] = softmax(x[r, :]) for r < rows; x and out contiguous, may be the same tensor."""
     if rows == 0 or n == 0:
         return out
     single = n <= FUSED
     block = pow2(n, 16) if single else TILE
-    softmax_kernel[(rows,)](x, out, n, ACC=accumulator(x.dtype), BLOCK=block, SINGLE=single,
-                            num_warps=_warps(block))
+    softmax_kernel[(rows,)](x, out, n, ACC=accumulator(x.dtype), BLOCK=block, SINGLE=single)
     return out
