@@ -27,7 +27,8 @@ VENDOR = "torch"
 
 # instruction class -> (route, what runs): the coverage table explain() and the docs read
 ROUTES: dict[type, tuple[str, str]] = {
-    I.GEMM: (KERNEL, "gemm.gemm_kernel: tiled tl.dot, alpha/beta epilogue"),
+    I.GEMM: (KERNEL, "gemm.gemm_kernel: tiled tl.dot, alpha/beta epilogue (gemm_tma_kernel, TMA tiles, for "
+                     "aligned F16/BF16 without beta on Hopper)"),
     I.BatchedGEMM: (KERNEL, "gemm.gemm_kernel: tiled tl.dot, one grid row per batch"),
     I.MixedPrecisionGEMM: (KERNEL, "gemm.gemm_kernel: F16 tl.dot accumulated and stored in F32"),
     I.QuantizedGEMM: (KERNEL, "gemm.quantized_kernel: int8 tl.dot, exact int64 sum, float64 scale"),
@@ -37,8 +38,10 @@ ROUTES: dict[type, tuple[str, str]] = {
     I.LayerNorm: (KERNEL, "norms.norm_kernel: one program per row"),
     I.GroupNorm: (KERNEL, "norms.norm_kernel: one program per (batch, group)"),
     I.BatchNorm: (KERNEL, "norms.batch_norm_kernel: element-wise"),
-    I.Attention: (KERNEL, "attention.attention_kernel: fused flash attention (online softmax)"),
-    I.FlashAttention: (KERNEL, "attention.attention_kernel: fused flash attention (online softmax)"),
+    I.Attention: (KERNEL, "attention._attention: fused flash attention (online softmax; TMA tiles for "
+                          "F16/BF16 on Hopper)"),
+    I.FlashAttention: (KERNEL, "attention._attention: fused flash attention (online softmax; TMA tiles for "
+                               "F16/BF16 on Hopper)"),
     I.RoPE: (KERNEL, "elementwise.rope_kernel: float64 angles"),
     I.LayerScale: (KERNEL, "elementwise.scale_kernel"),
     I.Conv2D: (VENDOR, "torch.nn.functional.conv2d (cuDNN; TF32 off; F16/BF16 computed in F32)"),
