@@ -1,0 +1,133 @@
+"""A Flow of heavy numeric maps on the Triton lane next to the Polars lane, in one run.
+
+Run on the GPU machine:  python bench/gpu_flow.py [--rows 100000000] [--repeats 5]
+Run here (no GPU):       python bench/gpu_flow.py --smoke   (a few thousand rows, Triton's interpreter;
+                         until the Triton kernel target lands the lane's programs run on the ISA
+                         reference interpreter, which the output says)
+
+Each case is a Flow over in-memory Arrow columns (float64 x, y; int32 k; float64 z with 1% nulls):
+maps (exp, tanh, log, sqrt, arithmetic, a when/then), a filter, then a global aggregation or a
+group_by over k. Both lanes get the same Flow; the answers are compared (the triton lane's float
+sums are correctly rounded, Polars' too: docs/semantics.md), and min / median wall time of several
+runs are printed with the ratio. The times include moving the columns to the device and the
+results back (the lane's whole job); the host->device copy of the inputs alone is printed as the
+physical floor of that part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+
+def setup(smoke: bool) -> str:
+    """Interpreter and kernel target for a machine without a GPU (before triton is imported)."""
+    import torch
+
+    note = ""
+    if not torch.cuda.is_available():
+        if not smoke:
+            sys.exit("no CUDA device: run with --smoke here, or on the GPU machine without it")
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        note = "Triton interpreter (no GPU)"
+    from eidos.isa.backends import triton as kernels
+
+    if "EIDOS_TRITON_KERNELS" not in os.environ and not hasattr(kernels, "TritonBackend"):
+        os.environ["EIDOS_TRITON_KERNELS"] = "reference"
+        note += "; the Triton kernel target is not built yet: programs ran on the ISA reference interpreter"
+    return note or f"CUDA: {torch.cuda.get_device_name()}"
+
+
+def data(rows: int):
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=rows)
+    return pa.table({"x": rng.random(rows), "y": rng.random(rows) + 0.5, "k": rng.integers(0, 16, rows, dtype=np.int32),
+                     "z": pa.array(z, mask=rng.random(rows) < 0.01)})
+
+
+def flows(table):
+    import eidos as ei
+    from eidos import col, when
+
+    base = ei.from_arrow(table).with_columns(
+        u=((col("x") * 2 + 1).exp() * col("y")),
+        v=(col("x") - col("y")).tanh() * (col("y") + 0.5).log(),
+        w=(col("x") * col("x") + col("y") * col("y")).sqrt() + when(col("z") > 0).then(col("z")).otherwise(0.0),
+    ).filter((col("u") > 1.5) & (col("v") < 0.25))
+    return {
+        "maps + filter + global agg": base.agg(s=col("u").sum(), m=col("v").mean(), top=col("w").max(),
+                                                lo=col("z").min(), n=ei.count()),
+        "maps + filter + group_by k": base.group_by("k").agg(s=col("u").sum(), m=col("w").mean(), n=ei.count()),
+    }
+
+
+def timeit(fn, repeats: int) -> dict:
+    fn()   # warm: kernel compilation, caches
+    wall = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        wall.append(time.perf_counter() - start)
+    return {"min": min(wall), "median": statistics.median(wall)}
+
+
+def h2d_floor(table, repeats: int) -> str:
+    import numpy as np
+    import torch
+
+    if not torch.cuda.is_available():
+        return "host->device copy: no CUDA device"
+    host = [torch.from_numpy(np.ascontiguousarray(c.to_numpy(zero_copy_only=False))) for c in table.columns]
+    nbytes = sum(h.numel() * h.element_size() for h in host)
+
+    def copy():
+        for h in host:
+            h.to("cuda")
+        torch.cuda.synchronize()
+    t = timeit(copy, repeats)
+    return f"host->device copy of the inputs ({nbytes / 1e9:.2f} GB, pageable): {t['min'] * 1e3:.1f} ms " \
+           f"= {nbytes / t['min'] / 1e9:.1f} GB/s"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=100_000_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="a few thousand rows under Triton's interpreter")
+    args = ap.parse_args()
+    rows = 3000 if args.smoke else args.rows
+    repeats = 2 if args.smoke else args.repeats
+    where = setup(args.smoke)
+
+    import eidos as ei
+    import torch
+    from eidos.testing.compare import assert_tables_equal
+
+    table = data(rows)
+    print(f"# Flow on the triton lane vs the polars lane: {rows:,} rows; {where}")
+    print(f"# {platform.node()} {os.cpu_count()} CPUs, Python {platform.python_version()}, torch {torch.__version__}, "
+          f"polars lane: {'available' if any(b.name == 'polars' and b.available for b in ei.backends()) else 'absent'}")
+    print(f"# {h2d_floor(table, repeats)}")
+    print("| case | triton min / median | polars min / median | polars time / triton time |")
+    print("|---|---|---|---|")
+    for name, flow in flows(table).items():
+        first = flow.explain().splitlines()[0]
+        got = flow.run(engine="triton")
+        expected = flow.run(engine="polars")
+        assert_tables_equal(got, expected, ordered=False, float_rel=1e-9)
+        t = timeit(lambda: flow.run(engine="triton"), repeats)
+        p = timeit(lambda: flow.run(engine="polars"), repeats)
+        print(f"| {name} | {t['min'] * 1e3:.1f} / {t['median'] * 1e3:.1f} ms | {p['min'] * 1e3:.1f} / "
+              f"{p['median'] * 1e3:.1f} ms | {p['min'] / t['min']:.2f}x |")
+        print(f"|   (automatic choice: {first}) | | | |")
+
+
+if __name__ == "__main__":
+    main()
