@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 
 from eidos.backends.triton.coverage import COVERAGE, extra_gaps
@@ -13,11 +11,6 @@ from eidos.hal.backend import Availability, Backend, installed
 from eidos.ir import nodes as N
 
 INSTALL = "pip install 'eidos[gpu]'"
-
-
-def interpreting() -> bool:
-    """Whether Triton runs kernels in its interpreter (TRITON_INTERPRET=1), on the CPU."""
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
 class TritonLane(Backend):
@@ -47,6 +40,8 @@ class TritonLane(Backend):
         missing = self._missing()
         if missing:
             return Availability(False, missing)
+        from eidos.isa.backends.triton.device import interpreting
+
         if devices.detect_devices().gpu_count == 0 and not interpreting() and self._target_name() == "triton":
             return Availability(False, "no GPU here and TRITON_INTERPRET is not set: set TRITON_INTERPRET=1 "
                                        "(before anything imports triton) to run it in Triton's interpreter")

@@ -13,7 +13,8 @@ import importlib
 import os
 
 from eidos.errors import BackendUnavailable
-from eidos.isa import ExecutionParams, LaunchConfig, Type
+from eidos.isa import ExecutionParams, LaunchConfig
+from eidos.isa.backends.triton.device import torch_dtype  # noqa: F401 - the lane's columns use the target's dtypes
 
 KERNELS_ENV = "EIDOS_TRITON_KERNELS"
 TARGETS = {"triton": ("eidos.isa.backends.triton", "TritonBackend"),
@@ -91,13 +92,3 @@ class Device:
         for h in self.handles:
             self.backend.free_buffer(h)
         self.handles.clear()
-
-
-TORCH_DTYPES = {Type.I8: "int8", Type.I16: "int16", Type.I32: "int32", Type.I64: "int64", Type.U8: "uint8",
-                Type.U16: "uint16", Type.U32: "uint32", Type.U64: "uint64", Type.F32: "float32", Type.F64: "float64"}
-
-
-def torch_dtype(ty: Type):
-    import torch
-
-    return getattr(torch, TORCH_DTYPES[ty])
