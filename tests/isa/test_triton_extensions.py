@@ -312,6 +312,31 @@ def test_layer_norm(ty, rows, n, eps, seed):
     p.close(O, rows * n, ty)
 
 
+@pytest.mark.parametrize("ty", [Type.F32, Type.F64], ids=str)
+def test_norms_of_rows_with_a_large_mean(ty):
+    """Deviations far below the mean (1e6 spreads of 1): the statistics must not round them away."""
+    rng = np.random.default_rng(13)
+    x = 1e6 + rand(rng, 3, 64)
+    p = Pair()
+    X, G, B, O = p.put(x, ty), p.put(np.ones(64), ty), p.put(np.zeros(64), ty), p.put(np.zeros((3, 64)), ty)
+    p.run(isa.LayerNorm(O, X, G, B, 64, 1e-5, rows=3, ty=ty))
+    p.close(O, 3 * 64, ty)
+    G2, B2, O2 = p.put(np.ones(4), ty), p.put(np.zeros(4), ty), p.put(np.zeros((3, 4, 16)), ty)
+    p.run(isa.GroupNorm(O2, X, G2, B2, 3, 4, 2, 16, 1e-5, ty=ty))
+    p.close(O2, 3 * 64, ty)
+
+
+def test_softmax_rows_with_infinities_and_nan():
+    rows = np.array([[1, 2, np.inf, 0], [-np.inf] * 4, [1, -np.inf, 2, -np.inf], [1e30, -1e30, 0, 5],
+                     [np.nan, 1, 2, 3]])
+    p = Pair()
+    X, O = p.put(rows), p.put(np.zeros((5, 4)))
+    p.run(isa.Softmax(O, X, 4, rows=5))
+    ref, got = p.get(O, 20, Type.F32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, **TOL[Type.F32])
+
+
 def test_layer_norm_long_rows_in_place():
     from eidos.isa.backends.triton.kernels import norms
 

@@ -2,7 +2,11 @@
 per element or per channel) and BatchNorm (inference form, element-wise).
 
 Mean first, then the biased variance as the mean of squared deviations (two passes, never
-E[x^2] - E[x]^2, which cancels), in float32 (float64 for F64), rounded once on store.
+E[x^2] - E[x]^2, which cancels), rounded once on store. LayerNorm and GroupNorm compute in
+float64 for F32 and F64 rows, float32 for F16/BF16: a row whose mean is large beside its spread
+(1e20 + small deviations) loses the deviations to float32 rounding of the mean, while the ISA's
+bound is relative to the normalized values; the kernels are memory-bound, so the wider arithmetic
+costs no time. BatchNorm (mean and variance given) computes in float32 (float64 for F64).
 """
 
 from __future__ import annotations
@@ -63,8 +67,9 @@ def _norm(x, gamma, beta, out, runs: int, length: int, groups: int, cpg: int, sp
         return out
     single = length <= FUSED
     block = pow2(length, 16) if single else TILE
+    acc = tl.float64 if x.dtype in (torch.float32, torch.float64) else tl.float32
     norm_kernel[(runs,)](x, gamma, beta, out, scalars(x.device, float(eps)), length, groups, cpg, spatial,
-                         ACC=accumulator(x.dtype), BLOCK=block, SINGLE=single,
+                         ACC=acc, BLOCK=block, SINGLE=single,
                          num_warps=4 if block <= 1024 else 8)
     return out
 
