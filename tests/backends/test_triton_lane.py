@@ -44,7 +44,7 @@ def same(flow: ei.Flow, ordered: bool = False) -> pa.Table:
 
 
 def src() -> ei.Flow:
-    return ei.from_arrow(DATA.drop(["s"]))
+    return ei.from_arrow(DATA.drop(["s"])).with_columns(z=col("b") * col("a"))
 
 
 FLOWS = {
@@ -70,6 +70,13 @@ FLOWS = {
                                                                    m=col("b").mean(), lo=col("i8").min()),
     "grouped_computed_key": lambda: src().group_by((col("a") % 2).alias("g")).agg(s=(col("a") * col("a")).sum(),
                                                                        top=col("b").max()),
+    "float_keys_nan_and_signed_zero": lambda: ei.from_pydict(
+        {"x": [NAN, -0.0, 0.0, NAN, 1.5, None], "v": [1, 2, 3, 4, 5, 6]}).group_by("x").agg(s=col("v").sum()),
+    "n_unique_std_var": lambda: src().group_by("k").agg(u=col("b").n_unique(), ua=col("a").n_unique(),
+                                                        sd=col("b").std(), v=col("z").var()).filter(col("k") > 0),
+    "round": lambda: ei.from_pydict({"x": [2.675, -2.5, 0.5, -0.4, 1e300, 15.0, None],
+                                     "n": [1, -25, 3, None, 5, 6, 7]}).select(
+        r=col("x").round(2), z=col("x").round(0), t=col("x").round(-1), i=col("n").round(1)),
     "aggregate_of_nothing": lambda: src().filter(col("a") > 1000).agg(s=col("a").sum(), n=ei.count(),
                                                                        m=col("b").min()),
 }
@@ -121,7 +128,7 @@ def test_coverage_names_what_the_lane_lacks(lane):
     flow = ei.from_arrow(DATA).select(n=col("s").str.len(), p=col("b") ** 2)
     gaps = lane.supports(flow.plan)
     assert "function str_len" in gaps and "function pow" in gaps and "dtype String" in gaps
-    assert "group key of type Float64" in lane.supports(src().group_by("b").agg(n=ei.count()).plan)
+    assert "std of Int64" in lane.supports(src().agg(n=col("a").std()).plan)
     with pytest.raises(ei.errors.UnsupportedError, match="str_len"):
         flow.run(engine="triton")
 

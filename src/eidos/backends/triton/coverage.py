@@ -1,14 +1,13 @@
 """What the Triton lane covers, as data: numeric map work.
 
 Nodes Scan, Filter, Project and Aggregate; numeric and Boolean columns; arithmetic, comparisons,
-logic, the math functions with a device form, null functions, membership, when/then and casts
-between these types; the aggregations sum, mean, min, max, count and count of rows. Everything
-else (joins, sorts, strings, dates, decimals, pow, round, std/var, n_unique) stays on the CPU
+logic, the math functions with a device form (round of floats), null functions, membership, when/then and casts
+between these types; the aggregations sum, mean, min, max, count, n_unique, std/var of floats and count of rows. Everything
+else (joins, sorts, strings, dates, decimals, pow, std/var of integers) stays on the CPU
 lanes: the planner cuts a plan so the numeric part runs here and the rest there.
 
 `extra_gaps` adds what the name tables cannot say: a sub-expression of a type the device has no
-form for (a decimal literal inside an integer expression), and group keys that are floats
-(-0.0/0.0 and NaN grouping are not done on the device).
+form for (a decimal literal inside an integer expression).
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ from eidos.ir.typing import infer
 
 NODES = ("Scan", "Filter", "Project", "Aggregate")
 FUNCTIONS = (("add", "sub", "mul", "truediv", "floordiv", "mod") + F.COMPARISON + F.LOGICAL
-             + ("neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil")
+             + ("neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "round")
              + F.NULLS + F.MEMBERSHIP + ("case", "cast")
-             + ("sum", "mean", "min", "max", "count", "count_rows"))
+             + ("sum", "mean", "min", "max", "count", "count_rows", "n_unique", "std", "var"))
 DTYPES = tuple(t.name for t in T.INTEGERS) + ("Float32", "Float64", "Boolean")
 
 COVERAGE = Coverage(frozenset(NODES), frozenset(FUNCTIONS), frozenset(DTYPES), frozenset())
@@ -39,12 +38,15 @@ def extra_gaps(plan: N.Node) -> list[str]:
             continue
         schema = node.inputs[0].schema
         if isinstance(node, N.Aggregate):
-            for name, e in node.keys:
-                if infer(e, schema).is_float:
-                    found[f"group key of type {infer(e, schema)}"] = None
             schema = Schema(list(schema.items()) + [(n, infer(e, schema)) for n, e in node.keys if n not in schema])
         for root in node.expressions():
             for e in root.walk():
+                if isinstance(e, E.Agg) and e.fn in ("std", "var") and e.arg is not None \
+                        and not infer(e.arg, schema).is_float:
+                    found[f"{e.fn} of {infer(e.arg, schema)}"] = None
+                if isinstance(e, E.Call) and e.fn == "round" and e.options[0] < 0 \
+                        and not infer(e.args[0], schema).is_float:
+                    found["round of integers to negative places"] = None
                 if isinstance(e, E.Agg) or (isinstance(e, E.Literal) and e.value is None):
                     continue
                 try:

@@ -238,33 +238,40 @@ def _(node: N.Aggregate, dev: Device) -> Frame:
 
 
 def _groups(keys: list[tuple[str, Column]], rows, dev: Device):
-    """(number of groups, each kept row's group, the key columns per group). Null is a key of its own."""
+    """(number of groups, each kept row's group, the key columns per group). Null is a key of its own;
+    floats group as semantics section 6 says (NaN with NaN, -0.0 with 0.0), each group keeping the
+    key values of its first row."""
     torch = dev.torch
     if not keys:
         return 1, torch.zeros(rows.numel(), dtype=torch.int64, device=dev.device), {}
-    parts = []
-    for _, c in keys:
-        v = c.values[rows]
-        parts.append(v.view(torch.int64) if v.dtype == torch.uint64 else v.to(torch.int64))
-        if c.valid is not None:
-            ok = c.valid[rows].to(torch.int64)
-            parts[-1] = parts[-1] * ok
-            parts.append(ok)
     if rows.numel() == 0:
         return 0, torch.zeros(0, dtype=torch.int64, device=dev.device), {
             n: Column(c.values[:0], None if c.valid is None else c.valid[:0], c.dtype) for n, c in keys}
-    unique, inverse = torch.unique(torch.stack(parts, 1), dim=0, return_inverse=True)
-    out, j = {}, 0
-    for name, c in keys:
-        v = unique[:, j]
-        values = v.view(torch.uint64) if c.values.dtype == torch.uint64 else v.to(c.values.dtype)
-        j += 1
-        valid = None
+    parts = []
+    for _, c in keys:
+        v = _group_bits(c.values[rows], dev)
         if c.valid is not None:
-            valid = unique[:, j].to(torch.uint8)
-            j += 1
-        out[name] = Column(values.contiguous(), valid, c.dtype)
-    return unique.shape[0], inverse, out
+            ok = c.valid[rows].to(torch.int64)
+            v = v * ok
+            parts.append(ok)
+        parts.append(v)
+    _, inverse = torch.unique(torch.stack(parts, 1), dim=0, return_inverse=True)
+    groups = int(inverse.max()) + 1
+    position = torch.arange(rows.numel(), device=dev.device)
+    first = torch.full((groups,), rows.numel(), dtype=torch.int64, device=dev.device)
+    first = rows[first.scatter_reduce(0, inverse, position, "amin", include_self=False)]
+    out = {name: Column(c.values[first].contiguous(), None if c.valid is None else c.valid[first].contiguous(),
+                        c.dtype) for name, c in keys}
+    return groups, inverse, out
+
+
+def _group_bits(v, dev: Device):
+    """Values as int64 that are equal exactly when the values are equal as keys (NaN = NaN, -0.0 = 0.0)."""
+    torch = dev.torch
+    if v.dtype.is_floating_point:
+        v = torch.where(torch.isnan(v), torch.full_like(v, math.nan), v + 0.0)   # one NaN; -0.0 + 0.0 is 0.0
+        return (v.view(torch.int32) if v.dtype == torch.float32 else v.view(torch.int64)).to(torch.int64)
+    return v.view(torch.int64) if v.dtype == torch.uint64 else v.to(torch.int64)
 
 
 def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DType, dev: Device, where: str):
@@ -279,6 +286,9 @@ def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DT
         return counts, None
     present = (counts > 0).to(torch.uint8)
     idx, x = inverse[ok], arg.values[rows][ok]
+    if fn == "n_unique":
+        pairs = torch.unique(torch.stack([idx, _group_bits(x, dev)], 1), dim=0)
+        return torch.bincount(pairs[:, 0], minlength=groups).to(torch.int64), None
     if fn in ("min", "max"):
         return _extreme(fn, x, idx, groups, arg.dtype, dev), present
     if arg.dtype.is_float:
@@ -298,6 +308,15 @@ def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DT
     if fn == "mean":
         out = [0.0 if not k else s / k for s, k in zip(sums, n)]   # exact sums, one rounded division
         return torch.tensor(out, dtype=torch.float64).to(dev.device), present
+    if fn in ("std", "var") and arg.dtype.is_float:
+        # as the reference: m = fsum / n, then fsum((x - m)**2) / (n - 1); NaN or inf anywhere gives NaN
+        means = torch.tensor([s / k if k else 0.0 for s, k in zip(sums, n)], dtype=torch.float64).to(dev.device)
+        d = x.to(torch.float64) - means[idx]
+        squares = _float_sums(d * d, idx, groups, dev)
+        out = [v / (k - 1) if k >= 2 else 0.0 for v, k in zip(squares, n)]
+        if fn == "std":
+            out = [math.sqrt(v) if v >= 0 or v != v else v for v in out]
+        return torch.tensor(out, dtype=torch.float64).to(dev.device), (counts >= 2).to(torch.uint8)
     raise UnsupportedError(f"the triton lane has no device form for the aggregation {fn}")
 
 

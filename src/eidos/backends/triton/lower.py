@@ -18,6 +18,7 @@ serves every run of the same step.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from eidos import isa
@@ -242,7 +243,30 @@ class _Code(RegisterCode):
             ty = isa_type(rt)
             r = self.op(I.FLOOR if fn == "floor" else I.CEIL, x.value, None, ty)
             return Value(self.op(I.ADD, r, self.const(0.0, ty), ty), x.valid, rt)  # -0.0 -> 0.0, as floor() gives
+        if fn == "round":
+            return self.round(args[0], e.options[0], rt)
         raise UnsupportedError(f"the triton lane has no device form for {fn}")
+
+    def round(self, x: Value, decimals: int, rt: T.DType) -> Value:
+        """Half away from zero, as the reference: in double precision, x * 10**d (or x / 10**-d),
+        rounded, scaled back; a value whose scaled form is not finite stays as it is."""
+        if not rt.is_float:
+            if decimals >= 0:
+                return x
+            raise UnsupportedError("round of integers to negative places has no device form in the triton lane")
+        f64 = Type.F64
+        v = self.convert(x, T.Float64)
+        p = self.const(10.0 ** abs(decimals), f64)
+        y = self.op(I.MUL if decimals >= 0 else I.DIV, v, p, f64)
+        r = self.op(I.TRUNC, y, None, f64)   # keeps the sign of zero
+        half = self.select("ge", self.op(I.ABS, self.op(I.SUB, y, r, f64), None, f64), self.const(0.5, f64), f64)
+        step = self.sel(self.select("gt", y, self.const(0.0, f64), f64), self.const(1.0, f64), self.const(-1.0, f64), f64)
+        r = self.sel(half, self.op(I.ADD, r, step, f64), r, f64)
+        back = self.op(I.DIV if decimals >= 0 else I.MUL, r, p, f64)
+        if decimals >= 0:   # the scaled value overflowed (or x is inf or NaN): x itself
+            finite = self.select("lt", self.op(I.ABS, y, None, f64), self.const(math.inf, f64), f64)
+            back = self.sel(finite, back, v, f64)
+        return Value(self.cvt(back, f64, isa_type(rt)), x.valid, rt)
 
     def logic(self, fn: str, a: Value, b: Value) -> Value:
         """Kleene and/or: a definite false (and) or true (or) on either side decides, else null if either is."""
