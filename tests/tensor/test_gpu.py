@@ -185,6 +185,9 @@ def test_to_gpu_copies_and_results_stay_there():
     assert repr(T([1.5], device="cuda")) == "Tensor([1.5], dtype=float64, device='gpu')"
     assert float(y) == pytest.approx(np.exp(np.arange(6) * 2.0).sum(), rel=1e-6)
     assert g.tolist() == [0, 1, 2, 3, 4, 5] and g[2].item() == 2 and bool(g[1]) and int(g[3]) == 3
+    with pytest.raises(ValueError, match="copy"):
+        np.asarray(g, copy=False)
+    assert "gpu is " + ("cuda" if CUDA else "cpu (Triton interpreter") in T.explain(g)
 
 
 def test_setitem_on_the_device():
@@ -398,3 +401,18 @@ def test_complex_tensors_stay_on_the_host():
         T(np.ones(2, np.complex64)).to("gpu")
     with pytest.raises(T.DTypeError, match=r"computed on the host .*\.to\('cpu'\)"):
         on_gpu(np.ones(2, np.float32)) * 1j
+
+
+def test_array_api_creation_honours_device():
+    import eidos.array_api as xp
+
+    g = on_gpu(np.arange(3, dtype=np.float32))
+    assert "gpu" in xp.__array_namespace_info__().devices()
+    made = [xp.zeros(3, device=g.device), xp.ones_like(g), xp.full_like(g, 2.0), xp.empty_like(g),
+            xp.arange(3, device="gpu"), xp.asarray([1, 2], device="gpu"), xp.asarray(g, copy=True),
+            xp.astype(g, xp.float32), xp.eye(2, device="gpu"), xp.from_dlpack(g)]
+    assert [t.device for t in made] == ["gpu"] * len(made)
+    assert (g + xp.ones_like(g)).tolist() == [1, 2, 3]
+    c = xp.asarray(g, copy=True)
+    g[0] = 9  # a copy on the device: no aliasing
+    assert c.numpy()[0] == 0 and xp.zeros(2).device == "cpu"

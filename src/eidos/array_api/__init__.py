@@ -110,8 +110,8 @@ def astype(x, dtype, /, *, copy=True, device=None):
     x = _t(x)
     out = _T.astype(x, dtype)
     if out is x and copy:
-        return _T.Tensor(x.numpy().copy())
-    return out
+        out = _T.from_dlpack(x, copy=True)
+    return _on(out, device)
 
 
 def can_cast(from_, to, /) -> builtins.bool:
@@ -167,7 +167,9 @@ def result_type(*arrays_and_dtypes):
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, Tensor):
         out = obj if dtype is None else _T.astype(obj, dtype)
-        return _T.Tensor(out.numpy().copy()) if copy else out
+        if copy:
+            out = _T.from_dlpack(out, copy=True)
+        return _on(out, device)
     if dtype is None and isinstance(obj, (builtins.bool, int, float, complex)) or isinstance(obj, (list, tuple)):
         a = np.array(obj, dtype=_D.as_dtype(dtype) if dtype is not None else None)
     else:
@@ -175,6 +177,15 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         if dtype is not None:
             a = a.astype(_D.as_dtype(dtype), copy=False)
     return _T.tensor(a, dtype=dtype, device=device)
+
+
+def _on(t, device):
+    """t on `device` (None: where it is): creation functions make host data, then move it once."""
+    return t if device is None else t.to(device)
+
+
+def _device_of(x, device):
+    return device if device is not None else x.device
 
 
 def _dt(dtype, default=float64):
@@ -185,31 +196,31 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     if stop is None:
         start, stop = 0, start
     default = int64 if builtins.all(isinstance(v, int) for v in (start, stop, step)) else float64
-    return Tensor(np.arange(start, stop, step, dtype=_dt(dtype, default)))
+    return _on(Tensor(np.arange(start, stop, step, dtype=_dt(dtype, default))), device)
 
 
 def empty(shape, *, dtype=None, device=None):
-    return Tensor(np.empty(shape, dtype=_dt(dtype)))
+    return _on(Tensor(np.empty(shape, dtype=_dt(dtype))), device)
 
 
 def empty_like(x, /, *, dtype=None, device=None):
-    return Tensor(np.empty(x.shape, dtype=_dt(dtype, x.dtype)))
+    return _on(Tensor(np.empty(x.shape, dtype=_dt(dtype, x.dtype))), _device_of(x, device))
 
 
 def zeros(shape, *, dtype=None, device=None):
-    return Tensor(np.zeros(shape, dtype=_dt(dtype)))
+    return _on(Tensor(np.zeros(shape, dtype=_dt(dtype))), device)
 
 
 def zeros_like(x, /, *, dtype=None, device=None):
-    return Tensor(np.zeros(x.shape, dtype=_dt(dtype, x.dtype)))
+    return _on(Tensor(np.zeros(x.shape, dtype=_dt(dtype, x.dtype))), _device_of(x, device))
 
 
 def ones(shape, *, dtype=None, device=None):
-    return Tensor(np.ones(shape, dtype=_dt(dtype)))
+    return _on(Tensor(np.ones(shape, dtype=_dt(dtype))), device)
 
 
 def ones_like(x, /, *, dtype=None, device=None):
-    return Tensor(np.ones(x.shape, dtype=_dt(dtype, x.dtype)))
+    return _on(Tensor(np.ones(x.shape, dtype=_dt(dtype, x.dtype))), _device_of(x, device))
 
 
 def _scalar_default(v):
@@ -221,20 +232,20 @@ def _scalar_default(v):
 
 def full(shape, fill_value, *, dtype=None, device=None):
     default = _scalar_default(fill_value)
-    return Tensor(np.full(shape, fill_value, dtype=_dt(dtype, default)))
+    return _on(Tensor(np.full(shape, fill_value, dtype=_dt(dtype, default))), device)
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
-    return Tensor(np.full(x.shape, fill_value, dtype=_dt(dtype, x.dtype)))
+    return _on(Tensor(np.full(x.shape, fill_value, dtype=_dt(dtype, x.dtype))), _device_of(x, device))
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
-    return Tensor(np.eye(n_rows, n_cols, k=k, dtype=_dt(dtype)))
+    return _on(Tensor(np.eye(n_rows, n_cols, k=k, dtype=_dt(dtype))), device)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     default = complex128 if isinstance(start, complex) or isinstance(stop, complex) else float64
-    return Tensor(np.linspace(start, stop, num, endpoint=endpoint, dtype=_dt(dtype, default)))
+    return _on(Tensor(np.linspace(start, stop, num, endpoint=endpoint, dtype=_dt(dtype, default))), device)
 
 
 def meshgrid(*arrays, indexing="xy"):
@@ -250,7 +261,7 @@ def triu(x, /, *, k=0):
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    return _T.from_dlpack(x)
+    return _T.from_dlpack(x, device=device, copy=copy)
 
 
 # ---- element-wise: ISA --------------------------------------------------------------------------
@@ -636,7 +647,9 @@ class _Info:
         return "cpu"
 
     def devices(self):
-        return ["cpu"]
+        from eidos.tensor.backend import get_backend
+
+        return ["cpu", "gpu"] if get_backend("gpu").is_available() else ["cpu"]
 
     def default_dtypes(self, *, device=None):
         return {"real floating": float64, "complex floating": complex128, "integral": int64, "indexing": int64}

@@ -141,6 +141,9 @@ class Tensor:
         return _host(self)
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False and self.device != "cpu":
+            raise ValueError("a gpu tensor's values reach NumPy only through a copy to host memory (copy=False asked "
+                             "for none); use .numpy() or .to('cpu')")
         a = _host(self)
         if dtype is not None:
             a = a.astype(dtype)
@@ -1397,6 +1400,8 @@ def explain(t: Tensor) -> str:
     """What ran (or will run) for this tensor: programs, their form, backend chosen and rejected."""
     lines = [f"Tensor shape={t.shape} dtype={t.dtype} device={t.device!r} "
              f"({'realized' if t._data is not None else 'lazy'})"]
+    if t.device != "cpu":
+        lines[0] += f"; gpu is {_dev.describe()}"
     if t._data is None:
         lines.append("graph (runs when a value is needed):")
         lines += _tree(t, 1)
