@@ -482,8 +482,13 @@ def _node(op, args, shape, dtype, attrs=None) -> Tensor:
         for a in args:
             if a.__class__ is Tensor and a.device != device:
                 raise _mixed(op if op not in ("move", "host") else attrs[0], args)
-    if (dtype in D.COMPLEX and op != "move" and op != "host") or (
-            op in C.TAKES_COMPLEX and _builtins.any(a.dtype in D.COMPLEX for a in args)):
+    on_host = dtype in D.COMPLEX and op != "move" and op != "host"
+    if not on_host and op in C.TAKES_COMPLEX:
+        for a in args:
+            if a.dtype in D.COMPLEX:
+                on_host = True
+                break
+    if on_host:
         if device != "cpu":
             raise DTypeError(f"{op}: complex numbers are computed on the host (the ISA has no complex arithmetic) and "
                              f"gpu tensors stay on the device; move the operands with .to('cpu') first")
