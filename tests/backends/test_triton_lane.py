@@ -77,6 +77,11 @@ FLOWS = {
     "round": lambda: ei.from_pydict({"x": [2.675, -2.5, 0.5, -0.4, 1e300, 15.0, None],
                                      "n": [1, -25, 3, None, 5, 6, 7]}).select(
         r=col("x").round(2), z=col("x").round(0), t=col("x").round(-1), i=col("n").round(1)),
+    "unsigned": lambda: ei.from_arrow(pa.table({
+        "u": pa.array([2 ** 64 - 1, 2 ** 63, 5, None], pa.uint64()), "w": pa.array([65535, 1, None, 7], pa.uint16()),
+        "v": pa.array([4_000_000_000, 3, 3, None], pa.uint32())})).group_by("v").agg(
+        lo=col("u").min(), hi=col("u").max(), s=col("w").sum(), m=col("w").max(), n=col("u").n_unique(),
+        big=col("v").sum(), d=(col("w") - col("w")).max()),
     "aggregate_of_nothing": lambda: src().filter(col("a") > 1000).agg(s=col("a").sum(), n=ei.count(),
                                                                        m=col("b").min()),
 }
@@ -107,7 +112,10 @@ def test_float_sum_is_correctly_rounded(lane):
     lambda: ei.from_pydict({"a": [300]}).select(n=col("a").cast(ei.Int8)),
     lambda: ei.from_pydict({"x": [1.0, NAN]}).select(n=col("x").cast(ei.Int64)),
     lambda: ei.from_pydict({"a": [-(2 ** 63)], "b": [-1]}).select(q=col("a") // col("b")),
-], ids=["int8_add", "int64_mul", "neg_min", "sum", "cast_range", "cast_nan", "min_floordiv"])
+    lambda: ei.from_arrow(pa.table({"v": pa.array([4_000_000_000, 1], pa.uint32())})).select(w=col("v") + col("v")),
+    lambda: ei.from_arrow(pa.table({"v": pa.array([2, 1], pa.uint64())})).select(w=col("v") - 2),
+], ids=["int8_add", "int64_mul", "neg_min", "sum", "cast_range", "cast_nan", "min_floordiv", "uint32_add",
+        "uint64_below_zero"])
 def test_value_errors_raise_naming_the_row(lane, build):
     flow = build()
     with pytest.raises(ExecutionError):
@@ -122,6 +130,9 @@ def test_errors_count_only_on_rows_kept_and_branches_taken(lane):
     same(t.select(b=when(col("a") < 50).then(col("a") * 2).otherwise(col("a"))))  # and not computed here
     with pytest.raises(ExecutionError, match="a=100"):
         t.select(b=col("a") * 2).run(engine="triton")
+    with pytest.raises(ExecutionError, match="v=4000000000"):
+        ei.from_arrow(pa.table({"v": pa.array([4_000_000_000], pa.uint32())})).select(w=col("v") * 2).run(
+            engine="triton")
 
 
 def test_coverage_names_what_the_lane_lacks(lane):
@@ -184,3 +195,10 @@ def test_unknown_kernel_target_is_named(monkeypatch, lane):
     monkeypatch.setenv("EIDOS_TRITON_KERNELS", "nope")
     with pytest.raises(BackendUnavailable, match="EIDOS_TRITON_KERNELS"):
         src().select(x=col("a") + 1).run(engine="triton")
+
+
+def test_the_same_programs_run_on_the_compiled_cpu_target(lane, monkeypatch):
+    """The lowering is backend-independent: the ISA CPU backend (numba) runs the same programs."""
+    pytest.importorskip("numba")
+    monkeypatch.setenv("EIDOS_TRITON_KERNELS", "cpu")
+    same(src().select(x=col("a") * 3 + col("i8"), y=col("b") // 0.5, z=(col("b") > 0.0) | col("f")))

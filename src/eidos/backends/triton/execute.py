@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eidos.backends.triton import lower as L
-from eidos.backends.triton.device import Device, torch_dtype
+from eidos.backends.triton.device import Device
 from eidos.errors import ExecutionError, UnsupportedError
 from eidos.hal.arrow import read_local
 from eidos.ir import dtypes as T
@@ -31,6 +31,26 @@ from eidos.ir import nodes as N
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer
+
+
+# Torch holds each column in a type it fully supports: unsigned 16..64-bit integers in the signed type
+# of their width (the same bytes; the ISA programs read them as unsigned, Arrow gets them back as such).
+STORAGE = {"Int8": "int8", "Int16": "int16", "Int32": "int32", "Int64": "int64", "UInt8": "uint8",
+           "UInt16": "int16", "UInt32": "int32", "UInt64": "int64", "Float32": "float32", "Float64": "float64",
+           "Boolean": "uint8"}
+
+
+def storage(t: T.DType, dev: Device):
+    return getattr(dev.torch, STORAGE[t.name])
+
+
+def widened(x, t: T.DType, dev: Device):
+    """Integer values as int64 (unsigned below 64 bits zero-extended; UInt64 keeps its bits)."""
+    torch = dev.torch
+    v = x.to(torch.int64)
+    if t.is_unsigned_integer and t.bits < 64:
+        v = v & ((1 << t.bits) - 1)
+    return v
 
 
 @dataclass
@@ -92,6 +112,8 @@ def column_to_device(data: pa.ChunkedArray, dtype: T.DType, padded: int, dev: De
         valid = np.asarray(arr.is_valid(), dtype=np.uint8)
         arr = pc.fill_null(arr, 0)
     values = arr.to_numpy(zero_copy_only=False)
+    if dtype.is_unsigned_integer and dtype.bits > 8:
+        values = values.view(f"int{dtype.bits}")
     with warnings.catch_warnings():   # Arrow's buffers are read-only; they are only copied from
         warnings.simplefilter("ignore", UserWarning)
         host = torch.from_numpy(values)
@@ -113,6 +135,8 @@ def to_arrow(frame: Frame, schema: Schema, dev: Device) -> pa.Table:
         values = col.values[rows].cpu().numpy()
         if t == T.Boolean:
             values = values.astype(bool)
+        elif t.is_unsigned_integer:
+            values = values.view(f"uint{t.bits}")
         mask = None if col.valid is None else col.valid[rows].cpu().numpy() == 0
         arrays.append(pa.array(values, type=f.type, mask=mask))
     return pa.Table.from_arrays(arrays, schema=schema.to_arrow())
@@ -145,7 +169,7 @@ def map_step(frame: Frame, outputs: list[tuple[str, E.Expr]], dev: Device, where
         if has_valid:
             regs[next(pointers)] = dev.bind(col.valid)
     for name, t, has_valid in step.outputs:
-        values, h = dev.empty(frame.padded, torch_dtype(L.isa_type(t)))
+        values, h = dev.empty(frame.padded, storage(t, dev))
         regs[next(pointers)] = h
         valid = None
         if has_valid:
@@ -177,6 +201,8 @@ def _value_at(col: Column, row: int):
     if col.valid is not None and int(col.valid[row]) == 0:
         return None
     v = col.values[row].item()
+    if col.dtype.is_unsigned_integer:
+        return v & ((1 << col.dtype.bits) - 1)
     return bool(v) if col.dtype == T.Boolean else v
 
 
@@ -249,7 +275,7 @@ def _groups(keys: list[tuple[str, Column]], rows, dev: Device):
             n: Column(c.values[:0], None if c.valid is None else c.valid[:0], c.dtype) for n, c in keys}
     parts = []
     for _, c in keys:
-        v = _group_bits(c.values[rows], dev)
+        v = _group_bits(c.values[rows], c.dtype, dev)
         if c.valid is not None:
             ok = c.valid[rows].to(torch.int64)
             v = v * ok
@@ -265,13 +291,13 @@ def _groups(keys: list[tuple[str, Column]], rows, dev: Device):
     return groups, inverse, out
 
 
-def _group_bits(v, dev: Device):
+def _group_bits(v, t: T.DType, dev: Device):
     """Values as int64 that are equal exactly when the values are equal as keys (NaN = NaN, -0.0 = 0.0)."""
     torch = dev.torch
     if v.dtype.is_floating_point:
         v = torch.where(torch.isnan(v), torch.full_like(v, math.nan), v + 0.0)   # one NaN; -0.0 + 0.0 is 0.0
         return (v.view(torch.int32) if v.dtype == torch.float32 else v.view(torch.int64)).to(torch.int64)
-    return v.view(torch.int64) if v.dtype == torch.uint64 else v.to(torch.int64)
+    return widened(v, t, dev)
 
 
 def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DType, dev: Device, where: str):
@@ -287,7 +313,7 @@ def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DT
     present = (counts > 0).to(torch.uint8)
     idx, x = inverse[ok], arg.values[rows][ok]
     if fn == "n_unique":
-        pairs = torch.unique(torch.stack([idx, _group_bits(x, dev)], 1), dim=0)
+        pairs = torch.unique(torch.stack([idx, _group_bits(x, arg.dtype, dev)], 1), dim=0)
         return torch.bincount(pairs[:, 0], minlength=groups).to(torch.int64), None
     if fn in ("min", "max"):
         return _extreme(fn, x, idx, groups, arg.dtype, dev), present
@@ -304,7 +330,8 @@ def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DT
                     raise ExecutionError(f"integer overflow: sum = {s} does not fit in {result} ({lo}..{hi})\n"
                                          f"  in {where}")
         out = [0 if not k else s for s, k in zip(sums, n)]
-        return torch.tensor(out, dtype=torch_dtype(L.isa_type(result))).to(dev.device), present
+        host = np.array(out, dtype=result.to_arrow().to_pandas_dtype())   # Int64, UInt64 or Float64
+        return dev.torch.from_numpy(host.view(STORAGE[result.name])).to(dev.device), present
     if fn == "mean":
         out = [0.0 if not k else s / k for s, k in zip(sums, n)]   # exact sums, one rounded division
         return torch.tensor(out, dtype=torch.float64).to(dev.device), present
@@ -324,7 +351,7 @@ def _int_sums(x, idx, groups: int, dtype: T.DType, dev: Device) -> list[int]:
     """Exact integer sums per group: the low and high 32-bit halves add up in int64 without overflow
     (for fewer than 2**31 rows), and are joined in Python integers."""
     torch = dev.torch
-    v = x.view(torch.int64) if x.dtype == torch.uint64 else x.to(torch.int64)
+    v = widened(x, dtype, dev)
     low = v & 0xFFFFFFFF
     high = v >> 32
     if dtype == T.UInt64:
@@ -390,12 +417,12 @@ def _extreme(fn: str, x, idx, groups: int, dtype: T.DType, dev: Device):
         sizes = torch.bincount(idx, minlength=groups)
         is_nan = (nans > 0) if fn == "max" else ((nans == sizes) & (sizes > 0))
         return torch.where(is_nan, torch.full_like(out, math.nan), out)
-    if x.dtype == torch.uint64:   # unsigned order as signed order with the top bit flipped
-        flipped = x.view(torch.int64) ^ (-(2 ** 63))
+    if dtype == T.UInt64:   # unsigned order as signed order with the top bit flipped
+        flipped = x ^ (-(2 ** 63))
         out = torch.zeros(groups, dtype=torch.int64, device=dev.device)
         out = out.scatter_reduce(0, idx, flipped, kind, include_self=False)
-        return (out ^ (-(2 ** 63))).view(torch.uint64)
-    wide = x.to(torch.int64)
+        return out ^ (-(2 ** 63))
+    wide = widened(x, dtype, dev)
     out = torch.zeros(groups, dtype=torch.int64, device=dev.device).scatter_reduce(0, idx, wide, kind,
                                                                                    include_self=False)
     return out.to(x.dtype)
