@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 
 import numpy as np
 
@@ -111,33 +110,39 @@ def _bits(t):
 
 # ---- transfers -------------------------------------------------------------------------------------
 
+_MEMORY: dict = {}
+
+
+def _copier():
+    """The Triton target's DeviceMemory for this device: its host copies go through pinned staging buffers in
+    chunks (the DMA overlaps the host memcpy), faster than a copy from pageable memory."""
+    dev = torch_device()
+    mem = _MEMORY.get(dev)
+    if mem is None:
+        from eidos.isa.backends.triton.device import DeviceMemory
+
+        mem = _MEMORY[dev] = DeviceMemory(dev)
+    return mem
+
+
 def upload(a: np.ndarray):
-    """A device copy of a host array (its bytes move; the dtype is a view, so every dtype travels)."""
+    """A device copy of a host array (its bytes move; the dtype is a view, so every dtype travels). Under the
+    interpreter too it is a copy: a gpu tensor must not alias a host array."""
     torch = _torch()
     a = np.asarray(a)
-    if not a.flags.c_contiguous:
-        a = a.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
-    dev = torch_device()
-    flat = a.reshape(-1).view(np.uint8)
-    if flat.flags.writeable:
-        raw = torch.from_numpy(flat)
-    else:  # torch warns about read-only arrays; this one is only read, then copied
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            raw = torch.from_numpy(flat)
-    raw = raw.to(dev) if dev.type == "cuda" else raw.clone()  # the interpreter's device memory must not
-    # alias the host array either
-    return raw.view(torch_dtype(D.as_dtype(a.dtype))).reshape(a.shape)
+    dt = torch_dtype(D.as_dtype(a.dtype))
+    raw = torch.empty(a.nbytes, dtype=torch.uint8, device=torch_device())
+    if a.nbytes:
+        _copier().copy_in(raw, 0, a if a.flags.c_contiguous else a.copy(order="C"), "to('gpu')")
+    return raw.view(dt).reshape(a.shape)
 
 
 def download(t) -> np.ndarray:
     """A host NumPy copy of a device tensor (a fresh array; writes to it do not reach the device)."""
-    dt = numpy_dtype(t.dtype)
-    c = t.detach().contiguous()
-    raw = c.reshape(-1).view(_torch().uint8).cpu()
-    if raw.data_ptr() == c.data_ptr():
-        raw = raw.clone()
-    return raw.numpy().view(dt).reshape(tuple(t.shape))
+    out = np.empty(tuple(t.shape), dtype=numpy_dtype(t.dtype))
+    if out.nbytes:
+        _copier().copy_out(as_bytes(t.detach().contiguous()), 0, out, "to('cpu')")
+    return out
 
 
 def adopt(x):
