@@ -177,6 +177,8 @@ def _sample_value(hint, name: str):
         return Label("start")
     if hint is Address:
         return Address.buffer(1, 8)
+    if hint == (Address | Register):  # ParallelMapBinary's sources: one array, one scalar operand
+        return Register(1) if name == "src_b" else Address.buffer(1, 8)
     if hint is Type:
         return Type.U32
     if hint is bool:
@@ -189,7 +191,9 @@ def _sample_value(hint, name: str):
         return list(hint)[0]
     args = typing.get_args(hint)
     if args and args[0] is MapStep:
-        return (MapStep(Address.buffer(1), MapOperation.Abs, Address.buffer(2)),)
+        from eidos.isa.instructions import BinaryMapOperation
+        return (MapStep(Address.buffer(1), MapOperation.Abs, Address.buffer(2)),
+                MapStep(Address.buffer(1), BinaryMapOperation.Add, Register(1), Address.buffer(1)))
     if args == (int, int):
         return (1, 1)
     if args == (int, Ellipsis):
@@ -252,22 +256,28 @@ def array_programs(draw, exact: bool = True):
     addr = st.builds(lambda h, half: Address.buffer(h, half * count * size),
                      st.integers(1, N_BUFFERS), st.integers(0, 1))
     b = isa.ProgramBuilder(metadata={"generated": "arrays"})
+    if ty.is_float:
+        elems = st.one_of(st.floats(-100, 100, width=32), st.sampled_from([0.0, -0.0, 1.5, -2.0]))
+    else:
+        elems = st.integers(ty.min_value, ty.max_value)
+    # scalar operands (registers set once by MOV_IMM: the program then runs in rounds, the values per lane)
+    scalars = [Register(8 + k) for k in range(draw(st.integers(0, 2)))]
+    for r in scalars:
+        v = draw(elems)
+        b.add(isa.MOV_IMM(r, float(v) if ty.is_float else int(v), ty))
+    src = st.one_of(addr, st.sampled_from(scalars)) if scalars else addr
     n_red = 0
     for _ in range(draw(st.integers(1, 6))):
         kind = draw(st.sampled_from(["map", "binary", "binary", "reduce"]))
         if kind == "map":
             b.add(isa.ParallelMap(draw(addr), draw(addr), count, draw(st.sampled_from(maps)), ty))
         elif kind == "binary":
-            b.add(isa.ParallelMapBinary(draw(addr), draw(addr), draw(addr), count, draw(st.sampled_from(binary)), ty))
+            b.add(isa.ParallelMapBinary(draw(addr), draw(src), draw(src), count, draw(st.sampled_from(binary)), ty))
         elif n_red < 4:
             r = Register(n_red)
             b.add(isa.ParallelReduce(r, draw(addr), count, draw(st.sampled_from(reduces)), ty),
                   isa.STG(Address.buffer(N_BUFFERS + 1, n_red * size), r, ty))
             n_red += 1
-    if ty.is_float:
-        elems = st.one_of(st.floats(-100, 100, width=32), st.sampled_from([0.0, -0.0, 1.5, -2.0]))
-    else:
-        elems = st.integers(ty.min_value, ty.max_value)
     import numpy as np
     data = [np.array(draw(st.lists(elems, min_size=2 * count, max_size=2 * count)), dtype=ty.np_dtype).tobytes()
             for _ in range(N_BUFFERS)]

@@ -336,3 +336,117 @@ def test_blocks_in_parallel_with_barriers(tmp_path):
     assert got == want
     params = ExecutionParams(cfg, {10: isa.pointer(1), 11: isa.pointer(2)})
     assert "blocks in parallel" in be.explain(rotate_program(), params)
+
+
+POOL = 1024
+
+
+def map_sum_program(n: int, ty: Type, free: bool = True, out_of_bounds: bool = False) -> isa.Program:
+    """sum(exp(x * r8 + r9) * y) with the chain in pool POOL (freed after the sum when `free`), x and y in
+    buffers 1 and 2, the sum stored to buffer 3."""
+    M, B = isa.MapOperation, isa.BinaryMapOperation
+    P, X, Y = Address.pool(POOL), Address.buffer(1, 4 if out_of_bounds else 0), Address.buffer(2)
+    b = isa.ProgramBuilder().add(
+        isa.PoolAlloc(POOL, n * ty.size_bytes),
+        isa.ParallelMapBinary(P, X, R(8), n, B.Mul, ty), isa.ParallelMapBinary(P, P, R(9), n, B.Add, ty),
+        isa.ParallelMap(P, P, n, M.Exp, ty), isa.ParallelMapBinary(P, P, Y, n, B.Mul, ty),
+        isa.ParallelReduce(R(0), P, n, isa.ReduceOperation.Sum, ty))
+    if free:
+        b.add(isa.PoolFree(POOL))
+    b.add(isa.STG(Address.buffer(3), R(0), ty))
+    return b.build().optimize()
+
+
+def run_map_sum(be, p, x, y, registers):
+    for data in (x, y, np.zeros(1, x.dtype)):
+        h = be.allocate_buffer(data.nbytes)
+        be.copy_to_buffer(h, data)
+    be.execute_program_with_params(p, ExecutionParams(LaunchConfig.linear(1), registers))
+    out = np.zeros(1, x.dtype)
+    be.copy_from_buffer(3, out)
+    return out[0]
+
+
+@pytest.mark.parametrize("ty", [Type.F32, Type.F64])
+@pytest.mark.parametrize("n", [0, 7, 1000, (1 << 17) + 5])   # empty, short, one chunk, chunks over the threads
+def test_a_map_and_its_sum_run_as_one_pass_within_the_reduction_bound(tmp_path, ty, n):
+    """The map writes a pool freed right after the sum: the CPU backend sums while mapping (explain says so),
+    and agrees with the reference within docs/isa.md's bound for sums (2 n eps S + 4 ULP)."""
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal(n).astype(ty.np_dtype), rng.random(n).astype(ty.np_dtype)
+    p = map_sum_program(n, ty)
+    be = CpuBackend(cache_dir=tmp_path)
+    assert "one numba pass: the map's steps and the sum together" in be.explain(p)
+    regs = {8: 0.5, 9: -1.25}
+    got, want = run_map_sum(be, p, x, y, regs), run_map_sum(ReferenceBackend(), p, x, y, regs)
+    terms = np.exp(x.astype(np.float64) * 0.5 - 1.25) * y
+    eps = np.finfo(ty.np_dtype).eps
+    assert abs(float(got) - float(want)) <= 2 * n * eps * float(np.abs(terms).sum()) + 4 * float(np.spacing(abs(want)))
+    assert len(be._plans) == 1 and be.memory.pools == {}   # the pool was freed
+
+
+def test_a_map_sum_keeps_ieee_infinities_and_nan_and_the_references_errors(tmp_path):
+    n = 5000
+    x, y = np.ones(n, np.float32), np.ones(n, np.float32)
+    p = map_sum_program(n, F32)
+    for value, check in ((1e30, np.isposinf), (np.nan, np.isnan)):
+        x[17] = value
+        for be in (CpuBackend(cache_dir=tmp_path), ReferenceBackend()):
+            assert check(run_map_sum(be, p, x, y, {8: 1.0, 9: 0.0}))
+    x[17], y[3] = 1.0, -np.inf
+    assert np.isnan(run_map_sum(CpuBackend(cache_dir=tmp_path), p, x * 1e30, y, {8: 1.0, 9: 0.0}))  # inf - inf
+    bad = map_sum_program(n, F32, out_of_bounds=True)
+    errors = []
+    for be in (CpuBackend(cache_dir=tmp_path), ReferenceBackend()):
+        with pytest.raises(BackendError) as e:
+            run_map_sum(be, bad, x, y, {})
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "needs bytes" in errors[0]
+
+
+def test_a_map_whose_pool_stays_alive_is_not_fused(tmp_path):
+    """Without the PoolFree the pool's contents are observable: the map stores them (and the sum reads them)."""
+    n = 300
+    x, y = np.linspace(-1, 1, n).astype(np.float32), np.full(n, 2, np.float32)
+    p = map_sum_program(n, F32, free=False)
+    outs = []
+    for be in (CpuBackend(cache_dir=tmp_path), ReferenceBackend()):
+        s = run_map_sum(be, p, x, y, {8: 3.0, 9: 1.0})
+        pool = np.zeros(n, np.float32)
+        be.copy_from_pool(POOL, 0, pool)
+        outs.append((s, pool))
+    assert "one numba pass" not in CpuBackend(cache_dir=tmp_path).explain(p)
+    assert outs[0][1].tobytes() == outs[1][1].tobytes()
+    assert abs(outs[0][0] - outs[1][0]) <= 4 * np.spacing(outs[1][0])
+
+
+def test_scalar_operands_are_kernel_arguments(tmp_path):
+    """A program of maps whose only register use is scalar operands runs as array kernels with the launch's
+    starting registers; a new value needs no new program; a value that differs between lanes is an error."""
+    n = 1000
+    x = np.linspace(-3, 3, n).astype(np.float32)
+    B = isa.BinaryMapOperation
+    p = isa.ProgramBuilder().add(
+        isa.ParallelMapBinary(Address.buffer(2), R(5), Address.buffer(1), n, B.Sub),
+        isa.ParallelMapBinary(Address.buffer(2), Address.buffer(2), R(6), n, B.Max)).build().optimize()
+    cpu, ref = CpuBackend(cache_dir=tmp_path), ReferenceBackend()
+    text = cpu.explain(p)
+    assert "runs: array" in text and "2 scalar operand(s)" in text
+    for be in (cpu, ref):
+        for data in (x, np.zeros(n, np.float32)):
+            be.copy_to_buffer(be.allocate_buffer(data.nbytes), data)
+    for c in (0.5, 2.0):
+        outs = []
+        for be in (cpu, ref):
+            be.execute_program_with_params(p, ExecutionParams(LaunchConfig.linear(1), {5: c, 6: -1.0}))
+            out = np.zeros(n, np.float32)
+            be.copy_from_buffer(2, out)
+            outs.append(out)
+        assert outs[0].tobytes() == outs[1].tobytes()
+        np.testing.assert_array_equal(outs[0], np.maximum(np.float32(c) - x, np.float32(-1)))
+    assert len(cpu._plans) == 1
+    lanes = isa.ProgramBuilder().add(isa.MOV(R(1), Special.GLOBAL_ID, U64), isa.CVT(R(5), R(1), U64, F32),
+                                     *p.instructions).build()
+    for be in (cpu, ref):
+        with pytest.raises(BackendError, match="differs between lanes"):
+            be.execute_program_with_params(lanes, ExecutionParams(LaunchConfig.linear(2), {6: 0.0}))

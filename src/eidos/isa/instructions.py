@@ -104,8 +104,11 @@ class Instruction:
             elif isinstance(v, tuple):
                 for item in v:
                     if isinstance(item, MapStep):
-                        out.extend(a.reg for a in (item.dst, item.a, item.b)
-                                   if a is not None and a.space is Space.REGISTER)
+                        for a in (item.dst, item.a, item.b):
+                            if isinstance(a, Register):
+                                out.append(a)
+                            elif a is not None and a.space is Space.REGISTER:
+                                out.append(a.reg)
         return out
 
     reads_too: ClassVar[tuple[str, ...]] = ()
@@ -120,7 +123,7 @@ class Instruction:
                 for i, item in enumerate(v):
                     if isinstance(item, MapStep):
                         out += [(f"{f.name}[{i}].{n}", a) for n, a in
-                                (("dst", item.dst), ("a", item.a), ("b", item.b)) if a is not None]
+                                (("dst", item.dst), ("a", item.a), ("b", item.b)) if isinstance(a, Address)]
         return out
 
 
@@ -441,10 +444,11 @@ class ParallelMap(Instruction):
 
 @_instruction("parallel", writes=(), collective=True)
 class ParallelMapBinary(Instruction):
-    """dst_array[i] <- operation(src_a[i], src_b[i]) for i < count."""
+    """dst_array[i] <- operation(src_a[i], src_b[i]) for i < count. Either source may be a Register: a
+    scalar operand, R[reg] as a ty value for every i (the same in every live lane)."""
     dst_array: Address
-    src_a: Address
-    src_b: Address
+    src_a: Address | Register
+    src_b: Address | Register
     count: int
     operation: BinaryMapOperation
     ty: Type = Type.F32
@@ -462,11 +466,12 @@ class ParallelReduce(Instruction):
 
 @dataclass(frozen=True, slots=True)
 class MapStep:
-    """One step of a FusedMap: dst[i] <- operation(a[i]) or operation(a[i], b[i])."""
+    """One step of a FusedMap: dst[i] <- operation(a[i]) or operation(a[i], b[i]); a or b may be a
+    Register (a scalar operand, as in ParallelMapBinary)."""
     dst: Address
     operation: MapOperation | BinaryMapOperation
-    a: Address
-    b: Address | None = None
+    a: Address | Register
+    b: Address | Register | None = None
 
 
 @_instruction("parallel", writes=(), collective=True)

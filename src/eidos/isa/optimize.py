@@ -262,7 +262,7 @@ def fusable(steps: tuple[MapStep, ...], count: int, ty: Type) -> bool:
     ranges = set()
     for st in steps:
         for a in (st.dst, st.a, st.b):
-            if a is None:
+            if a is None or isinstance(a, Register):  # a scalar operand touches no memory
                 continue
             r = _range(a, count, ty)
             if r is None:

@@ -171,8 +171,12 @@ def _check_instruction(ins: Instruction, labels) -> None:
             if v < 0 and f.name not in ("offset",):
                 _fail(f"{f.name} must be >= 0, got {v}")
     for j, step in enumerate(getattr(ins, "steps", ()) or ()):
+        if not isinstance(step.dst, Address):
+            _fail(f"steps[{j}].dst must be an Address, got {step.dst!r}")
         for nm, a in (("dst", step.dst), ("a", step.a), ("b", step.b)):
-            if a is not None:
+            if isinstance(a, Register) and nm != "dst":
+                _check_register(f"steps[{j}].{nm}", a)
+            elif a is not None:
                 _check_address(f"steps[{j}].{nm}", a, ins)
     if isinstance(ins, (I.NBRLoad, I.NBRStore)):
         if not -128 <= ins.offset <= 127:
@@ -215,6 +219,11 @@ def _read_types(ins: Instruction):
             yield f.name, v, "int"
         elif isinstance(ty, Type):
             yield f.name, v, ty
+    for j, step in enumerate(getattr(ins, "steps", ()) or ()):  # a FusedMap's scalar operands
+        for nm in ("a", "b"):
+            r = getattr(step, nm, None)
+            if isinstance(r, Register):
+                yield f"steps[{j}].{nm}", r, ty
 
 
 def _written_type(ins: Instruction) -> Type | str | None:

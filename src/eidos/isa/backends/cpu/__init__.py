@@ -194,6 +194,7 @@ class CpuBackend(Backend):
         except NotCompilable as e:
             return Plan(program, "interpreted", f"not compilable: {e}")
         collectives = {i: kernels.bind(ins, i, self) for i, ins in enumerate(program.instructions) if ins.collective}
+        kernels.fuse_sums(program, collectives, self)
         why = ("per-lane code without barriers, shared memory or collectives: each lane runs start to end"
                if shape == "lanes" else
                "barriers, shared memory or collectives: lanes run in lockstep phases split at barriers, "
@@ -223,8 +224,9 @@ class CpuBackend(Backend):
             if not 0 <= int(k) < 256:
                 raise BackendError(f"ExecutionParams.registers: register r{k} out of range r0..r255")
         if plan.kind == "array":
+            registers = params.registers
             for step in plan.steps:
-                step(self.memory)
+                step(self.memory, (), registers)
         elif plan.kind == "interpreted":
             from ..reference.execute import execute
 
@@ -415,11 +417,12 @@ class CpuBackend(Backend):
         if isinstance(step, kernels.MapStep):
             if self.numba is not None and step.ty.name not in ("F16", "BF16"):
                 par = " in parallel (prange)" if step.count >= kernels.PAR_MIN else ""
-                if len(step.steps) == 1:
+                if len(step.steps) == 1 and not step.scalars:
                     return "numba loop" + par
                 if step.count < kernels.FUSE_MIN:
                     return f"{len(step.steps)} numba loops, one a step (short: fusing would not pay for its compile)"
-                return f"one fused numba loop over {len(step.steps)} steps" + par
+                scal = f", {len(step.scalars)} scalar operand(s) as arguments" if step.scalars else ""
+                return f"one fused numba loop over {len(step.steps)} step(s)" + par + scal
             return "NumPy"
         return step.how
 

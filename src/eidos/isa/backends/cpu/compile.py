@@ -79,10 +79,12 @@ def extended_type(program) -> tuple[int, Type] | None:
 
 
 def shape_of(program) -> str:
-    """'array' (collectives only, no per-lane operand), 'lanes' or 'rounds' (see the module doc)."""
+    """'array' (collectives only, no per-lane operand: none writes a register or addresses memory through one;
+    scalar operands are read from the launch's starting registers), 'lanes' or 'rounds' (see the module doc)."""
     ins = program.instructions
-    if program.entry == 0 and ins and all(x.collective and not x.registers_read() and not x.registers_written()
-                                          for x in ins):
+    if program.entry == 0 and ins and all(
+            x.collective and not x.registers_written() and not any(a.space is Space.REGISTER for _, a in x.addresses())
+            for x in ins):
         return "array"
     for x in ins:
         if x.collective or isinstance(x, (I.BarSync, I.LDS, I.STS)):

@@ -16,10 +16,10 @@ import hashlib
 
 import numpy as np
 
-from eidos.errors import UnsupportedError
+from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
-from ...address import CLASS_BYTES, Space
+from ...address import CLASS_BYTES, Address, Register, Space
 from ...types import Type
 from ..reference import arrays as ref
 
@@ -71,33 +71,77 @@ def _int_binary(op, ty: Type, a: str, b: str) -> str:
     raise KeyError(op)
 
 
-def map_source(ty: Type, steps: list[tuple], nslots: int, parallel: bool) -> str:
-    """A numba kernel over slots x0..: each step (dst, op, a, b) in order for element i, values kept local."""
+def _operand(x) -> bool:
+    """A plan operand: an int is an array slot (x<k>), a tuple ("s", k) a scalar argument (s<k>)."""
+    return isinstance(x, tuple)
+
+
+def _step_lines(ty: Type, steps: list[tuple], store: bool, indent: str) -> tuple[list[str], set]:
+    """Each step (dst, op, a, b) for element i, values kept local; store=False keeps results in registers
+    only (their arrays are dead: a pool freed right after, see MapReduceStep)."""
     dt = f"np.{ty.np_dtype.name}"
-    lines = ["import math", "import numpy as np", "from numba import njit, prange",
-             "from eidos.isa.backends.cpu.runtime import *  # noqa: F403", "",
-             f"@njit(parallel={parallel}, **OPTS)",
-             f"def kernel(n, {', '.join(f'x{k}' for k in range(nslots))}):",
-             f"    for i in {'prange' if parallel else 'range'}(n):"]
+    lines: list[str] = []
     local: set[int] = set()
 
-    def val(s: int) -> str:
-        if s in local:
-            return f"v{s}"
-        return f"np.float64(x{s}[i])" if ty.is_float else f"np.int64(x{s}[i])"
+    def val(x) -> str:
+        if _operand(x):
+            return f"s{x[1]}"
+        if x in local:
+            return f"v{x}"
+        return f"np.float64(x{x}[i])" if ty.is_float else f"np.int64(x{x}[i])"
 
     for dst, op, a, b in steps:
         if ty.is_float:
             e = _unary_float(op, ty).format(x=val(a)) if b is None else _FLOAT_BINARY[op].format(a=val(a), b=val(b))
-            lines.append(f"        r = {e}")
-            lines.append(f"        x{dst}[i] = {dt}(r)")
-            lines.append(f"        v{dst} = np.float64(x{dst}[i])")
+            lines.append(f"r = {e}")
+            if store:
+                lines += [f"x{dst}[i] = {dt}(r)", f"v{dst} = np.float64(x{dst}[i])"]
+            else:
+                lines.append(f"v{dst} = np.float64({dt}(r))")
         else:
             e = _int_unary(op, ty, val(a)) if b is None else _int_binary(op, ty, val(a), val(b))
-            lines.append(f"        r = np.int64({e})")
-            lines.append(f"        x{dst}[i] = {dt}(r)")
-            lines.append(f"        v{dst} = np.int64(x{dst}[i])")
+            lines.append(f"r = np.int64({e})")
+            if store:
+                lines += [f"x{dst}[i] = {dt}(r)", f"v{dst} = np.int64(x{dst}[i])"]
+            else:
+                lines.append(f"v{dst} = np.int64({dt}(r))")
         local.add(dst)
+    return [indent + ln for ln in lines], local
+
+
+_HEAD = ["import math", "import numpy as np", "from numba import njit, prange",
+         "from eidos.isa.backends.cpu.runtime import *  # noqa: F403", ""]
+
+
+def map_source(ty: Type, steps: list[tuple], nslots: int, parallel: bool, nscalars: int = 0) -> str:
+    """A numba kernel over slots x0.. and scalars s0..: each step (dst, op, a, b) in order for element i."""
+    args = ", ".join([f"x{k}" for k in range(nslots)] + [f"s{k}" for k in range(nscalars)])
+    body, _ = _step_lines(ty, steps, True, "        ")
+    lines = _HEAD + [f"@njit(parallel={parallel}, **OPTS)", f"def kernel(n, {args}):",
+                     f"    for i in {'prange' if parallel else 'range'}(n):"] + body
+    return "\n".join(lines) + "\n"
+
+
+REDUCE_CHUNKS = 16  # a parallel float Sum adds this many chunk sums in order: the same result on any thread count
+
+
+def sum_source(ty: Type, steps: list[tuple], nslots: int, nscalars: int, src) -> str:
+    """A float Sum of slot `src` after the steps (none: of the array itself), in binary64, in one pass:
+    the steps' results stay in registers (not stored), each chunk's loop accumulates with a reassociable
+    add (LLVM keeps one partial sum per vector lane), and the chunks' sums are added in order. kernel_seq
+    is one chunk; kernel_par splits the elements into REDUCE_CHUNKS chunks over the threads (prange)."""
+    arrays = [f"x{k}" for k in range(nslots)]
+    scal = [f"s{k}" for k in range(nscalars)]
+    body, local = _step_lines(ty, steps, False, "        ")
+    v = f"v{src}" if src in local else f"np.float64(x{src}[i])"
+    sliced = ", ".join([f"{a}[lo:hi]" for a in arrays] + scal)
+    lines = _HEAD + ["@njit(**OPTS)", f"def kernel_seq(n, {', '.join(arrays + scal)}):", "    acc = 0.0",
+                     "    for i in range(n):"] + body + [f"        acc = radd(acc, {v})", "    return acc", "",
+                     "@njit(parallel=True, **OPTS)", f"def kernel_par(n, {', '.join(arrays + scal)}):",
+                     f"    parts = np.empty({REDUCE_CHUNKS})", f"    step = (n + {REDUCE_CHUNKS - 1}) // {REDUCE_CHUNKS}",
+                     f"    for c in prange({REDUCE_CHUNKS}):", "        lo = min(n, c * step)",
+                     "        hi = min(n, lo + step)", f"        parts[c] = kernel_seq(hi - lo, {sliced})",
+                     "    acc = 0.0", f"    for c in range({REDUCE_CHUNKS}):", "        acc += parts[c]", "    return acc"]
     return "\n".join(lines) + "\n"
 
 
@@ -141,15 +185,39 @@ def table_kernel(ty: Type, binary: bool, parallel: bool, cache_dir):
     return k
 
 
-def map_kernel(ty: Type, steps: list[tuple], nslots: int, parallel: bool, cache_dir):
+def _module(prefix: str, src: str, cache_dir):
     from .compile import GENERATOR_VERSION, load_module
 
-    src = map_source(ty, steps, nslots, parallel)
     key = hashlib.blake2b(f"{GENERATOR_VERSION}\n{src}".encode(), digest_size=10).hexdigest()
-    k = _KERNELS.get(key)
-    if k is None:
-        k = _KERNELS[key] = load_module(src, f"map_{key}", cache_dir).kernel
-    return k
+    m = _KERNELS.get(key)
+    if m is None:
+        m = _KERNELS[key] = load_module(src, f"{prefix}_{key}", cache_dir)
+    return m
+
+
+def map_kernel(ty: Type, steps: list[tuple], nslots: int, parallel: bool, cache_dir, nscalars: int = 0):
+    return _module("map", map_source(ty, steps, nslots, parallel, nscalars), cache_dir).kernel
+
+
+def sum_kernel(ty: Type, steps: list[tuple], nslots: int, nscalars: int, src, parallel: bool, cache_dir):
+    m = _module("sum", sum_source(ty, steps, nslots, nscalars, src), cache_dir)
+    return m.kernel_par if parallel else m.kernel_seq
+
+
+def direct_map(operation, ty: Type, backend):
+    """(kernel, op) to call as kernel(n, op, out, a[, b]) over 1-d NumPy arrays of ty: the loop a one-instruction
+    ParallelMap/ParallelMapBinary
+    of `operation` runs here (the per-type table, one thread), for a caller holding arrays rather than buffers
+    and a program (the tensor layer's small eager operations). None where no such loop exists (no numba,
+    F16/BF16, an operation the type lacks)."""
+    if backend.numba is None or ty in (Type.F16, Type.BF16) or ty.is_extended:
+        return None
+    binary = isinstance(operation, I.BinaryMapOperation)
+    k, index = table_kernel(ty, binary, False, backend.cache_dir)
+    op = index.get(operation)
+    if op is None:
+        return None
+    return k, op
 
 
 class Resolver:
@@ -164,38 +232,81 @@ class Resolver:
         return memory.class_memory
 
 
+def map_steps(ins) -> list[tuple]:
+    """(dst, operation, a, b) for each step of an element-wise collective."""
+    if isinstance(ins, I.FusedMap):
+        return [(s.dst, s.operation, s.a, s.b) for s in ins.steps]
+    if isinstance(ins, I.ParallelMap):
+        return [(ins.dst_array, ins.operation, ins.src_array, None)]
+    return [(ins.dst_array, ins.operation, ins.src_a, ins.src_b)]
+
+
+def scalar_values(regs: list, ty: Type, lanes, registers) -> list:
+    """The scalar operands' values in ty (floats as float, integers as their int64 bit pattern): from the
+    lanes' register rows (a program that sets them), else the launch's starting registers (else 0)."""
+    from eidos.isa import semantics as S
+
+    w = S.wrapper(ty)
+    out = []
+    for r in regs:
+        if lanes:
+            vals = set()
+            for L in lanes:
+                row = L.R
+                k = row.slot[r.index]
+                vals.add(float(row.RF[row.l, k]) if ty.is_float else int(row.RI[row.l, k]))
+            if len(vals) != 1:
+                raise BackendError(f"scalar operand {r} differs between lanes ({len(vals)} values); "
+                                   "a collective needs one value")
+            v = vals.pop()
+        else:
+            v = (registers or {}).get(r.index, 0)
+        v = w(float(v) if ty.is_float else int(v))
+        if not ty.is_float and v >= 1 << 63:
+            v -= 1 << 64
+        out.append(v)
+    return out
+
+
 class MapStep:
-    """A bound element-wise collective: views resolved once per set of live arrays, then reused."""
+    """A bound element-wise collective: views resolved once per set of live arrays, then reused.
+    Scalar operands (Registers) are kernel arguments, read at each call."""
 
     def __init__(self, ins, index: int, backend) -> None:
         self.ins, self.index, self.backend = ins, index, backend
-        if isinstance(ins, I.FusedMap):
-            self.steps = [(s.dst, s.operation, s.a, s.b) for s in ins.steps]
-        elif isinstance(ins, I.ParallelMap):
-            self.steps = [(ins.dst_array, ins.operation, ins.src_array, None)]
-        else:
-            self.steps = [(ins.dst_array, ins.operation, ins.src_a, ins.src_b)]
-        self.addresses = [a for st in self.steps for a in (st[2], st[3], st[0]) if a is not None]
+        self.steps = map_steps(ins)
+        self.addresses = [a for st in self.steps for a in (st[2], st[3], st[0]) if isinstance(a, Address)]
+        self.scalars = sorted({a for st in self.steps for a in (st[2], st[3]) if isinstance(a, Register)},
+                              key=lambda r: r.index)
         self.ty, self.count = ins.ty, ins.count
         self.bound: list = []
         self.memory = None
         self.run = None
+        self.views: list = []
+        self.plan: list = []
         self.how = ""
 
-    def _bind(self, memory) -> None:
+    def _resolve(self, memory):
+        """The reference's checks, in its order; then (views, plan): each distinct range once, and the steps
+        over slot numbers (scalars as ("s", k))."""
         A = ref.Arrays(memory, self.ins, self.index, ())
         ty, n = self.ty, self.count
-        for j, (_dst, _op, a, b) in enumerate(self.steps):  # the reference's checks, in its order
-            A.read(a, ty, n, "src_a" if len(self.steps) == 1 and b is not None else
-                   ("src_array" if len(self.steps) == 1 else f"steps[{j}].a"))
-            if b is not None:
-                A.read(b, ty, n, "src_b" if len(self.steps) == 1 else f"steps[{j}].b")
+        single = len(self.steps) == 1
+        for j, (_dst, _op, a, b) in enumerate(self.steps):
+            if isinstance(a, Address):
+                A.read(a, ty, n, "src_a" if single and b is not None else ("src_array" if single else f"steps[{j}].a"))
+            if isinstance(b, Address):
+                A.read(b, ty, n, "src_b" if single else f"steps[{j}].b")
         for j, (dst, *_r) in enumerate(self.steps):
-            A.output(dst, ty, n, "dst_array" if len(self.steps) == 1 else f"steps[{j}].dst")
+            A.output(dst, ty, n, "dst_array" if single else f"steps[{j}].dst")
         slots: dict[tuple, int] = {}
         views: list[np.ndarray] = []
 
-        def slot(addr) -> int:
+        def slot(addr):
+            if addr is None:
+                return None
+            if isinstance(addr, Register):
+                return ("s", self.scalars.index(addr))
             mem, off = A._locate(addr)
             key = (id(mem), off)
             if key not in slots:
@@ -203,66 +314,147 @@ class MapStep:
                 views.append(mem[off:off + n * ty.size_bytes].view(ty.np_dtype))
             return slots[key]
 
-        plan = [(slot(d), op, slot(a), None if b is None else slot(b)) for d, op, a, b in self.steps]
+        plan = [(slot(d), op, slot(a), slot(b)) for d, op, a, b in self.steps]
+        self.bound = [(memory.buffers if a.space is Space.BUFFER else memory.pools, a.handle,
+                       Resolver.memory_of(memory, a)) for a in self.addresses if a.space is not Space.CLASS]
+        self.memory = memory
+        return views, plan
+
+    def _bind(self, memory) -> None:
+        views, plan = self._resolve(memory)
+        self.views, self.plan = views, plan
+        ty, n = self.ty, self.count
         table = NUMPY_EXACT_FLOAT if ty.is_float else NUMPY_EXACT_INT
+        has_scalars = bool(self.scalars)
         if self.backend.numba is not None and ty not in (Type.F16, Type.BF16):
             par = n >= PAR_MIN
-            if len(plan) == 1 or n < FUSE_MIN:
+            if (len(plan) == 1 and not has_scalars) or n < FUSE_MIN:
                 # the per-type tables of loops (compiled once per type for every operation), one call a step:
                 # equal to the fused loop by the fusion condition, and no compile for a new chain
+                def arr(x, sv):
+                    return np.full(n, sv[x[1]], dtype=ty.np_dtype) if _operand(x) else views[x]
+
                 calls = []
                 for d, op, a, b in plan:
                     k, index = table_kernel(ty, b is not None, par, self.backend.cache_dir)
-                    calls.append((k, (n, index[op], views[d], views[a]) + (() if b is None else (views[b],))))
-                if len(calls) == 1:
-                    k, args = calls[0]
+                    calls.append((k, index[op], views[d], a, b))
 
-                    def run(k=k, args=args):
-                        k(*args)
-                else:
-                    def run(calls=calls):
-                        for k, args in calls:
-                            k(*args)
+                def run(sv, calls=calls):
+                    for k, op, out, a, b in calls:
+                        if b is None:
+                            k(n, op, out, arr(a, sv))
+                        else:
+                            k(n, op, out, arr(a, sv), arr(b, sv))
                 self.how = (f"numba loop{' in parallel (prange)' if par else ''}" if len(plan) == 1 else
                             f"{len(plan)} numba loops, one a step ({n} < {FUSE_MIN} elements: fusing would not pay "
                             "for its compile)")
             else:
-                k = map_kernel(ty, plan, len(views), par, self.backend.cache_dir)
+                k = map_kernel(ty, plan, len(views), par, self.backend.cache_dir, len(self.scalars))
                 args = (n, *views)
 
-                def run(k=k, args=args):
-                    k(*args)
-                self.how = f"one fused numba loop over {len(plan)} steps{' in parallel (prange)' if par else ''}"
+                def run(sv, k=k, args=args):
+                    k(*args, *sv)
+                self.how = (f"one fused numba loop over {len(plan)} step(s){' in parallel (prange)' if par else ''}"
+                            + (f", {len(self.scalars)} scalar operand(s) as arguments" if has_scalars else ""))
         elif len(plan) == 1 and plan[0][1] in table and ty not in (Type.F16, Type.BF16):
             d, op, a, b = plan[0]
             f = table[op]
-            ins = (views[a],) if b is None else (views[a], views[b])
 
-            def run(f=f, ins=ins, out=views[d]):
+            def run(sv, f=f, out=views[d]):
+                ins = [ty.np_dtype.type(sv[x[1]]) if _operand(x) else views[x] for x in (a, b) if x is not None]
                 with np.errstate(all="ignore"):
                     f(*ins, out=out)
             self.how = f"NumPy ufunc {f.__name__} (exact in {ty.name})"
         else:  # NumPy in float64 rounded once: the reference formulas
-            def run(views=views, plan=plan):
+            def run(sv, views=views, plan=plan):
+                def arr(x):
+                    return np.full(n, sv[x[1]], dtype=ty.np_dtype) if _operand(x) else views[x]
                 for d, op, a, b in plan:
-                    x = views[a].copy()
-                    views[d][...] = (ref.map_unary(op, x, ty) if b is None else ref.map_binary(op, x, views[b], ty))
+                    x = arr(a).copy()
+                    views[d][...] = (ref.map_unary(op, x, ty) if b is None else ref.map_binary(op, x, arr(b), ty))
             self.how = "NumPy in float64, rounded once (the reference formula)"
-        # what must still hold for this binding: each (table, handle) still maps to the same array
-        self.bound = [(memory.buffers if a.space is Space.BUFFER else memory.pools, a.handle,
-                       Resolver.memory_of(memory, a)) for a in self.addresses if a.space is not Space.CLASS]
-        self.memory = memory
         self.run = run
 
-    def __call__(self, memory, lanes=()) -> None:
+    def bound_to(self, memory) -> bool:
         if memory is not self.memory:
+            return False
+        for table, h, m in self.bound:
+            if table.get(h) is not m:
+                return False
+        return True
+
+    def __call__(self, memory, lanes=(), registers=None) -> None:
+        if not self.bound_to(memory):
             self._bind(memory)
+        self.run(scalar_values(self.scalars, self.ty, lanes, registers) if self.scalars else ())
+
+
+def sum_fusable(ty: Type, backend) -> bool:
+    return ty.is_float and ty not in (Type.F16, Type.BF16) and backend.numba is not None
+
+
+class SumStep:
+    """A float Sum (ParallelReduce Sum, ReduceAdd) as one numba pass in binary64, rounded once to ty: partial
+    sums per vector lane and per chunk, so it may differ from the exactly rounded reference by the
+    reassociation error docs/isa.md allows for reductions (2 n eps S). With `map_ins` (a map whose arrays a
+    PoolFree right after makes dead) it also runs that map's steps in the same pass, storing nothing."""
+
+    def __init__(self, ins, index: int, backend, map_ins=None, map_index: int | None = None) -> None:
+        self.ins, self.index, self.backend = ins, index, backend
+        self.map = MapStep(map_ins, map_index, backend) if map_ins is not None else None
+        self.ty, self.count = ins.ty, ins.count
+        self.memory = None
+        self.run = None
+        self.how = ("one numba pass: the map's steps and the sum together, the map's results kept in registers "
+                    "(its pool is freed right after); binary64 partial sums per vector lane and chunk"
+                    if map_ins is not None else
+                    "numba loop in binary64, partial sums per vector lane and chunk, rounded once")
+
+    def _bind(self, memory) -> None:
+        ty, n = self.ty, self.count
+        A = ref.Arrays(memory, self.ins, self.index, ())
+        if self.map is not None:
+            views, plan = self.map._resolve(memory)
+            mem, off = A._locate(self.ins.src_array)
+            A.read(self.ins.src_array, ty, n, "src_array")
+            src = next(d for d, _op, _a, _b in reversed(plan) if views[d].ctypes.data == mem.ctypes.data + off)
+            nscal = len(self.map.scalars)
         else:
-            for table, h, m in self.bound:
-                if table.get(h) is not m:
-                    self._bind(memory)
-                    break
-        self.run()
+            views, plan, nscal = [A.read(self.ins.src_array, ty, n, "src_array")], [], 0
+            src = 0
+        k = sum_kernel(ty, plan, len(views), nscal, src, n >= PAR_MIN, self.backend.cache_dir)
+        self.memory, self.views = memory, views
+        self.bound = [(memory.buffers if a.space is Space.BUFFER else memory.pools, a.handle, Resolver.memory_of(memory, a))
+                      for a in ([self.ins.src_array] + (self.map.addresses if self.map else []))
+                      if a.space is not Space.CLASS]
+
+        def run(sv, k=k, args=(n, *views)):
+            return k(*args, *sv)
+        self.run = run
+
+    def __call__(self, memory, lanes=(), registers=None) -> None:
+        ok = memory is self.memory and all(table.get(h) is m for table, h, m in self.bound)
+        if not ok:
+            self._bind(memory)
+        sv = scalar_values(self.map.scalars, self.ty, lanes, registers) if self.map is not None and self.map.scalars else ()
+        from eidos.isa import semantics as S
+
+        value = S.wrapper(self.ty)(float(self.run(sv)))
+        for lane in lanes:
+            lane.R[self.ins.dst.index] = value
+
+
+class Deferred:
+    """A map whose work a following SumStep does (its arrays are dead): only the reference's address
+    checks run here, so its errors are the same."""
+
+    def __init__(self, ins, index: int, backend) -> None:
+        self.step = MapStep(ins, index, backend)
+        self.how = "runs inside the next instruction's pass (its results are only summed, then freed)"
+
+    def __call__(self, memory, lanes=(), registers=None) -> None:
+        if not self.step.bound_to(memory):
+            self.step._resolve(memory)
 
 
 def _gemm(ins, A, memory) -> None:
@@ -302,12 +494,14 @@ class ArrayStep:
         self.fast = fast if fast is not None and getattr(ins, "ty", None) in (Type.F32, Type.F64) else None
         if isinstance(ins, (I.AllReduce, I.AllGather)):
             self.how = "unsupported: one device"
+        elif isinstance(ins, (I.PoolAlloc, I.PoolFree)):
+            self.how = "allocation in the backend's Memory (as the reference)"
         elif self.fast is not None:
             self.how = f"BLAS through NumPy in {ins.ty.name}"
         else:
             self.how = "NumPy formula (the reference's), float64 rounded once"
 
-    def __call__(self, memory, lanes=()) -> None:
+    def __call__(self, memory, lanes=(), registers=None) -> None:
         ins = self.ins
         if isinstance(ins, (I.AllReduce, I.AllGather)):
             raise UnsupportedError(f"{ins.name} needs a multi-device backend; the cpu backend has one device")
@@ -317,12 +511,40 @@ class ArrayStep:
             ref.run(ins, self.index, lanes, memory)
 
 
+def _float_sum(ins) -> bool:
+    if isinstance(ins, I.ParallelReduce):
+        return ins.operation is I.ReduceOperation.Sum and ins.ty.is_float
+    return isinstance(ins, I.ReduceAdd) and ins.ty.is_float
+
+
 def bind(ins, index: int, backend):
-    """The callable that runs one collective instruction: step(memory, lanes)."""
-    elementwise = isinstance(ins, (I.ParallelMap, I.ParallelMapBinary, I.FusedMap))
-    if elementwise and not any(a.space is Space.REGISTER for _, a in ins.addresses()):
+    """The callable that runs one collective instruction: step(memory, lanes=(), registers=None)."""
+    static = not any(a.space is Space.REGISTER for _, a in ins.addresses())
+    if isinstance(ins, (I.ParallelMap, I.ParallelMapBinary, I.FusedMap)) and static:
         return MapStep(ins, index, backend)
+    if _float_sum(ins) and static and sum_fusable(ins.ty, backend):
+        return SumStep(ins, index, backend)
     return ArrayStep(ins, index, backend)
 
 
-__all__ = ["bind", "MapStep", "ArrayStep", "PAR_MIN", "CLASS_BYTES"]
+def fuse_sums(program, steps: dict, backend) -> None:
+    """Map-then-sum in one pass: where a static element-wise map at i is followed by a float Sum at i + 1 of
+    one of its destinations and a PoolFree at i + 2 of the pool holding every destination it writes (with
+    no label between, so nothing else reaches them), the map's stores are dead: the Sum runs the map's
+    steps itself and the map only checks its addresses. `steps` maps instruction index -> bound step."""
+    ins = program.instructions
+    marked = set(program.labels.values())
+    for i in range(len(ins) - 2):
+        m, r, f = ins[i], ins[i + 1], ins[i + 2]
+        if not (isinstance(steps.get(i), MapStep) and isinstance(steps.get(i + 1), SumStep)
+                and isinstance(f, I.PoolFree) and i + 1 not in marked and i + 2 not in marked):
+            continue
+        dsts = [st[0] for st in map_steps(m)]
+        if (r.count != m.count or r.ty != m.ty or r.src_array not in dsts
+                or any(d.space is not Space.POOL or d.handle != f.handle for d in dsts)):
+            continue
+        steps[i] = Deferred(m, i, backend)
+        steps[i + 1] = SumStep(r, i + 1, backend, m, i)
+
+
+__all__ = ["bind", "fuse_sums", "MapStep", "SumStep", "ArrayStep", "PAR_MIN", "CLASS_BYTES"]

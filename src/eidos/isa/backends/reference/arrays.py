@@ -16,7 +16,7 @@ from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
 from ... import semantics as S
-from ...address import CLASS_BYTES, POINTER_SHIFT, Space
+from ...address import CLASS_BYTES, POINTER_SHIFT, Register, Space
 from ...types import Type
 
 _LOW = (1 << POINTER_SHIFT) - 1
@@ -60,6 +60,20 @@ class Arrays:
         arr, key = self._view(addr, ty, count, name)
         self.inputs.append(key)
         return arr
+
+    def scalar(self, reg, ty: Type, name: str):
+        """A scalar operand: R[reg], one value in every live lane, brought to ty (rounded or wrapped)."""
+        values = {L.R[reg.index] for L in self.lanes}
+        if len(values) != 1:
+            raise BackendError(f"{self.what}: scalar operand {name} ({reg}) differs between lanes "
+                               f"({len(values)} values); a collective needs one value")
+        return S.wrapper(ty)(values.pop())
+
+    def operand(self, x, ty: Type, count: int, name: str) -> np.ndarray:
+        """A map operand: count elements at an address, or a scalar operand (a Register) repeated."""
+        if isinstance(x, Register):
+            return np.full(count, self.scalar(x, ty, name), dtype=ty.np_dtype)
+        return self.read(x, ty, count, name)
 
     def output(self, addr, ty: Type, count: int, name: str, skip: int = 0) -> np.ndarray:
         """A writable view of count elements at addr (+ skip bytes), checked against the inputs read so far."""
@@ -198,8 +212,8 @@ def _(ins, A: Arrays):
 
 @runs(I.ParallelMapBinary)
 def _(ins, A: Arrays):
-    a = A.read(ins.src_a, ins.ty, ins.count, "src_a")
-    b = A.read(ins.src_b, ins.ty, ins.count, "src_b")
+    a = A.operand(ins.src_a, ins.ty, ins.count, "src_a")
+    b = A.operand(ins.src_b, ins.ty, ins.count, "src_b")
     A.output(ins.dst_array, ins.ty, ins.count, "dst_array")[...] = map_binary(ins.operation, a, b, ins.ty)
 
 
@@ -209,17 +223,17 @@ def _(ins, A: Arrays):
     for j, st in enumerate(ins.steps):
         for nm, a in (("a", st.a), ("b", st.b)):
             if a is not None:
-                A.read(a, ins.ty, ins.count, f"steps[{j}].{nm}")
+                A.operand(a, ins.ty, 0 if isinstance(a, Register) else ins.count, f"steps[{j}].{nm}")
     for j, st in enumerate(ins.steps):
         A.output(st.dst, ins.ty, ins.count, f"steps[{j}].dst")
         A.read(st.dst, ins.ty, ins.count, f"steps[{j}].dst")  # later outputs are checked against it too
     A.inputs.clear()
     for j, st in enumerate(ins.steps):
-        a = A.read(st.a, ins.ty, ins.count, "a").copy()
+        a = A.operand(st.a, ins.ty, ins.count, "a").copy()
         if st.b is None:
             r = map_unary(st.operation, a, ins.ty)
         else:
-            r = map_binary(st.operation, a, A.read(st.b, ins.ty, ins.count, "b"), ins.ty)
+            r = map_binary(st.operation, a, A.operand(st.b, ins.ty, ins.count, "b"), ins.ty)
         A.output(st.dst, ins.ty, ins.count, "dst")[...] = r
         A.inputs.clear()
 
