@@ -1,6 +1,9 @@
 """Laziness and fusion: program counts, eager mode, the lowering cache."""
 
+import math
+
 import numpy as np
+import pytest
 
 import eidos as ei
 import eidos.tensor as T
@@ -83,7 +86,8 @@ def test_mean_var_programs():
 
 
 def test_constants_do_not_rebuild_programs():
-    """A kernel's constants are bound at run time (lane form: kernel arguments; map form: constant arrays)."""
+    """A kernel's constants are bound at run time: kernel arguments (starting registers; in the map form the
+    array instructions' scalar operands)."""
     x = T(np.arange(6, dtype=np.float32))
     (T.where(x > 0.5, x, 2.0)).numpy()
     (x * 1.5 + 2).numpy()
@@ -95,17 +99,20 @@ def test_constants_do_not_rebuild_programs():
     assert lower.CACHE.misses == misses + 1  # only the integer modulo's first structure
 
 
-def test_parallel_float_sum_matches_numpy():
-    from eidos.tensor.fastreduce import PAR_MIN, float_sum
-
-    x = np.random.default_rng(1).random(PAR_MIN * 2 + 3)
-    assert abs(float_sum(x) - np.sum(x)) <= 1e-9 * np.sum(x)
+@pytest.mark.parametrize("n", [1000, (1 << 17) * 2 + 3])   # one chunk; chunks over the threads
+def test_float_sum_within_the_reduction_tolerance(n):
+    """The CPU backend's float Sum (binary64 partial sums) against math.fsum, and IEEE's infinities and NaN;
+    the fused map-and-sum the same way."""
+    x = np.random.default_rng(1).random(n).astype(np.float32)
+    exact = math.fsum(x.astype(np.float64).tolist())
+    for got in (float(T(x).sum()), float((T(x) * 1).sum())):
+        assert abs(got - exact) <= np.spacing(np.float32(exact))  # binary64 sums: within one float32 step
     x[10] = np.inf
-    assert float_sum(x) == np.inf
+    assert float(T(x).sum()) == np.inf and float((T(x) * 2).sum()) == np.inf
     x[-1] = -np.inf
-    assert np.isnan(float_sum(x))
-    t = T(x[:-1].astype(np.float32))
-    assert float((t * 1).sum()) == np.inf
+    assert np.isnan(float(T(x).sum())) and np.isnan(float((T(x) + 1).sum()))
+    x[-1] = np.nan
+    assert np.isnan(float(T(x).exp().sum()))
 
 
 def test_reshape_fuses_when_nothing_broadcasts_inside():

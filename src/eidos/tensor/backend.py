@@ -154,6 +154,11 @@ class IsaBackend(Backend):
         return self._isa
 
     def _bind(self, n: int):
+        from .lower import SCRATCH_POOL
+
+        if n >= SCRATCH_POOL:
+            raise UnsupportedError(f"a tensor program with {n} buffers (at most {SCRATCH_POOL - 1}); realize part of "
+                                   "the expression first (ei.realize)")
         be = self.isa
         mem = be.memory
         while len(mem.buffers) < n:
@@ -224,14 +229,6 @@ class IsaBackend(Backend):
 class CPUBackend(IsaBackend):
     """The compiled ISA CPU backend (numba; NumPy and the interpreter where numba is absent)."""
     name, isa_name = "cpu", "CpuBackend"
-
-    @property
-    def isa(self):
-        if self._isa is None:
-            from .fastreduce import cpu_backend
-
-            self._isa = cpu_backend()
-        return self._isa
 
     def get_capabilities(self) -> dict:
         return {**super().get_capabilities(), "compiled": "numba (when importable)"}
@@ -375,6 +372,48 @@ def _changed() -> None:
     """Selections are memoized per configuration; every change of it starts a new one."""
     _state["version"] += 1
     _memo.clear()
+    _small.clear()
+
+
+_small: dict = {}
+SMALL_MAX_ELEMENTS = 1 << 16   # the small eager path's limit (one thread; the GPU thresholds are far above)
+
+
+def small_kernel(op: str, dtype):
+    """For one element-wise operation (a tensor op name with an ISA array operation) on small arrays of dtype:
+    the cpu backend's kernel for it, (kernel, op index, explain record) called as kernel(n, op, out, a[, b]),
+    when automatic
+    selection gives small element-wise work to the built-in cpu backend; else None. Memoized per
+    configuration (cleared by every change of backends, priority or thresholds)."""
+    key = (op, dtype)
+    try:
+        return _small[key]
+    except KeyError:
+        pass
+    from eidos.isa import backends as isa_backends
+
+    from . import dtypes as D
+    from .lower import MAP1, MAP2
+
+    found = None
+    operation = MAP1.get(op) or MAP2.get(op)
+    if operation is not None and (dtype in D.INTEGERS or dtype in (D.float32, D.float64)):
+        try:
+            sel = select_backend(None, OperationProperties("elementwise", 0))
+        except UnsupportedError:
+            sel = None
+        b = _BACKENDS.get(sel.name) if sel is not None else None
+        if type(b) is CPUBackend and isinstance(b.isa, isa_backends.CpuBackend):
+            from eidos.isa.backends.cpu.kernels import direct_map
+
+            found = direct_map(operation, D.isa_type(dtype), b.isa)
+            if found is not None:
+                what = "ParallelMapBinary" if op in MAP2 else "ParallelMap"
+                found = (*found, (f"{op} ({dtype}): small eager path, no graph or program",
+                                  f"{sel}; the cpu backend's {what} {operation.value} loop called directly on the "
+                                  f"arrays (realized operands of one shape and dtype, <= {SMALL_MAX_ELEMENTS} elements)"))
+    _small[key] = found
+    return found
 
 
 def register_backend(name: str, backend: Backend, *, priority: int | None = None) -> None:

@@ -10,17 +10,19 @@ written as nested tuples so it is its own cache key:
 
 Two program forms (docs/tensor.md says why):
 - map form: ParallelMap/ParallelMapBinary steps over whole arrays, fused by the ISA optimizer
-  into one FusedMap (constants are arrays of the count, cached), optionally followed by a
-  ParallelReduce and an STG of its result: one collective program, run by the CPU backend as one
-  parallel numba loop. Used when every operation is an array map operation on one dtype.
+  into one FusedMap (constants are scalar operands: registers), optionally followed by a
+  ParallelReduce and an STG of its result, the chain's intermediates then in a pool freed right
+  after the reduction (dead, so the CPU backend sums while mapping and stores nothing): run by the
+  CPU backend as one parallel numba loop. Used when every operation is an array map operation on
+  one dtype.
 - lane form: a per-lane register program (LDG through register pointers, register arithmetic
   with MOV_IMM constants, CVT, SETcc/SEL, STG). Element-wise: one lane per element, pointers
   affine in GLOBAL_ID (so the CPU backend runs lanes in parallel). Reductions: one lane per
   output, a LOOP over the reduced elements with the expression inline.
 
 Programs are built once per kernel structure (operations, dtypes, sizes; not the constants'
-values) and kept in an LRU. Constants are bound at run time: map form, as cached constant arrays;
-lane form, as kernel arguments (starting register values, ExecutionParams.registers).
+values) and kept in an LRU. Constants are bound at run time in both forms, as kernel arguments
+(starting register values, ExecutionParams.registers).
 Buffers are bound by slot: slot i is the backend's buffer handle i + 1 (backends allocate those
 first), so the same kernel is the same Program whatever arrays it runs on.
 """
@@ -88,8 +90,7 @@ class Lowered:
     program: isa.Program
     config: LaunchConfig
     form: str                      # "map" or "lane" or an extension's name
-    consts: tuple = ()             # map form: (slot, constant index, dtype, count) arrays to bind
-    params: tuple = ()             # lane form: (constant index, register, dtype) kernel arguments
+    params: tuple = ()             # (constant index, register, dtype): kernel arguments (starting registers)
     temps: tuple = ()              # map form: (slot, dtype, count) scratch arrays
     out_slot: int = 0
 
@@ -136,6 +137,10 @@ def map_form_ok(k: Kernel) -> bool:
 
 # ---- map form ---------------------------------------------------------------------------------
 
+SCRATCH_POOL = 1024      # the pool handle of a map-form reduction's scratch (above every slot buffer's handle)
+CONST_REG = 8            # map form: user constant i is the scalar operand register r(8 + i), a kernel argument
+
+
 def lower_map(k: Kernel) -> Lowered:
     dt = D.as_dtype(k.out_dtype)
     ty = D.isa_type(dt)
@@ -143,35 +148,36 @@ def lower_map(k: Kernel) -> Lowered:
     nslot = k.n_inputs
     out_slot = nslot
     nslot += 1
-    consts: list = []
     temps: list = []
-    const_slot: dict = {}
-    uses: dict = {}
-    for e in walk(k.expr):
-        uses[id(e)] = uses.get(id(e), 0) + 1
+    params: dict = {}
+    in_pool = k.reduce is not None   # a reduction's intermediates live in a pool freed after the sum: dead stores
+    npool = 0
     ins: list = []
 
     def buf(s):
         return Address.buffer(slot_handle(s))
 
     def new_temp():
-        nonlocal nslot
+        nonlocal nslot, npool
+        if in_pool:
+            npool += 1
+            return Address.pool(SCRATCH_POOL, (npool - 1) * n * dt.itemsize)
         temps.append((nslot, str(dt), n))
         nslot += 1
-        return nslot - 1
+        return buf(nslot - 1)
 
     def emit(e, dst):
-        """Emit e's steps writing `dst` (a slot, or None for 'any'); return the slot holding it."""
+        """Emit e's steps writing `dst` (an Address, or None for 'any'); return the operand holding it
+        (an Address, or a Register for a constant: a scalar operand)."""
         if e[0] == "in":
-            return e[1]
+            return buf(e[1])
         if e[0] == "const":
-            key = e[1]
-            if key not in const_slot:
-                nonlocal nslot
-                const_slot[key] = nslot
-                consts.append((nslot, e[1], e[2], n))
-                nslot += 1
-            return const_slot[key]
+            if e[1] not in params:
+                if CONST_REG + e[1] > 255:
+                    raise EidosError("expression has too many constants for one program (more than 248); "
+                                     "realize part of it first (ei.realize)")
+                params[e[1]] = (Register(CONST_REG + e[1]), e[2])
+            return params[e[1]][0]
         args = e[2:]
         first = args[0]
         # the first operand's result buffer becomes this node's when it is computed here only for us
@@ -182,30 +188,31 @@ def lower_map(k: Kernel) -> Lowered:
             a = emit(first, None)
             target = dst if dst is not None else new_temp()
         if len(args) == 1:
-            ins.append(I.ParallelMap(buf(target), buf(a), n, MAP1[e[0]], ty))
+            ins.append(I.ParallelMap(target, a, n, MAP1[e[0]], ty))
         else:
             second = args[1]
             b = emit(second, None) if second[0] in ("in", "const") else emit(second, new_temp())
-            ins.append(I.ParallelMapBinary(buf(target), buf(a), buf(b), n, MAP2[e[0]], ty))
+            ins.append(I.ParallelMapBinary(target, a, b, n, MAP2[e[0]], ty))
         return target
 
     if k.reduce is None:
-        res = emit(k.expr, out_slot)
-        if res != out_slot:
+        res = emit(k.expr, buf(out_slot))
+        if res != buf(out_slot):
             raise EidosError("internal: map-form result not in the output slot")
-        config = LaunchConfig.linear(1)
     else:
-        scratch = new_temp() if k.expr[0] != "in" else None
-        res = emit(k.expr, scratch)
-        ins.append(I.ParallelReduce(Register(0), buf(res), n, REDUCE_OPS[k.reduce], ty))
+        res = emit(k.expr, new_temp() if k.expr[0] != "in" else None)
+        ins.append(I.ParallelReduce(Register(0), res, n, REDUCE_OPS[k.reduce], ty))
+        if npool:
+            ins.insert(0, I.PoolAlloc(SCRATCH_POOL, npool * n * dt.itemsize))
+            ins.append(I.PoolFree(SCRATCH_POOL))
         if k.divisor:
             ins += [I.MOV_IMM(Register(1), float(k.divisor), ty), I.DIV(Register(2), Register(0), Register(1), ty),
                     I.STG(buf(out_slot), Register(2), ty)]
         else:
             ins.append(I.STG(buf(out_slot), Register(0), ty))
-        config = LaunchConfig.linear(1)
     program = ProgramBuilder({"eidos.tensor": "map", "eidos.tensor.outputs": [out_slot]}).add(*ins).build().optimize()
-    return Lowered(program, config, "map", consts=tuple(consts), temps=tuple(temps), out_slot=out_slot)
+    return Lowered(program, LaunchConfig.linear(1), "map", temps=tuple(temps), out_slot=out_slot,
+                  params=tuple((i, r.index, dtn) for i, (r, dtn) in sorted(params.items())))
 
 
 # ---- lane form --------------------------------------------------------------------------------

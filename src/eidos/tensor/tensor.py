@@ -10,7 +10,6 @@ layer_norm are the ISA's GEMM/BatchedGEMM, Softmax and LayerNorm instructions.
 from __future__ import annotations
 
 import builtins as _builtins
-import contextlib
 import math
 import operator
 import threading
@@ -39,6 +38,8 @@ class AxisError(EidosError, IndexError):
 
 _local = threading.local()
 _counters = {"programs": 0}
+_small_kernel = _backend.small_kernel
+_SMALL_MAX = _backend.SMALL_MAX_ELEMENTS
 
 
 def programs_executed() -> int:
@@ -46,15 +47,20 @@ def programs_executed() -> int:
     return _counters["programs"]
 
 
-@contextlib.contextmanager
-def eager():
-    """Run each tensor operation as soon as it is made (no graph, no fusion across operations)."""
-    old = getattr(_local, "eager", False)
-    _local.eager = True
-    try:
-        yield
-    finally:
-        _local.eager = old
+class eager:
+    """`with ei.eager():` runs each tensor operation as soon as it is made (no graph, no fusion across
+    operations). A class rather than a generator: entering it costs a fraction of a microsecond."""
+
+    __slots__ = ("old",)
+
+    def __enter__(self):
+        self.old = getattr(_local, "eager", False)
+        _local.eager = True
+        return self
+
+    def __exit__(self, *exc):
+        _local.eager = self.old
+        return False
 
 
 def is_eager() -> bool:
@@ -527,10 +533,59 @@ def _need(t: Tensor, what: str, *, floats=False, ints=False, no_bool=False) -> N
 
 
 def _unary(op: str, x: Tensor, dtype=None) -> Tensor:
+    if dtype is None:
+        t = _small(op, x, None)
+        if t is not None:
+            return t
     return _node(op, (x,), x.shape, dtype or x.dtype)
 
 
+def _small_data(op: str, a: Tensor, b):
+    """The small eager path (docs/tensor.md): one element-wise operation whose operands are realized,
+    contiguous, of one shape and dtype and at most SMALL_MAX_ELEMENTS, run at once by the cpu backend's
+    kernel for it (the loop its one-instruction program runs), with no graph node, lowering or program
+    object. (result array, explain record), or None where it does not apply (then the general path runs)."""
+    da = a._data
+    if da.__class__ is not np.ndarray or da.size > _SMALL_MAX or not da.flags.c_contiguous:
+        return None   # (None: not realized; a torch tensor: on the gpu)
+    if b is not None:
+        db = b._data
+        if db.__class__ is not np.ndarray or b.shape != a.shape or b.dtype != a.dtype or not db.flags.c_contiguous:
+            return None
+    k = _small_kernel(op, a.dtype)
+    if k is None:
+        return None
+    kernel, index, record = k
+    out = np.empty(a.shape, a.dtype)
+    if da.ndim == 1:
+        if b is None:
+            kernel(da.size, index, out, da)
+        else:
+            kernel(da.size, index, out, da, db)
+    elif b is None:
+        kernel(da.size, index, out.reshape(-1), da.reshape(-1))
+    else:
+        kernel(da.size, index, out.reshape(-1), da.reshape(-1), db.reshape(-1))
+    _counters["programs"] += 1
+    return out, record
+
+
+def _small(op: str, a: Tensor, b) -> Tensor | None:
+    """A realized Tensor by the small eager path, or None (not in eager mode, or the path does not apply)."""
+    if not getattr(_local, "eager", False):
+        return None
+    r = _small_data(op, a, b)
+    if r is None:
+        return None
+    t = Tensor.__new__(Tensor)
+    t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs = \
+        a.shape, a.dtype, "cpu", r[0], op, (), None, [r[1]]
+    return t
+
+
 def _operands(a, b, what):
+    if type(a) is Tensor and type(b) is Tensor and a.shape == b.shape and a.dtype == b.dtype:
+        return a, b, a.dtype, a.shape  # the common case, without promotion or broadcasting work
     a, b = _as_operand(a), _as_operand(b)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = tensor(a)
@@ -567,6 +622,10 @@ def _imm_value(x, dt):
 
 
 def _binary(op: str, a, b, out_dtype=None) -> Tensor:
+    if type(a) is Tensor and type(b) is Tensor and out_dtype is None:
+        t = _small(op, a, b)
+        if t is not None:
+            return t
     a, b, dt, shape = _operands(a, b, op)
     if op in ("floordiv", "mod") and dt == D.bool_:
         raise DTypeError(f"{op} does not take bool tensors")
@@ -1210,6 +1269,14 @@ def _leaf_expr(a: Tensor, leaves: _Leaves):
 
 def _run_elementwise(t: Tensor) -> None:
     n = t.size
+    args = t._args
+    if n <= _SMALL_MAX and 0 < len(args) <= 2 and type(args[0]) is Tensor and t.dtype == args[0].dtype \
+            and args[0].shape == t.shape and (len(args) == 1 or type(args[1]) is Tensor):
+        r = _small_data(t._op, args[0], args[1] if len(args) == 2 else None)
+        if r is not None:
+            t._data = r[0]
+            t._runs.append(r[1])
+            return
 
     def kernel_of(expr, leaves):
         return L.Kernel(expr, len(leaves.tensors), _N[t.dtype], n)
@@ -1260,11 +1327,8 @@ def _execute(t: Tensor, k: L.Kernel, args: list, out: np.ndarray) -> None:
     low, values = L.lower(k)
     full = list(args)
     full.append(out.reshape(-1))
-    if low.consts or low.temps:
-        dev = t.device
-        extra = {slot: _CONSTS.constant(values[i], dtype, count, dev) for slot, i, dtype, count in low.consts}
-        extra.update({slot: _SCRATCH.scratch(dtype, count, slot, dev) for slot, dtype, count in low.temps})
-        full += [extra[s] for s in sorted(extra)]
+    if low.temps:
+        full += [_SCRATCH.scratch(dtype, count, slot, t.device) for slot, dtype, count in low.temps]
     nbytes = 0
     for a in args:
         nbytes += a.nbytes
@@ -1294,8 +1358,8 @@ def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what, reg
 
 
 class _ArrayCache:
-    """Arrays kept for reuse, least recently used first out, within a byte budget: the map form's
-    constant arrays (one repeated value) and its scratch arrays (a reduction's mapped values)."""
+    """Scratch arrays kept for reuse (an element-wise map's intermediates), least recently used first out,
+    within a byte budget."""
 
     def __init__(self, budget_bytes: int) -> None:
         from collections import OrderedDict
@@ -1316,15 +1380,6 @@ class _ArrayCache:
             self.nbytes -= old.nbytes
         return a
 
-    def constant(self, value, dtype, count, device="cpu"):
-        def make():
-            if device != "cpu":
-                return _dev.GPU.full(count, value, D.NAMES[dtype])
-            a = np.full(count, value, dtype=D.NAMES[dtype])
-            a.flags.writeable = False
-            return a
-        return self._get((repr(value), dtype, count, device), make)
-
     def scratch(self, dtype, count, slot, device="cpu"):
         return self._get((dtype, count, slot, device), lambda: _dev.storage(device).empty(count, D.NAMES[dtype]))
 
@@ -1333,7 +1388,6 @@ class _ArrayCache:
         self.nbytes = 0
 
 
-_CONSTS = _ArrayCache(256 << 20)
 _SCRATCH = _ArrayCache(256 << 20)
 
 
