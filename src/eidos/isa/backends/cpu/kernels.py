@@ -284,6 +284,7 @@ class MapStep:
         self.run = None
         self.views: list = []
         self.plan: list = []
+        self.kernels: dict = {}
         self.how = ""
 
     def _resolve(self, memory):
@@ -349,7 +350,11 @@ class MapStep:
                             f"{len(plan)} numba loops, one a step ({n} < {FUSE_MIN} elements: fusing would not pay "
                             "for its compile)")
             else:
-                k = map_kernel(ty, plan, len(views), par, self.backend.cache_dir, len(self.scalars))
+                key = (tuple(plan), len(views), par)
+                k = self.kernels.get(key)
+                if k is None:  # (rebinding to new arrays keeps the kernel: no source or hash per call)
+                    k = self.kernels[key] = map_kernel(ty, plan, len(views), par, self.backend.cache_dir,
+                                                       len(self.scalars))
                 args = (n, *views)
 
                 def run(sv, k=k, args=args):
@@ -405,6 +410,7 @@ class SumStep:
         self.ty, self.count = ins.ty, ins.count
         self.memory = None
         self.run = None
+        self.kernels: dict = {}
         self.how = ("one numba pass: the map's steps and the sum together, the map's results kept in registers "
                     "(its pool is freed right after); binary64 partial sums per vector lane and chunk"
                     if map_ins is not None else
@@ -422,7 +428,10 @@ class SumStep:
         else:
             views, plan, nscal = [A.read(self.ins.src_array, ty, n, "src_array")], [], 0
             src = 0
-        k = sum_kernel(ty, plan, len(views), nscal, src, n >= PAR_MIN, self.backend.cache_dir)
+        key = (tuple(plan), len(views), src)
+        k = self.kernels.get(key)
+        if k is None:
+            k = self.kernels[key] = sum_kernel(ty, plan, len(views), nscal, src, n >= PAR_MIN, self.backend.cache_dir)
         self.memory, self.views = memory, views
         self.bound = [(memory.buffers if a.space is Space.BUFFER else memory.pools, a.handle, Resolver.memory_of(memory, a))
                       for a in ([self.ins.src_array] + (self.map.addresses if self.map else []))
