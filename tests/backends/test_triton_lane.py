@@ -82,6 +82,10 @@ FLOWS = {
         "v": pa.array([4_000_000_000, 3, 3, None], pa.uint32())})).group_by("v").agg(
         lo=col("u").min(), hi=col("u").max(), s=col("w").sum(), m=col("w").max(), n=col("u").n_unique(),
         big=col("v").sum(), d=(col("w") - col("w")).max()),
+    "many_groups_float_sums": lambda: ei.from_pydict({
+        "k": [i % 41 for i in range(400)],
+        "x": [(-1) ** i * (1.1 ** (i % 97)) * 10.0 ** ((i * 37) % 41 - 20) for i in range(400)]}).group_by("k").agg(
+        s=col("x").sum(), m=col("x").mean(), v=col("x").var(), lo=col("x").min()),
     "aggregate_of_nothing": lambda: src().filter(col("a") > 1000).agg(s=col("a").sum(), n=ei.count(),
                                                                        m=col("b").min()),
 }

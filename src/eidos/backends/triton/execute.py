@@ -300,14 +300,33 @@ def _group_bits(v, t: T.DType, dev: Device):
     return widened(v, t, dev)
 
 
+def group_sum(values, idx, groups: int, dev: Device):
+    """Per-group sums of int64 (exact) or float values: one tree reduction for a single group (no
+    atomics on one address), else index_add."""
+    if groups == 1:
+        return values.sum().reshape(1)
+    return dev.torch.zeros(groups, dtype=values.dtype, device=dev.device).index_add_(0, idx, values)
+
+
+def group_extreme(values, idx, groups: int, kind: str, dev: Device):
+    """Per-group amin/amax (groups without values get 0: their validity says null)."""
+    torch = dev.torch
+    if groups == 1:
+        if values.numel() == 0:
+            return torch.zeros(1, dtype=values.dtype, device=dev.device)
+        return (values.amin() if kind == "amin" else values.amax()).reshape(1)
+    out = torch.zeros(groups, dtype=values.dtype, device=dev.device)
+    return out.scatter_reduce(0, idx, values, kind, include_self=False)
+
+
 def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DType, dev: Device, where: str):
     """One aggregation per group: (values, validity or None) as tensors of `groups` elements."""
     torch = dev.torch
     if fn == "count_rows":
-        return torch.bincount(inverse, minlength=groups).to(torch.int64), None
+        return group_sum(torch.ones_like(inverse), inverse, groups, dev), None
     ok = (arg.valid[rows] != 0) if arg.valid is not None else torch.ones(rows.numel(), dtype=torch.bool,
                                                                           device=dev.device)
-    counts = torch.zeros(groups, dtype=torch.int64, device=dev.device).index_add_(0, inverse, ok.to(torch.int64))
+    counts = group_sum(ok.to(torch.int64), inverse, groups, dev)
     if fn == "count":
         return counts, None
     present = (counts > 0).to(torch.uint8)
@@ -356,14 +375,14 @@ def _int_sums(x, idx, groups: int, dtype: T.DType, dev: Device) -> list[int]:
     high = v >> 32
     if dtype == T.UInt64:
         high = high & 0xFFFFFFFF
-    zeros = torch.zeros(groups, dtype=torch.int64, device=dev.device)
-    lo = zeros.clone().index_add_(0, idx, low).cpu().tolist()
-    hi = zeros.clone().index_add_(0, idx, high).cpu().tolist()
+    lo = group_sum(low, idx, groups, dev).cpu().tolist()
+    hi = group_sum(high, idx, groups, dev).cpu().tolist()
     return [(h << 32) + l for h, l in zip(hi, lo)]
 
 
 EXPONENTS = 2200          # exponent bins per group: frexp exponents - 53 run from -1126 to 971
 EXPONENT_BASE = 1126
+DENSE_BINS = 1 << 16      # up to this many (group, exponent) bins are added densely
 
 
 def _float_sums(x, idx, groups: int, dev: Device) -> list[float]:
@@ -373,20 +392,26 @@ def _float_sums(x, idx, groups: int, dev: Device) -> list[float]:
     NaN, or inf with -inf, gives NaN; otherwise an infinity gives that infinity."""
     torch = dev.torch
     finite = torch.isfinite(x)
-    flags = torch.zeros((groups, 3), dtype=torch.int64, device=dev.device)
-    for j, bad in enumerate((torch.isnan(x), x == math.inf, x == -math.inf)):
-        flags[:, j].index_add_(0, idx, bad.to(torch.int64))
+    flags = torch.stack([group_sum(bad.to(torch.int64), idx, groups, dev)
+                         for bad in (torch.isnan(x), x == math.inf, x == -math.inf)], 1)
     mantissa, exponent = torch.frexp(x[finite])
     m = (mantissa * 2.0 ** 53).to(torch.int64)
     key = idx[finite] * EXPONENTS + (exponent.to(torch.int64) - 53 + EXPONENT_BASE)
-    bins, where = torch.unique(key, return_inverse=True)
     high = m >> 26
     low = m - (high << 26)
-    zeros = torch.zeros(bins.numel(), dtype=torch.int64, device=dev.device)
-    hi = zeros.clone().index_add_(0, where, high).cpu().tolist()
-    lo = zeros.clone().index_add_(0, where, low).cpu().tolist()
+    if groups * EXPONENTS <= DENSE_BINS:   # few groups: every (group, exponent) its own bin, no sort
+        zeros = torch.zeros(groups * EXPONENTS, dtype=torch.int64, device=dev.device)
+        hi_t, lo_t = zeros.clone().index_add_(0, key, high), zeros.clone().index_add_(0, key, low)
+        used = (hi_t != 0) | (lo_t != 0)
+        bins, hi, lo = (t.cpu().tolist() for t in (used.nonzero().squeeze(1), hi_t[used], lo_t[used]))
+    else:
+        bins_t, where = torch.unique(key, return_inverse=True)
+        zeros = torch.zeros(bins_t.numel(), dtype=torch.int64, device=dev.device)
+        hi = zeros.clone().index_add_(0, where, high).cpu().tolist()
+        lo = zeros.clone().index_add_(0, where, low).cpu().tolist()
+        bins = bins_t.cpu().tolist()
     totals = [0] * groups
-    for k, h, l in zip(bins.cpu().tolist(), hi, lo):
+    for k, h, l in zip(bins, hi, lo):
         g, e = divmod(k, EXPONENTS)
         totals[g] += ((h << 26) + l) << e   # e counts up from 2**-1126
     out = []
@@ -411,18 +436,11 @@ def _extreme(fn: str, x, idx, groups: int, dtype: T.DType, dev: Device):
         nan = torch.isnan(x)
         fill = math.inf if fn == "min" else -math.inf
         numbers = torch.where(nan, torch.full_like(x, fill), x)
-        out = torch.full((groups,), fill, dtype=x.dtype, device=dev.device)
-        out = out.scatter_reduce(0, idx, numbers, kind, include_self=False)
-        nans = torch.zeros(groups, dtype=torch.int64, device=dev.device).index_add_(0, idx, nan.to(torch.int64))
-        sizes = torch.bincount(idx, minlength=groups)
+        out = group_extreme(numbers, idx, groups, kind, dev)
+        nans = group_sum(nan.to(torch.int64), idx, groups, dev)
+        sizes = group_sum(torch.ones_like(idx), idx, groups, dev)
         is_nan = (nans > 0) if fn == "max" else ((nans == sizes) & (sizes > 0))
         return torch.where(is_nan, torch.full_like(out, math.nan), out)
     if dtype == T.UInt64:   # unsigned order as signed order with the top bit flipped
-        flipped = x ^ (-(2 ** 63))
-        out = torch.zeros(groups, dtype=torch.int64, device=dev.device)
-        out = out.scatter_reduce(0, idx, flipped, kind, include_self=False)
-        return out ^ (-(2 ** 63))
-    wide = widened(x, dtype, dev)
-    out = torch.zeros(groups, dtype=torch.int64, device=dev.device).scatter_reduce(0, idx, wide, kind,
-                                                                                   include_self=False)
-    return out.to(x.dtype)
+        return group_extreme(x ^ (-(2 ** 63)), idx, groups, kind, dev) ^ (-(2 ** 63))
+    return group_extreme(widened(x, dtype, dev), idx, groups, kind, dev).to(x.dtype)
