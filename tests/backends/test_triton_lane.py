@@ -73,7 +73,12 @@ FLOWS = {
     "float_keys_nan_and_signed_zero": lambda: ei.from_pydict(
         {"x": [NAN, -0.0, 0.0, NAN, 1.5, None], "v": [1, 2, 3, 4, 5, 6]}).group_by("x").agg(s=col("v").sum()),
     "n_unique_std_var": lambda: src().group_by("k").agg(u=col("b").n_unique(), ua=col("a").n_unique(),
-                                                        sd=col("b").std(), v=col("z").var()).filter(col("k") > 0),
+                                                        sd=col("b").std(), v=col("z").var(), vi=col("a").var(),
+                                                        si=col("i8").std()).filter(col("k") > 0),
+    "int_var_extremes": lambda: ei.from_arrow(pa.table({
+        "a": pa.array([2 ** 63 - 1, -(2 ** 63), 12345678901234, -7, None], pa.int64()),
+        "u": pa.array([2 ** 64 - 1, 0, 3, 2 ** 40, 1], pa.uint64())})).agg(
+        v=col("a").var(), s=col("a").std(), vu=col("u").var(), su=col("u").std()),
     "round": lambda: ei.from_pydict({"x": [2.675, -2.5, 0.5, -0.4, 1e300, 15.0, None],
                                      "n": [1, -25, 3, None, 5, 6, 7]}).select(
         r=col("x").round(2), z=col("x").round(0), t=col("x").round(-1), i=col("n").round(1)),
@@ -143,7 +148,7 @@ def test_coverage_names_what_the_lane_lacks(lane):
     flow = ei.from_arrow(DATA).select(n=col("s").str.len(), p=col("b") ** 2)
     gaps = lane.supports(flow.plan)
     assert "function str_len" in gaps and "function pow" in gaps and "dtype String" in gaps
-    assert "std of Int64" in lane.supports(src().agg(n=col("a").std()).plan)
+    assert "round of integers to negative places" in lane.supports(src().select(r=col("a").round(-1)).plan)
     with pytest.raises(ei.errors.UnsupportedError, match="str_len"):
         flow.run(engine="triton")
 

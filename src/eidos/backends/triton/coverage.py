@@ -2,8 +2,8 @@
 
 Nodes Scan, Filter, Project and Aggregate; numeric and Boolean columns; arithmetic, comparisons,
 logic, the math functions with a device form (round of floats), null functions, membership, when/then and casts
-between these types; the aggregations sum, mean, min, max, count, n_unique, std/var of floats and count of rows. Everything
-else (joins, sorts, strings, dates, decimals, pow, std/var of integers) stays on the CPU
+between these types; the aggregations sum, mean, min, max, count, n_unique, std, var and count of rows. Everything
+else (joins, sorts, strings, dates, decimals, pow) stays on the CPU
 lanes: the planner cuts a plan so the numeric part runs here and the rest there.
 
 `extra_gaps` adds what the name tables cannot say: a sub-expression of a type the device has no
@@ -41,9 +41,6 @@ def extra_gaps(plan: N.Node) -> list[str]:
             schema = Schema(list(schema.items()) + [(n, infer(e, schema)) for n, e in node.keys if n not in schema])
         for root in node.expressions():
             for e in root.walk():
-                if isinstance(e, E.Agg) and e.fn in ("std", "var") and e.arg is not None \
-                        and not infer(e.arg, schema).is_float:
-                    found[f"{e.fn} of {infer(e.arg, schema)}"] = None
                 if isinstance(e, E.Call) and e.fn == "round" and e.options[0] < 0 \
                         and not infer(e.args[0], schema).is_float:
                     found["round of integers to negative places"] = None

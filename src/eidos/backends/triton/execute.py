@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from fractions import Fraction
 from dataclasses import dataclass, field
 from functools import singledispatch
 
@@ -363,6 +364,13 @@ def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DT
         if fn == "std":
             out = [math.sqrt(v) if v >= 0 or v != v else v for v in out]
         return torch.tensor(out, dtype=torch.float64).to(dev.device), (counts >= 2).to(torch.uint8)
+    if fn in ("std", "var"):
+        # integers exactly, as the reference: (n * sum(x^2) - sum(x)^2) / (n (n - 1)), rounded once
+        squares = _int_square_sums(x, idx, groups, arg.dtype, dev)
+        out = [float(Fraction(k * q - t * t, k * (k - 1))) if k >= 2 else 0.0 for t, q, k in zip(sums, squares, n)]
+        if fn == "std":
+            out = [math.sqrt(v) for v in out]
+        return torch.tensor(out, dtype=torch.float64).to(dev.device), (counts >= 2).to(torch.uint8)
     raise UnsupportedError(f"the triton lane has no device form for the aggregation {fn}")
 
 
@@ -378,6 +386,21 @@ def _int_sums(x, idx, groups: int, dtype: T.DType, dev: Device) -> list[int]:
     lo = group_sum(low, idx, groups, dev).cpu().tolist()
     hi = group_sum(high, idx, groups, dev).cpu().tolist()
     return [(h << 32) + l for h, l in zip(hi, lo)]
+
+
+def _int_square_sums(x, idx, groups: int, dtype: T.DType, dev: Device) -> list[int]:
+    """Exact sums of x**2 per group: x in four 16-bit limbs (the top one signed, unless unsigned), each
+    product of two limbs below 2**32 in magnitude, so their int64 sums cannot overflow."""
+    v = widened(x, dtype, dev)
+    top = (v >> 48) & 0xFFFF if dtype == T.UInt64 else v >> 48
+    limbs = [(v >> (16 * i)) & 0xFFFF for i in range(3)] + [top]
+    total = [0] * groups
+    for i in range(4):
+        for j in range(i, 4):
+            part = group_sum(limbs[i] * limbs[j], idx, groups, dev).cpu().tolist()
+            scale = (1 if i == j else 2) << (16 * (i + j))
+            total = [t + p * scale for t, p in zip(total, part)]
+    return total
 
 
 EXPONENTS = 2200          # exponent bins per group: frexp exponents - 53 run from -1126 to 971
