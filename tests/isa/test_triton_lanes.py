@@ -1,0 +1,344 @@
+"""Register programs over lanes as Triton kernels (lanes.py), against the reference interpreter:
+control flow and divergence, predication, pointers, barriers, collectives between launches, errors
+word for word, and generated programs. Without a CUDA device the kernels run in Triton's
+interpreter (TRITON_INTERPRET=1, set before triton is imported), so sizes stay small."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+
+import numpy as np  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from eidos import isa  # noqa: E402
+from eidos.errors import BackendError, UnsupportedError  # noqa: E402
+from eidos.isa import Address, Condition, ExecutionParams, Label, LaunchConfig, Predicate, Register, Special, Type  # noqa: E402
+from eidos.isa.backend import Backend  # noqa: E402
+from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
+from eidos.isa.backends.triton import lanes  # noqa: E402
+from eidos.isa.backends.triton.device import DeviceMemory  # noqa: E402
+from tests.isa import strategies as S  # noqa: E402
+
+R = Register
+U32, U64, I32, I64, F32, F64 = Type.U32, Type.U64, Type.I32, Type.I64, Type.F32, Type.F64
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+def _reference_collective(memory):
+    """Runs a collective through the reference's NumPy formulas on the CPU tensors' memory (interpreter
+    only: the backend's own array route replaces this on a GPU)."""
+    from eidos.isa.backends.reference import arrays
+    from eidos.isa.memory import Memory
+
+    def run(ins, i, lanes_):
+        if memory.device.type != "cpu":
+            pytest.skip("collectives inside lane programs go through the backend's array route on a GPU")
+        shadow = Memory()
+        shadow.buffers = {h: t.numpy() for h, t in memory.buffers.items()}
+        shadow.pools = {h: t.numpy() for h, t in memory.pools.items()}
+        shadow._freed = dict(memory._freed)
+        shadow.class_memory = memory.class_memory.numpy()
+        arrays.run(ins, i, lanes_, shadow)
+    return run
+
+
+class LanesBackend(Backend):
+    """Every program through lanes.compile_program on device memory."""
+
+    name = "triton-lanes"
+
+    def __init__(self, max_steps: int = lanes.DEFAULT_MAX_STEPS) -> None:
+        self.memory = DeviceMemory()
+        self.max_steps = max_steps
+
+    def execute_program_with_params(self, program, params) -> None:
+        program.validate()
+        lanes.compile_program(program).launch(self.memory, params, max_steps=self.max_steps,
+                                              run_collective=_reference_collective(self.memory))
+
+    def buffer_size(self, handle: int) -> int:
+        return len(self.memory.buffer(handle, "buffer_size"))
+
+    def pool_size(self, handle: int) -> int:
+        return len(self.memory.pool(handle, "pool_size"))
+
+
+@pytest.fixture
+def be():
+    return LanesBackend()
+
+
+def _both(program, config, setup=None, registers=None, read=()):
+    """Run on the reference and on the lanes kernel from the same setup; return both sets of buffers."""
+    outs = []
+    for backend in (ReferenceBackend(), LanesBackend()):
+        handles = setup(backend) if setup else []
+        backend.execute_program_with_params(program, ExecutionParams(config, registers or {}))
+        got = []
+        for h in handles:
+            buf = bytearray(backend.buffer_size(h))
+            backend.copy_from_buffer(h, buf)
+            got.append(bytes(buf))
+        outs.append(got)
+    return outs
+
+
+def _lane_out(ty=U32):
+    """ADDR <- r100 + global_id * size (r100 holds the output pointer)."""
+    return [isa.MOV(R(90), Special.GLOBAL_ID, U64), isa.MOV_IMM(R(91), ty.size_bytes, U64),
+            isa.MUL(R(90), R(90), R(91), U64), isa.ADD(R(90), R(90), R(100), U64)]
+
+
+def _store(reg, ty=U32):
+    return [*_lane_out(ty), isa.STG(Address.register(R(90)), reg, ty)]
+
+
+def _out_setup(n, ty=U32):
+    def setup(backend):
+        return [backend.allocate_buffer(n * ty.size_bytes)]
+    return setup
+
+
+def test_straight_line_code_is_one_block_without_a_loop():
+    p = isa.ProgramBuilder().add(isa.MOV(R(1), Special.GLOBAL_ID, U32), isa.MUL(R(1), R(1), R(1), U32),
+                                 *_store(R(1))).build()
+    k = lanes.compile_program(p)
+    assert "while" not in k.source and "def lanes(" in k.source
+    ref, got = _both(p, LaunchConfig.linear(8), _out_setup(8), {100: isa.pointer(1)})
+    assert got == ref and np.frombuffer(got[0], np.uint32).tolist() == [g * g for g in range(8)]
+
+
+def test_divergent_if_else_and_per_lane_loop_counts():
+    # lanes loop gid % 4 + 1 times through a backward BRA; odd lanes take the else arm
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.GLOBAL_ID, I32), isa.MOV_IMM(R(2), 4, I32), isa.REM(R(3), R(1), R(2), I32),
+          isa.MOV_IMM(R(4), 0, I32), isa.MOV_IMM(R(5), 1, I32), isa.MOV_IMM(R(6), 0, I32))
+    top = b.label("top")
+    b.add(isa.ADD(R(4), R(4), R(1), I32), isa.ADD(R(6), R(6), R(5), I32),
+          isa.SETcc(Predicate(1), R(6), R(3), Condition.LE, I32), isa.BRA(top, Predicate(1)),
+          isa.AND(R(7), R(1), R(5), I32), isa.SETcc(Predicate(2), R(7), R(5), Condition.EQ, I32),
+          isa.BRA(Label("odd"), Predicate(2)),
+          isa.MOV_IMM(R(8), 1000, I32), isa.BRA(Label("join")))
+    b.label("odd")
+    b.add(isa.MOV_IMM(R(8), 2000, I32))
+    b.label("join")
+    b.add(isa.ADD(R(4), R(4), R(8), I32), *_store(R(4), I32))
+    p = b.build()
+    assert "while go:" in lanes.compile_program(p).source
+    ref, got = _both(p, LaunchConfig(grid=(2, 1, 1), block=(5, 1, 1)), _out_setup(10, I32), {100: isa.pointer(1)})
+    want = [g * (g % 4 + 1) + (2000 if g % 2 else 1000) for g in range(10)]
+    assert got == ref and np.frombuffer(got[0], np.int32).tolist() == want
+
+
+def test_call_ret_nested_and_recursive_depth_per_lane():
+    # f(n): n == 0 ? return : (acc += n; f(n - 1)) with per-lane n: stacks of different depths
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.GLOBAL_ID, I64), isa.MOV_IMM(R(2), 0, I64), isa.MOV_IMM(R(3), 1, I64),
+          isa.MOV_IMM(R(4), 0, I64), isa.CALL(Label("f")), *_store(R(2), I64), isa.EXIT())
+    b.label("f")
+    b.add(isa.SETcc(Predicate(0), R(1), R(4), Condition.EQ, I64), isa.BRA(Label("done"), Predicate(0)),
+          isa.ADD(R(2), R(2), R(1), I64), isa.SUB(R(1), R(1), R(3), I64), isa.CALL(Label("f")))
+    b.label("done")
+    b.add(isa.RET())
+    p = b.build()
+    ref, got = _both(p, LaunchConfig.linear(6), _out_setup(6, I64), {100: isa.pointer(1)})
+    assert got == ref and np.frombuffer(got[0], np.int64).tolist() == [g * (g + 1) // 2 for g in range(6)]
+
+
+def test_predicated_skips_and_select_on_every_lane():
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.GLOBAL_ID, U32), isa.CVT(R(2), R(1), U32, F32),
+          isa.MOV_IMM(R(3), 2.5, F32), isa.SETcc(Predicate(3), R(2), R(3), Condition.LT, F32),
+          isa.BRA(Label("skip"), Predicate(3)), isa.MUL(R(2), R(2), R(3), F32))
+    b.label("skip")
+    b.add(isa.SEL(R(4), Predicate(3), R(3), R(2), F32), *_store(R(4), F32))
+    p = b.build()
+    ref, got = _both(p, LaunchConfig.linear(5), _out_setup(5, F32), {100: isa.pointer(1)})
+    assert got == ref and np.frombuffer(got[0], np.float32).tolist() == [2.5, 2.5, 2.5, 7.5, 10.0]
+
+
+def test_pointers_into_buffers_pools_and_class_memory_unaligned():
+    def setup(backend):
+        buf = backend.allocate_buffer(96)
+        pool = backend.allocate_pool(32)
+        backend.copy_to_buffer(buf, bytes(range(96)))
+        backend.copy_to_pool(pool, 0, bytes(range(100, 132)))
+        backend.copy_to_class(3, 5, bytes(range(200, 216)))
+        return [buf]
+    # lane g reads a U32 at byte 1 + g of the buffer, of the pool (handle 2) and of class 3 (+5), unaligned
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.GLOBAL_ID, U64), isa.MOV_IMM(R(2), isa.pointer(1, 1), U64),
+          isa.ADD(R(2), R(2), R(1), U64), isa.LDG(R(3), Address.register(R(2)), U32),
+          isa.MOV_IMM(R(2), isa.pointer(2, 1), U64), isa.ADD(R(2), R(2), R(1), U64),
+          isa.LDG(R(4), Address.register(R(2)), U32),
+          isa.MOV_IMM(R(2), isa.pointer(0, 3 * 12288 + 5), U64), isa.ADD(R(2), R(2), R(1), U64),
+          isa.LDG(R(5), Address.register(R(2)), U32), isa.XOR(R(3), R(3), R(4), U32), isa.XOR(R(3), R(3), R(5), U32),
+          isa.MOV_IMM(R(6), 8, U64), isa.MUL(R(6), R(6), R(1), U64), isa.MOV_IMM(R(7), isa.pointer(1, 33), U64),
+          isa.ADD(R(6), R(6), R(7), U64), isa.STG(Address.register(R(6)), R(3), U32))
+    ref, got = _both(b.build(), LaunchConfig.linear(6), setup)
+    assert got == ref
+
+
+def test_shared_memory_barrier_phases_per_block():
+    # each lane writes its id, barrier, reads its neighbour's, barrier, writes the sum back, barrier, reads again
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.THREAD_INDEX, U32), isa.MOV(R(2), Special.BLOCK_THREADS, U32),
+          isa.MOV_IMM(R(3), 4, U32), isa.MUL(R(4), R(1), R(3), U32), isa.MOV(R(9), Special.GLOBAL_ID, U32),
+          isa.STS(Address.register(R(4)), R(9), U32), isa.BarSync(0),
+          isa.MOV_IMM(R(5), 1, U32), isa.ADD(R(6), R(1), R(5), U32), isa.REM(R(6), R(6), R(2), U32),
+          isa.MUL(R(6), R(6), R(3), U32), isa.LDS(R(7), Address.register(R(6)), U32), isa.BarSync(0),
+          isa.ADD(R(7), R(7), R(9), U32), isa.STS(Address.register(R(4)), R(7), U32), isa.BarSync(0),
+          isa.LDS(R(8), Address.register(R(6)), U32), *_store(R(8)))
+    config = LaunchConfig(grid=(3, 1, 1), block=(4, 1, 1), shared_memory=16)
+    ref, got = _both(b.build(), config, _out_setup(12), {100: isa.pointer(1)})
+    assert got == ref
+
+
+def test_exited_lanes_leave_the_barrier_to_the_rest():
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.THREAD_INDEX, U32), isa.MOV_IMM(R(2), 2, U32),
+          isa.SETcc(Predicate(0), R(1), R(2), Condition.GE, U32), isa.BRA(Label("out"), Predicate(0)),
+          isa.STS(Address.shared(0), R(1), U32), isa.BarSync(3), isa.LDS(R(3), Address.shared(0), U32),
+          *_store(R(3)))
+    b.label("out")
+    b.add(isa.EXIT())
+    ref, got = _both(b.build(), LaunchConfig(grid=(2, 1, 1), block=(4, 1, 1), shared_memory=4), _out_setup(8),
+                     {100: isa.pointer(1)})
+    assert got == ref
+
+
+def test_barrier_with_different_ids_is_the_reference_error(be):
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(0), Special.THREAD_INDEX, U32), isa.MOV_IMM(R(1), 0, U32),
+          isa.SETcc(Predicate(0), R(0), R(1), Condition.EQ, U32), isa.BRA(Label("other"), Predicate(0)),
+          isa.BarSync(0), isa.EXIT())
+    b.label("other")
+    b.add(isa.BarSync(1))
+    p = b.build()
+    with pytest.raises(BackendError) as ref:
+        ReferenceBackend().execute_program(p, LaunchConfig.linear(4))
+    with pytest.raises(BackendError) as got:
+        be.execute_program(p, LaunchConfig.linear(4))
+    assert str(got.value) == str(ref.value)
+
+
+@pytest.mark.parametrize("case", ["oob_const", "oob_pointer", "bad_handle", "negative", "shared", "neighbour",
+                                  "freed_pool"])
+def test_errors_are_the_reference_errors_word_for_word(case):
+    def program(h):
+        m = {"oob_const": [isa.MOV_IMM(R(0), 7, U32), isa.STG(Address.buffer(h, 6), R(0), U32)],
+             "oob_pointer": [isa.MOV_IMM(R(0), isa.pointer(h, 5), U64), isa.LDG(R(1), Address.register(R(0)), U32)],
+             "bad_handle": [isa.MOV_IMM(R(0), isa.pointer(99, 0), U64), isa.LDG(R(1), Address.register(R(0)), U32)],
+             "negative": [isa.MOV_IMM(R(0), -4, I64), isa.LDG(R(1), Address.register(R(0)), U32)],
+             "shared": [isa.MOV_IMM(R(0), 4, U32), isa.LDS(R(1), Address.register(R(0)), U32)],
+             "neighbour": [isa.MOV_IMM(R(0), 2, U64), isa.NBRLoad(R(1), R(0), 1, U32)],
+             "freed_pool": [isa.PoolFree(7), isa.PoolLoad(R(1), 7, 0, U32)]}[case]
+        return isa.ProgramBuilder().add(*m).build()
+
+    msgs = []
+    for backend in (ReferenceBackend(), LanesBackend()):
+        h = backend.allocate_buffer(8)
+        backend.copy_to_buffer(h, b"abcdefgh")
+        backend.memory.allocate_pool(16, 7)
+        with pytest.raises(BackendError) as e:
+            backend.execute_program(program(h), LaunchConfig(grid=(1, 1, 1), block=(2, 1, 1), shared_memory=4))
+        got = bytearray(8)
+        backend.copy_from_buffer(h, got)
+        assert bytes(got) == b"abcdefgh"
+        msgs.append(str(e.value))
+    assert msgs[1] == msgs[0]
+
+
+def test_the_reported_lane_is_the_one_the_reference_meets_first():
+    # lane 3 fails at instruction 4, lane 1 at instruction 8; both in the same pass of the kernel, but
+    # the reference runs lane 1 to its end first, so lane 1's error is the one reported
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.GLOBAL_ID, U32), isa.MOV_IMM(R(2), 3, U32),
+          isa.SETcc(Predicate(0), R(1), R(2), Condition.NE, U32), isa.BRA(Label("skip"), Predicate(0)),
+          isa.STG(Address.buffer(1, 2), R(1), U32))
+    b.label("skip")
+    b.add(isa.MOV_IMM(R(3), 1, U32), isa.SETcc(Predicate(1), R(1), R(3), Condition.NE, U32),
+          isa.BRA(Label("end"), Predicate(1)), isa.STG(Address.buffer(1, 8), R(1), U32))
+    b.label("end")
+    b.add(isa.EXIT())
+    p = b.build()
+    msgs = []
+    for backend in (ReferenceBackend(), LanesBackend()):
+        backend.allocate_buffer(4)
+        with pytest.raises(BackendError) as e:
+            backend.execute_program(p, LaunchConfig.linear(4))
+        msgs.append(str(e.value))
+    assert msgs[1] == msgs[0] and "instruction 8" in msgs[0]
+
+
+def test_endless_loop_hits_the_step_budget():
+    b = isa.ProgramBuilder()
+    top = b.label()
+    b.add(isa.BRA(top))
+    p = b.build()
+    with pytest.raises(BackendError, match="step limit") as e:
+        LanesBackend(max_steps=50).execute_program(p, LaunchConfig.linear(2))
+    with pytest.raises(BackendError) as ref:
+        ReferenceBackend(max_steps=50).execute_program(p, LaunchConfig.linear(2))
+    assert str(e.value) == str(ref.value)
+
+
+def test_collective_between_launches_sees_every_lane_and_broadcasts():
+    def setup(backend):
+        a = backend.allocate_buffer(16)
+        backend.copy_to_buffer(a, np.array([1, 2, 3, 4], np.float32))
+        return [a, backend.allocate_buffer(16)]
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.GLOBAL_ID, U64), isa.MOV_IMM(R(2), 4, U64), isa.MUL(R(3), R(1), R(2), U64),
+          isa.MOV_IMM(R(4), isa.pointer(1), U64), isa.ADD(R(3), R(3), R(4), U64),
+          isa.LDG(R(5), Address.register(R(3)), F32), isa.ADD(R(5), R(5), R(5), F32),
+          isa.STG(Address.register(R(3)), R(5), F32),
+          isa.ReduceAdd(R(6), Address.buffer(1), 4, F32),
+          isa.MOV_IMM(R(4), isa.pointer(2), U64), isa.ADD(R(3), R(1), R(1), U64), isa.ADD(R(3), R(3), R(3), U64),
+          isa.ADD(R(3), R(3), R(4), U64), isa.ADD(R(6), R(6), R(5), F32), isa.STG(Address.register(R(3)), R(6), F32))
+    ref, got = _both(b.build(), LaunchConfig(grid=(2, 1, 1), block=(2, 1, 1)), setup)
+    assert got == ref and np.frombuffer(got[1], np.float32).tolist() == [22.0, 24.0, 26.0, 28.0]
+
+
+def test_extended_integers_are_unsupported_by_name():
+    p = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, Type.I128), isa.ADD(R(0), R(0), R(0), Type.I128)).build()
+    with pytest.raises(UnsupportedError, match=r"instruction 0 \(MOV_IMM\).*I128"):
+        lanes.compile_program(p)
+
+
+def test_kernels_are_cached_by_the_program_key():
+    p = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, U32)).build()
+    q = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, U32)).build()
+    assert lanes.compile_program(p) is lanes.compile_program(q)
+
+
+# ---- generated programs (tests/isa/strategies.py) without the 128-bit registers it also draws -----
+
+def _without_wide(gp):
+    """The same program with its I128 registers kept at I64: GPU integers stop at 64 bits."""
+    import dataclasses
+
+    def fix(ins):
+        kw = {}
+        for f in dataclasses.fields(ins):
+            v = getattr(ins, f.name)
+            if v is Type.I128:
+                kw[f.name] = Type.I64
+        return dataclasses.replace(ins, **kw) if kw else ins
+    prog = gp.program
+    p = isa.Program([fix(x) for x in prog.instructions], dict(prog.labels), prog.entry, dict(prog.metadata))
+    return S.GeneratedProgram(p.validate(), gp.config)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=SLOW_OK)
+@given(gp=S.programs(transcendentals=False, max_blocks=3))
+def test_generated_programs_store_the_reference_bytes(gp):
+    gp = _without_wide(gp)
+    assert S.run(LanesBackend(), gp) == S.run(ReferenceBackend(), gp)
