@@ -110,7 +110,7 @@ def test_straight_line_code_is_one_block_without_a_loop():
     p = isa.ProgramBuilder().add(isa.MOV(R(1), Special.GLOBAL_ID, U32), isa.MUL(R(1), R(1), R(1), U32),
                                  *_store(R(1))).build()
     k = lanes.compile_program(p)
-    assert "while" not in k.source and "def lanes(" in k.source
+    assert "while go:" not in k.source and "def lanes(" in k.source
     ref, got = _both(p, LaunchConfig.linear(8), _out_setup(8), {100: isa.pointer(1)})
     assert got == ref and np.frombuffer(got[0], np.uint32).tolist() == [g * g for g in range(8)]
 
@@ -337,7 +337,7 @@ def _without_wide(gp):
     return S.GeneratedProgram(p.validate(), gp.config)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=10, deadline=None, suppress_health_check=SLOW_OK)
 @given(gp=S.programs(transcendentals=False, max_blocks=3))
 def test_generated_programs_store_the_reference_bytes(gp):
     gp = _without_wide(gp)

@@ -352,7 +352,7 @@ def int_binary(op: str, ty: Type, a: str, b: str) -> str:
     raise KeyError(op)
 
 
-_FBIN = {"ADD": "{a} + {b}", "SUB": "{a} - {b}", "MUL": "{a} * {b}", "DIV": "{a} / {b}", "REM": "{a} % {b}"}
+_FBIN = {"ADD": "{a} + {b}", "SUB": "{a} - {b}", "MUL": "{a} * {b}", "DIV": "{a} / {b}", "REM": "_frem({a}, {b})"}
 
 
 @emits(I.ADD, I.SUB, I.MUL, I.DIV, I.REM, I.MIN, I.MAX, I.AND, I.OR, I.XOR)
@@ -603,18 +603,38 @@ import triton.language as tl
 
 @triton.jit
 def _ld(a, m, N: tl.constexpr):
-    """N little-endian bytes at int64 addresses a (any alignment), as int64."""
+    """N little-endian bytes at int64 addresses a, as int64 (zero-extended): one typed load where a
+    lane's address is aligned, byte loads where it is not (the ISA allows any alignment)."""
+    if N == 1:
+        return tl.load(a.to(tl.pointer_type(tl.uint8)), mask=m, other=0).to(tl.int64)
+    al = (a & (N - 1)) == 0
+    if N == 2:
+        w = tl.load(a.to(tl.pointer_type(tl.int16)), mask=m & al, other=0).to(tl.int64) & 65535
+    elif N == 4:
+        w = tl.load(a.to(tl.pointer_type(tl.int32)), mask=m & al, other=0).to(tl.int64) & 4294967295
+    else:
+        w = tl.load(a.to(tl.pointer_type(tl.int64)), mask=m & al, other=0)
     v = tl.zeros_like(a)
     for k in tl.static_range(N):
-        b = tl.load((a + k).to(tl.pointer_type(tl.uint8)), mask=m, other=0)
+        b = tl.load((a + k).to(tl.pointer_type(tl.uint8)), mask=m & ~al, other=0)
         v = v | (b.to(tl.int64) << (8 * k))
-    return v
+    return tl.where(al, w, v)
 
 
 @triton.jit
 def _st(a, v, m, N: tl.constexpr):
-    for k in tl.static_range(N):
-        tl.store((a + k).to(tl.pointer_type(tl.uint8)), ((v >> (8 * k)) & 255).to(tl.uint8), mask=m)
+    if N == 1:
+        tl.store(a.to(tl.pointer_type(tl.uint8)), (v & 255).to(tl.uint8), mask=m)
+    else:
+        al = (a & (N - 1)) == 0
+        if N == 2:
+            tl.store(a.to(tl.pointer_type(tl.int16)), v.to(tl.int16), mask=m & al)
+        elif N == 4:
+            tl.store(a.to(tl.pointer_type(tl.int32)), v.to(tl.int32), mask=m & al)
+        else:
+            tl.store(a.to(tl.pointer_type(tl.int64)), v, mask=m & al)
+        for k in tl.static_range(N):
+            tl.store((a + k).to(tl.pointer_type(tl.uint8)), ((v >> (8 * k)) & 255).to(tl.uint8), mask=m & ~al)
 
 
 @triton.jit
@@ -720,6 +740,34 @@ def _f2u64(x):
     inr = (x == x) & (x < 18446744073709551616.0) & (x > 0)
     v = tl.where(inr, x, 0.0).to(tl.uint64).to(tl.int64, bitcast=True)
     return tl.where(inr, v, tl.where(x >= 18446744073709551616.0, -1, 0))
+
+
+@triton.jit
+def _frem(a, b):
+    """fmod exactly, by long division on the significands (GPUs have no exact remainder instruction):
+    a = ma * 2^ea, b = mb * 2^eb, a mod b = ((ma mod mb) * 2^(ea - eb) mod mb) * 2^eb, ten bits a step."""
+    ua = a.to(tl.int64, bitcast=True)
+    ub = b.to(tl.int64, bitcast=True)
+    fa = (ua >> 52) & 2047
+    fb = (ub >> 52) & 2047
+    ma = tl.where(fa == 0, ua & 4503599627370495, (ua & 4503599627370495) | 4503599627370496)
+    mb = tl.where(fb == 0, ub & 4503599627370495, (ub & 4503599627370495) | 4503599627370496)
+    eb = tl.where(fb == 0, 1, fb)
+    nan = (a != a) | (b != b) | (b == 0) | (fa == 2047)
+    keep = (fb == 2047) | (a == 0) | (tl.abs(a) < tl.abs(b))
+    plain = nan | keep
+    mbs = tl.where(plain, 1, mb)
+    r = tl.where(plain, 0, ma % mbs)
+    d = tl.where(plain, 0, tl.where(fa == 0, 1, fa) - eb)
+    while tl.max(d, 0) > 0:
+        sh = tl.minimum(d, 10)
+        r = (r << sh) % mbs
+        d = d - sh
+    k = eb - 1075
+    p2 = tl.where(k >= -1022, (k + 1023) << 52, 1 << tl.maximum(k + 1074, 0)).to(tl.float64, bitcast=True)
+    q = r.to(tl.float64) * p2
+    q = tl.where(a < 0, -q, q)
+    return tl.where(nan, (ua * 0 + 9221120237041090560).to(tl.float64, bitcast=True), tl.where(keep, a, q))
 
 
 @triton.jit
