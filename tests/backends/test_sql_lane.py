@@ -101,6 +101,29 @@ def test_only_the_result_crosses_the_connection(lane, store, monkeypatch):
                                        .agg(total=col("v").sum(), n=ei.count()).sort("name")), ordered=True)
 
 
+def test_sqlite_joins_same_typed_keys_bare_so_its_automatic_index_applies(store, tmp_path):
+    import sqlite3
+
+    n = 3000
+    left = pa.table({"k": pa.array(range(n), pa.int64()), "v": pa.array([i * 0.5 for i in range(n)])})
+    right = pa.table({"k": pa.array(range(0, 2 * n, 2), pa.int64()), "w": pa.array([str(i) for i in range(n)])})
+    a, b = store("sqlite", "a", left), store("sqlite", "b", right)
+    flow = a.join(b, on="k").select("k", "v", "w").sort("k")
+    plan = flow.plan.optimized
+    sql = X.prepare("sqlite", plan).sql
+    assert 'CAST("k" AS' not in sql  # the key is read as stored
+    db = a.plan.source.uri.split("///", 1)[1]
+    steps = " ".join(r[-1] for r in sqlite3.connect(db).execute("EXPLAIN QUERY PLAN " + sql).fetchall())
+    assert "AUTOMATIC" in steps and "INDEX" in steps, steps
+    assert_tables_equal(run("sqlite", flow), reference(ei.from_arrow(left).join(ei.from_arrow(right), on="k")
+                                                     .select("k", "v", "w").sort("k")), ordered=True)
+    # keys of different types are still converted to their common type first
+    mixed = a.join(store("sqlite", "c", pa.table({"f": [2.0, 4.0, 4.5]})), left_on="k", right_on="f")
+    assert_tables_equal(run("sqlite", mixed.sort("k")), reference(
+        ei.from_arrow(left).join(ei.from_arrow(pa.table({"f": [2.0, 4.0, 4.5]})), left_on="k", right_on="f")
+        .sort("k")), ordered=True)
+
+
 def test_mixed_databases_are_a_gap(tmp_path, store):
     a = store("sqlite", "a", pa.table({"k": pa.array([1], pa.int64())}))
     other = f"sqlite:///{tmp_path / 'other.sqlite'}"
