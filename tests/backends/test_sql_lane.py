@@ -124,6 +124,21 @@ def test_sqlite_joins_same_typed_keys_bare_so_its_automatic_index_applies(store,
         .sort("k")), ordered=True)
 
 
+def test_sqlite_nan_literals_are_a_declared_gap(store):
+    table = pa.table({"a": pa.array([1.0, None, 3.0], pa.float64())})
+    flow = store("sqlite", "reals", table)
+    local = ei.from_arrow(table)
+    for build in (lambda f: f.select(v=lit(math.nan)), lambda f: f.select(v=col("a") + math.nan),
+                  lambda f: f.filter(col("a").is_in([1.0, math.nan])), lambda f: f.select(v=col("a").fill_null(math.nan))):
+        assert LANES["sqlite"].supports(build(flow).plan.optimized) == ["NaN literal"]
+        assert LANES["duckdb"].supports(build(local).plan.optimized) == []
+        with pytest.raises(UnsupportedError, match="NaN literal"):
+            build(flow).run(engine="sqlite")
+        # engine=None pushes the scan down and finishes locally: the reference's answer
+        assert_tables_equal(build(flow).run(), reference(build(local)), ordered=False)
+    assert LANES["sqlite"].supports(flow.select(v=lit(math.inf)).plan) == []
+
+
 def test_mixed_databases_are_a_gap(tmp_path, store):
     a = store("sqlite", "a", pa.table({"k": pa.array([1], pa.int64())}))
     other = f"sqlite:///{tmp_path / 'other.sqlite'}"

@@ -80,6 +80,15 @@ def test_weak_literal_adapts_but_big_literal_widens():
     assert t.schema.field("y").type == pa.int64() and t.column("y").to_pylist() == [1100]
 
 
+def test_untyped_null_beside_a_date():
+    f = ei.from_pydict({"d": [dt.date(2020, 1, 31), None]})
+    t = run(f.select(a=col("d") + lit(None), b=lit(None) + col("d"), c=col("d") - lit(None), e=col("d") + None))
+    assert [t.schema.field(n).type for n in "abce"] == [pa.date32(), pa.date32(), pa.int64(), pa.date32()]
+    assert t.to_pylist() == [dict.fromkeys("abce")] * 2
+    with pytest.raises(PlanError, match="Date \\+ Date"):
+        f.select(x=col("d") + col("d"))
+
+
 def test_unsigned_and_signed_promotion():
     f = two([200], [-1], pa.uint8(), pa.int8())
     t = run(f.select(s=col("a") + col("b")))

@@ -18,10 +18,14 @@ from eidos.ir import functions as F
 from eidos.ir import nodes as N
 
 
+# Literal values a lane may be unable to hold (SQLite has no NaN), named as coverage tables list them.
+SPECIAL_VALUES = ("NaN",)
+
+
 @dataclass(frozen=True)
 class Coverage:
     """Supported IR node names, function names (incl. forms 'case', 'cast', 'udf'), dtype kinds and
-    join kinds; `typed_gaps` are fnmatch patterns of operations on particular types that a lane
+    join kinds, special literal values ('NaN'); `typed_gaps` are fnmatch patterns of operations on particular types that a lane
     cannot compute exactly, such as "mod Float*" or "cast String->*" (see `typed_operations`)."""
 
     nodes: frozenset[str]
@@ -29,16 +33,17 @@ class Coverage:
     dtypes: frozenset[str]
     joins: frozenset[str] = frozenset(N.JOIN_KINDS)
     typed_gaps: tuple[str, ...] = ()
+    values: frozenset[str] = frozenset(SPECIAL_VALUES)
 
     @classmethod
     def everything(cls) -> Coverage:
         return cls(frozenset(t.__name__ for t in N.NODE_TYPES), frozenset(F.ALL), frozenset(T.KINDS))
 
-    def without(self, *, nodes=(), functions=(), dtypes=(), joins=(), typed=()) -> Coverage:
+    def without(self, *, nodes=(), functions=(), dtypes=(), joins=(), typed=(), values=()) -> Coverage:
         """A copy lacking the given names: lanes describe themselves as 'everything but ...'."""
         return Coverage(self.nodes - set(nodes), self.functions - set(functions),
                         self.dtypes - set(dtypes), self.joins - set(joins),
-                        tuple(dict.fromkeys(self.typed_gaps + tuple(typed))))
+                        tuple(dict.fromkeys(self.typed_gaps + tuple(typed))), self.values - set(values))
 
     @cached_property
     def _typed_pattern(self) -> re.Pattern | None:
@@ -49,7 +54,8 @@ class Coverage:
     def gaps(self, plan: N.Node) -> list[str]:
         """Every unsupported node, join kind, dtype, function and typed operation in the plan, each
         named once. What the plan needs is collected once per plan (`needs`), whichever lane asks."""
-        have = {"node": self.nodes, "join": self.joins, "dtype": self.dtypes, "function": self.functions}
+        have = {"node": self.nodes, "join": self.joins, "dtype": self.dtypes, "function": self.functions,
+                "value": self.values}
         found = [label for kind, name, label in needs(plan).items if name not in have[kind]]
         pattern = self._typed_pattern
         if pattern is not None:
@@ -84,6 +90,8 @@ def _collect(plan: N.Node) -> Needs:
         for expr in node.expressions():
             for fn in functions_used(expr):
                 items[("function", fn, f"function {fn}")] = None
+            for value in special_values(expr):
+                items[("value", value, f"{value} literal")] = None
         if node.inputs:
             schema = _input_schema(node)
             for expr in node.expressions():
@@ -130,6 +138,20 @@ def typed_operations(e: E.Expr, schema) -> list[str]:
     except PlanError:  # a sub-expression typed only in context (inside an aggregation); the whole is checked
         return []
     return []
+
+
+def special_values(expr: E.Expr) -> list[str]:
+    """The special literal values an expression holds (a float NaN, in a literal or an is_in list)."""
+    def nan(v) -> bool:
+        return isinstance(v, float) and v != v
+
+    out = []
+    for e in expr.walk():
+        if isinstance(e, E.Literal) and nan(e.value):
+            out.append("NaN")
+        elif isinstance(e, E.Call) and e.fn == "is_in" and any(nan(v) for v in (e.options[0] if e.options else ())):
+            out.append("NaN")
+    return out
 
 
 def functions_used(expr: E.Expr) -> list[str]:

@@ -99,13 +99,15 @@ def _promote_ints(a: DType, b: DType) -> DType:
     return T.Float64  # UInt64 with a signed type: no integer type holds both
 
 
-def adapt(e: Expr, t: DType, other: DType) -> DType:
-    """A weak literal (bare Python number) takes the type of the operand it meets, if it fits."""
+def adapt(e: Expr, t: DType, other: DType, fn: str | None = None) -> DType:
+    """A weak literal (bare Python number) takes the type of the operand it meets, if it fits.
+    An untyped None takes the other operand's type, except beside a Date in `fn` "add": there it
+    is a number of days (Date + Date does not exist), so `date + None` is a null Date."""
     if not (isinstance(e, Literal) and e.weak) or other == T.Null:
         return t
     v = e.value
     if v is None:
-        return other
+        return T.Int64 if fn == "add" and other == T.Date else other
     if isinstance(v, int) and not isinstance(v, bool):
         if other.is_integer:
             lo, hi = T.int_range(other)
@@ -129,9 +131,9 @@ class _Typer:
         place = f" in {self.where}" if self.where else ""
         return PlanError(f"{problem}: {e}{place}")
 
-    def operands(self, a: Expr, b: Expr) -> tuple[DType, DType]:
+    def operands(self, a: Expr, b: Expr, fn: str | None = None) -> tuple[DType, DType]:
         ta, tb = self(a), self(b)
-        return adapt(a, ta, tb), adapt(b, tb, ta)
+        return adapt(a, ta, tb, fn), adapt(b, tb, ta, fn)
 
     def __call__(self, e: Expr) -> DType:
         return _infer(e, self)
@@ -240,7 +242,7 @@ def _(e: Call, ty: _Typer) -> DType:
 
 
 def _arith(e: Call, ty: _Typer) -> DType:
-    a, b = ty.operands(*e.args)
+    a, b = ty.operands(*e.args, fn=e.fn)
     sym = F.BINARY_OPERATORS[e.fn]
     if a.is_temporal or b.is_temporal:
         return _date_arith(e, ty, a, b)
@@ -399,7 +401,7 @@ def operand_dtypes(e: Call, schema: Schema) -> tuple[DType, ...]:
     """The types a Call's arguments have when it runs: weak literals adapted to what they meet."""
     ty = _Typer(schema, "", allow_agg=False)
     if len(e.args) == 2:
-        return ty.operands(*e.args)
+        return ty.operands(*e.args, fn=e.fn)
     if e.fn == "is_between":
         x, lo, hi = e.args
         return (ty(x), ty.operands(x, lo)[1], ty.operands(x, hi)[1])

@@ -397,11 +397,11 @@ def operand(e: E.Expr, t: DType, scope: Scope) -> pl.Expr:
     return x if scope.dtype(e) == t else scope.strict(x, pl_dtype(t))
 
 
-def operand_types(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[DType, DType]:
+def operand_types(a: E.Expr, b: E.Expr, scope: Scope, fn: str | None = None) -> tuple[DType, DType]:
     """The operand types after weak literals adapt to the other side (typing's rule; the
     Aggregate-aware form of typing.operand_dtypes)."""
     ta, tb = scope.dtype(a), scope.dtype(b)
-    return adapt(a, ta, tb), adapt(b, tb, ta)
+    return adapt(a, ta, tb, fn), adapt(b, tb, ta, fn)
 
 
 @expr.register
@@ -630,7 +630,7 @@ _ARITH = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x,
 @call("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     a, b = e.args
-    ta, tb = operand_types(a, b, scope)
+    ta, tb = operand_types(a, b, scope, e.fn)
     res = scope.dtype(e)
     fn = e.fn
     if ta.is_temporal or tb.is_temporal:

@@ -162,10 +162,17 @@ class Dialect:
         if t.is_decimal:
             return self.cast(binop(cls, a, b), T.Null, t, force=True)
         a, b = self.cast(a, ts[0], t), self.cast(b, ts[1], t)
-        r = binop(cls, a, b)
-        if t.is_integer:
-            return self.checked_int(r, t)
-        return self.nan_guard(r, [a, b], t)
+        if t.is_float:
+            return self.float_arith(cls, a, b, t)
+        return self.checked_int(binop(cls, a, b), t)
+
+    def float_arith(self, cls, a, b, t):
+        return self.nan_guard(self.ieee(cls, a, b, t), [a, b], t)
+
+    def ieee(self, cls, a, b, t):
+        """a (+ - * /) b of floats of type t (b already non-zero for /) as IEEE computes it: overflow
+        gives an infinity, underflow zero. Engines whose float arithmetic raises instead override it."""
+        return _div(a, b) if cls is exp.Div else binop(cls, a, b)
 
     def fn_add(self, args, ts, t, o):
         return self._arith(exp.Add, args, ts, t)
@@ -195,8 +202,7 @@ class Dialect:
 
     def fn_truediv(self, args, ts, t, o):
         a, b = (self.cast(x, xt, t) for x, xt in zip(args, ts))
-        r = _div(a, self.nullif_zero(b))
-        return self.nan_guard(r, [a, self.nullif_zero(b)], t)
+        return self.float_arith(exp.Div, a, self.nullif_zero(b), t)
 
     def int_div(self, a, b, t=None):
         """Integer division truncating toward zero (typed: sqlglot must not make it a float division)."""
@@ -220,7 +226,7 @@ class Dialect:
         a, b = args
         if t.is_float:
             a, b = self.cast(a, ts[0], t), self.cast(b, ts[1], t)
-            q = _div(a, self.nullif_zero(b))
+            q = self.ieee(exp.Div, a, self.nullif_zero(b), t)
             return self.nan_guard(self.cast(exp.Floor(this=q), T.Null, t, force=True), [a, self.nullif_zero(b)], t)
         if t.is_decimal:
             domain = promote(ts[0], ts[1])
@@ -612,7 +618,8 @@ class Dialect:
         if fn_ == "mean":
             if at.is_float or (at.is_decimal and self.inexact_decimal_mean):
                 total = self.float_sum(self.cast(arg, at, T.Float64))
-                return _div(total, self.cast(exp.Count(this=arg), T.Null, T.Float64, force=True))
+                return self.ieee(exp.Div, total, self.cast(exp.Count(this=arg), T.Null, T.Float64, force=True),
+                                 T.Float64)
             return self.cast(exp.Avg(this=arg), T.Null, T.Float64, force=True)
         if fn_ in ("min", "max"):
             cls = exp.Min if fn_ == "min" else exp.Max

@@ -5,7 +5,10 @@ unless told COLLATE "C" (code points, as eidos)."""
 
 from __future__ import annotations
 
+import decimal
+import math
 import re
+import sys
 
 from sqlglot import exp
 
@@ -13,9 +16,9 @@ from eidos.errors import PlanError, UnsupportedError
 from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
-from eidos.backends.sql.dialect import Dialect
+from eidos.backends.sql.dialect import Dialect, _and, _div, _or
 from eidos.backends.sql.duckdb import table_ref
-from eidos.backends.sql.translate import by_name, fn, ident, paren, string
+from eidos.backends.sql.translate import binop, by_name, case, float_literal, fn, ident, number, paren, string
 
 # numeric without a declared precision holds any number of digits; eidos reads it as
 # Decimal(38, 10), rounding (half away from zero, by PostgreSQL) in the scan, and a value
@@ -52,6 +55,50 @@ def pg_dtype(formatted: str, column: str, where: str) -> T.DType:
                     "text, boolean, date or timestamp")
 
 
+def _f8(v: float) -> exp.Expression:
+    return exp.Cast(this=string(float_literal(v)), to=exp.DataType.build("DOUBLE PRECISION"))
+
+
+# Exact decimals: sums at or past _OVERFLOW (halfway from the largest double to 2**1024) round to
+# infinity; at or below _UNDERFLOW (half the smallest subnormal) to zero.
+_OVERFLOW = str(2 ** 1024 - 2 ** 970)
+_UNDERFLOW = format(decimal.Decimal((0, tuple(map(int, str(5 ** 1075))), -1075)), "f")  # 2**-1075
+
+
+def _numeric(text: str) -> exp.Expression:
+    return exp.Cast(this=string(text), to=exp.DataType.build("NUMERIC"))
+
+
+def _col(name: str) -> exp.Expression:
+    return exp.Column(this=ident(name))
+
+
+def _bound(body: exp.Expression, **values: exp.Expression) -> exp.Expression:
+    """`(SELECT body FROM (SELECT value AS name, ... OFFSET 0) s)`: `body` reads each value by name, so
+    a value's SQL (and its evaluation) is not repeated at each use. OFFSET 0 fences the subquery:
+    PostgreSQL would otherwise pull the values up into every use again. A value holding an
+    aggregate is spelled out at each use instead: COUNT(*) in the subquery would count its one row
+    (and PostgreSQL computes identical aggregates of a query once)."""
+    if any(v.find(exp.AggFunc) is not None for v in values.values()):
+        return body.transform(lambda n: values[n.name].copy()
+                              if isinstance(n, exp.Column) and n.name in values else n)
+    inner = exp.select(*[exp.Alias(this=v, alias=ident(k)) for k, v in values.items()])
+    inner = inner.offset(exp.Literal.number(0))
+    return exp.Subquery(this=exp.select(body).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("__eidos_s")))))
+
+
+def _abs(e):
+    return exp.Abs(this=e)
+
+
+def _signed(x, y, positive: exp.Expression, negative: exp.Expression) -> exp.Expression:
+    """`positive` when x and y have one sign, else `negative` (x, y finite and non-zero)."""
+    same = exp.EQ(this=exp.Paren(this=exp.GT(this=x, expression=_f8(0.0))),
+                  expression=exp.Paren(this=exp.GT(this=y, expression=_f8(0.0))))
+    return exp.Case(ifs=[exp.If(this=same, true=positive)], default=negative)
+
+
 class PostgresDialect(Dialect):
     name = "postgresql"
     sqlglot = "postgres"
@@ -75,6 +122,77 @@ class PostgresDialect(Dialect):
                             to=self.sql_type(t))
         return exp.Cast(this=exp.Paren(this=text), to=self.sql_type(t))
 
+    # PostgreSQL's float arithmetic raises "value out of range: overflow" (or underflow) where IEEE
+    # gives an infinity (or zero). So each operation decides those cases first, from operands
+    # scaled by powers of two (exact), and computes natively only what cannot raise. The operands
+    # are named once in a scalar subquery (`_bound`), so nested arithmetic does not repeat them. Float32 is computed in float8, where
+    # its sums, products and quotients cannot overflow, and rounded once.
+    def ieee(self, cls, a, b, t):
+        f8 = exp.DataType.build("DOUBLE PRECISION")
+        x, y = _col("__eidos_x"), _col("__eidos_y")
+        if t == T.Float32:
+            body = self.to_float32(binop(cls, x, y), t)
+        elif cls in (exp.Add, exp.Sub):
+            body = self._ieee_add(x, y)
+        else:
+            body = self._ieee_scaled(cls, x, y)
+        if cls is exp.Sub and t != T.Float32:
+            b = exp.Neg(this=paren(b))
+        return _bound(body, __eidos_x=exp.Cast(this=paren(a), to=f8), __eidos_y=exp.Cast(this=paren(b), to=f8))
+
+    def _ieee_add(self, x, y):
+        """x + y: it overflows exactly when the rounded sum of the halves exceeds half the largest
+        double (halving is exact for |v| >= 2**-1000; smaller halves cannot matter there)."""
+        def half(v):
+            return case([(exp.LT(this=_abs(v), expression=_f8(2.0 ** -1000)), _f8(0.0))],
+                        exp.Mul(this=v, expression=_f8(0.5)))
+
+        h = exp.Paren(this=exp.Add(this=half(x), expression=half(y)))
+        small = _and(exp.LT(this=_abs(x), expression=_f8(2.0 ** 1022)), exp.LT(this=_abs(y), expression=_f8(2.0 ** 1022)))
+        finite = _and(exp.LT(this=_abs(x), expression=_f8(math.inf)), exp.LT(this=_abs(y), expression=_f8(math.inf)))
+        over = _and(finite, exp.GT(this=_abs(h), expression=_f8(sys.float_info.max / 2)))
+        inf = case([(exp.GT(this=h, expression=_f8(0.0)), _f8(math.inf))], _f8(-math.inf))
+        return case([(small, binop(exp.Add, x, y)), (over, inf)], binop(exp.Add, x, y))
+
+    def _ieee_scaled(self, cls, x, y):
+        """x * y or x / y: each finite non-zero operand is scaled by 2**-1000 (if >= 2**500) or 2**1000
+        (if < 2**-500) into [2**-500, 2**500), exactly; k counts the scalings. The scaled result q
+        cannot overflow or underflow, and the true one is q * 2**(1000 k): an infinity when k > 0
+        and |q| reaches the rounding threshold, zero when k < 0 and |q| is at most half the
+        smallest subnormal (a product within half an ulp of that point may round the other way)."""
+        def e(v):
+            return case([(exp.GTE(this=_abs(v), expression=_f8(2.0 ** 500)), exp.Literal.number(1)),
+                         (exp.LT(this=_abs(v), expression=_f8(2.0 ** -500)), exp.Literal.number(-1))],
+                        exp.Literal.number(0))
+
+        def scaled(v):
+            factor = case([(exp.GTE(this=_abs(v), expression=_f8(2.0 ** 500)), _f8(2.0 ** -1000)),
+                           (exp.LT(this=_abs(v), expression=_f8(2.0 ** -500)), _f8(2.0 ** 1000))], _f8(1.0))
+            return exp.Paren(this=exp.Mul(this=v, expression=factor))
+
+        native = _div(x, y) if cls is exp.Div else binop(exp.Mul, x, y)
+        q = _abs(_div(scaled(x), scaled(y)) if cls is exp.Div else binop(exp.Mul, scaled(x), scaled(y)))
+        k = exp.Paren(this=(exp.Sub if cls is exp.Div else exp.Add)(this=e(x), expression=e(y)))
+        special = _or(exp.Not(this=_and(exp.LT(this=_abs(x), expression=_f8(math.inf)),
+                                        exp.LT(this=_abs(y), expression=_f8(math.inf)))),
+                      exp.EQ(this=x, expression=_f8(0.0)), exp.EQ(this=y, expression=_f8(0.0)))
+        inf, zero = _signed(x, y, _f8(math.inf), _f8(-math.inf)), _signed(x, y, _f8(0.0), _f8(-0.0))
+        branches = [(special, native)]
+        for n, bound, result, cmp in ((1, 2.0 ** 24, inf, exp.GTE), (2, 2.0 ** -976, inf, exp.GTE),
+                                      (-1, 2.0 ** -75, zero, exp.LTE), (-2, 2.0 ** 925, zero, exp.LTE)):
+            branches.append((_and(exp.EQ(this=k, expression=number(n)), cmp(this=q, expression=_f8(bound))), result))
+        return case(branches, native)
+
+    def to_float32(self, e, t):
+        """A double as Float32: past its range an infinity, below half its smallest subnormal a
+        (signed) zero, since PostgreSQL's cast raises for both."""
+        if t != T.Float32:
+            return e
+        tiny = exp.LTE(this=_abs(e), expression=_f8(2.0 ** -150))
+        zero = exp.Cast(this=exp.Paren(this=exp.Mul(this=paren(e), expression=_f8(0.0))), to=self.sql_type(T.Float32))
+        big = super().to_float32(e, t)
+        return case([(tiny, zero)], big)
+
     def aggregate(self, fn_, arg, at, t):
         if fn_ in ("min", "max") and at == T.Boolean:  # false < true; PostgreSQL has no min(boolean)
             return fn("bool_and" if fn_ == "min" else "bool_or", arg)
@@ -89,9 +207,20 @@ class PostgresDialect(Dialect):
         return fn("div", a, b)
 
     def float_sum(self, x):
-        # Summed exactly in numeric (which holds NaN and infinities), then rounded once.
-        total = exp.Sum(this=exp.Cast(this=x, to=exp.DataType.build("NUMERIC")))
-        return exp.Cast(this=total, to=self.sql_type(T.Float64))
+        # Summed in numeric (which holds NaN and infinities), then rounded once. Each double enters
+        # as its shortest round-trip text (a cast straight to numeric keeps only 15 digits), and a
+        # total past the double range becomes an infinity, one below half the smallest subnormal a
+        # zero, where PostgreSQL's cast would raise.
+        text = exp.Cast(this=paren(x), to=exp.DataType.build("TEXT"))
+        sum_ = exp.Sum(this=exp.Cast(this=text, to=exp.DataType.build("NUMERIC")))
+        total = _col("__eidos_t")
+        nan = exp.EQ(this=total, expression=_numeric("NaN"))
+        body = case([(nan, _f8(math.nan)),
+                     (exp.GTE(this=total, expression=_numeric(_OVERFLOW)), _f8(math.inf)),
+                     (exp.LTE(this=total, expression=_numeric("-" + _OVERFLOW)), _f8(-math.inf)),
+                     (exp.LTE(this=_abs(total), expression=_numeric(_UNDERFLOW)), _f8(0.0))],
+                    exp.Cast(this=total, to=self.sql_type(T.Float64)))
+        return _bound(body, __eidos_t=sum_)  # an aggregate: spelled out at each use (see _bound)
 
     def matches(self, s, pattern):
         return exp.RegexpLike(this=s, expression=string(f"^(?:{pattern})$"))

@@ -361,7 +361,7 @@ class Exprs:
         if self.keys is not None and not self.in_agg and E.contains_agg(e):
             ty = TY._Typer(self.schema, "", allow_agg=True)
             if len(e.args) == 2:
-                return ty.operands(*e.args)
+                return ty.operands(*e.args, fn=e.fn)
             return tuple(ty(a) for a in e.args)
         return TY.operand_dtypes(e, self.schema)
 
