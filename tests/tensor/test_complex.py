@@ -333,6 +333,15 @@ def test_errors_name_what_is_wrong():
     for make, pattern in cases:
         with pytest.raises(EidosError, match=pattern):
             make()
+    r = ei.tensor([1.0, 2.0])
+    with pytest.raises(DTypeError, match="setitem: a complex value into a float64 tensor"):
+        r[0] = 1j
+    with pytest.raises(DTypeError, match="drop its imaginary part"):
+        r[1:] = z
+    z2 = ei.tensor([0j, 0j])
+    z2[0] = 2.0
+    z2[1] = 1 - 1j
+    assert z2.tolist() == [2 + 0j, 1 - 1j]
     with pytest.raises(TypeError):  # DTypeError is a TypeError, as the standard asks
         xp.max(z)
     assert issubclass(DTypeError, TypeError)

@@ -299,6 +299,10 @@ class Tensor:
 
     # in-place forms rebind (a Tensor's graph node is immutable)
     def __setitem__(self, key, value):
+        if self.dtype not in D.COMPLEX and (isinstance(value, (complex, np.complexfloating)) or (
+                isinstance(value, Tensor) and value.dtype in D.COMPLEX)):
+            raise DTypeError(f"setitem: a complex value into a {self.dtype} tensor would drop its imaginary part; "
+                             "assign real(value) or make the tensor complex")
         a = _realize(self)
         if self.device != "cpu":
             if isinstance(value, Tensor) and value.device != self.device:
