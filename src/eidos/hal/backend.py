@@ -88,9 +88,15 @@ class Backend(ABC):
         return None
 
     def out_of_core(self, budget_bytes: int) -> Backend | None:
-        """This lane configured to keep peak memory under `budget_bytes` (streaming, spilling),
-        or None when it cannot. The planner asks for it when the input exceeds the budget."""
+        """This lane configured to run inputs larger than `budget_bytes` (streaming, spilling), or
+        None when it cannot. The planner asks for it when the input exceeds the budget, and
+        prefers a lane whose configured copy is `memory_limited`."""
         return None
+
+    # A lane configured by out_of_core(): whether its engine holds a hard memory limit (so peak
+    # memory stays under the budget), and how it runs, in words, for explain().
+    memory_limited: bool = False
+    out_of_core_how: str = "out of core"
 
     @abstractmethod
     def execute(self, plan: N.Node) -> pa.Table:

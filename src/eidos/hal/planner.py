@@ -196,11 +196,13 @@ def _volume(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
     cluster = survey.of_kind("cluster")
     if cluster:
         return _finish(plan, survey, cluster[0], 3, f"{over}: the cluster lane", notes)
-    for lane in survey.capable:
-        bounded = lane.out_of_core(budget)
-        if bounded is not None:
-            return _finish(plan, survey, bounded, 3, f"{over}: no cluster lane, so {lane.name} runs it "
-                                                      "out of core (streaming, spilling to disk)", notes)
+    configured = [c for c in ((lane, lane.out_of_core(budget)) for lane in survey.capable) if c[1] is not None]
+    configured.sort(key=lambda c: not c[1].memory_limited)  # only a hard limit keeps memory under the budget
+    if configured:
+        chosen = configured[0][1]
+        why_not = {lane.name: f"out of core it runs {ooc.out_of_core_how}" for lane, ooc in configured[1:]}
+        return _finish(plan, survey, chosen, 3, f"{over}: no cluster lane, so {chosen.name} runs it "
+                                                f"{chosen.out_of_core_how}", notes, why_not)
     notes.append(f"rule 3: {over}, but no cluster or out-of-core lane can run it")
     return None
 

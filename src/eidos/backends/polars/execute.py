@@ -12,7 +12,7 @@ from eidos.errors import EidosError, ExecutionError
 from eidos.hal.arrow import conform
 from eidos.ir import nodes as N
 
-# The streaming engine runs out of core (bounded memory, spilling); "auto" lets Polars choose.
+# The streaming engine processes batches (it holds no memory limit); "auto" lets Polars choose.
 ENGINES = {False: "auto", True: "streaming"}
 
 

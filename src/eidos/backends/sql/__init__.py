@@ -72,20 +72,34 @@ class DuckDBLane(SqlLane):
     def __init__(self, *, memory_limit: int | None = None, spill_dir: str | None = None):
         self.memory_limit, self.spill_dir = memory_limit, spill_dir
 
+    @property
+    def memory_limited(self) -> bool:
+        return self.memory_limit is not None
+
+    @property
+    def out_of_core_how(self) -> str:
+        if self.memory_limit is None:
+            return "in memory"
+        return (f"with a hard memory limit of {self.memory_limit // 2**20} MiB, spilling to a temporary "
+                f"folder in {self.spill_dir}")
+
     def out_of_core(self, budget_bytes: int) -> Backend:
         import tempfile
 
         return DuckDBLane(memory_limit=max(self.MIN_MEMORY, int(budget_bytes * self.MEMORY_SHARE)),
-                          spill_dir=tempfile.mkdtemp(prefix="eidos-duckdb-spill-"))
+                          spill_dir=tempfile.gettempdir())
 
     def execute(self, plan: N.Node):
         from eidos.backends.sql.execute import run
 
-        settings = None
-        if self.memory_limit is not None:
-            settings = {"memory_limit": f"{self.memory_limit // 2**20}MB", "temp_directory": self.spill_dir,
-                        "preserve_insertion_order": False}
-        return run(self.name, plan, settings)
+        if self.memory_limit is None:
+            return run(self.name, plan)
+        import tempfile
+
+        # A folder of this run's own (DuckDB names its spill files alike), removed after it.
+        with tempfile.TemporaryDirectory(prefix="eidos-duckdb-spill-", dir=self.spill_dir) as spill:
+            return run(self.name, plan, {"memory_limit": f"{self.memory_limit // 2**20}MB",
+                                         "temp_directory": spill, "preserve_insertion_order": False})
 
     def __repr__(self) -> str:
         limit = f", memory limit {self.memory_limit // 2**20} MiB" if self.memory_limit else ""
