@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch", reason="gpu tensors need torch (pip install 'eidos[gpu]')")
-pytest.importorskip("triton", reason="gpu tensors need triton (pip install 'eidos[gpu]')")
 CUDA = torch.cuda.is_available()
 if not CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported: it reads the switch then
+pytest.importorskip("triton", reason="gpu tensors need triton (pip install 'eidos[gpu]')")
 
 import eidos as ei  # noqa: E402
 import eidos.tensor as T  # noqa: E402
@@ -103,8 +103,8 @@ def test_comparisons_logic_where_casts(gpu, dtype):
         ops.test_where_clip_and_scalars(None)
 
 
-@pytest.mark.parametrize("dtype", ["int32", "float32", "bfloat16"])
-@pytest.mark.parametrize("axis,keepdims", [(None, False), (1, True), ((0, 2), False)])
+@pytest.mark.parametrize("dtype,axis,keepdims", [("float32", None, False), ("float32", (0, 2), False),
+                                                  ("int32", 1, True), ("bfloat16", -1, False)])
 def test_reductions(gpu, dtype, axis, keepdims):
     for op in ops.REDUCE:
         ops.test_reductions(None, op, dtype, axis, keepdims)
@@ -112,7 +112,6 @@ def test_reductions(gpu, dtype, axis, keepdims):
 
 def test_arg_nan_empty_any_all(gpu):
     ops.test_argmin_argmax(None, "float32")
-    ops.test_argmin_argmax(None, "bool")
     ops.test_nan_inf_reductions(None)
     ops.test_empty_and_zero_dim(None)
     ops.test_any_all(None)
@@ -137,7 +136,7 @@ def test_movement_stays_on_the_device(gpu):
     assert isinstance(moved._data, torch.Tensor)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gen.cases(), st.integers(0, 2**16))
 def test_generated_expressions(case, seed):
     """tests/tensor/test_generated.py's expressions, every input on the gpu, against NumPy."""
