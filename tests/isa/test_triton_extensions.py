@@ -203,6 +203,19 @@ def test_quantized_gemm_bit_exact(m, n, k, scales, seed):
     p.exact(C, m * n, Type.I8)
 
 
+def test_quantized_gemm_sums_past_int32():
+    """-128 * -128 summed 131,088 times passes 2^31: the kernel's int64 (WIDE) form keeps it exact."""
+    from eidos.isa.backends.triton.kernels import gemm
+
+    k = gemm.EXACT_INT32_K + 17
+    p = Pair()
+    A, B = p.put(np.full((2, k), -128), Type.I8), p.put(np.full((k, 1), -128), Type.I8)
+    C = p.put(np.zeros(2), Type.I8)
+    p.run(isa.QuantizedGEMM(C, A, B, 1e-4, 1e-4, 1.0, 2, 1, k))  # 2.148e9 * 1e-8 = 21.48 -> 21
+    ref, got = p.get(C, 2, Type.I8)
+    assert got.tolist() == ref.tolist() == [21, 21]
+
+
 def test_quantized_gemm_rounds_ties_to_even():
     p = Pair()
     a = np.array([[1, 3, 5, -1, -3, 7]], np.int8).T  # 6 x 1

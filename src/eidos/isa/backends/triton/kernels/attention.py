@@ -24,11 +24,11 @@ import triton.language as tl
 
 from . import INTERPRET, accumulator, cfg, configs, dot, narrow, pow2, precision, scalars
 
-_HOPPER = [  # (BLOCK_M, BLOCK_N, warps, stages); 8 warps only for 128x128 tiles on Hopper
+_HOPPER = [  # 8 warps (two warpgroups) for 128-row tiles, 4 for smaller ones
     cfg(w, st, BLOCK_M=bm, BLOCK_N=bn)
     for bm, bn in ((128, 128), (128, 64), (64, 64), (64, 32), (32, 32), (32, 16), (16, 16))
     for w in (4, 8) for st in (2, 3, 4)
-    if not (w == 8 and bm * bn < 128 * 128) and not (bm < 64 and st > 2)
+    if not (w == 8 and bm < 128) and not (bm < 64 and st > 2)
 ]
 
 
@@ -62,6 +62,10 @@ def _prune(configs, named_args, **kwargs):
         if not tc and (bm * bn > 32 * 32 or bm * bd > 64 * 64):
             continue
         if tc and bd > 128 and bm * bn > 64 * 64:
+            continue
+        if tc and bd >= 128 and bm >= 128 and c.num_warps < 8:  # one warpgroup's registers spill
+            continue
+        if bd >= 128 and bm * bn >= 128 * 128 and c.num_stages > 3:  # past 227 KiB of shared memory
             continue
         keep.append(c)
     return keep or [configs[-1]]

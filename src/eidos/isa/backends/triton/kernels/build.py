@@ -68,10 +68,11 @@ def variants() -> list[Variant]:
                                 "d_desc": f"tensordesc<{t}[{bm}, {bn}]>", "ab_ptr": "*fp64"},
                                dict(SCALE=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8), w, st,
                                ("wgmma", "cp.async.bulk.tensor"), quick=(t == "bf16" and bn == 256)))
-    for bm, bn, bk, w, st in [(128, 256, 128, 8, 3), (64, 64, 64, 4, 4), (32, 32, 32, 4, 3)]:
-        out.append(Variant(f"quantized int8 {bm}x{bn}x{bk}", gemm.quantized_kernel,
+    for bm, bn, bk, w, st, wide in [(128, 128, 128, 8, 3, False), (128, 128, 64, 8, 4, False),
+                                    (64, 64, 64, 4, 4, True), (32, 32, 32, 4, 3, True)]:
+        out.append(Variant(f"quantized int8 {bm}x{bn}x{bk} wide={wide}", gemm.quantized_kernel,
                            {"a_ptr": "*i8", "b_ptr": "*i8", "s_ptr": "*fp64", "d_ptr": "*i8"},
-                           dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8), w, st, quick=bm == 128))
+                           dict(WIDE=wide, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8), w, st, quick=bm == 128))
     for t, acc in [("fp32", f32), ("bf16", f32), ("fp16", f32), ("fp64", f64)]:
         for single, block, w in [(True, 4096, 8), (False, 4096, 16), (True, 64, 4)]:
             out.append(Variant(f"softmax {t} block={block} single={single}", softmax.softmax_kernel,
@@ -92,7 +93,7 @@ def variants() -> list[Variant]:
         out.append(Variant(f"csr {t}", sparse.csr_kernel, {"ptr_ptr": "*i32", "idx_ptr": "*i32", "val_ptr": f"*{t}",
                                                           "b_ptr": f"*{t}", "c_ptr": f"*{t}"}, dict(ACC=acc, BLOCK_N=128)))
     ptrs = lambda t: {n: f"*{t}" for n in ("q_ptr", "k_ptr", "v_ptr", "o_ptr")} | {"scale_ptr": "*fp64"}  # noqa: E731
-    for t, acc, prec, d, bm, bn, w, st in [("bf16", f32, "tf32", 128, 128, 128, 8, 3), ("bf16", f32, "tf32", 128, 128, 64, 4, 3),
+    for t, acc, prec, d, bm, bn, w, st in [("bf16", f32, "tf32", 128, 128, 128, 8, 3), ("bf16", f32, "tf32", 128, 128, 64, 8, 3),
                                            ("fp16", f32, "tf32", 64, 64, 64, 4, 4), ("bf16", f32, "tf32", 16, 16, 16, 2, 2),
                                            ("fp32", f32, "ieee", 16, 32, 32, 4, 2), ("fp64", f64, "ieee", 16, 32, 16, 4, 2)]:
         big = bm >= 64 and t in ("bf16", "fp16")

@@ -224,33 +224,52 @@ def _matmul_tma(a, b, out, alpha: float) -> None:
     gemm_tma_kernel[grid](a_desc, b_desc, d_desc, m, n, k, scalars(a.device, float(alpha), 0.0), SCALE=alpha != 1)
 
 
+EXACT_INT32_K = (2 ** 31 - 1) // (128 * 128)  # int8 products summed in int32 without overflow
+
+
+def _prune_quantized(configs, named_args, **kwargs):
+    """Past EXACT_INT32_K terms the sums are kept in int64: only tiles whose accumulator fits."""
+    keep = _prune(configs, named_args, **kwargs)
+    if kwargs["WIDE"]:
+        keep = [c for c in keep if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= 64 * 64] or [configs[-1]]
+    return keep
+
+
 @triton.autotune(
-    configs=configs([cfg(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, GROUP_M=8),
-                     cfg(4, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8),
+    configs=configs([cfg(8, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8),
+                     cfg(8, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
                      cfg(4, 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
                      cfg(4, 3, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=8)],
                     [cfg(4, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=4)]),
-    key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
+    key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune_quantized})
 @triton.jit
-def quantized_kernel(a_ptr, b_ptr, s_ptr, d_ptr, M, N, K,
+def quantized_kernel(a_ptr, b_ptr, s_ptr, d_ptr, M, N, K, WIDE: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """d = clamp(round_half_even(float64(a @ b) * s), -128, 127); a, b, d int8, row-major."""
+    """d = clamp(round_half_even(float64(a @ b) * s), -128, 127); a, b, d int8, row-major.
+    The sum is exact: int32 on the tensor cores up to EXACT_INT32_K terms, int64 (WIDE) past that."""
     pid_m, pid_n = tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + (rm % M)[:, None].to(tl.int64) * K + rk[None, :]
     b_ptrs = b_ptr + rk[:, None].to(tl.int64) * N + (rn % N)[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    if WIDE:
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int64)
     for kk in range(0, tl.cdiv(K, BLOCK_K)):
         left = K - kk * BLOCK_K
         a = tl.load(a_ptrs, mask=rk[None, :] < left, other=0)
         b = tl.load(b_ptrs, mask=rk[:, None] < left, other=0)
-        # one block's int32 sum is exact (|sum| <= BLOCK_K * 2^14); their total is kept in int64
-        acc += tl.dot(a, b, out_dtype=tl.int32).to(tl.int64)
+        if WIDE:  # one block's int32 sum is exact (|sum| <= BLOCK_K * 2^14); their total in int64
+            total += tl.dot(a, b, out_dtype=tl.int32).to(tl.int64)
+        else:
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
         a_ptrs += BLOCK_K
         b_ptrs += BLOCK_K * N
-    x = acc.to(tl.float64) * tl.load(s_ptr)
+    if WIDE:
+        x = total.to(tl.float64) * tl.load(s_ptr)
+    else:
+        x = acc.to(tl.float64) * tl.load(s_ptr)
     x = tl.minimum(tl.maximum(x, -129.0), 128.0)  # saturated first, so x + 0.5 below is exact
     r = tl.floor(x + 0.5)
     r = tl.where((r - x == 0.5) & (r - 2.0 * tl.floor(r * 0.5) != 0.0), r - 1.0, r)  # ties to even
@@ -267,5 +286,5 @@ def quantized(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, scale: float)
         return out
     s = scalars(a.device, float(scale))
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    quantized_kernel[grid](a, b, s, out, m, n, k)
+    quantized_kernel[grid](a, b, s, out, m, n, k, WIDE=k > EXACT_INT32_K)
     return out
