@@ -316,6 +316,8 @@ def test_linalg_complex():
     u, s_, vh = xp.linalg.svd(xp.asarray(a), full_matrices=False)
     np.testing.assert_allclose((u.numpy() * s_.numpy()) @ vh.numpy(), a, atol=1e-12)
     assert s_.dtype == xp.float64 and u.dtype == xp.complex128
+    both(lambda ns, x: ns.linalg.cholesky(x, upper=True), herm)                # U = L^H, conjugated
+    both(lambda ns, x: ns.linalg.pinv(x), np.diag([1.0, 8e-16, 1.0]) + 0j)   # default rtol max(M, N) * eps keeps 8e-16
     both(lambda ns, x, y: ns.linalg.solve(x, y), herm, np.arange(3.0) + 1j)
     both(lambda ns, x: ns.linalg.matrix_power(x, 2), a)
     for ord_ in (2, 1, math.inf, -math.inf, 0, 3):

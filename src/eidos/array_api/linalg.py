@@ -60,15 +60,17 @@ def _np(fn):
 
 inv = _np(np.linalg.inv)
 det = _np(np.linalg.det)
-pinv = _np(lambda a, *, rtol=None: np.linalg.pinv(a, rcond=1e-15 if rtol is None else rtol))
+pinv = _np(lambda a, *, rtol=None: np.linalg.pinv(  # the standard's default: max(M, N) * eps
+    a, rcond=max(a.shape[-2:]) * np.finfo(a.dtype).eps if rtol is None else rtol))
 matrix_power = _np(np.linalg.matrix_power)
 svdvals = _np(lambda a: np.linalg.svd(a, compute_uv=False))
 eigvalsh = _np(lambda a, *, UPLO="L": np.linalg.eigvalsh(a, UPLO=UPLO))
 
 
 def cholesky(x, /, *, upper=False):
-    lo = _host(np.linalg.cholesky, _t(x))
-    return lo.mT if upper else lo
+    """L with x = L L^H, or (upper) U = L^H with x = U^H U: conjugated for complex x."""
+    return _host(lambda a: np.conj(np.swapaxes(np.linalg.cholesky(a), -1, -2)) if upper else np.linalg.cholesky(a),
+                 _t(x))
 
 
 def eigh(x, /):
