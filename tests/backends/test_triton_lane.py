@@ -211,3 +211,13 @@ def test_the_same_programs_run_on_the_compiled_cpu_target(lane, monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setenv("EIDOS_TRITON_KERNELS", "cpu")
     same(src().select(x=col("a") * 3 + col("i8"), y=col("b") // 0.5, z=(col("b") > 0.0) | col("f")))
+
+
+def test_sliced_and_chunked_arrow_columns(lane):
+    """Arrow buffers go to the device as they are: offsets into bitmaps and values, several chunks."""
+    t = pa.table({"f": pa.array([True, None, False, True, False, None, True, True, False, True, None]),
+                  "x": pa.array([1.5, None, 3.0, -1.0, None, 2.0, 0.5, 8.0, None, 1.0, 4.0], pa.float32()),
+                  "i": pa.array([1, 2, None, 4, 5, 6, None, 8, 9, 10, 11], pa.int8())})
+    for part in (t.slice(3), t.slice(5, 4), pa.concat_tables([t.slice(1, 5), t.slice(7)])):
+        same(ei.from_arrow(part).select(a=col("f") & (col("x") > 1.0), b=col("i") * 2, c=col("f").is_null(),
+                                        d=col("x").fill_null(-1.0)))

@@ -20,7 +20,6 @@ from functools import singledispatch
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from eidos.backends.triton import lower as L
 from eidos.backends.triton.device import Device
@@ -104,22 +103,37 @@ def _(node: N.Scan, dev: Device) -> Frame:
 
 
 def column_to_device(data: pa.ChunkedArray, dtype: T.DType, padded: int, dev: Device) -> Column:
+    """One column on the device: Arrow's buffers are copied as they are (values under nulls included:
+    every use of a value is gated by its validity), bitmaps unpacked to 0/1 bytes on the device."""
     torch = dev.torch
     arr = data.combine_chunks() if data.num_chunks != 1 else data.chunk(0)
+    n = len(arr)
+    validity, values = arr.buffers()[0], arr.buffers()[1]
     if dtype == T.Boolean:
-        arr = pc.cast(arr, pa.uint8())
-    valid = None
-    if arr.null_count:
-        valid = np.asarray(arr.is_valid(), dtype=np.uint8)
-        arr = pc.fill_null(arr, 0)
-    values = arr.to_numpy(zero_copy_only=False)
-    if dtype.is_unsigned_integer and dtype.bits > 8:
-        values = values.view(f"int{dtype.bits}")
-    with warnings.catch_warnings():   # Arrow's buffers are read-only; they are only copied from
+        device_values = _bits(values, arr.offset, n, padded, dev)
+    else:
+        host = np.frombuffer(values, dtype=STORAGE[dtype.name], count=n, offset=arr.offset * (dtype.bits // 8)) \
+            if n else np.empty(0, STORAGE[dtype.name])
+        with warnings.catch_warnings():   # Arrow's buffers are read-only; they are only copied from
+            warnings.simplefilter("ignore", UserWarning)
+            device_values = _padded(torch.from_numpy(host), padded, dev)
+    valid = _bits(validity, arr.offset, n, padded, dev) if arr.null_count and validity is not None else None
+    return Column(device_values, valid, dtype)
+
+
+def _bits(buffer: pa.Buffer, offset: int, n: int, padded: int, dev: Device):
+    """An Arrow bitmap (LSB first, from bit `offset`) as n 0/1 bytes on the device, zero-padded."""
+    torch = dev.torch
+    first, last = offset // 8, (offset + n + 7) // 8
+    raw = np.frombuffer(buffer, dtype=np.uint8, count=last - first, offset=first) if n else np.empty(0, np.uint8)
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        host = torch.from_numpy(values)
-    return Column(_padded(host, padded, dev),
-                  None if valid is None else _padded(torch.from_numpy(valid), padded, dev), dtype)
+        packed = torch.from_numpy(raw).to(dev.device)
+    shifts = torch.arange(8, dtype=torch.uint8, device=dev.device)
+    bits = ((packed.unsqueeze(1) >> shifts) & 1).reshape(-1)[offset % 8:offset % 8 + n]
+    out = torch.zeros(padded, dtype=torch.uint8, device=dev.device)
+    out[:n] = bits
+    return out
 
 
 def _padded(host, padded: int, dev: Device):
