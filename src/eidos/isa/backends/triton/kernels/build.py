@@ -2,12 +2,14 @@
 
     python -m eidos.isa.backends.triton.kernels.build            # every variant, sm_90 (Hopper)
     python -m eidos.isa.backends.triton.kernels.build --quick    # the large Hopper tiles only
+    python -m eidos.isa.backends.triton.kernels.build --strict   # spilling registers fails too
 
 The interpreter runs the kernels' logic on the CPU but never compiles them; this runs Triton's
 real pipeline (TTIR, TTGIR, LLVM, PTX, and ptxas to a cubin) for each variant the autotuner can
 pick, and checks the PTX for what the variant exists for: wgmma (Hopper tensor cores) in 16-bit
-products, cp.async.bulk.tensor (TMA) in the descriptor forms. It must run with TRITON_INTERPRET
-unset (kernels defined for the interpreter are not compilable objects).
+products, cp.async.bulk.tensor (TMA) in the descriptor forms; it also reports each variant's
+registers and spilled bytes (ptxas -v). It must run with TRITON_INTERPRET unset (kernels defined
+for the interpreter are not compilable objects).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Variant:
     quick: bool = False  # in the --quick set
     result: str = field(default="", init=False)
     shared: int = field(default=0, init=False)
+    registers: str = field(default="", init=False)
 
 
 def _jit(kernel):
@@ -112,7 +115,7 @@ def variants() -> list[Variant]:
                                    ("cp.async.bulk.tensor",) + (("wgmma",) if big else ()), quick=(d == 128 and bn == 128)))
     out.append(Variant("attention bf16 D80 padded to 128", attention._attention, ptrs("bf16"),
                        dict(HEAD_DIM=80, BLOCK_D=128, CAUSAL=False, TMA=False, ACC=f32, PRECISION="tf32", BLOCK_M=128,
-                            BLOCK_N=64, EVEN_M=False, EVEN_N=False)))
+                            BLOCK_N=64, EVEN_M=False, EVEN_N=False), 8))
     return out
 
 
@@ -135,12 +138,34 @@ def compile_variant(v: Variant, arch: int) -> None:
     missing = [e for e in v.expect if e not in k.asm["ptx"]]
     v.shared = k.metadata.shared
     v.result = "ok" if not missing else f"no {', '.join(missing)} in the PTX"
+    v.registers = _registers(k.asm["ptx"], arch)
+
+
+def _registers(ptx: str, arch: int) -> str:
+    """'N regs, S B spilled' from ptxas -v on the kernel's PTX (the ptxas Triton ships)."""
+    import pathlib
+    import re
+    import subprocess
+    import tempfile
+
+    import triton
+
+    ptxas = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.TemporaryDirectory() as d:
+        src = pathlib.Path(d) / "k.ptx"
+        src.write_text(ptx)
+        run = subprocess.run([str(ptxas), f"-arch=sm_{arch}{'a' if arch >= 90 else ''}", "-v", str(src),
+                              "-o", str(pathlib.Path(d) / "k.cubin")], capture_output=True, text=True)
+    regs = re.search(r"Used (\d+) registers", run.stderr)
+    spill = re.search(r"(\d+) bytes spill stores", run.stderr)
+    return f"{regs.group(1) if regs else '?'} regs, {spill.group(1) if spill else '?'} B spilled"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--arch", type=int, default=90, help="compute capability x 10 (90: H100/H200)")
     p.add_argument("--quick", action="store_true", help="only the large Hopper tiles of GEMM, attention, softmax")
+    p.add_argument("--strict", action="store_true", help="a variant that spills registers fails too")
     args = p.parse_args(argv)
     from . import INTERPRET
 
@@ -151,8 +176,8 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     for v in todo:
         compile_variant(v, args.arch)
-        print(f"{v.label:<56} {v.result:<10} shared memory {v.shared:>7} B", flush=True)
-    bad = [v for v in todo if v.result != "ok"]
+        print(f"{v.label:<56} {v.result:<10} shared memory {v.shared:>7} B  {v.registers}", flush=True)
+    bad = [v for v in todo if v.result != "ok" or (args.strict and not v.registers.endswith(" 0 B spilled"))]
     print(f"{len(todo) - len(bad)}/{len(todo)} compiled for sm_{args.arch} in {time.perf_counter() - start:.0f} s")
     return 1 if bad else 0
 
