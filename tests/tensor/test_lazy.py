@@ -128,3 +128,61 @@ def test_reshape_fuses_when_nothing_broadcasts_inside():
     got, n = ran(lambda: (b + T(np.zeros((3, 4)))).reshape(12).sum().numpy())
     assert n == 2  # broadcasting inside the reshaped subgraph: it runs first
     assert got == 4 * 3
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int64"])
+def test_small_eager_operations_call_the_cpu_kernel_and_equal_the_map_form(dtype):
+    """Eager element-wise operations on small realized operands take the small path (explain says so, one
+    program each) and give the map form's bytes; everything else takes the general path."""
+    rng = np.random.default_rng(3)
+    raw = rng.standard_normal((4, 25)) * 50
+    xs, ys = raw.astype(dtype), (raw[::-1] + 1).astype(dtype)
+    x, y = T(xs), T(ys)
+    floats = np.dtype(dtype).kind == "f"
+    cases = [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, T.maximum, T.minimum]
+    if np.dtype(dtype).kind != "u":  # (abs of an unsigned tensor is the tensor: nothing runs)
+        cases.append(lambda a, b: abs(a))
+    if floats:
+        cases += [lambda a, b: a / b, lambda a, b: a.exp(), lambda a, b: a.sqrt(), lambda a, b: a.tanh()]
+    for f in cases:
+        with np.errstate(all="ignore"):
+            lazy = f(x * 1, y * 1).numpy()   # the map form (two operations: a program)
+            with ei.eager():
+                t, n = ran(lambda: f(x, y))
+        assert n == 1 and "small eager path" in T.explain(t)
+        assert t.dtype == lazy.dtype and t.shape == lazy.shape and t.numpy().tobytes() == lazy.tobytes()
+        t, n = ran(lambda: f(x, y).numpy())   # a lazy graph of one operation takes it too
+        assert n == 1 and t.tobytes() == lazy.tobytes()
+
+
+def test_the_small_path_only_where_it_applies():
+    x = T(np.arange(12, dtype=np.float32).reshape(3, 4))
+    with ei.eager():
+        assert "small eager path" in T.explain(x + x)
+        assert "small eager path" not in T.explain(x.T + x.T)               # not contiguous
+        assert "small eager path" not in T.explain(x + T(np.ones(4, np.float32)))   # broadcasting
+        mixed = x + x.astype("float64")   # the cast runs as a program, then the add (one dtype now) small
+        assert mixed.dtype == np.float64 and "small eager path" in T.explain(mixed)
+        ro = np.arange(12, dtype=np.float32)
+        ro.flags.writeable = False
+        assert "small eager path" not in T.explain(T(ro) + T(ro))           # read-only input
+        big = T(np.ones(T.backend.SMALL_MAX_ELEMENTS + 1, np.float32))
+        assert "small eager path" not in T.explain(big + big)
+        np.testing.assert_array_equal((T(ro) + T(ro)).numpy(), ro + ro)
+    T.backend.set_backend("reference")
+    with ei.eager():
+        r = x + x
+    assert "small eager path" not in T.explain(r) and "backend: reference" in T.explain(r)
+    T.backend.set_backend(None)
+
+    class Recorder(T.backend.CPUBackend):
+        name = "recorder"
+    T.backend.register_backend("recorder", Recorder(), priority=0)
+    try:
+        with ei.eager():
+            r = x + x
+        assert "small eager path" not in T.explain(r) and "backend: recorder" in T.explain(r)
+    finally:
+        T.backend.unregister_backend("recorder")
+    with ei.eager():
+        assert "small eager path" in T.explain(x + x)

@@ -39,6 +39,7 @@ class AxisError(EidosError, IndexError):
 _local = threading.local()
 _counters = {"programs": 0}
 _small_kernel = _backend.small_kernel
+_SMALL_KERNELS = _backend._small   # its memo, read directly on the hot path
 _SMALL_MAX = _backend.SMALL_MAX_ELEMENTS
 
 
@@ -550,13 +551,15 @@ def _small_data(op: str, a: Tensor, b):
     kernel for it (the loop its one-instruction program runs), with no graph node, lowering or program
     object. (result array, explain record), or None where it does not apply (then the general path runs)."""
     da = a._data
-    if da.__class__ is not np.ndarray or da.size > _SMALL_MAX or not da.flags.c_contiguous:
-        return None   # (None: not realized; a torch tensor: on the gpu)
+    if da.__class__ is not np.ndarray or da.size > _SMALL_MAX or not da.flags.carray:
+        return None   # (None: not realized; a torch tensor: on the gpu; carray: C-contiguous, aligned, writable)
     if b is not None:
         db = b._data
-        if db.__class__ is not np.ndarray or b.shape != a.shape or b.dtype != a.dtype or not db.flags.c_contiguous:
+        if db.__class__ is not np.ndarray or b.shape != a.shape or b.dtype != a.dtype or not db.flags.carray:
             return None
-    k = _small_kernel(op, a.dtype)
+    k = _SMALL_KERNELS.get((op, a.dtype), 0)
+    if k == 0:
+        k = _small_kernel(op, a.dtype)
     if k is None:
         return None
     kernel, index, record = k

@@ -205,7 +205,8 @@ def sum_kernel(ty: Type, steps: list[tuple], nslots: int, nscalars: int, src, pa
 
 
 def direct_map(operation, ty: Type, backend):
-    """(kernel, op) to call as kernel(n, op, out, a[, b]) over 1-d NumPy arrays of ty: the loop a one-instruction
+    """(kernel, op) to call as kernel(n, op, out, a[, b]) over 1-d C-contiguous, aligned, writable NumPy arrays
+    of ty (`a.flags.carray`): the loop a one-instruction
     ParallelMap/ParallelMapBinary
     of `operation` runs here (the per-type table, one thread), for a caller holding arrays rather than buffers
     and a program (the tensor layer's small eager operations). None where no such loop exists (no numba,
@@ -217,7 +218,13 @@ def direct_map(operation, ty: Type, backend):
     op = index.get(operation)
     if op is None:
         return None
-    return k, op
+    # The compiled function for 1-d C-contiguous, aligned, writable arrays (what the caller promises), called
+    # without numba's dispatch by argument types: a small operation costs about what a NumPy ufunc call does.
+    z = np.zeros(1, ty.np_dtype)
+    args = (0, op, z, z, z) if binary else (0, op, z, z)
+    k(*args)
+    compiled = k.overloads.get(tuple(k.typeof_pyval(x) for x in args))
+    return getattr(compiled, "entry_point", None) or k, op
 
 
 class Resolver:
