@@ -91,6 +91,10 @@ FLOWS = {
         "k": [i % 41 for i in range(400)],
         "x": [(-1) ** i * (1.1 ** (i % 97)) * 10.0 ** ((i * 37) % 41 - 20) for i in range(400)]}).group_by("k").agg(
         s=col("x").sum(), m=col("x").mean(), v=col("x").var(), lo=col("x").min()),
+    "powers": lambda: src().select(p=col("b") ** 2, q=(col("a") ** 0.5) ** col("b") + 1, r=col("i8") ** -1,
+                                   f=col("b").fill_null(1.0).cast(ei.Float32) ** col("b").cast(ei.Float32),
+                                   z=ei.lit(0.0) ** col("a"), a="a").filter(col("a") ** 2 > 1.0),
+    "aggregate_then_power": lambda: src().group_by("k").agg(s=col("a").sum() ** 2, m=(col("b") ** 3).max()),
     "aggregate_of_nothing": lambda: src().filter(col("a") > 1000).agg(s=col("a").sum(), n=ei.count(),
                                                                        m=col("b").min()),
 }
@@ -145,9 +149,9 @@ def test_errors_count_only_on_rows_kept_and_branches_taken(lane):
 
 
 def test_coverage_names_what_the_lane_lacks(lane):
-    flow = ei.from_arrow(DATA).select(n=col("s").str.len(), p=col("b") ** 2)
+    flow = ei.from_arrow(DATA).select(n=col("s").str.len(), p=when(col("a") > 0).then(col("b") ** 2))
     gaps = lane.supports(flow.plan)
-    assert "function str_len" in gaps and "function pow" in gaps and "dtype String" in gaps
+    assert "function str_len" in gaps and "pow inside when/then" in gaps and "dtype String" in gaps
     assert "round of integers to negative places" in lane.supports(src().select(r=col("a").round(-1)).plan)
     with pytest.raises(ei.errors.UnsupportedError, match="str_len"):
         flow.run(engine="triton")

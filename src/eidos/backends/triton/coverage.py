@@ -3,7 +3,7 @@
 Nodes Scan, Filter, Project and Aggregate; numeric and Boolean columns; arithmetic, comparisons,
 logic, the math functions with a device form (round of floats), null functions, membership, when/then and casts
 between these types; the aggregations sum, mean, min, max, count, n_unique, std, var and count of rows. Everything
-else (joins, sorts, strings, dates, decimals, pow) stays on the CPU
+else (joins, sorts, strings, dates, decimals, pow inside when/then) stays on the CPU
 lanes: the planner cuts a plan so the numeric part runs here and the rest there.
 
 `extra_gaps` adds what the name tables cannot say: a sub-expression of a type the device has no
@@ -21,7 +21,7 @@ from eidos.ir.schema import Schema
 from eidos.ir.typing import infer
 
 NODES = ("Scan", "Filter", "Project", "Aggregate")
-FUNCTIONS = (("add", "sub", "mul", "truediv", "floordiv", "mod") + F.COMPARISON + F.LOGICAL
+FUNCTIONS = (("add", "sub", "mul", "truediv", "floordiv", "mod", "pow") + F.COMPARISON + F.LOGICAL
              + ("neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "round")
              + F.NULLS + F.MEMBERSHIP + ("case", "cast")
              + ("sum", "mean", "min", "max", "count", "count_rows", "n_unique", "std", "var"))
@@ -41,6 +41,8 @@ def extra_gaps(plan: N.Node) -> list[str]:
             schema = Schema(list(schema.items()) + [(n, infer(e, schema)) for n, e in node.keys if n not in schema])
         for root in node.expressions():
             for e in root.walk():
+                if isinstance(e, E.Case) and any(isinstance(x, E.Call) and x.fn == "pow" for x in e.walk()):
+                    found["pow inside when/then"] = None
                 if isinstance(e, E.Call) and e.fn == "round" and e.options[0] < 0 \
                         and not infer(e.args[0], schema).is_float:
                     found["round of integers to negative places"] = None
