@@ -225,3 +225,43 @@ def test_sliced_and_chunked_arrow_columns(lane):
     for part in (t.slice(3), t.slice(5, 4), pa.concat_tables([t.slice(1, 5), t.slice(7)])):
         same(ei.from_arrow(part).select(a=col("f") & (col("x") > 1.0), b=col("i") * 2, c=col("f").is_null(),
                                         d=col("x").fill_null(-1.0)))
+
+
+EDGES = {
+    pa.int64(): [0, 1, -1, 2, -2, 3, 2 ** 31, -(2 ** 31), 2 ** 32 + 1, 2 ** 62, -(2 ** 62), 2 ** 63 - 1, -(2 ** 63),
+                 3037000499, 3037000500, -3037000500],
+    pa.uint64(): [0, 1, 2, 3, 2 ** 32, 2 ** 32 - 1, 2 ** 63, 2 ** 64 - 1, 4294967296, 4294967297],
+    pa.int8(): [0, 1, -1, 2, 11, 12, -12, 64, 127, -128],
+    pa.uint32(): [0, 1, 2, 65536, 65535, 2 ** 31, 2 ** 32 - 1],
+}
+
+
+@pytest.mark.parametrize("arrow_type", list(EDGES), ids=str)
+def test_integer_overflow_at_the_edges(lane, arrow_type, monkeypatch):
+    """Every pair of edge values through + - * // % and unary -: each row gets the reference's value,
+    or an error code exactly where the reference raises (the codes are read instead of raised)."""
+    from eidos.backends.triton import execute as X
+    from eidos.ir import evaluate as V
+
+    codes = {}
+    monkeypatch.setattr(X, "_raise_errors", lambda errors, frame, step, dev, where: codes.update(
+        errors=errors[:frame.n].tolist()))
+    values = EDGES[arrow_type]
+    pairs = [(a, b) for a in values for b in values]
+    t = pa.table({"a": pa.array([a for a, _ in pairs], arrow_type), "b": pa.array([b for _, b in pairs], arrow_type)})
+    dtype = ei.from_arrow(t).schema["a"]
+    for op in ("add", "sub", "mul", "floordiv", "mod", "neg"):
+        if op == "neg" and dtype.is_unsigned_integer:
+            continue
+        expr = -col("a") if op == "neg" else getattr(col("a"), f"__{op}__")(col("b"))
+        k = V.kernel(op, (), (dtype,) if op == "neg" else (dtype, dtype), dtype)
+        codes.clear()
+        got = ei.from_arrow(t).select(r=expr).run(engine="triton", strict=True).column("r").to_pylist()
+        for row, (a, b) in enumerate(pairs):
+            try:
+                want = k(a) if op == "neg" else k(a, b)
+            except ExecutionError:
+                assert codes["errors"][row] != 0, (op, a, b)
+                continue
+            assert not codes.get("errors") or codes["errors"][row] == 0, (op, a, b)
+            assert got[row] == want, (op, a, b, got[row], want)
