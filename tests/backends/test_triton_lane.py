@@ -265,3 +265,41 @@ def test_integer_overflow_at_the_edges(lane, arrow_type, monkeypatch):
                 continue
             assert not codes.get("errors") or codes["errors"][row] == 0, (op, a, b)
             assert got[row] == want, (op, a, b, got[row], want)
+
+
+CAST_EDGES = [
+    (pa.float64(), [NAN, INF, -INF, 2.0 ** 63, -(2.0 ** 63), 2.0 ** 63 - 1024, -(2.0 ** 63) - 2048, 2.0 ** 64,
+                    127.9, 128.0, -128.9, -129.0, 255.5, 256.0, -0.5, -1.0, 0.0, -0.0, 1e300]),
+    (pa.float32(), [NAN, 2.0 ** 31, -(2.0 ** 31), 2.0 ** 32, 65535.5, -1.0, 3.5]),
+    (pa.int64(), [2 ** 63 - 1, -(2 ** 63), 2 ** 31, -(2 ** 31) - 1, 255, 256, -1, 0, 127, -128, 65535]),
+    (pa.uint64(), [2 ** 64 - 1, 2 ** 63, 2 ** 63 - 1, 2 ** 32, 255, 0]),
+    (pa.int8(), [-128, -1, 0, 127]),
+]
+
+
+@pytest.mark.parametrize("arrow_type,values", CAST_EDGES, ids=[str(t) for t, _ in CAST_EDGES])
+def test_casts_at_the_edges(lane, arrow_type, values, monkeypatch):
+    """Casts to every integer type (and floats, Boolean): the reference's value, or an error code exactly
+    where the reference raises."""
+    from eidos.backends.triton import execute as X
+    from eidos.ir import evaluate as V
+
+    codes = {}
+    monkeypatch.setattr(X, "_raise_errors", lambda errors, frame, step, dev, where: codes.update(
+        errors=errors[:frame.n].tolist()))
+    t = pa.table({"x": pa.array(values, arrow_type)})
+    src_type = ei.from_arrow(t).schema["x"]
+    for target in (ei.Int8, ei.UInt8, ei.Int16, ei.Int32, ei.UInt32, ei.Int64, ei.UInt64, ei.Float32, ei.Boolean):
+        codes.clear()
+        got = ei.from_arrow(t).select(r=col("x").cast(target)).run(engine="triton", strict=True).column("r")
+        caster = V.caster(src_type, target)
+        for row, v in enumerate(values):
+            v = t.column("x")[row].as_py()
+            try:
+                want = caster(v)
+            except ExecutionError:
+                assert codes["errors"][row] != 0, (target, v)
+                continue
+            assert not codes.get("errors") or codes["errors"][row] == 0, (target, v)
+            w = got[row].as_py()
+            assert w == want or (w != w and want != want), (target, v, w, want)
