@@ -95,6 +95,11 @@ FLOWS = {
                                    f=col("b").fill_null(1.0).cast(ei.Float32) ** col("b").cast(ei.Float32),
                                    z=ei.lit(0.0) ** col("a"), a="a").filter(col("a") ** 2 > 1.0),
     "aggregate_then_power": lambda: src().group_by("k").agg(s=col("a").sum() ** 2, m=(col("b") ** 3).max()),
+    "distinct_and_union": lambda: src().select("k", "f", x=col("b") + 0.0).union(
+        ei.from_pydict({"k": [2, None, 7], "f": [False, None, True], "x": [NAN, -0.0, 0.0]}).select(
+            col("k").cast(ei.Int32), "f", "x")).distinct(),
+    "union_of_filtered": lambda: src().filter(col("a") > 1).union(src().filter(col("b") < 1.0)).select(
+        "a", y=col("b") * 2),
     "aggregate_of_nothing": lambda: src().filter(col("a") > 1000).agg(s=col("a").sum(), n=ei.count(),
                                                                        m=col("b").min()),
 }

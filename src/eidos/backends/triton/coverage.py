@@ -1,6 +1,6 @@
 """What the Triton lane covers, as data: numeric map work.
 
-Nodes Scan, Filter, Project and Aggregate; numeric and Boolean columns; arithmetic, comparisons,
+Nodes Scan, Filter, Project, Aggregate, Distinct and Union; numeric and Boolean columns; arithmetic, comparisons,
 logic, the math functions with a device form (round of floats), null functions, membership, when/then and casts
 between these types; the aggregations sum, mean, min, max, count, n_unique, std, var and count of rows. Everything
 else (joins, sorts, strings, dates, decimals, pow inside when/then) stays on the CPU
@@ -20,7 +20,7 @@ from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer
 
-NODES = ("Scan", "Filter", "Project", "Aggregate")
+NODES = ("Scan", "Filter", "Project", "Aggregate", "Distinct", "Union")
 FUNCTIONS = (("add", "sub", "mul", "truediv", "floordiv", "mod", "pow") + F.COMPARISON + F.LOGICAL
              + ("neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tanh", "floor", "ceil", "round")
              + F.NULLS + F.MEMBERSHIP + ("case", "cast")

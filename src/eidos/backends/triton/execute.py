@@ -283,6 +283,41 @@ def _(node: N.Filter, dev: Device) -> Frame:
     return Frame(frame.columns, frame.n, keep, frame.padded)
 
 
+@run.register
+def _(node: N.Distinct, dev: Device) -> Frame:
+    """One row per set of equal rows (null equals null, NaN equals NaN, -0.0 equals 0.0): each group's first."""
+    frame = run(node.input, dev)
+    if not frame.columns:
+        return frame
+    rows = frame.mask(dev).nonzero().squeeze(1)
+    groups, _, cols = _groups(list(frame.columns.items()), rows, dev)
+    padded = dev.rows(groups)
+    return Frame({n: _padded_column(c, padded, dev) for n, c in cols.items()}, groups, None, padded)
+
+
+@run.register
+def _(node: N.Union, dev: Device) -> Frame:
+    """Every row of every input, inputs in order."""
+    torch = dev.torch
+    parts = [run(i, dev) for i in node.inputs]
+    kept = [p.mask(dev).nonzero().squeeze(1) for p in parts]
+    n = sum(k.numel() for k in kept)
+    padded = dev.rows(n)
+    cols = {}
+    for name, t in node.schema.items():
+        values = torch.cat([p.columns[name].values[k] for p, k in zip(parts, kept)])
+        nullable = any(p.columns[name].valid is not None for p in parts)
+        valid = torch.cat([p.columns[name].valid[k] if p.columns[name].valid is not None
+                           else torch.ones(k.numel(), dtype=torch.uint8, device=dev.device)
+                           for p, k in zip(parts, kept)]) if nullable else None
+        cols[name] = _padded_column(Column(values, valid, t), padded, dev)
+    return Frame(cols, n, None, padded)
+
+
+def _padded_column(c: Column, padded: int, dev: Device) -> Column:
+    return Column(_padded(c.values, padded, dev), None if c.valid is None else _padded(c.valid, padded, dev), c.dtype)
+
+
 # ---- aggregation ---------------------------------------------------------------------------
 
 def _collect_aggs(e: E.Expr, found: dict[E.Agg, str]) -> E.Expr:
@@ -307,9 +342,7 @@ def _(node: N.Aggregate, dev: Device) -> Frame:
     rows = frame.mask(dev).nonzero().squeeze(1)
     groups, inverse, key_cols = _groups([(n, keys[n]) for n, _ in node.keys], rows, dev)
     padded = dev.rows(groups)
-    cols: dict[str, Column] = {n: Column(_padded(c.values, padded, dev),
-                                         None if c.valid is None else _padded(c.valid, padded, dev), c.dtype)
-                               for n, c in key_cols.items()}
+    cols: dict[str, Column] = {n: _padded_column(c, padded, dev) for n, c in key_cols.items()}
     agg_schema = wide.schema()
     for i, (agg, name) in enumerate(found.items()):
         arg = args.get(f"\0arg{i}")
