@@ -184,6 +184,8 @@ def test_rule_4_chooses_the_lane_for_numeric_work(fake_gpu):
     text = flow.explain()
     assert text.startswith("lane: triton") and "rule 4" in text and "Fake H100" in text
     same(flow)
+    both = src().select("a", "k").union(src().select("a", "k").filter(col("a") > 2)).distinct()
+    assert both.explain().startswith("lane: triton")
 
 
 def test_split_plan_runs_numeric_parts_on_the_gpu_lane(fake_gpu):

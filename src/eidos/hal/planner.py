@@ -208,7 +208,7 @@ def _volume(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
 
 
 def _is_numeric_map(plan: N.Node) -> bool:
-    allowed = (N.Scan, N.Filter, N.Project, N.Aggregate)
+    allowed = (N.Scan, N.Filter, N.Project, N.Aggregate, N.Distinct, N.Union)
     for node in plan.walk():
         if not isinstance(node, allowed):
             return False
