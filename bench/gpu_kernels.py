@@ -9,8 +9,9 @@ Measures, in one run and on one device:
   (FlashAttention-2 or cuDNN, whichever torch picks): TFLOP/s (4 B H S^2 D, halved when causal);
 - softmax over 4096 x 4096 float32 rows against torch.softmax: TB/s (one read and one write).
 
-Before timing, each kernel's output is checked against torch's in float32 (relative Frobenius
-error; the run stops if one is off). Times are triton.testing.do_bench over repeated launches
+Where the TMA form applies (Hopper), GEMM and attention are measured in both forms: [tma] (what
+the ISA instructions run) and [pointer] beside it. Before timing, each kernel's output is checked
+against torch's in float32 (relative Frobenius error; the run stops if one is off). Times are triton.testing.do_bench over repeated launches
 (the first call autotunes, so it runs before); min and median are printed, ratios use medians.
 The goals the lead measures: GEMM >= 85% of torch.matmul at 8192, attention >= 70% of SDPA,
 softmax near torch.
@@ -60,6 +61,12 @@ def timed(fn) -> tuple[float, float]:
     return lo, med
 
 
+def kernels(routed: str) -> list[str]:
+    """The kernel route() picks first (the one the ISA instructions use), then, where it picked
+    the TMA form, the pointer form beside it for comparison."""
+    return [routed] + (["pointer"] if routed == "tma" else [])
+
+
 def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
     got, want = got.float(), want.float()
     return float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want).clamp_min(1e-30))
@@ -76,7 +83,7 @@ def record(family: str, case: str, ours, theirs, work: float, unit: str, err: fl
                torch_rate=work / (theirs[1] * 1e-3) / scale, unit=unit, err=err, tol=tol)
     row["ratio"] = theirs[1] / ours[1]
     ROWS.append(row)
-    print(f"  {case:<34} ours {ours[1]:9.3f} ms (min {ours[0]:.3f})  torch {theirs[1]:9.3f} ms (min {theirs[0]:.3f})"
+    print(f"  {case:<44} ours {ours[1]:9.3f} ms (min {ours[0]:.3f})  torch {theirs[1]:9.3f} ms (min {theirs[0]:.3f})"
           f"  {row['ours_rate']:8.3f} vs {row['torch_rate']:8.3f} {unit}  ratio {row['ratio']:.3f}  rel.err {err:.2e}",
           flush=True)
 
@@ -94,13 +101,15 @@ def bench_gemm(sizes) -> None:
             a = torch.randn(n, n, device=DEVICE, dtype=dtype, generator=g)
             b = torch.randn(n, n, device=DEVICE, dtype=dtype, generator=g)
             out = torch.empty(n, n, device=DEVICE, dtype=dtype)
-            case = f"gemm {str(dtype).split('.')[1]} {n}"
-            gemm.matmul(a, b, out)  # autotunes on the first call
-            err, tol = rel_err(out, torch.matmul(a.float(), b.float())), 1e-2
-            check(case, err, tol)
-            ours = timed(lambda: gemm.matmul(a, b, out))
+            want = torch.matmul(a.float(), b.float())
             theirs = timed(lambda: torch.matmul(a, b, out=out))
-            record("gemm", case, ours, theirs, 2.0 * n ** 3, "TFLOP/s", err, tol)
+            for kernel in kernels(gemm.route(a, b, out)):
+                case = f"gemm {str(dtype).split('.')[1]} {n} [{kernel}]"
+                gemm.matmul(a, b, out, kernel=kernel)  # autotunes on the first call
+                err, tol = rel_err(out, want), 1e-2
+                check(case, err, tol)
+                ours = timed(lambda: gemm.matmul(a, b, out, kernel=kernel))
+                record("gemm", case, ours, theirs, 2.0 * n ** 3, "TFLOP/s", err, tol)
 
 
 def bench_attention(shape) -> None:
@@ -111,15 +120,16 @@ def bench_attention(shape) -> None:
     out = torch.empty_like(q)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     for causal in (False, True):
-        case = f"attention {'causal' if causal else 'full'} B{b}H{h}S{s}D{d}"
-        attention.attention(q, k, v, out, b, h, s, d, causal=causal)
         want = sdpa(q.float(), k.float(), v.float(), is_causal=causal)
-        err, tol = rel_err(out, want), 2e-2
-        check(case, err, tol)
-        ours = timed(lambda: attention.attention(q, k, v, out, b, h, s, d, causal=causal))
         theirs = timed(lambda: sdpa(q, k, v, is_causal=causal))
         flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
-        record("attention", case, ours, theirs, flops, "TFLOP/s", err, tol)
+        for kernel in kernels(attention.route(q, s, d)):
+            case = f"attention {'causal' if causal else 'full'} B{b}H{h}S{s}D{d} [{kernel}]"
+            attention.attention(q, k, v, out, b, h, s, d, causal=causal, kernel=kernel)
+            err, tol = rel_err(out, want), 2e-2
+            check(case, err, tol)
+            ours = timed(lambda: attention.attention(q, k, v, out, b, h, s, d, causal=causal, kernel=kernel))
+            record("attention", case, ours, theirs, flops, "TFLOP/s", err, tol)
 
 
 def bench_softmax(rows: int, n: int) -> None:
@@ -140,13 +150,13 @@ def table() -> None:
     dev = "Triton interpreter on the CPU (--smoke: not a performance figure)" if ARGS.smoke else \
         f"{torch.cuda.get_device_name()} (torch {torch.__version__}, triton {triton.__version__})"
     print(f"\n{dev}")
-    head = f"{'case':<34} {'ours':>10} {'torch':>10} {'unit':>8} {'ratio':>6} {'goal':>5} {'rel.err':>8}"
+    head = f"{'case':<44} {'ours':>10} {'torch':>10} {'unit':>8} {'ratio':>6} {'goal':>5} {'rel.err':>8}"
     print(head)
     print("-" * len(head))
     for r in ROWS:
         goal = GOALS[r["family"]]
         mark = "" if ARGS.smoke else ("  ok" if r["ratio"] >= goal else "  BELOW")
-        print(f"{r['case']:<34} {r['ours_rate']:10.3f} {r['torch_rate']:10.3f} {r['unit']:>8} {r['ratio']:6.3f} "
+        print(f"{r['case']:<44} {r['ours_rate']:10.3f} {r['torch_rate']:10.3f} {r['unit']:>8} {r['ratio']:6.3f} "
               f"{goal:5.2f} {r['err']:8.1e}{mark}")
 
 

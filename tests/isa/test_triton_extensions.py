@@ -138,6 +138,21 @@ def test_gemm_both_16_bit_kernels(ty, shape, route):
     within_bound(got, ref, ty, k, 0.5 * (np.abs(a) @ np.abs(b)).reshape(-1))
 
 
+def test_kernel_override_where_it_applies():
+    from eidos.isa.backends.triton.kernels import gemm
+
+    dev = DeviceMemory().device
+    a, b = torch.ones(16, 24, dtype=torch.float32, device=dev), torch.ones(24, 8, dtype=torch.float32, device=dev)
+    out = torch.empty(16, 8, device=dev)
+    gemm.matmul(a, b, out, kernel="pointer")
+    assert bool((out == 24).all())
+    with pytest.raises(UnsupportedError, match="'tma' does not apply"):
+        gemm.matmul(a, b, out, kernel="tma")  # F32 products never take the TMA kernel
+    q = torch.ones(1, 1, 40, 16, dtype=torch.bfloat16, device=dev)
+    with pytest.raises(UnsupportedError, match="'tma' does not apply"):
+        attention_kernels.attention(q, q, q, torch.empty_like(q), 1, 1, 40, 16, kernel="tma")
+
+
 def test_gemm_beta_zero_never_reads_c():
     p = Pair()
     rng = np.random.default_rng(1)

@@ -12,6 +12,7 @@ kernels then try one small configuration instead of benchmarking the Hopper ones
 
 from __future__ import annotations
 
+import functools
 import os
 
 import triton
@@ -136,6 +137,26 @@ def precision(dtype) -> str:
     import torch
 
     return "ieee" if dtype in (torch.float32, torch.float64) else "tf32"
+
+
+@functools.cache
+def hopper(device) -> bool:
+    """Whether a CUDA device is Hopper or newer (TMA, wgmma)."""
+    import torch
+
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def chosen(routed: str, kernel: str | None) -> str:
+    """The kernel to run: route()'s choice, or the caller's where it applies."""
+    if kernel is None or kernel == routed:
+        return routed
+    if kernel == "pointer":
+        return kernel
+    from eidos.errors import UnsupportedError
+
+    raise UnsupportedError(f"kernel {kernel!r} does not apply here (route() chose {routed!r}); "
+                           "the choices are 'tma' (where route() allows it) and 'pointer'")
 
 
 def cfg(num_warps: int = 4, num_stages: int = 3, **meta) -> triton.Config:

@@ -15,14 +15,13 @@ seq, head_dim] (no masks, no address arithmetic); everything else uses pointer l
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRET, accumulator, cfg, configs, dot, narrow, pow2, precision, scalars
+from . import INTERPRET, accumulator, cfg, chosen, configs, dot, hopper, narrow, pow2, precision, scalars
 
 _HOPPER = [  # 8 warps (two warpgroups) for 128-row tiles, 4 for smaller ones
     cfg(w, st, BLOCK_M=bm, BLOCK_N=bn)
@@ -166,16 +165,11 @@ attention_tma_kernel = triton.autotune(configs=_with_hook(configs(_HOPPER, _INTE
     triton.heuristics(_EVEN)(_attention))
 
 
-@functools.cache
-def _hopper(device) -> bool:
-    return torch.cuda.get_device_capability(device)[0] >= 9
-
-
 def route(q: torch.Tensor, seq: int, head_dim: int) -> str:
     """'tma' where the descriptor form applies (Hopper or the interpreter; F16/BF16; seq a multiple
     of the smallest tile; head_dim a power of two, 16..256; rows within 32-bit coordinates),
     else 'pointer'."""
-    if q.dtype not in (torch.float16, torch.bfloat16) or not (INTERPRET or (q.is_cuda and _hopper(q.device))):
+    if q.dtype not in (torch.float16, torch.bfloat16) or not (INTERPRET or (q.is_cuda and hopper(q.device))):
         return "pointer"
     if head_dim != pow2(head_dim, 16) or head_dim > 256 or seq % (16 if INTERPRET else 64):
         return "pointer"
@@ -185,22 +179,24 @@ def route(q: torch.Tensor, seq: int, head_dim: int) -> str:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, batch: int, heads: int,
-              seq: int, head_dim: int, causal: bool = False) -> torch.Tensor:
+              seq: int, head_dim: int, causal: bool = False, kernel: str | None = None) -> torch.Tensor:
     """out = softmax(q @ k^T / sqrt(head_dim) [+ causal mask]) @ v; all contiguous [batch, heads, seq, head_dim].
 
-    `out` must not overlap q, k or v (other programs still read them)."""
+    `out` must not overlap q, k or v (other programs still read them). `kernel` ('tma' or
+    'pointer') overrides route() for comparisons (bench/gpu_kernels.py)."""
     if batch * heads * seq * head_dim == 0:
         return out
     scale = scalars(q.device, math.log2(math.e) / math.sqrt(head_dim))
     grid = lambda meta: (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)  # noqa: E731
     args = (q, k, v, out)
-    kernel = attention_kernel
-    if route(q, seq, head_dim) == "tma" and all(t.data_ptr() % 16 == 0 for t in args):
+    routed = route(q, seq, head_dim) if all(t.data_ptr() % 16 == 0 for t in args) else "pointer"
+    tma = chosen(routed, kernel) == "tma"
+    if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         rows = batch * heads * seq
         args = tuple(TensorDescriptor(t, [rows, head_dim], [head_dim, 1], [16, head_dim]) for t in args)
-        kernel = attention_tma_kernel
-    kernel[grid](*args, scale, seq, HEAD_DIM=head_dim, BLOCK_D=pow2(head_dim, 16), CAUSAL=causal,
-                 TMA=kernel is attention_tma_kernel, ACC=accumulator(q.dtype), PRECISION=precision(q.dtype))
+    (attention_tma_kernel if tma else attention_kernel)[grid](
+        *args, scale, seq, HEAD_DIM=head_dim, BLOCK_D=pow2(head_dim, 16), CAUSAL=causal, TMA=tma,
+        ACC=accumulator(q.dtype), PRECISION=precision(q.dtype))
     return out

@@ -13,13 +13,11 @@ exactly in int64, scaled in float64 and rounded half to even as the reference do
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRET, accumulator, cfg, configs, dot, narrow, precision, scalars
+from . import INTERPRET, accumulator, cfg, chosen, configs, dot, hopper, narrow, precision, scalars
 
 # Hopper: 128x256 and 128x128 tiles, 3-4 stages, 4-8 warps (wgmma); smaller tiles for the
 # FMA-bound F32 (IEEE) and F64 products and for small matrices.
@@ -115,11 +113,12 @@ def _as3(t: torch.Tensor) -> torch.Tensor:
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, alpha: float = 1.0,
-           beta: float = 0.0, c: torch.Tensor | None = None) -> torch.Tensor:
+           beta: float = 0.0, c: torch.Tensor | None = None, kernel: str | None = None) -> torch.Tensor:
     """out = alpha * a @ b + beta * c, for (M, K) @ (K, N) or batched (B, M, K) @ (B, K, N).
 
     `out` and `c` may be the same tensor (each tile reads its C before storing it); `out` must
     not overlap `a` or `b` (the caller gives a scratch output then). c is not read when beta is 0.
+    `kernel` ('tma' or 'pointer') overrides route() for comparisons (bench/gpu_kernels.py).
     """
     a3, b3, d3 = _as3(a), _as3(b), _as3(out)
     nb, m, k = a3.shape
@@ -129,7 +128,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, alpha: float 
     if k == 0 and beta == 0:  # an empty sum: zeros (alpha * 0)
         out.zero_()
         return out
-    if route(a, b, out, beta) == "tma":
+    if chosen(route(a, b, out, beta), kernel) == "tma":
         _matmul_tma(a, b, out, alpha)
         return out
     has_beta = beta != 0
@@ -193,17 +192,12 @@ def gemm_tma_kernel(a_desc, b_desc, d_desc, M, N, K, ab_ptr, SCALE: tl.constexpr
     d_desc.store([off_m, off_n], narrow(acc, d_desc.dtype))
 
 
-@functools.cache
-def _hopper(device) -> bool:
-    return torch.cuda.get_device_capability(device)[0] >= 9
-
-
 def route(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, beta: float = 0.0) -> str:
     """'tma' where the TMA kernel applies (Hopper or the interpreter; one F16/BF16 product without
     beta; contiguous rows 16-byte aligned), else 'pointer'."""
     if beta != 0 or a.dim() != 2 or a.dtype not in (torch.float16, torch.bfloat16) or out.dtype != a.dtype:
         return "pointer"
-    if not (INTERPRET or (a.is_cuda and _hopper(a.device))):
+    if not (INTERPRET or (a.is_cuda and hopper(a.device))):
         return "pointer"
     for t in (a, b, out):
         if t.stride(-1) != 1 or t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16 or t.shape[0] == 0:
