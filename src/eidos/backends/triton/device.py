@@ -14,7 +14,6 @@ import os
 
 from eidos.errors import BackendUnavailable
 from eidos.isa import ExecutionParams, LaunchConfig
-from eidos.isa.backends.triton.device import torch_dtype  # noqa: F401 - the lane's columns use the target's dtypes
 
 KERNELS_ENV = "EIDOS_TRITON_KERNELS"
 TARGETS = {"triton": ("eidos.isa.backends.triton", "TritonBackend"),
@@ -53,6 +52,7 @@ class Device:
         self.adopts = hasattr(memory, "adopt")
         self.device = memory.device if self.adopts else torch.device("cpu")
         self.handles: list[int] = []
+        self.owned: dict[tuple[int, int], int] = {}   # (data_ptr, bytes) of a tensor that is a whole buffer
 
     def rows(self, n: int) -> int:
         """Padded length of a frame of n rows (at least one block)."""
@@ -66,12 +66,17 @@ class Device:
             t = torch.empty(n, dtype=dtype, device=self.device)
             return t, self._keep(self.backend.memory.adopt(t))
         h = self._keep(self.backend.allocate_buffer(n * itemsize))
-        return torch.from_numpy(self.backend.memory.buffer(h)).view(dtype), h
+        t = torch.from_numpy(self.backend.memory.buffer(h)).view(dtype)
+        self.owned[(t.data_ptr(), n * itemsize)] = h
+        return t, h
 
     def bind(self, tensor) -> int:
         """A buffer handle for a tensor on this device (a copy only where the target cannot adopt it)."""
         if self.adopts:
             return self._keep(self.backend.memory.adopt(tensor.contiguous()))
+        whole = self.owned.get((tensor.data_ptr(), tensor.numel() * tensor.element_size()))
+        if whole is not None and tensor.is_contiguous():
+            return whole
         t, h = self.empty(tensor.numel(), tensor.dtype)
         t.copy_(tensor)
         return h
@@ -92,3 +97,4 @@ class Device:
         for h in self.handles:
             self.backend.free_buffer(h)
         self.handles.clear()
+        self.owned.clear()

@@ -330,7 +330,6 @@ def _collect_aggs(e: E.Expr, found: dict[E.Agg, str]) -> E.Expr:
 
 @run.register
 def _(node: N.Aggregate, dev: Device) -> Frame:
-    torch = dev.torch
     where = node_label(node)
     frame = run(node.input, dev)
     keys = map_step(frame, list(node.keys), dev, where)
@@ -468,7 +467,6 @@ def reduce(fn: str, arg: Column | None, rows, inverse, groups: int, result: T.DT
 def _int_sums(x, idx, groups: int, dtype: T.DType, dev: Device) -> list[int]:
     """Exact integer sums per group: the low and high 32-bit halves add up in int64 without overflow
     (for fewer than 2**31 rows), and are joined in Python integers."""
-    torch = dev.torch
     v = widened(x, dtype, dev)
     low = v & 0xFFFFFFFF
     high = v >> 32
