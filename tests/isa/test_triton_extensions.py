@@ -552,6 +552,24 @@ def test_register_address_takes_the_lanes_pointer():
         extensions.run(ins, p.mem)
 
 
+def test_class_memory_and_pool_operands():
+    """Operands in class memory and in pools, as the reference addresses them."""
+    rng = np.random.default_rng(14)
+    x = rand(rng, 3, 8).astype(np.float32)
+    p = Pair()
+    p.ref.copy_to_class(5, 16, x.view(np.uint8).reshape(-1))
+    p.mem.copy_in(p.mem.class_memory, 5 * 12288 + 16, x.view(np.uint8).reshape(-1), "class")
+    h = p.ref.allocate_pool(96)
+    assert p.mem.allocate_pool(96) == h
+    ins = isa.Softmax(Address.pool(h, 0), Address.cls(5, 16), 8, rows=3)
+    p.run(ins)
+    ref = np.empty(24, np.float32)
+    got = np.empty(24, np.float32)
+    p.ref.copy_from_pool(h, 0, ref)
+    p.mem.copy_out(p.mem.pool(h), 0, got.view(np.uint8), "get")
+    np.testing.assert_allclose(got, ref, **TOL[Type.F32])
+
+
 def test_every_array_extension_has_a_route():
     array_ext = [c for c in isa.instructions.ARRAY_INSTRUCTIONS if c.group == "extension"]
     assert len(array_ext) == 19
