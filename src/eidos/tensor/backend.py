@@ -184,15 +184,20 @@ class IsaBackend(Backend):
             if small:
                 self._run_copied(program, args, config, mem, outputs)
                 return
-            for i, a in enumerate(args):
-                mem.buffers[i + 1] = a.reshape(-1).view(np.uint8) if a.size else self._empty
+            self._run_bound(program, config, mem,
+                            [a.reshape(-1).view(np.uint8) if a.size else self._empty for a in args])
+
+    def _run_bound(self, program, config, mem, views) -> None:
+        """Bind `views` (flat byte buffers, zero copy) as slot buffers 1..n of the kernel backend, run, unbind."""
+        for i, v in enumerate(views):
+            mem.buffers[i + 1] = v
+        mem.generation += 1
+        try:
+            self._launch(program, config)
+        finally:
+            for i in range(len(views)):
+                mem.buffers[i + 1] = self._empty
             mem.generation += 1
-            try:
-                self._launch(program, config)
-            finally:
-                for i in range(len(args)):
-                    mem.buffers[i + 1] = self._empty
-                mem.generation += 1
 
     def _run_copied(self, program, args, config, mem, outputs) -> None:
         bufs = mem.buffers
@@ -239,7 +244,7 @@ class ReferenceBackend(IsaBackend):
     name, isa_name = "reference", "ReferenceBackend"
 
 
-class GPUBackend(Backend):
+class GPUBackend(IsaBackend):
     """ISA programs on the ISA TritonBackend, with torch tensors on its device as the slot buffers.
 
     Device arrays (gpu tensors' data) are bound in place; host arrays (a host tensor's program the
@@ -251,8 +256,7 @@ class GPUBackend(Backend):
     name = "gpu"
 
     def __init__(self) -> None:
-        self._isa = None
-        self._lock = threading.Lock()
+        super().__init__()
         self._reason: tuple | None = None
         self._staged: dict = {}
 
@@ -316,29 +320,10 @@ class GPUBackend(Backend):
                     dev_args.append(self._stage_constant(a))
                 else:
                     dev_args.append(_dev.upload(a))
-            self._launch(program, dev_args, config)
+            mem = self._bind(len(dev_args))  # (first: it makes the kernel target, and self._bytes with it)
+            self._run_bound(program, config, mem, [self._bytes(d) for d in dev_args])
             for i in back:
                 args[i].reshape(-1)[...] = _dev.download(dev_args[i]).reshape(-1)
-
-    def _launch(self, program, dev_args, config) -> None:
-        """Bind the device tensors as slot buffers (handle i + 1) of the kernel target's memory, run, unbind."""
-        be = self.isa
-        mem = be.memory
-        while len(mem.buffers) < len(dev_args):
-            if be.allocate_buffer(0) != len(mem.buffers):
-                raise RuntimeError("tensor backend: slot buffers must be the kernel target's first handles")
-        for i, d in enumerate(dev_args):
-            mem.buffers[i + 1] = self._bytes(d)
-        mem.generation += 1
-        try:
-            if isinstance(config, ExecutionParams):
-                be.execute_program_with_params(program, config)
-            else:
-                be.execute_program(program, config)
-        finally:
-            for i in range(len(dev_args)):
-                mem.buffers[i + 1] = self._empty
-            mem.generation += 1
 
     def _stage_constant(self, a: np.ndarray):
         """The device copy of a read-only host array, made once and dropped when the host array goes."""
