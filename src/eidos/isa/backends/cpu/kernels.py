@@ -93,19 +93,15 @@ def _step_lines(ty: Type, steps: list[tuple], store: bool, indent: str) -> tuple
     for dst, op, a, b in steps:
         if ty.is_float:
             e = _unary_float(op, ty).format(x=val(a)) if b is None else _FLOAT_BINARY[op].format(a=val(a), b=val(b))
-            lines.append(f"r = {e}")
-            if store:
-                lines += [f"x{dst}[i] = {dt}(r)", f"v{dst} = np.float64(x{dst}[i])"]
-            else:
-                lines.append(f"v{dst} = np.float64({dt}(r))")
+            lines += [f"r = {e}", f"v{dst} = np.float64({dt}(r))"]
         else:
             e = _int_unary(op, ty, val(a)) if b is None else _int_binary(op, ty, val(a), val(b))
-            lines.append(f"r = np.int64({e})")
-            if store:
-                lines += [f"x{dst}[i] = {dt}(r)", f"v{dst} = np.int64(x{dst}[i])"]
-            else:
-                lines.append(f"v{dst} = np.int64({dt}(r))")
+            lines += [f"r = np.int64({e})", f"v{dst} = np.int64({dt}(r))"]
         local.add(dst)
+    if store:
+        # each destination once, its last value: distinct slots are disjoint ranges (the fusion condition),
+        # so no later load of element i can see an earlier store, and the loop has no store-to-load chains
+        lines += [f"x{d}[i] = {dt}(v{d})" for d in sorted(local)]
     return [indent + ln for ln in lines], local
 
 
