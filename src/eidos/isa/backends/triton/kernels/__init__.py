@@ -147,6 +147,17 @@ def hopper(device) -> bool:
     return torch.cuda.get_device_capability(device)[0] >= 9
 
 
+@functools.cache
+def processors(device) -> int:
+    """Streaming multiprocessors of a CUDA device (persistent kernels launch one program each);
+    a small number under the interpreter, so its tests walk several tiles per program."""
+    if INTERPRET:
+        return 2
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def chosen(routed: str, kernel: str | None) -> str:
     """The kernel to run: route()'s choice, or the caller's where it applies."""
     if kernel is None or kernel == routed:

@@ -65,12 +65,14 @@ def variants() -> list[Variant]:
                        dict(HAS_BETA=False, SCALE=False, ACC=f32, PRECISION="tf32", BLOCK_M=128, BLOCK_N=128,
                             BLOCK_K=64, **unit), 4, 4, ("wgmma",)))
     for t in ("bf16", "fp16"):
-        for bm, bn, bk, w, st in [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (64, 64, 64, 4, 4)]:
-            out.append(Variant(f"gemm_tma {t} {bm}x{bn}x{bk}", gemm.gemm_tma_kernel,
+        for bm, bn, bk, w, st, persistent in [(128, 256, 64, 8, 3, False), (128, 128, 64, 4, 4, False),
+                                              (64, 64, 64, 4, 4, False), (128, 256, 64, 8, 3, True),
+                                              (128, 128, 64, 8, 4, True)]:
+            out.append(Variant(f"gemm_tma {t} {bm}x{bn}x{bk}{' persistent' if persistent else ''}", gemm.gemm_tma_kernel,
                                {"a_desc": f"tensordesc<{t}[{bm}, {bk}]>", "b_desc": f"tensordesc<{t}[{bk}, {bn}]>",
                                 "d_desc": f"tensordesc<{t}[{bm}, {bn}]>", "ab_ptr": "*fp64"},
-                               dict(SCALE=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8), w, st,
-                               ("wgmma", "cp.async.bulk.tensor"), quick=(t == "bf16" and bn == 256)))
+                               dict(SCALE=True, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, PERSISTENT=persistent),
+                               w, st, ("wgmma", "cp.async.bulk.tensor"), quick=(t == "bf16" and bn == 256)))
     for bm, bn, bk, w, st, wide in [(128, 128, 128, 8, 3, False), (128, 128, 64, 8, 4, False),
                                     (64, 64, 64, 4, 4, True), (32, 32, 32, 4, 3, True)]:
         out.append(Variant(f"quantized int8 {bm}x{bn}x{bk} wide={wide}", gemm.quantized_kernel,

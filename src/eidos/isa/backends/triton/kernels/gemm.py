@@ -7,7 +7,8 @@ F64), tensor cores for F16/BF16 and IEEE float32 products for F32 (TF32 would br
 error bound: 10 mantissa bits instead of 23). On Hopper, a single F16/BF16 product whose rows are
 16-byte aligned (the common large case) takes a second kernel that moves tiles with the tensor
 memory accelerator (TMA descriptors: no address arithmetic or masks in the loop, edges filled
-with zeros by the hardware). QuantizedGEMM has its own kernel: int8 tl.dot per K block, summed
+with zeros by the hardware), one tile per program or persistent (one program per SM), as the
+autotuner finds faster. QuantizedGEMM has its own kernel: int8 tl.dot per K block, summed
 exactly in int64, scaled in float64 and rounded half to even as the reference does.
 """
 
@@ -17,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import INTERPRET, accumulator, cfg, chosen, configs, dot, hopper, narrow, precision, scalars
+from . import INTERPRET, accumulator, cfg, chosen, configs, dot, hopper, narrow, precision, processors, scalars
 
 # Hopper: 128x256 and 128x128 tiles, 3-4 stages, 4-8 warps (wgmma); smaller tiles for the
 # FMA-bound F32 (IEEE) and F64 products and for small matrices.
@@ -57,10 +58,9 @@ def _prune(configs, named_args, **kwargs):
 
 
 @triton.jit
-def tile(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """This program's output tile (row, column) in grouped order: GROUP_M consecutive programs
-    take one column of tiles, so the B tiles they share are still in L2."""
-    pid = tl.program_id(0)
+def tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Output tile number pid as (row, column) in grouped order: GROUP_M consecutive tiles take
+    one column of tiles, so the B tiles they share are still in L2."""
     grid_m = tl.cdiv(M, BLOCK_M)
     width = GROUP_M * tl.cdiv(N, BLOCK_N)
     first_m = (pid // width) * GROUP_M
@@ -79,7 +79,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, ab_ptr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """d[b] = alpha * a[b] @ b[b] + beta * c[b] (alpha only if SCALE, c only if HAS_BETA);
     ab_ptr holds (alpha, beta) in float64."""
-    pid_m, pid_n = tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     batch = tl.program_id(1).to(tl.int64)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -154,32 +154,49 @@ def _tma_cfg(num_warps: int, num_stages: int, **meta) -> triton.Config:
 
 
 _TMA_HOPPER = [
-    _tma_cfg(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8),
-    _tma_cfg(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8),
-    _tma_cfg(8, 3, BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
-    _tma_cfg(4, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
-    _tma_cfg(8, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8),
-    _tma_cfg(4, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8),
-    _tma_cfg(4, 4, BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
-    _tma_cfg(4, 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8),
+    _tma_cfg(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=False),
+    _tma_cfg(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=False),
+    _tma_cfg(8, 3, BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=False),
+    _tma_cfg(4, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=False),
+    _tma_cfg(8, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=False),
+    _tma_cfg(4, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8, PERSISTENT=False),
+    _tma_cfg(4, 4, BLOCK_M=128, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, PERSISTENT=False),
+    _tma_cfg(4, 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, PERSISTENT=False),
+    # persistent: one program per SM walks the tiles, so a tile's epilogue and the next tile's
+    # first loads are no separate launch wave (the autotuner keeps whichever form is faster;
+    # 128x256 at 4 stages would pass 227 KiB of shared memory here)
+    _tma_cfg(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, PERSISTENT=True),
+    _tma_cfg(8, 4, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, PERSISTENT=True),
 ]
+# the interpreter's one config (more would be benchmarked) leaves PERSISTENT to _PERSISTENT below
+_TMA_INTERPRET = [_tma_cfg(4, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=4)]
+
+
+def _many(a) -> bool:
+    return triton.cdiv(a["M"], a["BLOCK_M"]) * triton.cdiv(a["N"], a["BLOCK_N"]) > a["NUM_SMS"]
+
+
+# a config's own choice, else (the interpreter) persistent where there are more tiles than programs
+_PERSISTENT = {"PERSISTENT": lambda a: a["PERSISTENT"] if "PERSISTENT" in a else _many(a)}
 
 
 def _prune_tma(configs, named_args, **kwargs):
+    """Tiles that fit the matrix; the persistent form only with more tiles than programs."""
     m, n = named_args["M"], named_args["N"]
-    keep = [c for c in configs if c.kwargs["BLOCK_M"] <= 2 * max(m, 64) and c.kwargs["BLOCK_N"] <= 2 * max(n, 64)
-            and (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= _WIDE or m * n >= 2048 * 2048)]
-    return keep or [configs[-1]]
+    keep = []
+    for c in configs:
+        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+        if bm > 2 * max(m, 64) or bn > 2 * max(n, 64) or (bm * bn > _WIDE and m * n < 2048 * 2048):
+            continue
+        if c.kwargs.get("PERSISTENT") and not _many({**named_args, **c.kwargs}):
+            continue
+        keep.append(c)
+    return keep or [configs[0]]
 
 
-@triton.autotune(
-    configs=configs(_TMA_HOPPER, [_tma_cfg(4, 1, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=4)]),
-    key=["M", "N", "K", "SCALE"], prune_configs_by={"early_config_prune": _prune_tma})
 @triton.jit
-def gemm_tma_kernel(a_desc, b_desc, d_desc, M, N, K, ab_ptr, SCALE: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """d = alpha * a @ b (alpha only if SCALE) for row-major 16-bit a, b, d, tiles through TMA."""
-    pid_m, pid_n = tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+def _tma_tile(a_desc, b_desc, d_desc, pid_m, pid_n, K, ab_ptr, SCALE: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -190,6 +207,25 @@ def gemm_tma_kernel(a_desc, b_desc, d_desc, M, N, K, ab_ptr, SCALE: tl.constexpr
     if SCALE:
         acc = acc * tl.load(ab_ptr).to(tl.float32)
     d_desc.store([off_m, off_n], narrow(acc, d_desc.dtype))
+
+
+@triton.autotune(configs=configs(_TMA_HOPPER, _TMA_INTERPRET), key=["M", "N", "K", "SCALE"],
+                 prune_configs_by={"early_config_prune": _prune_tma})
+@triton.heuristics(_PERSISTENT)
+@triton.jit
+def gemm_tma_kernel(a_desc, b_desc, d_desc, M, N, K, ab_ptr, NUM_SMS, SCALE: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                    PERSISTENT: tl.constexpr):
+    """d = alpha * a @ b (alpha only if SCALE) for row-major 16-bit a, b, d, tiles through TMA;
+    one tile per program, or (PERSISTENT) NUM_SMS programs walking every tile."""
+    if PERSISTENT:
+        tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+        for t in range(tl.program_id(0), tiles, NUM_SMS):
+            pid_m, pid_n = tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+            _tma_tile(a_desc, b_desc, d_desc, pid_m, pid_n, K, ab_ptr, SCALE, BLOCK_M, BLOCK_N, BLOCK_K)
+    else:
+        pid_m, pid_n = tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        _tma_tile(a_desc, b_desc, d_desc, pid_m, pid_n, K, ab_ptr, SCALE, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 def route(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, beta: float = 0.0) -> str:
@@ -214,8 +250,14 @@ def _matmul_tma(a, b, out, alpha: float) -> None:
     a_desc = TensorDescriptor(a, list(a.shape), list(a.stride()), dummy)
     b_desc = TensorDescriptor(b, list(b.shape), list(b.stride()), dummy)
     d_desc = TensorDescriptor(out, list(out.shape), list(out.stride()), dummy)
-    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    gemm_tma_kernel[grid](a_desc, b_desc, d_desc, m, n, k, scalars(a.device, float(alpha), 0.0), SCALE=alpha != 1)
+    sms = processors(a.device)
+
+    def grid(meta):
+        tiles = triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])
+        return (min(tiles, sms) if meta["PERSISTENT"] else tiles,)
+
+    gemm_tma_kernel[grid](a_desc, b_desc, d_desc, m, n, k, scalars(a.device, float(alpha), 0.0), sms,
+                          SCALE=alpha != 1)
 
 
 EXACT_INT32_K = (2 ** 31 - 1) // (128 * 128)  # int8 products summed in int32 without overflow
@@ -241,7 +283,7 @@ def quantized_kernel(a_ptr, b_ptr, s_ptr, d_ptr, M, N, K, WIDE: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """d = clamp(round_half_even(float64(a @ b) * s), -128, 127); a, b, d int8, row-major.
     The sum is exact: int32 on the tensor cores up to EXACT_INT32_K terms, int64 (WIDE) past that."""
-    pid_m, pid_n = tile(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
