@@ -95,7 +95,8 @@ class Operands:
             view = mem[off:off + nbytes].clone().view(torch_dtype(ty))
         return view
 
-    def output(self, addr, ty: Type, count: int, name: str, *, skip: int = 0, in_place: bool = False):
+    def output(self, addr, ty: Type, count: int, name: str, *, skip: int = 0,
+               in_place: bool | tuple[str, ...] = False):
         mem, off, nbytes, view = self._bytes(addr, ty, count, name, skip)
         start = mem.data_ptr() + off
         scratch_needed = view is None
