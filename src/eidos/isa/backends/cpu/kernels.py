@@ -19,6 +19,7 @@ import numpy as np
 from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
+from ... import semantics as S
 from ...address import CLASS_BYTES, Address, Register, Space
 from ...types import Type
 from ..reference import arrays as ref
@@ -247,8 +248,6 @@ def map_steps(ins) -> list[tuple]:
 def scalar_values(regs: list, ty: Type, lanes, registers) -> list:
     """The scalar operands' values in ty (floats as float, integers as their int64 bit pattern): from the
     lanes' register rows (a program that sets them), else the launch's starting registers (else 0)."""
-    from eidos.isa import semantics as S
-
     w = S.wrapper(ty)
     out = []
     for r in regs:
@@ -449,8 +448,6 @@ class SumStep:
         if not ok:
             self._bind(memory)
         sv = scalar_values(self.map.scalars, self.ty, lanes, registers) if self.map is not None and self.map.scalars else ()
-        from eidos.isa import semantics as S
-
         value = S.wrapper(self.ty)(float(self.run(sv)))
         for lane in lanes:
             lane.R[self.ins.dst.index] = value
