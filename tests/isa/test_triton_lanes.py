@@ -331,13 +331,15 @@ def _without_wide(gp):
             v = getattr(ins, f.name)
             if v is Type.I128:
                 kw[f.name] = Type.I64
+        if kw and isinstance(ins, isa.MOV_IMM):
+            kw["value"] = (int(ins.value) + 2 ** 63) % 2 ** 64 - 2 ** 63
         return dataclasses.replace(ins, **kw) if kw else ins
     prog = gp.program
     p = isa.Program([fix(x) for x in prog.instructions], dict(prog.labels), prog.entry, dict(prog.metadata))
     return S.GeneratedProgram(p.validate(), gp.config)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=15, deadline=None, suppress_health_check=SLOW_OK)
 @given(gp=S.programs(transcendentals=False, max_blocks=3))
 def test_generated_programs_store_the_reference_bytes(gp):
     gp = _without_wide(gp)
