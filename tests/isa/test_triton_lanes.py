@@ -307,6 +307,22 @@ def test_collective_between_launches_sees_every_lane_and_broadcasts():
     assert got == ref and np.frombuffer(got[1], np.float32).tolist() == [22.0, 24.0, 26.0, 28.0]
 
 
+def test_branch_to_the_end_and_a_collective_last_exit_the_lanes(be):
+    b = isa.ProgramBuilder()
+    b.add(isa.MOV(R(1), Special.GLOBAL_ID, U32), isa.MOV_IMM(R(2), 1, U32),
+          isa.SETcc(Predicate(0), R(1), R(2), Condition.EQ, U32), isa.BRA(Label("end"), Predicate(0)),
+          *_store(R(1)))
+    b.label("end")
+    p = b.build()
+    ref, got = _both(p, LaunchConfig.linear(3), _out_setup(3), {100: isa.pointer(1)})
+    assert got == ref and np.frombuffer(got[0], np.uint32).tolist() == [0, 0, 2]
+    pool = be.allocate_pool(8)
+    be.execute_program(isa.ProgramBuilder().add(isa.MOV(R(1), Special.GLOBAL_ID, U32), isa.PoolFree(pool)).build(),
+                       LaunchConfig.linear(2))
+    with pytest.raises(BackendError, match="was freed"):
+        be.pool_size(pool)
+
+
 def test_extended_integers_are_unsupported_by_name():
     p = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, Type.I128), isa.ADD(R(0), R(0), R(0), Type.I128)).build()
     with pytest.raises(UnsupportedError, match=r"instruction 0 \(MOV_IMM\).*I128"):
@@ -317,6 +333,32 @@ def test_kernels_are_cached_by_the_program_key():
     p = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, U32)).build()
     q = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, U32)).build()
     assert lanes.compile_program(p) is lanes.compile_program(q)
+
+
+_HOPPER = r"""
+import os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+from tests.isa.lane_programs import hopper_programs
+from eidos.isa.backends.triton.lanes import build_for
+for name, p in hopper_programs():
+    k = build_for(p, 90)
+    ptx = k.asm["ptx"]
+    assert "bar.sync" in ptx or "barrier" in ptx or name != "barriers", name
+    print(name, "ok", len(ptx))
+"""
+
+
+@pytest.mark.slow
+def test_kernels_compile_for_hopper_without_a_gpu():
+    """The interpreter never compiles: this runs Triton's real pipeline (PTX, ptxas) for sm_90."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", _HOPPER], cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count(" ok ") == 3, r.stdout
 
 
 # ---- generated programs (tests/isa/strategies.py) without the 128-bit registers it also draws -----

@@ -859,6 +859,7 @@ def _body(g: Gen) -> list[str]:
     g.emit(f"go = tl.max((st == {RUNNING}).to(tl.int32), 0) > 0")
     g.emit("while go:")
     g.depth += 1
+    g.emit(f"st = tl.where((st == {RUNNING}) & (pc >= {len(blocks.starts)}), {EXITED}, st)  # past the end: exit")
     for b, start in enumerate(blocks.starts):
         stop = blocks.starts[b + 1] if b + 1 < len(blocks.starts) else n
         g.emit(f"m = (st == {RUNNING}) & (pc == {b})")
@@ -1202,6 +1203,28 @@ def _run(kernel, nb: int, args, block: int, memory) -> None:
         kernel[(nb,)](*args, BLOCK=block, num_warps=warps, enable_fp_fusion=False)
 
 
+_ARG_TYPES = {"TAB": "*i64", "INI_I": "*i64", "INI_F": "*fp64", "ERR": "*i64", "FLAG": "*i32", "STK": "*i32",
+              "ACC": "*fp64", "PHASE": "*i64", "RI": "*i64", "RF": "*fp64", "RP": "*i8", "RPC": "*i32", "RST": "*i32",
+              "RBUD": "*i64", "RSP": "*i32", "RWID": "*i64", "RSEG": "*i32"}
+
+
+def build_for(program, arch: int = 90, block: int = 128, num_warps: int = 4):
+    """Compile a program's kernel through Triton's real pipeline (to PTX and a cubin) for compute
+    capability `arch`, without a GPU: the check that generated code is valid GPU Triton, which the
+    interpreter never makes. Needs TRITON_INTERPRET unset when the kernel is loaded."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from .source import load
+
+    source, _ = generate(program, program.digest(), interpreted=False)
+    fn = load(source, "lanes")
+    sig = {n: "constexpr" if n == "BLOCK" else _ARG_TYPES.get(n, "i32") for n in fn.arg_names}
+    return triton.compile(ASTSource(fn, sig, constexprs={"BLOCK": block}), target=GPUTarget("cuda", arch, 32),
+                          options=dict(num_warps=num_warps, enable_fp_fusion=False))
+
+
 _COMPILED: dict[str, LaneKernel] = {}
 _compile_lock = threading.Lock()
 
@@ -1228,4 +1251,4 @@ def compile_program(program) -> LaneKernel:
     return k
 
 
-__all__ = ["compile_program", "LaneKernel", "generate", "unsupported", "MAX_CALL_DEPTH"]
+__all__ = ["compile_program", "LaneKernel", "generate", "unsupported", "build_for", "MAX_CALL_DEPTH"]
