@@ -387,9 +387,9 @@ def _(g: Gen, ins, i):
     if ty.is_float:
         x = g.f(ins.src)
         if op == "ABS":
-            e = f"tl.where(({x}).to(tl.int64, bitcast=True) < 0, -{x}, {x})"
+            e = f"tl.where(({x}).to(tl.int64, bitcast=True) < 0, _neg({x}), {x})"
         elif op == "NEG":
-            e = f"(-{x})"
+            e = f"_neg({x})"
         elif op == "SIGN":
             e = f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, tl.where({x} == {x}, 0.0, {x})))"
         elif op in _EXACT:
@@ -430,7 +430,7 @@ def _(g: Gen, ins, i):
         return
     a, b, c = (g.f(getattr(ins, o)) for o in ops)
     if op in ("FMA", "FMS"):
-        cc = c if op == "FMA" else f"(-{c})"
+        cc = c if op == "FMA" else f"_neg({c})"
         if ty is Type.F64:
             g.needs_fma64 = True
             e = f"_fma64({a}, {b}, {cc})"
@@ -603,6 +603,7 @@ import triton.language as tl
 # jit call there re-patches triton.language on every call, which costs milliseconds).
 _helper = {helper}
 {fma_import}
+{any_impl}
 
 @_helper
 def _ld(a, m, N: tl.constexpr):
@@ -680,6 +681,12 @@ def _fmin(a, b):
 def _fmax(a, b):
     r = tl.where(a == b, tl.where(a.to(tl.int64, bitcast=True) < 0, b, a), tl.where(a > b, a, b))
     return tl.where((a != a) | (b != b), a + b, r)
+
+
+@_helper
+def _neg(x):
+    """-x by the sign bit (Triton's unary minus is 0 - x, which makes -(0.0) +0.0)."""
+    return (x.to(tl.int64, bitcast=True) ^ -9223372036854775808).to(tl.float64, bitcast=True)
 
 
 @_helper
@@ -762,14 +769,14 @@ def _frem(a, b):
     mbs = tl.where(plain, 1, mb)
     r = tl.where(plain, 0, ma % mbs)
     d = tl.where(plain, 0, tl.where(fa == 0, 1, fa) - eb)
-    while tl.max(d, 0) > 0:
+    while _any(d > 0):
         sh = tl.minimum(d, 10)
         r = (r << sh) % mbs
         d = d - sh
     k = eb - 1075
     p2 = tl.where(k >= -1022, (k + 1023) << 52, 1 << tl.maximum(k + 1074, 0)).to(tl.float64, bitcast=True)
     q = r.to(tl.float64) * p2
-    q = tl.where(a < 0, -q, q)
+    q = tl.where(a < 0, _neg(q), q)
     return tl.where(nan, (ua * 0 + 9221120237041090560).to(tl.float64, bitcast=True), tl.where(keep, a, q))
 
 
@@ -798,6 +805,26 @@ def _urem64(a, b):
     safe = tl.where(b == 0, 1, b).to(tl.uint64, bitcast=True)
     r = (a.to(tl.uint64, bitcast=True) % safe).to(tl.int64, bitcast=True)
     return tl.where(b == 0, a, r)
+'''
+
+_ANY_GPU = '''
+@triton.jit
+def _any(m):
+    return tl.max(m.to(tl.int32), 0) > 0
+
+
+@triton.jit
+def _count(m):
+    return tl.sum(m.to(tl.int32), 0)
+'''
+# tl.max and tl.sum are jit functions: under the interpreter each call re-patches triton.language
+_ANY_INTERPRETED = '''
+def _any(m):
+    return bool(m.handle.data.any())
+
+
+def _count(m):
+    return int(m.handle.data.sum())
 '''
 
 _FMA_GPU = '''
@@ -856,14 +883,14 @@ def _body(g: Gen) -> list[str]:
         for i, ins in enumerate(program.instructions):
             EMIT[type(ins)](g, ins, i)
         return g.lines
-    g.emit(f"go = tl.max((st == {RUNNING}).to(tl.int32), 0) > 0")
+    g.emit(f"go = _any(st == {RUNNING})")
     g.emit("while go:")
     g.depth += 1
     g.emit(f"st = tl.where((st == {RUNNING}) & (pc >= {len(blocks.starts)}), {EXITED}, st)  # past the end: exit")
     for b, start in enumerate(blocks.starts):
         stop = blocks.starts[b + 1] if b + 1 < len(blocks.starts) else n
         g.emit(f"m = (st == {RUNNING}) & (pc == {b})")
-        g.emit("if tl.max(m.to(tl.int32), 0) > 0:")
+        g.emit("if _any(m):")
         g.depth += 1
         ended = False
         for i in range(start, stop):
@@ -883,11 +910,11 @@ def _body(g: Gen) -> list[str]:
                 g.goto("m", stop)
         g.depth -= 1
     # nobody running: open the barrier when every live lane of the block waits at one
-    g.emit(f"if tl.max((st == {RUNNING}).to(tl.int32), 0) == 0:")
+    g.emit(f"if _count(st == {RUNNING}) == 0:")
     g.depth += 1
     g.emit(f"waiting = st == {AT_BARRIER}")
-    g.emit(f"nw = tl.sum(waiting.to(tl.int32), 0)")
-    g.emit(f"nl = tl.sum(((st == {RUNNING}) | (st == {AT_BARRIER}) | (st == {AT_COLLECTIVE})).to(tl.int32), 0)")
+    g.emit("nw = _count(waiting)")
+    g.emit(f"nl = _count((st == {AT_BARRIER}) | (st == {AT_COLLECTIVE}))")
     g.emit("if (nw > 0) & (nw == nl):")
     g.depth += 1
     g.emit("wlo = tl.min(tl.where(waiting, wid, 1 << 40), 0)")
@@ -899,7 +926,7 @@ def _body(g: Gen) -> list[str]:
     g.emit(f"st = tl.where(st == {AT_BARRIER}, {RUNNING}, st)")
     g.emit("seg = seg + 1")
     g.depth -= 2
-    g.emit(f"go = tl.max((st == {RUNNING}).to(tl.int32), 0) > 0")
+    g.emit(f"go = _any(st == {RUNNING})")
     return g.lines
 
 
@@ -918,7 +945,8 @@ def generate(program, digest: str, interpreted: bool) -> tuple[str, Gen]:
     lines = _prologue(g, islots, fslots, entry) + body + _epilogue(g, islots, fslots)
     fma = (_FMA_INTERPRETED if interpreted else _FMA_GPU) if g.needs_fma64 else ""
     src = HEADER.format(version=GENERATOR_VERSION, digest=digest, fma_import=fma,
-                        helper="lambda fn: fn" if interpreted else "triton.jit")
+                        helper="lambda fn: fn" if interpreted else "triton.jit",
+                        any_impl=_ANY_INTERPRETED if interpreted else _ANY_GPU)
     src += "\n\n@triton.jit\ndef lanes(" + KERNEL_ARGS + "):\n" + "\n".join("    " + x for x in lines) + "\n"
     return src, g
 
