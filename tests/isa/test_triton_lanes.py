@@ -131,7 +131,8 @@ def test_divergent_if_else_and_per_lane_loop_counts():
     b.label("join")
     b.add(isa.ADD(R(4), R(4), R(8), I32), *_store(R(4), I32))
     p = b.build()
-    assert "while go:" in lanes.compile_program(p).source
+    k = lanes.compile_program(p)
+    assert "while go:" in k.source and "while loop over" in k.how()
     ref, got = _both(p, LaunchConfig(grid=(2, 1, 1), block=(5, 1, 1)), _out_setup(10, I32), {100: isa.pointer(1)})
     want = [g * (g % 4 + 1) + (2000 if g % 2 else 1000) for g in range(10)]
     assert got == ref and np.frombuffer(got[0], np.int32).tolist() == want

@@ -1010,6 +1010,17 @@ class LaneKernel:
         self.gen = gen
         self._fn = None
 
+    def how(self) -> str:
+        """One line for explain(): the kernel's shape and why."""
+        g = self.gen
+        shape = ("straight-line vector code (one basic block)" if g.single else
+                 f"a while loop over {len(g.blocks.starts)} basic blocks with a per-lane pc (branches, loops, "
+                 "CALL/RET and barriers as masks)")
+        extra = [w for w, on in (("barriers in the kernel", any(isinstance(x, I.BarSync) for x in self.program)),
+                                 ("shared memory", g.uses_shared), ("a per-lane call stack", g.uses_call),
+                                 ("collectives between launches", g.collectives)) if on]
+        return "lanes: one Triton program per ISA block, " + shape + (f"; {', '.join(extra)}" if extra else "")
+
     @property
     def kernel(self):
         if self._fn is None:
@@ -1253,30 +1264,37 @@ def build_for(program, arch: int = 90, block: int = 128, num_warps: int = 4):
                           options=dict(num_warps=num_warps, enable_fp_fusion=False))
 
 
-_COMPILED: dict[str, LaneKernel] = {}
-_compile_lock = threading.Lock()
+_CACHE = None
+_cache_lock = threading.Lock()
+
+
+def _cache():
+    global _CACHE
+    with _cache_lock:
+        if _CACHE is None:
+            from ...cache import ProgramCache
+            _CACHE = ProgramCache(1024, libraries=("triton", "torch"))
+        return _CACHE
 
 
 def compile_program(program) -> LaneKernel:
-    """The LaneKernel of a (validated) register program, cached by its Blake3 key and this generator;
-    UnsupportedError naming the first instruction it cannot run exactly."""
+    """The LaneKernel of a (validated) register program, cached by its Blake3 key (the program, this
+    generator, interpreter or GPU, library versions); UnsupportedError naming the first instruction
+    it cannot run exactly."""
     from .device import interpreting
 
     interpreted = interpreting()
-    digest = program.digest()
-    key = f"{digest}:{GENERATOR_VERSION}:{int(interpreted)}"
-    k = _COMPILED.get(key)
-    if k is not None:
-        return k
-    bad = unsupported(program)
-    if bad is not None:
-        i, why = bad
-        ins = program.instructions[i]
-        raise UnsupportedError(f"instruction {i} ({ins.name}): the triton backend cannot run it: {why}")
-    source, gen = generate(program, digest, interpreted)
-    with _compile_lock:
-        k = _COMPILED.setdefault(key, LaneKernel(program, source, gen))
-    return k
+
+    def build(p) -> LaneKernel:
+        bad = unsupported(p)
+        if bad is not None:
+            i, why = bad
+            raise UnsupportedError(f"instruction {i} ({p.instructions[i].name}): the triton backend cannot run it: {why}")
+        source, gen = generate(p, p.digest(), interpreted)
+        return LaneKernel(p, source, gen)
+
+    return _cache().get_or_compile(program, build, "triton-lanes",
+                                   {"generator": GENERATOR_VERSION, "interpreted": interpreted})
 
 
 __all__ = ["compile_program", "LaneKernel", "generate", "unsupported", "build_for", "MAX_CALL_DEPTH"]
