@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pyarrow as pa
 import pytest
@@ -14,7 +15,12 @@ import pytest
 import eidos as ei
 from eidos import col, when
 from eidos.errors import BackendUnavailable, ExecutionError
+from eidos.backends.triton import cost
+from eidos.errors import PlanError
 from eidos.hal import devices, planner
+from eidos.ir import nodes as N
+from eidos.ir.schema import Schema
+from eidos.ir.sources import ParquetSource
 from eidos.testing.compare import assert_tables_equal
 from tests.lanes.helpers import lane_or_skip, triton_lane_setup
 
@@ -177,9 +183,19 @@ def fake_gpu(lane, monkeypatch):
     info = dataclasses.replace(devices.detect_devices(), gpu_count=1, gpu_names=("Fake H100",), gpu_memory_bytes=(80 << 30,))
     monkeypatch.setattr(devices, "detect_devices", lambda: info)
     monkeypatch.setattr(planner, "detect_devices", lambda: info)
+    monkeypatch.delenv(cost.ENV, raising=False)
 
 
-def test_rule_4_chooses_the_lane_for_numeric_work(fake_gpu):
+# EIDOS_TRITON_COST making the GPU cost nothing but its row work: rule 4 then takes it for this file's tiny tables
+FREE_GPU = "setup_s=0,step_s=0,agg_s=0,h2d_bytes_per_s=1e18,d2h_bytes_per_s=1e18"
+
+
+@pytest.fixture
+def gpu_pays(fake_gpu, monkeypatch):
+    monkeypatch.setenv(cost.ENV, FREE_GPU)
+
+
+def test_rule_4_chooses_the_lane_for_numeric_work(gpu_pays):
     flow = src().filter(col("a") > 1).agg(s=(col("a") * col("b")).sum())
     text = flow.explain()
     assert text.startswith("lane: triton") and "rule 4" in text and "Fake H100" in text
@@ -188,7 +204,7 @@ def test_rule_4_chooses_the_lane_for_numeric_work(fake_gpu):
     assert both.explain().startswith("lane: triton")
 
 
-def test_split_plan_runs_numeric_parts_on_the_gpu_lane(fake_gpu):
+def test_split_plan_runs_numeric_parts_on_the_gpu_lane(gpu_pays):
     pytest.importorskip("polars")
     other = ei.from_pydict({"k": [1, 2], "name": ["one", "two"]})
     flow = (ei.from_arrow(DATA).filter(col("b") > -2.0).group_by("k").agg(t=(col("a") * 3).sum(), n=ei.count())
@@ -201,7 +217,7 @@ def test_split_plan_runs_numeric_parts_on_the_gpu_lane(fake_gpu):
     assert_tables_equal(got, flow.run(engine="reference"), ordered=True)
 
 
-def test_gpu_part_over_a_cpu_part(fake_gpu):
+def test_gpu_part_over_a_cpu_part(gpu_pays):
     pytest.importorskip("polars")
     other = ei.from_pydict({"k": [1, 2], "w": [0.5, 2.0]})
     flow = (ei.from_arrow(DATA).join(other, on="k").with_columns(v=col("w") * col("a") + 1)
@@ -209,6 +225,79 @@ def test_gpu_part_over_a_cpu_part(fake_gpu):
     text = flow.explain()
     assert "triton runs" in text and "(over 1 part on" in text, text
     assert_tables_equal(flow.run(), flow.run(engine="reference"), ordered=True)
+
+
+def heavy(rows: int) -> ei.Flow:
+    """bench/gpu_flow.py's kind of plan (heavy maps, a filter, exact float sums) over a parquet source said to
+    hold `rows` rows; only explained, never run."""
+    schema = Schema([("x", ei.Float64), ("y", ei.Float64), ("k", ei.Int32)])
+    base = ei.Flow(N.Scan(ParquetSource(schema, path="big.parquet", files=("big.parquet",), rows=rows, nbytes=rows * 20)))
+    return (base.with_columns(u=(col("x") * 2 + 1).exp() * col("y"), v=(col("x") - col("y")).tanh() * (col("y") + 0.5).log(),
+                              w=(col("x") * col("x") + col("y") * col("y")).sqrt())
+            .filter((col("u") > 1.5) & (col("v") < 0.25)).agg(s=col("u").sum(), m=col("v").mean(), top=col("w").max()))
+
+
+def test_small_numeric_plan_stays_on_a_cpu_lane(fake_gpu):
+    pytest.importorskip("polars")
+    flow = src().filter(col("a") > 1).agg(s=(col("a") * col("b")).sum())
+    d = planner.decide(flow.plan)
+    assert d.lane.kind == "vector" and d.rule == 5
+    why = dict(d.rejected)["triton"]
+    assert why.startswith("numeric but") and "below the GPU crossover" in why and f"stays on {d.lane_name}" in why
+    assert "cost model: " in why and any("rule 4: a GPU (Fake H100) is present" in n for n in d.notes)
+    text = flow.explain()
+    assert "below the GPU crossover" in text and not text.startswith("lane: triton")
+    got = flow.run()
+    assert ei.last_run().lane == d.lane_name and not any(name == "triton" for name, _ in ei.last_run().attempts)
+    assert_tables_equal(got, flow.run(engine="reference"), ordered=True)
+
+
+def test_large_numeric_plan_goes_to_the_gpu_and_explain_says_from_what_size(fake_gpu):
+    big, small = planner.decide(heavy(10**8).plan), planner.decide(heavy(10**3).plan)
+    assert big.lane_name == "triton" and big.rule == 4, big
+    assert re.search(r"Fake H100.*numeric, 1\.2 GiB estimated input: the GPU pays (above [0-9.]+ [KMG]?i?B|at any size) "
+                     r"for this plan \(cost model: triton [0-9.e-]+ s, (polars|duckdb) [0-9.e-]+ s\)", big.reason), big.reason
+    assert small.lane_name != "triton"   # the CPU lane it compares with may differ by size: the cheapest one for each
+    assert re.search(r"numeric but 13\.0 KiB estimated input: below the GPU crossover [0-9.]+ [KMG]?i?B for this plan; "
+                     f"stays on {small.lane_name}", dict(small.rejected)["triton"]), small
+
+
+def test_gpu_costs_can_be_overridden(fake_gpu, monkeypatch, tmp_path):
+    monkeypatch.setenv(cost.ENV, "h2d_bytes_per_s=100MB/s")   # a slow bus: even 10^8 rows stay on the CPU
+    assert planner.decide(heavy(10**8).plan).lane_name != "triton"
+    assert cost.costs().h2d_bytes_per_s == 100e6
+    monkeypatch.setenv(cost.ENV, FREE_GPU)                    # no fixed costs: a tiny plan goes to the GPU
+    assert planner.decide(src().agg(s=col("b").sum()).plan).lane_name == "triton"
+    monkeypatch.setenv(cost.ENV, "setup_s=2ms, step_s=60us")
+    assert cost.costs().setup_s == 2e-3 and cost.costs().step_s == pytest.approx(60e-6)
+    measured = tmp_path / "triton_cost.json"
+    measured.write_text('{"constants": {"setup_s": 0.004, "h2d_bytes_per_s": 2.5e10}}')
+    monkeypatch.setenv(cost.ENV, str(measured))
+    assert (cost.costs().setup_s, cost.costs().h2d_bytes_per_s) == (0.004, 2.5e10)
+    for bad, says in (("warp_s=1ms", "unknown constant 'warp_s'; the constants are setup_s"),
+                      ("setup_s=fast", "give seconds such as 2ms"), ("h2d_bytes_per_s=0", "give a rate such as 12GB/s"),
+                      (str(tmp_path / "absent.json"), "not a readable JSON file")):
+        monkeypatch.setenv(cost.ENV, bad)
+        with pytest.raises(PlanError, match=re.escape(says)):
+            planner.decide(heavy(10**8).plan)
+    measured.write_text('{"smoke": true, "constants": {"setup_s": 1}}')
+    monkeypatch.setenv(cost.ENV, str(measured))
+    with pytest.raises(PlanError, match="--smoke run"):
+        cost.costs()
+
+
+def test_small_numeric_part_of_a_split_plan_stays_on_the_cpu(fake_gpu, monkeypatch):
+    pytest.importorskip("polars")
+    other = ei.from_pydict({"k": [1, 2], "name": ["one", "two"]})
+    flow = (ei.from_arrow(DATA).filter(col("b") > -2.0).group_by("k").agg(t=(col("a") * 3).sum(), n=ei.count())
+            .join(other, on="k").sort("name"))
+    d = planner.decide(flow.plan)
+    assert d.rule == 5 and not any(p.place == "gpu" for p in d.parts)
+    assert any(re.search(r"triton could run the numeric part Aggregate \[k\] .*: numeric but 93 B estimated input: .*; "
+                         f"stays on {d.lane_name} \\(cost model", n) for n in d.notes), d.notes
+    monkeypatch.setenv(cost.ENV, FREE_GPU)
+    d = planner.decide(flow.plan)
+    assert d.rule == 4 and [p.place for p in d.parts] == ["gpu"] and "(numeric, 93 B estimated input: the GPU pays" in d.reason
 
 
 def test_unknown_kernel_target_is_named(monkeypatch, lane):

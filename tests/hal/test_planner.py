@@ -191,6 +191,20 @@ def test_rule4_gpu_for_numeric_maps(lanes, monkeypatch):
     assert decide(strings.plan).lane.name == "vec"
 
 
+def test_rule4_gpu_only_where_its_estimate_beats_the_cpu_lane(lanes, monkeypatch):
+    fake = devices.DeviceInfo(2, 2**30, True, False, False, 1, ("NVIDIA H100",), (80 * 2**30,), "Linux", None)
+    monkeypatch.setattr("eidos.hal.planner.detect_devices", lambda: fake)
+    vec = lanes(Recording("vec", seconds=0.1))
+    gpu = lanes(Recording("gpu", kind="gpu", seconds=0.2))
+    numeric = ei.from_pydict({"a": [1.0, 2.0]}).with_columns(b=col("a") * 2)
+    d = decide(numeric.plan)
+    assert d.lane is vec and d.rule == 5
+    assert rejected(d)["gpu"].endswith("stays on vec (cost model: gpu 0.2 s, vec 0.1 s)")
+    gpu.seconds = 0.05
+    d = decide(numeric.plan)
+    assert d.lane is gpu and d.rule == 4 and "cost model: gpu 0.05 s, vec 0.1 s" in d.reason
+
+
 def test_rule5_opaque_functions_go_to_the_free_lane(lanes):
     lanes(Recording("vec"))
     free = lanes(Recording("threads", kind="free"))

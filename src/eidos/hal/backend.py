@@ -40,10 +40,16 @@ def installed(package: str) -> bool:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A lane's cost estimate for a plan: seconds, and the figures it came from (for explain)."""
+    """A lane's cost estimate for a plan: seconds, and the figures it came from (for explain).
+
+    `fixed_s` is the part that does not grow with the input (set-up, launches) and `input_bytes` the
+    bytes read from the sources: with them the planner finds the input size at which one lane
+    overtakes another (rule 4's GPU crossover)."""
 
     seconds: float
     basis: str = ""
+    fixed_s: float = 0.0
+    input_bytes: float | None = None
 
 
 class Backend(ABC):

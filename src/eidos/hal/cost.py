@@ -6,10 +6,14 @@
             + rows x udf_row_s per per-row Python function
             + rows into a join (both sides) x join_row_s; a sort's rows x log2(rows) x sort_row_s
             + whatever the lane's `extra(node, rows_in, rows_out)` adds (e.g. exact aggregations)
+            + whatever the lane's `fixed(node)` adds: seconds per node that do not grow with the
+              rows (a kernel launch); with setup_s they make the estimate's `fixed_s`
 
 Rows flow up the plan: a scan gives the source's rows (or bytes / bytes_per_row), a filter keeps
 filter_keeps of its input, a keyed aggregation groups_per_row of it (one row without keys), a join
-the larger input (the product for cross joins), a limit min(n, rows), a union the sum.
+the larger input (the product for cross joins), a limit min(n, rows), a union the sum. The result of
+a part of the plan another lane runs first (a PushedSource) has the rows its subplan gives, at
+ROW_WIDTH bytes per value of a non-numeric column.
 Lanes compared by the planner use the same flow, so their estimates compare like with like.
 """
 
@@ -47,21 +51,36 @@ class RowFlow:
 
 
 Extra = Callable[[N.Node, float, float], float]
+Fixed = Callable[[N.Node], float]
+ROW_WIDTH = 16   # bytes per value of a string or other variable-width column of a pushed part's result
 
 
-def estimate(plan: N.Node, model: RowFlow, extra: Extra | None = None) -> Estimate:
-    acc = {"s": model.setup_s, "rows": 0.0, "bytes": 0.0, "joins": 0}
-    out = _walk(plan, model, extra, acc)
+def estimate(plan: N.Node, model: RowFlow, extra: Extra | None = None, fixed: Fixed | None = None) -> Estimate:
+    acc = {"s": model.setup_s, "rows": 0.0, "bytes": 0.0, "joins": 0, "fixed": model.setup_s}
+    out = _walk(plan, model, extra, acc, fixed)
     joins = f", {acc['joins']} join{'s' if acc['joins'] != 1 else ''}" if acc["joins"] else ""
     basis = (f"{model.lane}: {acc['rows'] / 1e6:.1f}M input rows, {acc['bytes'] / 1e6:.1f} MB scanned{joins} "
              f"-> {acc['s']:.3g} s (~{out:,.0f} rows out)")
-    return Estimate(seconds=acc["s"], basis=basis)
+    return Estimate(seconds=acc["s"], basis=basis, fixed_s=acc["fixed"], input_bytes=acc["bytes"])
+
+
+def rows_out(plan: N.Node, model: RowFlow) -> float:
+    """The rows `plan` gives, by the row flow."""
+    return _walk(plan, model, None, {"s": 0.0, "rows": 0.0, "bytes": 0.0, "joins": 0, "fixed": 0.0}, None)
+
+
+def row_bytes(schema) -> float:
+    """Bytes of one row of `schema`: numeric widths, a byte per Boolean, ROW_WIDTH for the rest."""
+    return float(sum(t.bits // 8 if t.bits else 1 if t.name == "Boolean" else ROW_WIDTH for t in schema.dtypes))
 
 
 def source_size(source: S.Source, model: RowFlow) -> tuple[float, float, str]:
     """Rows, bytes and format of a source, each estimated when the source does not say."""
     fmt = _FORMATS.get(type(source), "other")
     rows, nbytes = source.estimated_rows, source.estimated_bytes
+    if rows is None and nbytes is None and isinstance(source, S.PushedSource) and isinstance(source.plan, N.Node):
+        rows = rows_out(source.plan, model)
+        nbytes = rows * row_bytes(source.schema)
     if rows is None and nbytes is not None:
         rows = nbytes / model.bytes_per_row
     if rows is None:
@@ -71,7 +90,7 @@ def source_size(source: S.Source, model: RowFlow) -> tuple[float, float, str]:
     return float(rows), float(nbytes), fmt
 
 
-def _walk(node: N.Node, m: RowFlow, extra: Extra | None, acc: dict) -> float:
+def _walk(node: N.Node, m: RowFlow, extra: Extra | None, acc: dict, fixed: Fixed | None = None) -> float:
     """Rows out of `node`; adds its seconds to acc['s']."""
     if isinstance(node, N.Scan):
         rows, nbytes, fmt = source_size(node.source, m)
@@ -81,7 +100,7 @@ def _walk(node: N.Node, m: RowFlow, extra: Extra | None, acc: dict) -> float:
         acc["rows"] += rows
         acc["bytes"] += nbytes
         return rows
-    ins = [_walk(i, m, extra, acc) for i in node.inputs]
+    ins = [_walk(i, m, extra, acc, fixed) for i in node.inputs]
     rows = ins[0] if ins else 0.0
     exprs = node.expressions()
     per_op = m.agg_op_s if isinstance(node, N.Aggregate) and m.agg_op_s is not None else m.row_op_s
@@ -91,6 +110,10 @@ def _walk(node: N.Node, m: RowFlow, extra: Extra | None, acc: dict) -> float:
     out = _rows_out(node, rows, ins, m, acc)
     if extra is not None:
         acc["s"] += extra(node, rows, out)
+    if fixed is not None:
+        once = fixed(node)
+        acc["s"] += once
+        acc["fixed"] += once
     return out
 
 

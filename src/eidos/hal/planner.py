@@ -11,7 +11,10 @@ Every lane not chosen is recorded with why.
 
 from __future__ import annotations
 
+import copy
+import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from eidos.errors import BackendUnavailable, UnsupportedError
@@ -220,32 +223,90 @@ def _is_numeric_map(plan: N.Node) -> bool:
 def _hardware(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
     """Rule 4: with a GPU, a plan of numeric map work runs on the GPU lane; a plan that holds some
     (under a join, a sort, string work) is split: the numeric parts run there, the rest on the
-    lane rule 5 picks, and each part's result moves between them as Arrow."""
+    lane rule 5 picks, and each part's result moves between them as Arrow. Only work big enough
+    to pay goes to the GPU: the GPU lane's cost estimate must beat the CPU lane's (_gpu_pays)."""
     devices = detect_devices()
     if devices.gpu_count == 0:
         return None
     gpu_name = devices.gpu_names[0] if devices.gpu_names else "GPU"
     gpu = survey.of_kind("gpu")
     if gpu and _is_numeric_map(plan):
-        return _finish(plan, survey, gpu[0], 4, f"numeric map work and a GPU ({gpu_name})", notes)
+        pays, why = _gpu_pays(plan, gpu[0], survey)
+        if pays:
+            return _finish(plan, survey, gpu[0], 4, f"a GPU ({gpu_name}); {why}", notes)
+        notes.append(f"rule 4: a GPU ({gpu_name}) is present; {why}")
+        decision = _logic(plan, survey, notes)
+        if decision is None:
+            return None
+        return replace(decision, rejected=tuple((n, why if n == gpu[0].name else w) for n, w in decision.rejected))
     lanes = [l for l in registry.lanes() if l.kind == "gpu" and l.is_available()]
     if not lanes:
         if _is_numeric_map(plan):
             notes.append("rule 4: a GPU is present and the plan is numeric, but no GPU lane can run it")
         return None
+    small: list[str] = []
+    said: dict[int, str] = {}
+
+    def pays(part: N.Node) -> bool:
+        ok, why = _gpu_pays(part, lanes[0])
+        if not ok:
+            small.append(f"{node_label(part)}: {why}")
+        said[id(part)] = why
+        return ok
+
     try:
-        rest, parts = split_numeric(plan, lanes[0])
+        rest, parts = split_numeric(plan, lanes[0], pays)
     except _NoLane:
         return None
+    notes += [f"rule 4: a GPU ({gpu_name}) is present; {lanes[0].name} could run the numeric part {s}" for s in small]
     if not parts:
         return None
     decision = _logic(rest, _Survey(rest), notes)
     if decision is None:
         return None
-    ran = ", ".join(describe_part(p) for p in parts)
-    reason = (f"numeric map work and a GPU ({gpu_name}): {ran}, handed on as Arrow; {decision.lane_name} "
+    ran = ", ".join(f"{describe_part(p)} ({said[id(p.plan)]})" for p in parts)
+    reason = (f"a GPU ({gpu_name}): {ran}, handed on as Arrow; {decision.lane_name} "
               f"finishes the plan (rule 5, {RULES[5]}: {decision.reason})")
     return replace(decision, rule=4, reason=reason, parts=decision.parts + tuple(parts))
+
+
+def _gpu_pays(plan: N.Node, gpu: Backend, survey: _Survey | None = None) -> tuple[bool, str]:
+    """Whether running `plan` on `gpu` beats the CPU lane rule 5 picks for it, by their cost estimates,
+    and why, in words: both are affine in the input size, so the size where they cross is named."""
+    survey = copy.copy(survey or _Survey(plan))
+    survey.capable = [l for l in survey.capable if l.kind != "gpu"]
+    cpu = _logic(plan, survey, [])
+    if cpu is None:
+        return True, "no CPU lane can run it"
+    g, c = gpu.estimate(plan), cpu.lane.estimate(plan)
+    if g is None or c is None:
+        return True, f"no cost estimate from {gpu.name if g is None else cpu.lane_name} to weigh them by"
+    size = g.input_bytes if g.input_bytes is not None else c.input_bytes
+    models = f"cost model: {gpu.name} {g.seconds:.3g} s, {cpu.lane_name} {c.seconds:.3g} s"
+    if size is None or size <= 0:
+        return g.seconds < c.seconds, (f"no input to speak of ({models})" if g.seconds < c.seconds else
+                                       f"no input to speak of: stays on {cpu.lane_name} ({models})")
+    per_gpu, per_cpu = (g.seconds - g.fixed_s) / size, (c.seconds - c.fixed_s) / size
+    estimated = f"{_bytes(int(size))} estimated input"
+    # the input size where the two lines cross; the GPU pays above it when each byte costs the CPU lane
+    # more, below it when each byte costs the GPU more (the copy to the device) but its fixed cost is lower
+    cross = (g.fixed_s - c.fixed_s) / (per_cpu - per_gpu) if per_cpu != per_gpu else math.inf
+    x = _bytes(int(cross)) if math.isfinite(cross) else ""
+    dearer = f"above it moving the columns to the device costs more than {cpu.lane_name} spends on them"
+    if g.seconds < c.seconds:
+        if per_cpu > per_gpu:
+            when = f"the GPU pays above {x}" if cross > 0 else "the GPU pays at any size"
+        else:
+            when = f"the GPU pays up to {x} ({dearer})" if math.isfinite(cross) else "the GPU pays at any size"
+        return True, f"numeric, {estimated}: {when} for this plan ({models})"
+    if per_cpu > per_gpu:
+        why = f"below the GPU crossover {x} for this plan"
+    elif cross > 0 and math.isfinite(cross):
+        why = f"the GPU pays only up to {x} for this plan ({dearer})"
+    else:
+        why = (f"the GPU does not pay at any size for this plan (each input byte costs {gpu.name} more than "
+               f"{cpu.lane_name}: moving it to the device)")
+    return False, f"numeric but {estimated}: {why}; stays on {cpu.lane_name} ({models})"
 
 
 def describe_part(part: PushedSource) -> str:
@@ -259,11 +320,12 @@ class _NoLane(Exception):
     """No CPU lane can run a subtree the GPU lane cannot: the plan is not split."""
 
 
-def split_numeric(plan: N.Node, gpu: Backend) -> tuple[N.Node, list[PushedSource]]:
+def split_numeric(plan: N.Node, gpu: Backend,
+                  pays: Callable[[N.Node], bool] = lambda part: True) -> tuple[N.Node, list[PushedSource]]:
     """Cut out the largest subtrees of numeric map work `gpu` can run (each with at least one node that
-    computes something), as parts run on `gpu`; an input of such a subtree that `gpu` cannot run
-    becomes a part of its own inside it, run on the CPU lane rule 5 picks for it (reading only the
-    columns the GPU part uses)."""
+    computes something) and that `pays` accepts, as parts run on `gpu`; an input of such a subtree that
+    `gpu` cannot run becomes a part of its own inside it, run on the CPU lane rule 5 picks for it
+    (reading only the columns the GPU part uses)."""
     parts: list[PushedSource] = []
 
     def runs_here(node: N.Node) -> bool:
@@ -293,10 +355,16 @@ def split_numeric(plan: N.Node, gpu: Backend) -> tuple[N.Node, list[PushedSource
 
     def visit(node: N.Node) -> N.Node:
         if not isinstance(node, N.Scan) and runs_here(node) and computes(node):
-            part = PushedSource(node.schema, plan=region(node), lane=gpu.name, place="gpu")
+            cut = region(node)
+            if not pays(cut):   # nor does a smaller region of it: look only below its CPU inputs
+                return skip(node)
+            part = PushedSource(node.schema, plan=cut, lane=gpu.name, place="gpu")
             parts.append(part)
             return N.Scan(part)
         return map_inputs(node, visit)
+
+    def skip(node: N.Node) -> N.Node:
+        return map_inputs(node, lambda c: skip(c) if runs_here(c) else visit(c))
 
     return visit(plan), parts
 

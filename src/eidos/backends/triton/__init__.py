@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
 from eidos.backends.triton.coverage import COVERAGE, extra_gaps
 from eidos.errors import BackendUnavailable
 from eidos.hal import devices
-from eidos.hal.backend import Availability, Backend, installed
+from eidos.hal.backend import Availability, Backend, Estimate, installed
+from eidos.hal.memo import once
 from eidos.ir import nodes as N
 
 INSTALL = "pip install 'eidos[gpu]'"
@@ -16,7 +19,8 @@ INSTALL = "pip install 'eidos[gpu]'"
 class TritonLane(Backend):
     """Runs Scan/Filter/Project/Aggregate over numeric and Boolean columns on the device: each map step
     is one ISA program (docs/triton-lane.md); the planner gives it the numeric part of a plan
-    when a GPU is present (rule 4) and the CPU lanes the rest.
+    when a GPU is present and its cost model says the GPU pays for that part (rule 4), and the
+    CPU lanes the rest.
 
     Chosen automatically only when detect_devices() sees a GPU; `engine="triton"` also runs it under
     Triton's interpreter (TRITON_INTERPRET=1), which is how tests run it on a machine without one.
@@ -49,6 +53,12 @@ class TritonLane(Backend):
 
     def supports(self, plan: N.Node) -> list[str]:
         return super().supports(plan) + extra_gaps(plan)
+
+    def estimate(self, plan: N.Node) -> Estimate:
+        """The GPU cost model (cost.py); the planner weighs it against the CPU lane's under rule 4."""
+        from eidos.backends.triton.cost import ENV, estimate
+
+        return once(plan, "triton.estimate " + os.environ.get(ENV, ""), lambda: estimate(plan))
 
     def execute(self, plan: N.Node) -> pa.Table:
         available = self.is_available_when_named()
