@@ -199,6 +199,7 @@ def cmd_devices(args: argparse.Namespace, out: Out) -> int:
         ("gpus", f"{d.gpu_count}" + (f": {gpus}" if gpus else "")),
         ("EIDOS_BACKEND", d.forced_backend or "not set"),
         ("EIDOS_MEMORY_BUDGET", os.environ.get("EIDOS_MEMORY_BUDGET") or "not set (half the memory limit)"),
+        ("EIDOS_TRITON_COST", os.environ.get("EIDOS_TRITON_COST") or "not set (the GPU cost model's constants)"),
     ]
     out.table(["device", "value"], rows)
     return 0

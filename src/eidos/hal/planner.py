@@ -295,9 +295,10 @@ def _gpu_pays(plan: N.Node, gpu: Backend, survey: _Survey | None = None) -> tupl
     dearer = f"above it moving the columns to the device costs more than {cpu.lane_name} spends on them"
     if g.seconds < c.seconds:
         if per_cpu > per_gpu:
-            when = f"the GPU pays above {x}" if cross > 0 else "the GPU pays at any size"
+            when = f"the GPU pays above {x}" if cross > 0 else f"the GPU beats {cpu.lane_name} at any size"
         else:
-            when = f"the GPU pays up to {x} ({dearer})" if math.isfinite(cross) else "the GPU pays at any size"
+            when = (f"the GPU pays up to {x} ({dearer})" if math.isfinite(cross)
+                    else f"the GPU beats {cpu.lane_name} at any size")
         return True, f"numeric, {estimated}: {when} for this plan ({models})"
     if per_cpu > per_gpu:
         why = f"below the GPU crossover {x} for this plan"
