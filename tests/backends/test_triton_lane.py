@@ -262,6 +262,14 @@ def test_large_numeric_plan_goes_to_the_gpu_and_explain_says_from_what_size(fake
                      f"stays on {small.lane_name}", dict(small.rejected)["triton"]), small
 
 
+def test_input_larger_than_the_gpu_memory_stays_on_the_cpu(fake_gpu, monkeypatch):
+    info = dataclasses.replace(devices.detect_devices(), gpu_memory_bytes=(1 << 30,))   # a 1 GiB card
+    monkeypatch.setattr(planner, "detect_devices", lambda: info)
+    d = planner.decide(heavy(10**8).plan)
+    assert d.lane_name != "triton"
+    assert "it would need about 2.5 GiB on the device, more than the GPU's 1.0 GiB" in dict(d.rejected)["triton"]
+
+
 def test_gpu_costs_can_be_overridden(fake_gpu, monkeypatch, tmp_path):
     monkeypatch.setenv(cost.ENV, "h2d_bytes_per_s=100MB/s")   # a slow bus: even 10^8 rows stay on the CPU
     assert planner.decide(heavy(10**8).plan).lane_name != "triton"

@@ -30,6 +30,10 @@ from eidos.ir.sources import LOCAL, PushedSource
 # Preference among lanes that can run a plan, when no rule decides (lower first).
 KIND_ORDER = {"vector": 0, "pushdown": 1, "streaming": 2, "gpu": 3, "cluster": 4, "free": 5, "reference": 9}
 
+# Device memory the GPU lane holds per byte of input: the input columns, their validity bytes, the padded
+# outputs of each step (an estimate). A plan whose input needs more than the GPU has stays on the CPU.
+DEVICE_MEMORY_PER_INPUT_BYTE = 2.0
+
 RULES = {
     1: "explicit override",
     2: "data locality",
@@ -288,6 +292,10 @@ def _gpu_pays(plan: N.Node, gpu: Backend, survey: _Survey | None = None) -> tupl
                                        f"no input to speak of: stays on {cpu.lane_name} ({models})")
     per_gpu, per_cpu = (g.seconds - g.fixed_s) / size, (c.seconds - c.fixed_s) / size
     estimated = f"{_bytes(int(size))} estimated input"
+    memory = detect_devices().gpu_memory_bytes[:1]
+    if memory and size * DEVICE_MEMORY_PER_INPUT_BYTE > memory[0]:
+        return False, (f"numeric but {estimated}: it would need about {_bytes(int(size * DEVICE_MEMORY_PER_INPUT_BYTE))} "
+                       f"on the device, more than the GPU's {_bytes(memory[0])}; stays on {cpu.lane_name}")
     # the input size where the two lines cross; the GPU pays above it when each byte costs the CPU lane
     # more, below it when each byte costs the GPU more (the copy to the device) but its fixed cost is lower
     cross = (g.fixed_s - c.fixed_s) / (per_cpu - per_gpu) if per_cpu != per_gpu else math.inf
