@@ -4,12 +4,27 @@ cannot import here is skipped with the reason. A new backend joins by adding its
 from __future__ import annotations
 
 import importlib
+import os
 
 import pytest
 
-BACKENDS = ["reference", "cpu"]
+BACKENDS = ["reference", "cpu", "triton"]
 _CLASSES = {"reference": ("eidos.isa.backends.reference", "ReferenceBackend"),
-            "cpu": ("eidos.isa.backends.cpu", "CpuBackend")}
+            "cpu": ("eidos.isa.backends.cpu", "CpuBackend"),
+            "triton": ("eidos.isa.backends.triton", "TritonBackend")}
+
+
+def use_triton_interpreter_without_cuda() -> None:
+    """Without an NVIDIA device the triton backend runs in Triton's interpreter. The switch is read when
+    @triton.jit runs, so it is set here, when the suite is collected, before any kernel (and, unless
+    another conftest imported triton first, before triton.language) is defined. The device files are
+    the probe: importing torch here would slow every test run."""
+    if "TRITON_INTERPRET" not in os.environ and not any(
+            os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")):
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+use_triton_interpreter_without_cuda()
 
 
 def make_backend(name: str):

@@ -10,12 +10,13 @@ import os
 import numpy as np
 import pytest
 
+from tests.isa.conftest import use_triton_interpreter_without_cuda  # noqa: E402
+
+use_triton_interpreter_without_cuda()  # before triton is imported
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
 
-from eidos.errors import BackendError, UnsupportedError  # noqa: E402
+from eidos.errors import BackendError, IsaError, UnsupportedError  # noqa: E402
 from eidos.isa import Address, Type  # noqa: E402
 from eidos.isa.backends.triton import source  # noqa: E402
 from eidos.isa.backends.triton.device import DeviceMemory, default_device  # noqa: E402
@@ -132,3 +133,258 @@ def test_source_loads_once_and_runs(tmp_path, monkeypatch):
         source.load(src, "nope")
     with pytest.raises(BackendError, match="does not load"):
         source.load("this is not python(\n", "k")
+
+
+# ---- the backend ---------------------------------------------------------------------------------
+
+import math  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from eidos import isa  # noqa: E402
+from eidos.isa import BinaryMapOperation, LaunchConfig, MapOperation, ReduceOperation, Register  # noqa: E402
+from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
+from eidos.isa.backends.triton import TritonBackend, arrays  # noqa: E402
+from tests.isa.harness import assert_values, decode, encode  # noqa: E402
+from tests.isa.values import FLOATS, SMALL_INTS, values  # noqa: E402
+
+BOTH = ("triton", "reference")
+
+
+def _backends():
+    return TritonBackend(), ReferenceBackend()
+
+
+def _load(be, ty, *arrays_):
+    hs = []
+    for a in arrays_:
+        h = be.allocate_buffer(max(1, ty.size_bytes * len(a)))
+        be.copy_to_buffer(h, encode(a, ty))
+        hs.append(h)
+    return hs
+
+
+def _read(be, h, ty):
+    data = bytearray(be.buffer_size(h))
+    be.copy_from_buffer(h, data)
+    return decode(bytes(data[:len(data) - len(data) % ty.size_bytes]), ty)
+
+
+def _same_on_both(program_of, ty, inputs, out_count, max_ulps=0):
+    """Run program_of(handles) on both backends over the same inputs; compare every buffer."""
+    got = []
+    for be in _backends():
+        hs = _load(be, ty, *inputs)
+        out = be.allocate_buffer(ty.size_bytes * out_count)
+        be.execute_program(program_of(hs, out), LaunchConfig.linear(3))
+        got.append([_read(be, h, ty) for h in hs + [out]])
+    for g, w in zip(*got):
+        assert_values(g, w, ty, max_ulps=max_ulps)
+
+
+@pytest.mark.parametrize("ty", FLOATS + SMALL_INTS, ids=str)
+@pytest.mark.parametrize("op", list(ReduceOperation), ids=lambda o: o.value)
+def test_reductions_equal_the_reference(op, ty):
+    x = [v for v in values(ty, 40) if not (ty.is_float and op is ReduceOperation.Product and
+                                           (math.isinf(v) or abs(v) > 8))]
+    if ty.is_float and op is ReduceOperation.Sum:  # see test_sums_are_compensated_not_exact
+        x = [v for v in x if math.isnan(v) or math.isinf(v) or abs(v) < 1e6]
+    x = x + x[::-1] + [x[0]] * 3  # ties (0.0 and -0.0 among them) and a second pass
+
+    def program(hs, out):
+        return isa.ProgramBuilder().add(
+            isa.ParallelReduce(Register(0), Address.buffer(hs[0]), len(x), op, ty),
+            isa.STG(Address.buffer(out), Register(0), ty)).build()
+    _same_on_both(program, ty, [x], 1, max_ulps=2 if op is ReduceOperation.Product and ty.is_float else 0)
+
+
+@pytest.mark.parametrize("ty", [Type.F32, Type.F64, Type.I32, Type.U64], ids=str)
+def test_reductions_over_many_programs_combine_partials(ty):
+    n = 3 * arrays.REDUCE_BLOCK + 17  # several programs (the interpreter uses up to 4), then `finish`
+    x = (values(ty, 64) * (n // 64 + 1))[:n]
+    x = [v for v in x if not (ty.is_float and (math.isinf(v) or math.isnan(v) or abs(v) > 1e6))]
+    for op in (ReduceOperation.Sum, ReduceOperation.Min, ReduceOperation.Max):
+        def program(hs, out, op=op):
+            return isa.ProgramBuilder().add(
+                isa.ParallelReduce(Register(0), Address.buffer(hs[0]), len(x), op, ty),
+                isa.STG(Address.buffer(out), Register(0), ty)).build()
+        _same_on_both(program, ty, [x], 1)
+
+
+def test_sums_are_compensated_not_exact():
+    """Float sums are double-double (about 106 bits), so they round correctly unless terms some 2^100
+    apart cancel; the reference's math.fsum is exact. The documented limit, shown."""
+    x = [1e300, 1.0, -1e300, 2.0 ** -60]
+    def program(hs, out):
+        return isa.ProgramBuilder().add(
+            isa.ParallelReduce(Register(0), Address.buffer(hs[0]), 4, ReduceOperation.Sum, Type.F64),
+            isa.STG(Address.buffer(out), Register(0), Type.F64)).build()
+    got = []
+    for be in _backends():
+        (h,) = _load(be, Type.F64, x)
+        out = be.allocate_buffer(8)
+        be.execute_program(program([h], out), LaunchConfig.linear(1))
+        got.append(_read(be, out, Type.F64)[0])
+    assert got[1] == 1.0 + 2.0 ** -60 or got[1] == 1.0  # the reference: exact, then rounded
+    assert abs(got[0] - got[1]) <= 1.0  # compensated: the 1.0 survives the cancellation
+
+
+def test_map_then_reduce_is_one_kernel_and_one_pass():
+    ty, n = Type.F32, 300
+    x = [float(i % 17) - 8.5 for i in range(n)]
+    y = [float(i % 5) * 0.25 for i in range(n)]
+
+    def program(hs, out):
+        a, b, t = Address.buffer(hs[0]), Address.buffer(hs[1]), Address.buffer(hs[2])
+        return isa.ProgramBuilder().add(
+            isa.ParallelMapBinary(t, a, b, n, BinaryMapOperation.Mul, ty),
+            isa.ParallelMap(t, t, n, MapOperation.Exp, ty),
+            isa.ParallelMapBinary(t, t, b, n, BinaryMapOperation.Max, ty),
+            isa.ParallelReduce(Register(0), t, n, ReduceOperation.Sum, ty),
+            isa.STG(Address.buffer(out), Register(0), ty)).build().optimize()
+    _same_on_both(program, ty, [x, y, [0.0] * n], 1, max_ulps=4)
+    be = TritonBackend()
+    hs = _load(be, ty, x, y, [0.0] * n)
+    p = program(hs, be.allocate_buffer(4))
+    assert [type(i).__name__ for i in p.instructions] == ["FusedMap", "ParallelReduce", "STG"]
+    plan = be.plan(p)
+    kernels = [s for s in plan.steps if isinstance(s, type(plan.steps[0])) and hasattr(s, "group")]
+    assert len(kernels) == 1 and [i.name for _, i in kernels[0].group] == ["FusedMap", "ParallelReduce"]
+    text = be.explain(p)
+    assert "fused with the reduction after it" in text and text.count("def kernel(") == 1
+    assert "def finish(" in text and "tl.reduce((hi, lo), 0, _dd)" in text
+
+
+@pytest.mark.parametrize("ty", [Type.F16, Type.BF16, Type.F64, Type.I8, Type.U32], ids=str)
+def test_many_programs_and_unaligned_offsets(ty):
+    n = 2 * arrays.map_block(ty) + 5
+    a = (values(ty, 64) * (n // 64 + 1))[:n]
+    b = (values(ty, 64, seed=3) * (n // 64 + 1))[:n]
+
+    def program(hs, out):  # the output starts 1 byte in: an aligned copy, written back
+        return isa.ProgramBuilder().add(
+            isa.ParallelMapBinary(Address.buffer(out, 1), Address.buffer(hs[0]), Address.buffer(hs[1]), n,
+                                  BinaryMapOperation.Max, ty)).build()
+    _same_on_both(program, ty, [a, b], n + 1)
+
+
+def test_launch_is_cached_per_program_and_per_key():
+    be = TritonBackend()
+    (h,) = _load(be, Type.F32, [1.0, -2.0, 3.0])
+    p = isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(h), Address.buffer(h), 3, MapOperation.Abs)).build()
+    be.execute_program(p, LaunchConfig.linear(1))
+    plan = be.plan(p)
+    assert plan.fast is not None and be.plan(p) is plan
+    misses = be.cache.misses
+    twin = isa.from_json(p.to_json())  # another object, the same Blake3 key
+    assert twin is not p and be.plan(twin) is plan and be.cache.misses == misses and be.cache.hits >= 1
+    kernel = plan.fast[0].kernel
+    be.execute_program(twin, LaunchConfig.linear(1))
+    assert plan.fast[0].kernel is kernel and kernel.memory is be.memory
+    assert _read(be, h, Type.F32) == [1.0, 2.0, 3.0]
+    be.allocate_buffer(4)  # an allocation re-checks the addresses before the next launch
+    be.execute_program(p, LaunchConfig.linear(1))
+    assert kernel.generation == be.memory.generation
+
+
+def test_explain_shows_routes_and_source():
+    be = TritonBackend()
+    a, b = be.allocate_buffer(64), be.allocate_buffer(64)
+    p = isa.ProgramBuilder().add(
+        isa.ParallelMapBinary(Address.buffer(a), Address.buffer(a), Address.buffer(b), 16, BinaryMapOperation.Add),
+        isa.MOV_IMM(Register(1), 2.0, Type.F32),
+        isa.STG(Address.buffer(b), Register(1), Type.F32)).build()
+    text = be.explain(p)
+    assert "runs: array" in text and "0: ParallelMapBinary -> arrays.py" in text
+    assert "1: MOV_IMM -> uniform register code" in text and "@triton.jit" in text and "tl.load(" in text
+
+
+def test_adopt_runs_kernels_on_the_callers_tensor_without_copy():
+    be = TritonBackend()
+    x = torch.tensor([1.0, -4.0, 9.0], dtype=torch.float32, device=be.device)
+    ptr = x.data_ptr()
+    h = be.adopt(x)
+    p = isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(h), Address.buffer(h), 3, MapOperation.Relu)).build()
+    be.execute_program(p, LaunchConfig.linear(1))
+    assert x.data_ptr() == ptr and x.cpu().tolist() == [1.0, 0.0, 9.0]
+    assert be.tensor(h).data_ptr() == ptr
+
+
+def test_errors_name_what_is_wrong():
+    be, ref = _backends()
+    for b in (be, ref):
+        b.allocate_buffer(16)
+    p = isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(1, 4), Address.buffer(1), 2, MapOperation.Neg)).build()
+    msgs = []
+    for b in (be, ref):
+        with pytest.raises(BackendError) as e:
+            b.execute_program(p, LaunchConfig.linear(1))
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] and "partially overlaps" in msgs[0]
+    wide = isa.ParallelMap(Address.buffer(1), Address.buffer(1), 1, MapOperation.Neg, Type.I128)
+    with pytest.raises(IsaError, match="takes types up to 64 bits, got I128"):  # validation, before any backend
+        isa.ProgramBuilder().add(wide).build()
+    with pytest.raises(UnsupportedError, match=r"instruction 2 \(ParallelMap\): type I128 has no Triton form"):
+        arrays.check_type(wide, 2)
+    allred = isa.ProgramBuilder().add(isa.AllReduce(Address.buffer(1), 4, ReduceOperation.Sum)).build()
+    with pytest.raises(UnsupportedError, match="AllReduce.*one device"):
+        be.execute_program(allred, LaunchConfig.linear(1))
+    be.free_buffer(1)
+    with pytest.raises(BackendError, match="buffer 1 was freed"):
+        be.execute_program(p, LaunchConfig.linear(1))
+
+
+def test_pool_instructions_allocate_on_the_device():
+    be = TritonBackend()
+    p = isa.ProgramBuilder().add(isa.PoolAlloc(7, 32), isa.MOV_IMM(Register(0), 5, Type.I32),
+                                 isa.PoolStore(7, 4, Register(0), Type.I32)).build()
+    be.execute_program(p, LaunchConfig.linear(8))
+    assert be.tensor(7).device == be.device and be.pool_size(7) == 32
+    out = bytearray(4)
+    be.copy_from_pool(7, 4, out)
+    assert int.from_bytes(out, "little") == 5
+    be.execute_program(isa.ProgramBuilder().add(isa.PoolFree(7)).build(), LaunchConfig.linear(1))
+    with pytest.raises(BackendError, match="pool 7 was freed"):
+        be.pool_size(7)
+
+
+MAPS = [op for op in MapOperation]
+BINARY = [op for op in BinaryMapOperation]
+
+
+@st.composite
+def chains(draw):
+    """A chain of maps over three buffers (any operation, float types), optimized or not, maybe reduced."""
+    ty = draw(st.sampled_from([Type.F32, Type.F64, Type.F16]))
+    n = draw(st.integers(1, 40))
+    addr = st.sampled_from([Address.buffer(h) for h in (1, 2, 3)])
+    b = isa.ProgramBuilder()
+    for _ in range(draw(st.integers(1, 5))):
+        if draw(st.booleans()):
+            b.add(isa.ParallelMap(draw(addr), draw(addr), n, draw(st.sampled_from(MAPS)), ty))
+        else:
+            b.add(isa.ParallelMapBinary(draw(addr), draw(addr), draw(addr), n, draw(st.sampled_from(BINARY)), ty))
+    if draw(st.booleans()):
+        op = draw(st.sampled_from([ReduceOperation.Sum, ReduceOperation.Min, ReduceOperation.Max]))
+        b.add(isa.ParallelReduce(Register(0), draw(addr), n, op, ty), isa.STG(Address.buffer(4), Register(0), ty))
+    data = [draw(st.lists(st.floats(-3, 3, width=16), min_size=n, max_size=n)) for _ in range(3)]
+    program = b.build()
+    return (program.optimize() if draw(st.booleans()) else program), ty, n, data
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(g=chains())
+def test_generated_chains_with_every_operation_match_the_reference(g):
+    program, ty, n, data = g
+    got = []
+    for be in _backends():
+        hs = _load(be, ty, *data) + [be.allocate_buffer(ty.size_bytes)]
+        be.execute_program(program, LaunchConfig.linear(2))
+        got.append([_read(be, h, ty) for h in hs])
+    for g_, w in zip(*got):
+        # transcendentals and a sum after them may differ by a few ulps (float64 libm vs NumPy); a chain
+        # feeds one step's rounding into the next, so compare loosely but everywhere, NaNs included
+        assert all(math.isnan(a) == math.isnan(b) and (math.isnan(a) or a == b or
+                                                       abs(a - b) <= 1e-3 * max(1.0, abs(b)) or
+                                                       (math.isinf(a) and a == b)) for a, b in zip(g_, w)), (g_, w)

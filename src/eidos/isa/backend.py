@@ -47,7 +47,7 @@ class Backend(abc.ABC):
         self.memory.copy_out(self.memory.buffer(handle, "copy_from_buffer"), offset, out, f"copy_from_buffer({handle})")
 
     def buffer_size(self, handle: int) -> int:
-        return int(self.memory.buffer(handle, "buffer_size").size)
+        return len(self.memory.buffer(handle, "buffer_size"))
 
     # ---- pools -------------------------------------------------------------------------------
     def allocate_pool(self, size: int) -> int:
@@ -63,7 +63,7 @@ class Backend(abc.ABC):
         self.memory.copy_out(self.memory.pool(handle, "copy_from_pool"), offset, out, f"copy_from_pool({handle})")
 
     def pool_size(self, handle: int) -> int:
-        return int(self.memory.pool(handle, "pool_size").size)
+        return len(self.memory.pool(handle, "pool_size"))
 
     # ---- class memory (Atlas) ------------------------------------------------------------
     def _class_offset(self, class_id: int, offset: int, what: str) -> int:

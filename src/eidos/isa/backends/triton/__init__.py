@@ -1,4 +1,520 @@
-"""The Triton backend: ISA programs as generated Triton kernels (PTX on a GPU, the interpreter on a CPU).
+"""The Triton backend: Atlas ISA programs as generated Triton kernels (PTX on an NVIDIA GPU, Triton's
+interpreter on the CPU when TRITON_INTERPRET=1).
 
-device.py holds device memory, source.py loads generated kernel source; the backend object lands next.
+How a program runs (decided once per program; explain() prints it with the generated source):
+- array: collectives only, or collectives with register code that is the same in every lane
+  (straight-line, no lane-varying Special, no shared memory): each element-wise chain or reduction
+  is one generated kernel (arrays.py), a reduction right after the chain that wrote or read its
+  range is fused into that chain's kernel; extension instructions run extensions.py's kernels; the
+  uniform register code runs once on the host with the reference's semantics, its loads and stores
+  a few bytes of device memory.
+- lanes: no collectives: the whole program is one lane kernel (lanes.py).
+- staged: an array prefix as above, then per-lane code with no collective: the prefix runs, and
+  the rest is one lane kernel whose lanes start with the prefix's (uniform) register values.
+Anything else (a collective after lane-varying code) raises UnsupportedError naming it: a
+collective needs every lane's registers at a grid-wide synchronization point, which one Triton
+launch cannot give.
 """
+
+from __future__ import annotations
+
+import inspect
+import struct
+from dataclasses import dataclass, field, fields, replace
+
+from eidos.errors import BackendError, UnsupportedError
+
+from ... import instructions as I
+from ...address import CLASS_BYTES, NUM_PREDICATES, NUM_REGISTERS, Address, Predicate, Space, Special
+from ...backend import Backend
+from ...launch import ExecutionParams, LaunchConfig
+from ...program import Program
+from . import arrays
+
+DEFAULT_MAX_STEPS = 10_000_000
+_VARYING = {Special.GLOBAL_ID, Special.THREAD_INDEX, Special.BLOCK_INDEX, Special.THREAD_X, Special.THREAD_Y,
+            Special.THREAD_Z, Special.BLOCK_X, Special.BLOCK_Y, Special.BLOCK_Z}
+_NOT_UNIFORM = (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync, I.LDS, I.STS, I.NBRLoad, I.NBRStore, I.ResAccum,
+                I.PhaseRead, I.PhaseWrite)
+_MEMORY = (I.LDG, I.STG, I.PoolLoad, I.PoolStore)
+
+
+def unavailable_reason() -> str | None:
+    """None when this backend can run here; else why not and what to install or set."""
+    from .device import default_device
+
+    try:
+        default_device()
+    except Exception as e:
+        return str(e)
+    return None
+
+
+def _optional(name: str):
+    """lanes.py / extensions.py (owned by triton-lanes / triton-ext), or None until they exist."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name == f"{__name__}.{name}":
+            return None
+        raise
+
+
+def varying_reason(ins) -> str | None:
+    """Why instruction `ins` may differ between lanes (None: every lane does the same)."""
+    if isinstance(ins, _NOT_UNIFORM):
+        return f"{ins.name} is per-lane control flow, shared memory or class state"
+    if isinstance(ins, I.MOV) and isinstance(ins.src, Special) and ins.src in _VARYING:
+        return f"it reads {ins.src}, which differs between lanes"
+    if any(a.space is Space.SHARED for _, a in ins.addresses()):
+        return "it addresses shared memory"
+    return None
+
+
+# ---- the steps of a plan ---------------------------------------------------------------------------
+
+class Run:
+    """One launch's state: the uniform register file (as the reference's lane holds it) and predicates."""
+
+    __slots__ = ("R", "P", "config")
+
+    def __init__(self, params: ExecutionParams) -> None:
+        R = [0] * NUM_REGISTERS
+        for k, v in params.registers.items():
+            if not 0 <= int(k) < NUM_REGISTERS:
+                raise BackendError(f"ExecutionParams.registers: register r{k} out of range r0..r{NUM_REGISTERS - 1}")
+            R[int(k)] = v
+        self.R, self.P, self.config = R, [False] * NUM_PREDICATES, params.config
+
+
+def resolve(ins, index: int, memory, R):
+    """ins with every register-held address replaced by the static address its (uniform) pointer names,
+    checked with the reference's messages."""
+    def static(addr):
+        if addr.space is not Space.REGISTER:
+            return addr
+        mem, off = arrays.Checks(memory, ins, index, [_Lane(R)])._locate(addr)
+        if mem is memory.class_memory:
+            return Address.cls(off // CLASS_BYTES, off % CLASS_BYTES)
+        for space, table in ((Space.BUFFER, memory.buffers), (Space.POOL, memory.pools)):
+            for h, t in table.items():
+                if t is mem:
+                    return Address(space, h, off)
+        raise BackendError(f"instruction {index} ({ins.name}): {addr} names no live memory")
+
+    changes = {}
+    for f in fields(ins):
+        v = getattr(ins, f.name)
+        if isinstance(v, Address):
+            changes[f.name] = static(v)
+        elif isinstance(v, tuple) and v and isinstance(v[0], I.MapStep):
+            changes[f.name] = tuple(I.MapStep(static(s.dst), s.operation, static(s.a),
+                                              None if s.b is None else static(s.b)) for s in v)
+    return replace(ins, **changes)
+
+
+class _Lane:
+    __slots__ = ("R",)
+
+    def __init__(self, R) -> None:
+        self.R = R
+
+
+@dataclass
+class KernelStep:
+    """One generated array kernel (one instruction, or a chain and the reduction after it)."""
+    group: tuple
+    kernel: object = None
+    dynamic: bool = False               # some address is register-held: resolved at each launch
+    resolved: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.dynamic = any(a.space is Space.REGISTER for _, ins in self.group for _, a in ins.addresses())
+        if not self.dynamic:
+            self.kernel = arrays.build(self.group)
+
+    @property
+    def dst(self):
+        ins = self.group[-1][1]
+        return ins.dst if type(ins) in arrays.REDUCE_OF else None
+
+    def __call__(self, backend, run: Run | None) -> None:
+        memory = backend.memory
+        if self.dynamic:
+            group = tuple((i, resolve(ins, i, memory, run.R)) for i, ins in self.group)
+            k = self.resolved.get(group)
+            if k is None:
+                if len(self.resolved) > 64:
+                    self.resolved.clear()
+                k = self.resolved[group] = arrays.build(group)
+        else:
+            k = self.kernel
+        if k.memory is not memory or k.generation != memory.generation:
+            arrays.bind(k, memory)
+        value = arrays.launch(k)
+        if self.dst is not None and run is not None:
+            run.R[self.dst.index] = value
+
+    def explain(self) -> tuple[str, str | None]:
+        if self.dynamic:
+            return ("one generated Triton kernel, addresses from registers resolved at each launch", None)
+        return self.kernel.how, self.kernel.source
+
+
+@dataclass
+class ExtensionStep:
+    index: int
+    ins: object
+    module: object
+
+    def __call__(self, backend, run) -> None:
+        ins = self.ins
+        if run is not None and any(a.space is Space.REGISTER for _, a in ins.addresses()):
+            ins = resolve(ins, self.index, backend.memory, run.R)
+        if _takes_index(self.module.run):
+            self.module.run(ins, backend.memory, index=self.index)
+        else:
+            self.module.run(ins, backend.memory)
+
+    def explain(self):
+        src = getattr(self.module, "source", None)
+        return "extensions.py", (src(self.ins) if src is not None else None)
+
+
+def _takes_index(fn) -> bool:
+    try:
+        return "index" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass
+class PoolStep:
+    ins: object
+
+    def __call__(self, backend, run) -> None:
+        if isinstance(self.ins, I.PoolAlloc):
+            backend.memory.allocate_pool(self.ins.size, self.ins.handle)
+        else:
+            backend.memory.free_pool(self.ins.handle)
+
+    def explain(self):
+        return "device allocation (torch caching allocator)" if isinstance(self.ins, I.PoolAlloc) else "device free", None
+
+
+@dataclass
+class UniformStep:
+    """Straight-line register code every lane runs alike: run once, on the host, by the reference's
+    closures; loads and stores move a few bytes of device memory."""
+    program: Program
+    indices: list
+    decoded: dict = field(default_factory=dict)   # LaunchConfig -> [(index, closure)]
+
+    def code(self, config, max_steps):
+        code = self.decoded.get(config)
+        if code is None:
+            from types import SimpleNamespace
+
+            from ..reference.decode import Context, decoder
+            ctx = Context(SimpleNamespace(class_memory=bytearray(0)), self.program, max_steps, config)
+            ins = self.program.instructions
+            code = [(i, True, _memory_step(ins[i], i)) if isinstance(ins[i], _MEMORY) else
+                    (i, False, decoder(ins[i], i, ctx)) for i in self.indices]
+            if len(self.decoded) > 16:
+                self.decoded.clear()
+            self.decoded[config] = code
+        return code
+
+    def __call__(self, backend, run) -> None:
+        L = _Lane(run.R)
+        memory = backend.memory
+        R, P = run.R, run.P
+        for i, touches_memory, step in self.code(run.config, backend.max_steps):
+            try:
+                if touches_memory:
+                    step(R, memory)
+                else:
+                    step(R, P, L)
+            except (TypeError, ValueError, OverflowError, ArithmeticError) as e:
+                raise BackendError(f"instruction {i}: lane 0: {type(e).__name__}: {e} "
+                                   "(does a register hold a value of another type?)") from e
+
+    def explain(self):
+        return "uniform register code: once, on the host (the reference's semantics)", None
+
+
+def _memory_step(ins, i: int):
+    """LDG/STG/PoolLoad/PoolStore of one lane-uniform value: the reference's codec and messages."""
+    from ..reference.decode import _store_error, codec
+
+    load = isinstance(ins, (I.LDG, I.PoolLoad))
+    ty = ins.ty
+    if isinstance(ins, (I.PoolLoad, I.PoolStore)):
+        addr = Address.pool(ins.pool, ins.offset)
+    else:
+        addr = ins.src if load else ins.dst
+    reg = (ins.dst if load else ins.src).index
+    n, ld, st = codec(ty)
+    what = f"instruction {i} ({ins.name})"
+
+    def where(R, memory):
+        if addr.space is Space.REGISTER:
+            ptr = R[addr.reg.index]
+            if type(ptr) is not int or ptr < 0:
+                raise BackendError(f"{what}: the address register holds {ptr!r}, not a pointer")
+            return memory.locate_pointer(ptr, what)
+        return memory.locate(addr, what)
+
+    def step(R, memory):
+        mem, off = where(R, memory)
+        buf = bytearray(n)
+        if load:
+            memory.copy_out(mem, off, buf, what)
+            R[reg] = ld(memoryview(buf), 0)
+        else:
+            try:
+                st(buf, 0, R[reg])
+            except (struct.error, OverflowError, TypeError, ValueError) as e:
+                raise _store_error(what, R[reg], ty, e) from None
+            memory.copy_in(mem, off, buf, what)
+    return step
+
+
+@dataclass
+class LanesStep:
+    """Per-lane code as one lane kernel (lanes.py); starts from the uniform registers of what ran before."""
+    program: Program
+    kernel: object
+
+    def __call__(self, backend, run) -> None:
+        registers = {k: v for k, v in enumerate(run.R) if type(v) is not int or v != 0}
+        self.kernel.launch(backend.memory, ExecutionParams(run.config, registers))
+
+    def explain(self):
+        return "lane kernel (lanes.py)", getattr(self.kernel, "source", None)
+
+
+@dataclass
+class Plan:
+    """How one program runs here, decided once per program (by object and by Blake3 key)."""
+    program: Program
+    kind: str                  # "array", "lanes" or "staged"
+    why: str
+    steps: list
+    routes: list               # per instruction: where it goes
+    fast: tuple | None = None  # array plans with no register state: just these kernels
+
+
+class TritonBackend(Backend):
+    """Runs Atlas ISA programs as generated Triton kernels on a CUDA device, or in Triton's interpreter
+    on the CPU under TRITON_INTERPRET=1 (see the module doc). Memory lives on the device (device.py);
+    `adopt(tensor)` makes a caller's tensor a buffer without a copy."""
+
+    name = "triton"
+
+    def __init__(self, device=None, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        super().__init__()
+        from ...cache import ProgramCache
+        from .device import DeviceMemory
+
+        self.memory = DeviceMemory(device)
+        self.device = self.memory.device
+        self.max_steps = int(max_steps)
+        self.cache = ProgramCache(512, libraries=("triton", "torch"))
+        self._plans: dict[int, tuple[Program, Plan]] = {}
+
+    # ---- what this backend can do ---------------------------------------------------------------
+    def is_available(self) -> bool:
+        return True  # constructing it checked torch, triton and the device
+
+    def capabilities(self) -> dict:
+        import torch
+        import triton
+
+        lanes, ext = _optional("lanes"), _optional("extensions")
+        return {"device": str(self.device), "interpreter": not self.memory.cuda, "triton": triton.__version__,
+                "torch": torch.__version__,
+                "array_instructions": "generated Triton kernels (fused chains, fused map+reduce)",
+                "register_programs": "lanes.py" if lanes is not None else "unsupported: lanes.py has not landed",
+                "extensions": sorted(c.__name__ for c in ext.EXTENSIONS) if ext is not None else [],
+                "extended_integers": "unsupported (no GPU integers wider than 64 bits)", "devices": 1}
+
+    def adopt(self, tensor, *, pool: bool = False) -> int:
+        """A caller's contiguous device tensor as a buffer (or pool) handle, sharing its memory."""
+        return self.memory.adopt(tensor, pool=pool)
+
+    def tensor(self, handle: int):
+        """The uint8 device tensor behind a buffer or pool handle (0: class memory)."""
+        return self.memory.tensor(handle)
+
+    def synchronize(self) -> None:
+        self.memory.synchronize()
+
+    def accumulators(self) -> list[float]:
+        return [float(x) for x in self.memory.accumulators.tolist()]
+
+    def phases(self) -> list[int]:
+        return [int(x) for x in self.memory.phases.tolist()]
+
+    # ---- planning ---------------------------------------------------------------------------------
+    def plan(self, program: Program) -> Plan:
+        hit = self._plans.get(id(program))
+        if hit is not None and hit[0] is program:
+            return hit[1]
+        if not isinstance(program, Program):
+            raise BackendError(f"execute: expected a Program, got {type(program).__name__}")
+        program.validate()
+        plan = self.cache.get_or_compile(program, self._make_plan, "triton")
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[id(program)] = (program, plan)
+        return plan
+
+    def _make_plan(self, program: Program) -> Plan:
+        ins = program.instructions
+        collectives = [i for i, x in enumerate(ins) if x.collective]
+        varying = [(i, r) for i in range(len(ins)) if not ins[i].collective and (r := varying_reason(ins[i]))]
+        if not collectives and (varying or program.entry != 0):
+            return Plan(program, "lanes", "no collective instruction: every lane runs the program start to end",
+                        [self._lanes_step(program, program)], ["lane kernel (lanes.py)"] * len(ins))
+        last = collectives[-1] if collectives else -1
+        prefix_end = last + 1
+        before = [(i, r) for i, r in varying if i < last]
+        if before or program.entry != 0:
+            i, why = before[0] if before else (program.entry, "the program starts after instruction 0")
+            raise UnsupportedError(
+                f"instruction {last} ({ins[last].name}): the triton backend runs collectives between kernels, "
+                f"so the code before one must do the same in every lane; instruction {i} ({ins[i].name}) does not "
+                f"({why})")
+        steps, routes = self._array_steps(program, range(prefix_end))
+        tail = list(range(prefix_end, len(ins)))
+        if not varying:
+            if tail:
+                steps.append(UniformStep(program, tail))
+                routes += ["uniform register code (host, once)"] * len(tail)
+            fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and s.dst is None
+                                       for s in steps) else None
+            return Plan(program, "array", "collectives, and register code that is the same in every lane",
+                        steps, routes, fast=fast)
+        suffix = Program(ins[prefix_end:], {k: v - prefix_end for k, v in program.labels.items() if v >= prefix_end},
+                         0, program.metadata)
+        try:
+            suffix.validate()
+        except Exception as e:
+            raise UnsupportedError(f"the per-lane code after instruction {last} ({ins[last].name}) jumps back before "
+                                   f"it ({e}); the triton backend runs it as its own lane kernel") from e
+        preds_read = {p.index for x in suffix.instructions for p in x.registers_read() if isinstance(p, Predicate)}
+        preds_set = {p.index for x in ins[:prefix_end] for p in x.registers_written() if isinstance(p, Predicate)}
+        if preds_read & preds_set:
+            p = min(preds_read & preds_set)
+            raise UnsupportedError(f"predicate p{p} is set before instruction {last} ({ins[last].name}) and read after "
+                                   "it: the triton backend starts the lane kernel after a collective from registers only")
+        steps.append(self._lanes_step(suffix, program))
+        routes += ["lane kernel (lanes.py), after the collectives"] * len(tail)
+        return Plan(program, "staged", "collectives and uniform code first, then per-lane code as one lane kernel",
+                    steps, routes)
+
+    def _lanes_step(self, sub: Program, whole: Program):
+        lanes = _optional("lanes")
+        if lanes is None:
+            first = next((i for i, x in enumerate(whole.instructions) if not x.collective), 0)
+            raise UnsupportedError(f"instruction {first} ({whole.instructions[first].name}): per-lane register code "
+                                   "needs the triton backend's lane kernels (lanes.py, owned by triton-lanes), which "
+                                   "have not landed")
+        return LanesStep(sub, lanes.compile_program(sub))
+
+    def _array_steps(self, program: Program, indices) -> tuple[list, list]:
+        ins = program.instructions
+        steps, routes = [], []
+        uniform: list[int] = []
+        ext = None
+        indices = list(indices)
+        k = 0
+
+        def flush():
+            if uniform:
+                steps.append(UniformStep(program, list(uniform)))
+                routes.extend(["uniform register code (host, once)"] * len(uniform))
+                uniform.clear()
+
+        while k < len(indices):
+            i = indices[k]
+            x = ins[i]
+            if not x.collective:
+                uniform.append(i)
+                k += 1
+                continue
+            flush()
+            if isinstance(x, arrays.HANDLES):
+                nxt = indices[k + 1] if k + 1 < len(indices) else None
+                if nxt is not None and arrays.fusable_reduce(x, ins[nxt]) and \
+                        not any(0 < v == nxt for v in program.labels.values()):
+                    steps.append(KernelStep(((i, x), (nxt, ins[nxt]))))
+                    routes += ["arrays.py: fused with the reduction after it"] + ["arrays.py: fused into the chain before"]
+                    k += 2
+                    continue
+                steps.append(KernelStep(((i, x),)))
+                routes.append("arrays.py")
+            elif isinstance(x, (I.PoolAlloc, I.PoolFree)):
+                steps.append(PoolStep(x))
+                routes.append("device memory")
+            elif isinstance(x, (I.AllReduce, I.AllGather)):
+                raise UnsupportedError(f"instruction {i} ({x.name}) needs a multi-device backend; "
+                                       "the triton backend has one device")
+            else:
+                ext = ext or _optional("extensions")
+                if ext is None:
+                    raise UnsupportedError(f"instruction {i} ({x.name}): the triton backend's extension kernels "
+                                           "(extensions.py, owned by triton-ext) have not landed")
+                if type(x) not in ext.EXTENSIONS:
+                    raise UnsupportedError(f"instruction {i} ({x.name}) has no Triton form in extensions.py")
+                steps.append(ExtensionStep(i, x, ext))
+                routes.append("extensions.py")
+            k += 1
+        flush()
+        return steps, routes
+
+    # ---- execution --------------------------------------------------------------------------------
+    def execute_program(self, program, config: LaunchConfig) -> None:
+        hit = self._plans.get(id(program))
+        if hit is not None and hit[0] is program and hit[1].fast is not None and type(config) is LaunchConfig:
+            if config.total_threads():
+                memory = self.memory
+                for step in hit[1].fast:
+                    k = step.kernel
+                    if k.memory is not memory or k.generation != memory.generation:
+                        arrays.bind(k, memory)
+                    arrays.launch(k)
+            return
+        super().execute_program(program, config)
+
+    def execute_program_with_params(self, program, params: ExecutionParams) -> None:
+        if not isinstance(params, ExecutionParams):
+            raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
+        plan = self.plan(program)
+        if params.config.total_threads() == 0:
+            return
+        run = Run(params)
+        for step in plan.steps:
+            step(self, run)
+
+    # ---- explain ----------------------------------------------------------------------------------
+    def explain(self, program: Program) -> str:
+        """The route of every instruction and the generated Triton source of each kernel."""
+        plan = self.plan(program)
+        lines = [f"triton backend on {self.device} ({'Triton interpreter' if not self.memory.cuda else 'CUDA'})",
+                 f"program {program.digest()[:16]}: {len(program)} instructions",
+                 f"runs: {plan.kind} ({plan.why})"]
+        for i, (x, route) in enumerate(zip(program.instructions, plan.routes)):
+            lines.append(f"  {i}: {x.name} -> {route}")
+        for n, step in enumerate(plan.steps):
+            how, src = step.explain()
+            lines.append(f"step {n}: {how}")
+            if src:
+                lines += ["  " + line for line in src.rstrip().splitlines()]
+        return "\n".join(lines)
+
+
+__all__ = ["TritonBackend", "unavailable_reason"]
