@@ -35,6 +35,50 @@ def make_backend(name: str):
         pytest.skip(f"backend {name!r} unavailable: {type(e).__name__}: {e}")
 
 
+# What a backend legitimately has no form for, and the UnsupportedError text that must name it.
+# A test parametrized with such a type (or marked `extended_integers`) runs on that backend expecting
+# exactly that error, so a gap is asserted, never skipped.
+NO_EXTENDED_INTEGERS = {"triton"}
+
+
+def _extended_type(item):
+    from eidos.isa import Type
+
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for v in params.values():
+        if isinstance(v, Type) and v.is_extended:
+            return v
+    marker = item.get_closest_marker("extended_integers")
+    return marker.args[0] if marker else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    params = getattr(getattr(pyfuncitem, "callspec", None), "params", {})
+    name = params.get("backend") or params.get("backend_name")
+    ty = _extended_type(pyfuncitem) if name in NO_EXTENDED_INTEGERS else None
+    if ty is None:
+        yield
+        return
+    from eidos.errors import UnsupportedError
+
+    test = pyfuncitem.obj
+
+    def expect_unsupported(*args, **kwargs):
+        with pytest.raises(UnsupportedError, match=ty.name):
+            test(*args, **kwargs)
+    pyfuncitem.obj = expect_unsupported
+    try:
+        yield
+    finally:
+        pyfuncitem.obj = test
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "extended_integers(ty): the test needs integers wider than 64 bits (ty); "
+                                       "backends without them must raise UnsupportedError naming ty")
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return make_backend(request.param)

@@ -19,6 +19,7 @@ from eidos.isa import Address, Condition, ExecutionParams, Label, LaunchConfig, 
 
 # Value registers by type: 6 of each; r240.. are the harness's.
 TYPES = [Type.I32, Type.U8, Type.I64, Type.F32, Type.F64, Type.I128]
+NARROW_TYPES = [t for t in TYPES if not t.is_extended]  # for backends without integers wider than 64 bits
 PER_TYPE = 6
 REGS = {ty: [Register(8 * k + j) for j in range(PER_TYPE)] for k, ty in enumerate(TYPES)}
 SLOT = 16  # bytes per stored register
@@ -38,8 +39,8 @@ def _imm(ty: Type):
 
 
 @st.composite
-def _instruction(draw, transcendentals: bool = True):
-    ty = draw(st.sampled_from(TYPES))
+def _instruction(draw, transcendentals: bool = True, types=tuple(TYPES)):
+    ty = draw(st.sampled_from(types))
     regs = REGS[ty]
     d, a, b, c = (draw(st.sampled_from(regs)) for _ in range(4))
     kinds = ["binary", "unary", "imm", "mov", "select", "fma", "cvt", "lane"]
@@ -66,7 +67,7 @@ def _instruction(draw, transcendentals: bool = True):
         p = Predicate(draw(st.integers(1, 3)))
         return [isa.SETcc(p, a, b, draw(st.sampled_from(list(Condition))), ty), isa.SEL(d, p, b, c, ty)]
     if kind == "cvt":
-        src_ty = draw(st.sampled_from(TYPES))
+        src_ty = draw(st.sampled_from(types))
         return [isa.CVT(d, draw(st.sampled_from(REGS[src_ty])), src_ty, ty)]
     # lane: mix the lane id in, so lanes differ
     return [isa.MOV(d, Special.GLOBAL_ID, ty)] if ty.is_integer else \
@@ -77,43 +78,47 @@ def _instruction(draw, transcendentals: bool = True):
 class GeneratedProgram:
     program: isa.Program
     config: LaunchConfig
+    types: tuple = tuple(TYPES)
 
     @property
     def out_bytes(self) -> int:
-        return self.config.total_threads() * len(TYPES) * PER_TYPE * SLOT
+        return self.config.total_threads() * len(self.types) * PER_TYPE * SLOT
 
 
-def _prologue() -> list:
+def _prologue(types) -> list:
     out = []
-    for ty in TYPES:
+    for ty in types:
         for k, r in enumerate(REGS[ty]):
             out.append(isa.MOV_IMM(r, (k + 1) * (0.5 if ty.is_float else 3), ty))
     return out
 
 
-def _epilogue() -> list:
-    lane = len(TYPES) * PER_TYPE * SLOT
+def _epilogue(types) -> list:
+    lane = len(types) * PER_TYPE * SLOT
     out = [isa.MOV(GID, Special.GLOBAL_ID, Type.U64), isa.MOV_IMM(SCRATCH, lane, Type.U64),
            isa.MUL(GID, GID, SCRATCH, Type.U64), isa.ADD(GID, GID, OUT, Type.U64),
            isa.MOV_IMM(SCRATCH, SLOT, Type.U64)]
-    for ty in TYPES:
+    for ty in types:
         for r in REGS[ty]:
             out += [isa.STG(Address.register(GID), r, ty), isa.ADD(GID, GID, SCRATCH, Type.U64)]
     return out
 
 
 @st.composite
-def programs(draw, max_blocks: int = 4, loops: bool = True, branches: bool = True, transcendentals: bool = True):
+def programs(draw, max_blocks: int = 4, loops: bool = True, branches: bool = True, transcendentals: bool = True,
+             wide: bool = True):
     """A random GeneratedProgram (straight-line, plus loops and predicated forward branches).
 
     With transcendentals=False every instruction is exactly specified (docs/isa.md), so any two
-    backends must store identical bytes."""
+    backends must store identical bytes. wide=False leaves out the integers wider than 64 bits."""
+    types = tuple(TYPES if wide else NARROW_TYPES)
     b = isa.ProgramBuilder(metadata={"generated": True})
-    b.add(*_prologue())
+    b.add(*_prologue(types))
     n_labels = 0
     for _ in range(draw(st.integers(1, max_blocks))):
         shape = draw(st.sampled_from(["line"] + (["loop"] if loops else []) + (["branch"] if branches else [])))
-        body = [ins for chunk in draw(st.lists(_instruction(transcendentals), min_size=1, max_size=6)) for ins in chunk]
+        body = [ins for chunk in draw(st.lists(_instruction(transcendentals, types), min_size=1, max_size=6))
+                for ins in chunk]
         if shape == "line":
             b.add(*body)
         elif shape == "loop":
@@ -124,16 +129,16 @@ def programs(draw, max_blocks: int = 4, loops: bool = True, branches: bool = Tru
             b.add(*body, isa.LOOP(COUNTER, draw(st.integers(1, 4)), b2))
             del top
         else:
-            ty = draw(st.sampled_from(TYPES))
+            ty = draw(st.sampled_from(types))
             x, y = draw(st.sampled_from(REGS[ty])), draw(st.sampled_from(REGS[ty]))
             p = Predicate(draw(st.integers(4, 6)))
             skip = Label(f"skip{n_labels}")
             n_labels += 1
             b.add(isa.SETcc(p, x, y, draw(st.sampled_from(list(Condition))), ty), isa.BRA(skip, p), *body)
             b.label(skip)
-    b.add(*_epilogue())
+    b.add(*_epilogue(types))
     lanes = draw(st.sampled_from([(1, 1), (1, 3), (2, 2)]))
-    return GeneratedProgram(b.build(), LaunchConfig(grid=(lanes[0], 1, 1), block=(lanes[1], 1, 1)))
+    return GeneratedProgram(b.build(), LaunchConfig(grid=(lanes[0], 1, 1), block=(lanes[1], 1, 1)), types)
 
 
 def canonical_nans(data: bytes, ty: Type) -> bytes:
@@ -156,7 +161,7 @@ def run(backend, gp: GeneratedProgram, program: isa.Program | None = None) -> by
     backend.free_buffer(out)
     pieces, at = [], 0
     while at < len(data):
-        for ty in TYPES:
+        for ty in gp.types:
             for _ in REGS[ty]:
                 pieces.append(canonical_nans(bytes(data[at:at + ty.size_bytes]), ty))
                 at += SLOT

@@ -245,6 +245,7 @@ def test_out_of_bounds_lane_access_raises_and_leaves_memory_intact(backend):
         backend.execute_program(p, LaunchConfig(block=(2, 1, 1), shared_memory=4))
 
 
+@pytest.mark.extended_integers(Type.I256)
 def test_extended_integers_load_store_and_wrap(backend):
     ty = Type.I256
     a = [2 ** 254, -(2 ** 255), 12345678901234567890123456789]

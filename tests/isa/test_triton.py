@@ -201,7 +201,7 @@ def test_reductions_equal_the_reference(op, ty):
 
 @pytest.mark.parametrize("ty", [Type.F32, Type.F64, Type.I32, Type.U64], ids=str)
 def test_reductions_over_many_programs_combine_partials(ty):
-    n = 3 * arrays.REDUCE_BLOCK + 17  # several programs (the interpreter uses up to 4), then `finish`
+    n = 3 * arrays.REDUCE_BLOCK + 17  # several programs, several tiles each, then `finish` combines them
     x = (values(ty, 64) * (n // 64 + 1))[:n]
     x = [v for v in x if not (ty.is_float and (math.isinf(v) or math.isnan(v) or abs(v) > 1e6))]
     for op in (ReduceOperation.Sum, ReduceOperation.Min, ReduceOperation.Max):
@@ -388,3 +388,19 @@ def test_generated_chains_with_every_operation_match_the_reference(g):
         assert all(math.isnan(a) == math.isnan(b) and (math.isnan(a) or a == b or
                                                        abs(a - b) <= 1e-3 * max(1.0, abs(b)) or
                                                        (math.isinf(a) and a == b)) for a, b in zip(g_, w)), (g_, w)
+
+
+def test_gpu_bench_logic_runs_small_here(capsys):
+    """bench/gpu_isa.py, which the lead runs on the GPU, with tiny sizes: its cases run and its answers
+    equal torch's (the script returns 1 when they differ)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "gpu_isa.py"
+    spec = importlib.util.spec_from_file_location("gpu_isa_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--smoke", "--log2n", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "add: eidos" in out and "map+sum: eidos" in out and "bare Triton kernel launch" in out
+    assert "answers equal torch's: {'add': True, 'fused': True, 'map+sum': True}" in out

@@ -6,14 +6,11 @@ How a program runs (decided once per program; explain() prints it with the gener
   (straight-line, no lane-varying Special, no shared memory): each element-wise chain or reduction
   is one generated kernel (arrays.py), a reduction right after the chain that wrote or read its
   range is fused into that chain's kernel; extension instructions run extensions.py's kernels; the
-  uniform register code runs once on the host with the reference's semantics, its loads and stores
-  a few bytes of device memory.
-- lanes: no collectives: the whole program is one lane kernel (lanes.py).
-- staged: an array prefix as above, then per-lane code with no collective: the prefix runs, and
-  the rest is one lane kernel whose lanes start with the prefix's (uniform) register values.
-Anything else (a collective after lane-varying code) raises UnsupportedError naming it: a
-collective needs every lane's registers at a grid-wide synchronization point, which one Triton
-launch cannot give.
+  uniform register code runs once on the host with the reference's semantics (its loads and stores
+  move a few bytes of device memory).
+- lanes: per-lane register code: one lane kernel (lanes.py); collectives among it run between
+  launches of that kernel (the CPU backend's rounds), through this module's array and extension
+  routes, once for the grid with every lane's registers at hand.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
-from ...address import CLASS_BYTES, NUM_PREDICATES, NUM_REGISTERS, Address, Predicate, Space, Special
+from ...address import CLASS_BYTES, NUM_PREDICATES, NUM_REGISTERS, Address, Space, Special
 from ...backend import Backend
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
@@ -89,13 +86,13 @@ class Run:
         self.R, self.P, self.config = R, [False] * NUM_PREDICATES, params.config
 
 
-def resolve(ins, index: int, memory, R):
-    """ins with every register-held address replaced by the static address its (uniform) pointer names,
-    checked with the reference's messages."""
+def resolve(ins, index: int, memory, lanes):
+    """ins with every register-held address replaced by the static address its pointer names in
+    `lanes` (objects with .R), checked with the reference's messages (one pointer for every lane)."""
     def static(addr):
         if addr.space is not Space.REGISTER:
             return addr
-        mem, off = arrays.Checks(memory, ins, index, [_Lane(R)])._locate(addr)
+        mem, off = arrays.Checks(memory, ins, index, lanes)._locate(addr)
         if mem is memory.class_memory:
             return Address.cls(off // CLASS_BYTES, off % CLASS_BYTES)
         for space, table in ((Space.BUFFER, memory.buffers), (Space.POOL, memory.pools)):
@@ -143,7 +140,7 @@ class KernelStep:
     def __call__(self, backend, run: Run | None) -> None:
         memory = backend.memory
         if self.dynamic:
-            group = tuple((i, resolve(ins, i, memory, run.R)) for i, ins in self.group)
+            group = tuple((i, resolve(ins, i, memory, [_Lane(run.R)])) for i, ins in self.group)
             k = self.resolved.get(group)
             if k is None:
                 if len(self.resolved) > 64:
@@ -172,7 +169,7 @@ class ExtensionStep:
     def __call__(self, backend, run) -> None:
         ins = self.ins
         if run is not None and any(a.space is Space.REGISTER for _, a in ins.addresses()):
-            ins = resolve(ins, self.index, backend.memory, run.R)
+            ins = resolve(ins, self.index, backend.memory, [_Lane(run.R)])
         if _takes_index(self.module.run):
             self.module.run(ins, backend.memory, index=self.index)
         else:
@@ -284,13 +281,14 @@ def _memory_step(ins, i: int):
 
 @dataclass
 class LanesStep:
-    """Per-lane code as one lane kernel (lanes.py); starts from the uniform registers of what ran before."""
+    """Per-lane code as one lane kernel (lanes.py); its collectives run between launches, here."""
     program: Program
     kernel: object
 
     def __call__(self, backend, run) -> None:
         registers = {k: v for k, v in enumerate(run.R) if type(v) is not int or v != 0}
-        self.kernel.launch(backend.memory, ExecutionParams(run.config, registers))
+        self.kernel.launch(backend.memory, ExecutionParams(run.config, registers),
+                           run_collective=backend.run_collective, max_steps=backend.max_steps)
 
     def explain(self):
         return "lane kernel (lanes.py)", getattr(self.kernel, "source", None)
@@ -300,7 +298,7 @@ class LanesStep:
 class Plan:
     """How one program runs here, decided once per program (by object and by Blake3 key)."""
     program: Program
-    kind: str                  # "array", "lanes" or "staged"
+    kind: str                  # "array" or "lanes"
     why: str
     steps: list
     routes: list               # per instruction: where it goes
@@ -324,6 +322,7 @@ class TritonBackend(Backend):
         self.max_steps = int(max_steps)
         self.cache = ProgramCache(512, libraries=("triton", "torch"))
         self._plans: dict[int, tuple[Program, Plan]] = {}
+        self._kernels: dict = {}  # collectives met inside lane kernels: (index, instruction) -> Kernel
 
     # ---- what this backend can do ---------------------------------------------------------------
     def is_available(self) -> bool:
@@ -374,64 +373,46 @@ class TritonBackend(Backend):
 
     def _make_plan(self, program: Program) -> Plan:
         ins = program.instructions
-        collectives = [i for i, x in enumerate(ins) if x.collective]
-        varying = [(i, r) for i in range(len(ins)) if not ins[i].collective and (r := varying_reason(ins[i]))]
-        if not collectives and (varying or program.entry != 0):
-            return Plan(program, "lanes", "no collective instruction: every lane runs the program start to end",
-                        [self._lanes_step(program, program)], ["lane kernel (lanes.py)"] * len(ins))
-        last = collectives[-1] if collectives else -1
-        prefix_end = last + 1
-        before = [(i, r) for i, r in varying if i < last]
-        if before or program.entry != 0:
-            i, why = before[0] if before else (program.entry, "the program starts after instruction 0")
-            raise UnsupportedError(
-                f"instruction {last} ({ins[last].name}): the triton backend runs collectives between kernels, "
-                f"so the code before one must do the same in every lane; instruction {i} ({ins[i].name}) does not "
-                f"({why})")
-        steps, routes = self._array_steps(program, range(prefix_end))
-        tail = list(range(prefix_end, len(ins)))
-        if not varying:
-            if tail:
-                steps.append(UniformStep(program, tail))
-                routes += ["uniform register code (host, once)"] * len(tail)
-            fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and s.dst is None
-                                       for s in steps) else None
-            return Plan(program, "array", "collectives, and register code that is the same in every lane",
-                        steps, routes, fast=fast)
-        suffix = Program(ins[prefix_end:], {k: v - prefix_end for k, v in program.labels.items() if v >= prefix_end},
-                         0, program.metadata)
-        try:
-            suffix.validate()
-        except Exception as e:
-            raise UnsupportedError(f"the per-lane code after instruction {last} ({ins[last].name}) jumps back before "
-                                   f"it ({e}); the triton backend runs it as its own lane kernel") from e
-        preds_read = {p.index for x in suffix.instructions for p in x.registers_read() if isinstance(p, Predicate)}
-        preds_set = {p.index for x in ins[:prefix_end] for p in x.registers_written() if isinstance(p, Predicate)}
-        if preds_read & preds_set:
-            p = min(preds_read & preds_set)
-            raise UnsupportedError(f"predicate p{p} is set before instruction {last} ({ins[last].name}) and read after "
-                                   "it: the triton backend starts the lane kernel after a collective from registers only")
-        steps.append(self._lanes_step(suffix, program))
-        routes += ["lane kernel (lanes.py), after the collectives"] * len(tail)
-        return Plan(program, "staged", "collectives and uniform code first, then per-lane code as one lane kernel",
-                    steps, routes)
+        varying = next(((i, r) for i in range(len(ins)) if not ins[i].collective and (r := varying_reason(ins[i]))),
+                       None)
+        if varying is not None or program.entry != 0:
+            routes = [self.collective_route(i, x) + ", between lane-kernel launches" if x.collective
+                      else "lane kernel (lanes.py)" for i, x in enumerate(ins)]
+            lanes = _optional("lanes")
+            if lanes is None:
+                i, x = next(((i, x) for i, x in enumerate(ins) if not x.collective), (0, ins[0]))
+                raise UnsupportedError(f"instruction {i} ({x.name}): per-lane register code needs the triton "
+                                       "backend's lane kernels (lanes.py, owned by triton-lanes), which have not landed")
+            why = (f"instruction {varying[0]} ({ins[varying[0]].name}) differs between lanes ({varying[1]})"
+                   if varying is not None else "the program starts after instruction 0")
+            if any(x.collective for x in ins):
+                why += "; its collectives run once for the grid between launches (rounds)"
+            return Plan(program, "lanes", why, [LanesStep(program, lanes.compile_program(program))], routes)
+        steps, routes = self._array_steps(program)
+        fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and s.dst is None for s in steps) else None
+        return Plan(program, "array", "collectives, and register code that is the same in every lane",
+                    steps, routes, fast=fast)
 
-    def _lanes_step(self, sub: Program, whole: Program):
-        lanes = _optional("lanes")
-        if lanes is None:
-            first = next((i for i, x in enumerate(whole.instructions) if not x.collective), 0)
-            raise UnsupportedError(f"instruction {first} ({whole.instructions[first].name}): per-lane register code "
-                                   "needs the triton backend's lane kernels (lanes.py, owned by triton-lanes), which "
-                                   "have not landed")
-        return LanesStep(sub, lanes.compile_program(sub))
+    def collective_route(self, i: int, x) -> str:
+        """Where collective instruction i goes; UnsupportedError naming it where it has no Triton form."""
+        if isinstance(x, arrays.HANDLES):
+            return "arrays.py"
+        if isinstance(x, (I.PoolAlloc, I.PoolFree)):
+            return "device memory"
+        if isinstance(x, (I.AllReduce, I.AllGather)):
+            raise UnsupportedError(f"instruction {i} ({x.name}) needs a multi-device backend; "
+                                   "the triton backend has one device")
+        ext = _optional("extensions")
+        if ext is None:
+            raise UnsupportedError(f"instruction {i} ({x.name}): the triton backend's extension kernels "
+                                   "(extensions.py, owned by triton-ext) have not landed")
+        if type(x) not in ext.EXTENSIONS:
+            raise UnsupportedError(f"instruction {i} ({x.name}) has no Triton form in extensions.py")
+        return "extensions.py"
 
-    def _array_steps(self, program: Program, indices) -> tuple[list, list]:
+    def _array_steps(self, program: Program) -> tuple[list, list]:
         ins = program.instructions
-        steps, routes = [], []
-        uniform: list[int] = []
-        ext = None
-        indices = list(indices)
-        k = 0
+        steps, routes, uniform = [], [], []
 
         def flush():
             if uniform:
@@ -439,42 +420,55 @@ class TritonBackend(Backend):
                 routes.extend(["uniform register code (host, once)"] * len(uniform))
                 uniform.clear()
 
-        while k < len(indices):
-            i = indices[k]
-            x = ins[i]
+        k = 0
+        while k < len(ins):
+            x = ins[k]
             if not x.collective:
-                uniform.append(i)
+                uniform.append(k)
                 k += 1
                 continue
             flush()
-            if isinstance(x, arrays.HANDLES):
-                nxt = indices[k + 1] if k + 1 < len(indices) else None
-                if nxt is not None and arrays.fusable_reduce(x, ins[nxt]) and \
-                        not any(0 < v == nxt for v in program.labels.values()):
-                    steps.append(KernelStep(((i, x), (nxt, ins[nxt]))))
-                    routes += ["arrays.py: fused with the reduction after it"] + ["arrays.py: fused into the chain before"]
+            route = self.collective_route(k, x)
+            if route == "arrays.py":
+                if k + 1 < len(ins) and arrays.fusable_reduce(x, ins[k + 1]):
+                    steps.append(KernelStep(((k, x), (k + 1, ins[k + 1]))))
+                    routes += ["arrays.py: fused with the reduction after it", "arrays.py: fused into the chain before"]
                     k += 2
                     continue
-                steps.append(KernelStep(((i, x),)))
-                routes.append("arrays.py")
-            elif isinstance(x, (I.PoolAlloc, I.PoolFree)):
+                steps.append(KernelStep(((k, x),)))
+            elif route == "device memory":
                 steps.append(PoolStep(x))
-                routes.append("device memory")
-            elif isinstance(x, (I.AllReduce, I.AllGather)):
-                raise UnsupportedError(f"instruction {i} ({x.name}) needs a multi-device backend; "
-                                       "the triton backend has one device")
             else:
-                ext = ext or _optional("extensions")
-                if ext is None:
-                    raise UnsupportedError(f"instruction {i} ({x.name}): the triton backend's extension kernels "
-                                           "(extensions.py, owned by triton-ext) have not landed")
-                if type(x) not in ext.EXTENSIONS:
-                    raise UnsupportedError(f"instruction {i} ({x.name}) has no Triton form in extensions.py")
-                steps.append(ExtensionStep(i, x, ext))
-                routes.append("extensions.py")
+                steps.append(ExtensionStep(k, x, _optional("extensions")))
+            routes.append(route)
             k += 1
         flush()
         return steps, routes
+
+    def run_collective(self, ins, i: int, lanes) -> None:
+        """A collective met inside a lane kernel, once for the grid: `lanes` hold every live lane's
+        registers (.R); register-held addresses must agree between them (the reference's check)."""
+        if isinstance(ins, (I.PoolAlloc, I.PoolFree)):
+            PoolStep(ins)(self, None)
+            return
+        self.collective_route(i, ins)
+        memory = self.memory
+        if any(a.space is Space.REGISTER for _, a in ins.addresses()):
+            ins = resolve(ins, i, memory, lanes)
+        if isinstance(ins, arrays.HANDLES):
+            group = ((i, ins),)
+            k = self._kernels.get(group)
+            if k is None:
+                if len(self._kernels) > 256:
+                    self._kernels.clear()
+                k = self._kernels[group] = arrays.build(group)
+            arrays.bind(k, memory)
+            value = arrays.launch(k)
+            if value is not None:
+                for L in lanes:
+                    L.R[ins.dst.index] = value
+        else:
+            ExtensionStep(i, ins, _optional("extensions"))(self, None)
 
     # ---- execution --------------------------------------------------------------------------------
     def execute_program(self, program, config: LaunchConfig) -> None:

@@ -45,8 +45,9 @@ REDUCE_OF = {I.ParallelReduce: None, I.ReduceAdd: R.Sum, I.ReduceMul: R.Product,
 HANDLES = MAP_KINDS + tuple(REDUCE_OF)
 TRANSCENDENTAL = {M.Exp, M.Log, M.Sin, M.Cos, M.Tan, M.Tanh, M.Sigmoid, B.Pow, B.Atan2}
 MAP_WARPS = 8
-REDUCE_BLOCK = 1024
+REDUCE_BLOCK = 2048  # per iteration of a program: 8 KiB of float32 in flight per operand
 FINISH_BLOCK = 1024
+INTERPRETER_REDUCE_BLOCK = 64  # the interpreter combines a block's lanes one Python call at a time
 WIDE = (1 << 31) - (1 << 16)  # counts at or above this index with int64
 
 _TL = {Type.F16: "tl.float16", Type.BF16: "tl.bfloat16", Type.F32: "tl.float32", Type.F64: "tl.float64",
@@ -543,6 +544,7 @@ class Kernel:
     args: tuple = ()
     staged: list = field(default_factory=list)    # (destination bytes, aligned copy) written back
     grid: tuple = ()
+    blocks: tuple = ()                            # a reduction's (BLOCK, finishing BLOCK)
     scratch: tuple = ()
     result: object = None
 
@@ -617,7 +619,9 @@ def bind(k: Kernel, memory) -> Kernel:
     else:
         acc, second = _acc_types(k.reduction.op, k.ty)
         tdt = {"tl.float64": torch.float64, "tl.int64": torch.int64, "tl.uint64": torch.uint64}
-        p = programs(k.count, REDUCE_BLOCK, memory)
+        k.blocks = ((REDUCE_BLOCK, FINISH_BLOCK) if memory.cuda else
+                    (INTERPRETER_REDUCE_BLOCK, INTERPRETER_REDUCE_BLOCK))
+        p = programs(k.count, k.blocks[0], memory)
         k.grid = (p,)
         k.scratch = (torch.empty(p, dtype=tdt[acc], device=memory.device),
                      torch.empty(p, dtype=tdt[second], device=memory.device))
@@ -633,7 +637,7 @@ def programs(n: int, block: int, memory) -> int:
     """Programs for a grid-stride reduction: enough to fill the device (4 per SM), no more than tiles."""
     tiles = max(1, -(-n // block))
     if not memory.cuda:
-        return min(tiles, 4)
+        return min(tiles, 8)
     sms = _SMS.get(memory.device)
     if sms is None:
         sms = _SMS[memory.device] = memory.torch.cuda.get_device_properties(memory.device).multi_processor_count
@@ -651,12 +655,11 @@ def launch(k: Kernel):
         return None
     pa, pb = k.scratch
     p = k.grid[0]
-    iters = -(-n // (p * REDUCE_BLOCK))
-    k.fn[k.grid](*k.args, n, p, iters, pa, pb, k.result, BLOCK=REDUCE_BLOCK, FINAL=p == 1, num_warps=8,
+    block, fblock = k.blocks
+    k.fn[k.grid](*k.args, n, p, -(-n // (p * block)), pa, pb, k.result, BLOCK=block, FINAL=p == 1, num_warps=8,
                  enable_fp_fusion=False)
     if p > 1:
-        k.finish[(1,)](pa, pb, k.result, p, -(-p // FINISH_BLOCK), BLOCK=FINISH_BLOCK, num_warps=8,
-                       enable_fp_fusion=False)
+        k.finish[(1,)](pa, pb, k.result, p, -(-p // fblock), BLOCK=fblock, num_warps=8, enable_fp_fusion=False)
     for dst, tmp in k.staged:
         dst.copy_(tmp)
     return register_value(k.result, k.ty)

@@ -1,0 +1,230 @@
+"""The Triton kernel target at device bandwidth, and its host cost per launch, in one run.
+
+Run on the GPU machine:  python bench/gpu_isa.py [--log2n 28] [--repeats 5]
+Run here (no GPU):       python bench/gpu_isa.py --smoke   (2^12 floats, Triton's interpreter: checks
+                         the logic and the answers, its times mean nothing)
+
+Throughput cases, each on 2^log2n float32 elements (2^28: 1 GiB an operand), eidos ISA programs on
+TritonBackend next to torch eager and torch.compile, each answer checked against torch's:
+- copy:     torch clone, the device-to-device copy bandwidth every fraction is taken of
+- add:      z = x + y                                    (ParallelMapBinary)
+- fused:    z = (x * 2 + 1).exp() * y                    (one FusedMap: t = x + x; t = t + one; exp; * y;
+            the ISA's array maps have no scalar operand, so eidos also reads an array of ones)
+- map+sum:  s = sum(x * y)                               (FusedMap + ParallelReduce: one kernel; the
+            product is stored too, as the ISA program says)
+Bandwidth is the bytes each implementation must move (reads + writes of whole operands) over the
+min time of `repeats` runs (CUDA events; median printed too); `of copy` is that over the copy's.
+
+Host cost per launch: many launches of a tiny (1024-element) add with no synchronization between
+them, wall time / launches: eidos execute_program on a cached program, a bare @triton.jit launch of
+an add kernel, and torch.add(out=).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def setup(smoke: bool) -> str:
+    """The interpreter when there is no GPU (set before any kernel is defined)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        if not smoke:
+            sys.exit("no CUDA device: run with --smoke here, or on the GPU machine without it")
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        return "Triton interpreter on the CPU (no GPU): times are not meaningful"
+    return f"CUDA: {torch.cuda.get_device_name()}"
+
+
+class Timer:
+    """min and median seconds of fn over repeats (CUDA events on a GPU, wall clock otherwise)."""
+
+    def __init__(self, device) -> None:
+        import torch
+
+        self.torch, self.cuda = torch, device.type == "cuda"
+
+    def __call__(self, fn, repeats: int) -> tuple[float, float]:
+        torch = self.torch
+        fn()  # warm: compile, allocate
+        self.sync()
+        times = []
+        for _ in range(repeats):
+            if self.cuda:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) / 1e3)
+            else:
+                t = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t)
+        return min(times), statistics.median(times)
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+
+def programs(n: int, h: dict):
+    """The ISA programs of the cases, over buffer handles h (x, y, z, one, t, out)."""
+    from eidos import isa
+    from eidos.isa import Address, BinaryMapOperation as B, MapOperation as M, ReduceOperation, Register, Type
+
+    A = {k: Address.buffer(v) for k, v in h.items()}
+    add = isa.ProgramBuilder().add(isa.ParallelMapBinary(A["z"], A["x"], A["y"], n, B.Add, Type.F32)).build()
+    fused = isa.ProgramBuilder().add(
+        isa.ParallelMapBinary(A["z"], A["x"], A["x"], n, B.Add, Type.F32),
+        isa.ParallelMapBinary(A["z"], A["z"], A["one"], n, B.Add, Type.F32),
+        isa.ParallelMap(A["z"], A["z"], n, M.Exp, Type.F32),
+        isa.ParallelMapBinary(A["z"], A["z"], A["y"], n, B.Mul, Type.F32)).build().optimize()
+    dot = isa.ProgramBuilder().add(
+        isa.ParallelMapBinary(A["t"], A["x"], A["y"], n, B.Mul, Type.F32),
+        isa.ParallelReduce(Register(0), A["t"], n, ReduceOperation.Sum, Type.F32),
+        isa.STG(A["out"], Register(0), Type.F32)).build().optimize()
+    return add, fused, dot
+
+
+def throughput(n: int, repeats: int, smoke: bool) -> tuple[list, dict]:
+    import torch
+
+    from eidos.isa import LaunchConfig
+    from eidos.isa.backends.triton import TritonBackend
+
+    be = TritonBackend()
+    dev = be.device
+    timer = Timer(dev)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = (torch.rand(n, generator=gen) * 2 - 1).to(dev)
+    y = (torch.rand(n, generator=gen) * 2 - 1).to(dev)
+    z, t = torch.empty_like(x), torch.empty_like(x)
+    one, out = torch.ones_like(x), torch.zeros(1, device=dev)
+    h = {"x": be.adopt(x), "y": be.adopt(y), "z": be.adopt(z), "one": be.adopt(one), "t": be.adopt(t),
+         "out": be.adopt(out)}
+    add, fused, dot = programs(n, h)
+    cfg = LaunchConfig.linear(1)
+    nb = n * 4
+    rows, checks = [], {}
+
+    def compiled(f):
+        if smoke:
+            return None  # torch.compile on the CPU needs a C++ toolchain and minutes; not a GPU figure
+        return torch.compile(f)
+
+    copy_min, copy_med = timer(lambda: x.clone(), repeats)
+    copy_bw = 2 * nb / copy_min
+    rows.append(("copy (torch clone)", 2 * nb, copy_min, copy_med, copy_bw))
+
+    def case(name, bytes_moved, fn):
+        if fn is None:
+            rows.append((name, bytes_moved, None, None, None))
+            return
+        lo, med = timer(fn, repeats)
+        rows.append((name, bytes_moved, lo, med, bytes_moved / lo))
+
+    f_add = lambda a, b: a + b  # noqa: E731
+    f_fused = lambda a, b: (a * 2 + 1).exp() * b  # noqa: E731
+    f_dot = lambda a, b: (a * b).sum()  # noqa: E731
+    c_add, c_fused, c_dot = compiled(f_add), compiled(f_fused), compiled(f_dot)
+
+    case("add: eidos", 3 * nb, lambda: be.execute_program(add, cfg))
+    checks["add"] = torch.equal(z, x + y)
+    case("add: torch eager", 3 * nb, lambda: torch.add(x, y, out=t))
+    case("add: torch.compile", 3 * nb, None if c_add is None else lambda: c_add(x, y))
+
+    case("fused: eidos (reads ones too)", 4 * nb, lambda: be.execute_program(fused, cfg))
+    ref = f_fused(x, y)
+    checks["fused"] = bool(torch.allclose(z, ref, rtol=1e-5, atol=1e-6))
+    case("fused: torch eager", 9 * nb, lambda: f_fused(x, y))
+    case("fused: torch.compile", 3 * nb, None if c_fused is None else lambda: c_fused(x, y))
+
+    case("map+sum: eidos (stores x*y)", 3 * nb, lambda: be.execute_program(dot, cfg))
+    want = float((x.double() * y.double()).sum())
+    checks["map+sum"] = abs(float(out) - want) <= 1e-4 * max(1.0, abs(want)) and torch.equal(t, x * y)
+    case("map+sum: torch eager", 4 * nb, lambda: f_dot(x, y))
+    case("map+sum: torch.compile", 2 * nb, None if c_dot is None else lambda: c_dot(x, y))
+    return rows, {"copy_bw": copy_bw, "checks": checks, "backend": be}
+
+
+def host_cost(launches: int) -> list:
+    """Seconds of host time per launch of a tiny add: eidos (cached program), bare Triton, torch."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from eidos.isa import Address, BinaryMapOperation, LaunchConfig, ParallelMapBinary, ProgramBuilder, Type
+    from eidos.isa.backends.triton import TritonBackend
+
+    be = TritonBackend()
+    dev = be.device
+    n = 1024
+    x, y, z = (torch.rand(n, device=dev) for _ in range(3))
+    hx, hy, hz = be.adopt(x), be.adopt(y), be.adopt(z)
+    p = ProgramBuilder().add(ParallelMapBinary(Address.buffer(hz), Address.buffer(hx), Address.buffer(hy), n,
+                                               BinaryMapOperation.Add, Type.F32)).build()
+    cfg = LaunchConfig.linear(1)
+
+    @triton.jit
+    def bare_add(a, b, c, m, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(c + i, tl.load(a + i, mask=i < m) + tl.load(b + i, mask=i < m), mask=i < m)
+
+    cases = [("eidos execute_program (cached)", lambda: be.execute_program(p, cfg)),
+             ("bare Triton kernel launch", lambda: bare_add[(1,)](x, y, z, n, BLOCK=1024)),
+             ("torch.add(out=)", lambda: torch.add(x, y, out=z))]
+    rows = []
+    for name, fn in cases:
+        for _ in range(3):
+            fn()  # compile, cache
+        be.synchronize()
+        best = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(launches):
+                fn()
+            be.synchronize()
+            best.append((time.perf_counter() - t) / launches)
+        rows.append((name, min(best), statistics.median(best)))
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--log2n", type=int, default=28, help="elements per operand, as a power of two (28: 1 GiB)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--launches", type=int, default=2000, help="launches per host-cost sample")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes under Triton's interpreter (no GPU)")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.log2n, args.repeats, args.launches = min(args.log2n, 12), 2, 3
+    where = setup(args.smoke)
+    n = 1 << args.log2n
+    rows, info = throughput(n, args.repeats, args.smoke)
+    print(f"# eidos ISA on the Triton target: {where}; n = 2^{args.log2n} float32 "
+          f"({n * 4 / 2**30:.3g} GiB an operand); min and median of {args.repeats} runs (a shared machine)")
+    print(f"{'case':34} {'GiB moved':>9} {'min ms':>9} {'median ms':>9} {'GB/s':>8} {'of copy':>7}")
+    for name, moved, lo, med, bw in rows:
+        if lo is None:
+            print(f"{name:34} {moved / 2**30:9.3f} {'n/a':>9} {'n/a':>9} {'n/a':>8} {'n/a':>7}")
+        else:
+            print(f"{name:34} {moved / 2**30:9.3f} {lo * 1e3:9.3f} {med * 1e3:9.3f} {bw / 1e9:8.1f} "
+                  f"{bw / info['copy_bw']:7.2f}")
+    print(f"answers equal torch's: {info['checks']}")
+    print(f"\n# host cost per launch (tiny add, {args.launches} launches a sample, min and median of 5)")
+    for name, lo, med in host_cost(args.launches):
+        print(f"{name:34} {lo * 1e6:9.1f} us {med * 1e6:9.1f} us")
+    if not all(info["checks"].values()):
+        print("ANSWERS DIFFER", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
