@@ -404,3 +404,19 @@ def test_gpu_bench_logic_runs_small_here(capsys):
     out = capsys.readouterr().out
     assert "add: eidos" in out and "map+sum: eidos" in out and "bare Triton kernel launch" in out
     assert "answers equal torch's: {'add': True, 'fused': True, 'map+sum': True}" in out
+
+
+@pytest.mark.parametrize("ty", [Type.F64, Type.BF16, Type.U64, Type.I8], ids=str)
+def test_scalar_operands_are_read_once_exactly(ty):
+    """A Register as a map operand: its value (rounded or wrapped to ty) for every element."""
+    x = values(ty, 30)
+    imm = 0.1 if ty.is_float else ty.max_value
+
+    def program(hs, out):
+        r = Register(3)
+        return isa.ProgramBuilder().add(
+            isa.MOV_IMM(r, imm, ty),
+            isa.ParallelMapBinary(Address.buffer(hs[0]), Address.buffer(hs[0]), r, len(x), BinaryMapOperation.Sub, ty),
+            isa.ParallelMapBinary(Address.buffer(hs[0]), r, Address.buffer(hs[0]), len(x), BinaryMapOperation.Max, ty),
+        ).build().optimize()
+    _same_on_both(program, ty, [x], 1)

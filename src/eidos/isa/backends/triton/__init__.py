@@ -90,8 +90,8 @@ def resolve(ins, index: int, memory, lanes):
     """ins with every register-held address replaced by the static address its pointer names in
     `lanes` (objects with .R), checked with the reference's messages (one pointer for every lane)."""
     def static(addr):
-        if addr.space is not Space.REGISTER:
-            return addr
+        if not isinstance(addr, Address) or addr.space is not Space.REGISTER:
+            return addr  # a static address, or a scalar operand (a Register)
         mem, off = arrays.Checks(memory, ins, index, lanes)._locate(addr)
         if mem is memory.class_memory:
             return Address.cls(off // CLASS_BYTES, off % CLASS_BYTES)
@@ -129,6 +129,7 @@ class KernelStep:
 
     def __post_init__(self) -> None:
         self.dynamic = any(a.space is Space.REGISTER for _, ins in self.group for _, a in ins.addresses())
+        self.scalars = any(arrays.scalar_names(ins) for _, ins in self.group)
         if not self.dynamic:
             self.kernel = arrays.build(self.group)
 
@@ -150,6 +151,8 @@ class KernelStep:
             k = self.kernel
         if k.memory is not memory or k.generation != memory.generation:
             arrays.bind(k, memory)
+        if k.scalar_regs:
+            arrays.set_scalars(k, arrays.scalars(k, memory, [_Lane(run.R)]))
         value = arrays.launch(k)
         if self.dst is not None and run is not None:
             run.R[self.dst.index] = value
@@ -389,7 +392,8 @@ class TritonBackend(Backend):
                 why += "; its collectives run once for the grid between launches (rounds)"
             return Plan(program, "lanes", why, [LanesStep(program, lanes.compile_program(program))], routes)
         steps, routes = self._array_steps(program)
-        fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and s.dst is None for s in steps) else None
+        fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and not s.scalars and s.dst is None
+                                   for s in steps) else None
         return Plan(program, "array", "collectives, and register code that is the same in every lane",
                     steps, routes, fast=fast)
 
@@ -463,6 +467,8 @@ class TritonBackend(Backend):
                     self._kernels.clear()
                 k = self._kernels[group] = arrays.build(group)
             arrays.bind(k, memory)
+            if k.scalar_regs:
+                arrays.set_scalars(k, arrays.scalars(k, memory, lanes))
             value = arrays.launch(k)
             if value is not None:
                 for L in lanes:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
-from ...address import CLASS_BYTES, Space
+from ...address import CLASS_BYTES, Register, Space
 from ...types import Type
 from ..reference import arrays as ref
 from . import source as S
@@ -134,7 +134,7 @@ def _sigmoid(x):
     return tl.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-@triton.jit
+@triton.jit  # a combine function: tl.reduce needs it jitted
 def _dd(ah, al, bh, bl):
     # double-double addition: (s, error) kept exactly, the error carried in the low part
     s = ah + bh
@@ -142,33 +142,33 @@ def _dd(ah, al, bh, bl):
     return s, al + bl + ((ah - (s - bb)) + (bh - bb))
 
 
-@triton.jit
+@triton.jit  # a combine function: tl.reduce needs it jitted
 def _mul(a, b):
     return a * b
 
 
-@triton.jit
+@triton.jit  # a combine function: tl.reduce needs it jitted
 def _add(a, b):
     return a + b
 
 
-@triton.jit
+@triton.jit  # a combine function: tl.reduce needs it jitted
 def _min(a, b):
     return tl.minimum(a, b)
 
 
-@triton.jit
+@triton.jit  # a combine function: tl.reduce needs it jitted
 def _max(a, b):
     return tl.maximum(a, b)
 
 
-@triton.jit
+@triton.jit  # a combine function: tl.reduce needs it jitted
 def _last_min(av, ai, bv, bi):
     take = (bv < av) | ((bv == av) & (bi > ai))
     return tl.where(take, bv, av), tl.where(take, bi, ai)
 
 
-@triton.jit
+@triton.jit  # a combine function: tl.reduce needs it jitted
 def _last_max(av, ai, bv, bi):
     take = (bv > av) | ((bv == av) & (bi > ai))
     return tl.where(take, bv, av), tl.where(take, bi, ai)
@@ -261,7 +261,11 @@ def _cos(x):
 
 
 def header() -> str:
-    return HEADER.format(extern=INTERPRETER_EXTERN if interpreting() else CUDA_EXTERN)
+    if not interpreting():
+        return HEADER.format(extern=CUDA_EXTERN)
+    # Under the interpreter a call to a nested @triton.jit function re-patches triton.language each
+    # time; plain Python helpers run the same code several times faster (combine functions stay jitted).
+    return HEADER.replace("@triton.jit\n", "").format(extern=INTERPRETER_EXTERN)
 
 
 def compute_type(ty: Type) -> str:
@@ -344,15 +348,27 @@ def _identity(op: R, ty: Type) -> str:
 
 
 def chain_source(ty: Type, steps: tuple, nslots: int, loads: tuple[int, ...], stores: tuple[int, ...],
-                 reduction: Reduction | None, wide: bool) -> str:
-    """Source of `kernel` (and, for a reduction, `finish`): steps are (dst, op, a, b) over slots."""
+                 reduction: Reduction | None, wide: bool, scalars: dict | None = None) -> str:
+    """Source of `kernel` (and, for a reduction, `finish`): steps are (dst, op, a, b) over slots; the
+    slots in `scalars` (slot -> index) are scalar operands, read once from the tensor `sc`."""
+    scalars = scalars or {}
     c = compute_type(ty) if ty.is_float else _TL[ty]
-    args = ", ".join(f"x{k}" for k in range(nslots))
+    args = ", ".join([f"x{k}" for k in range(nslots) if k not in scalars] + (["sc"] if scalars else []))
     lines = [header(), "", "@triton.jit"]
     body: list[str] = []
 
+    def convert(load: str) -> str:
+        return (f"_bf16_load({load})" if ty is Type.BF16 else
+                f"{load}.to({c})" if ty.is_float and c != _TL[ty] else load)
+
+    def emit_scalars(ind: str) -> None:
+        for k, j in scalars.items():
+            body.append(f"{ind}v{k} = tl.broadcast_to({convert(f'tl.load(sc + {j})')}, [BLOCK])")
+
     def emit_tile(ind: str) -> None:
         for k in loads:
+            if k in scalars:
+                continue
             load = f"tl.load(x{k} + offs, mask=m)"
             body.append(f"{ind}v{k} = " + (f"_bf16_load({load})" if ty is Type.BF16 else
                                             f"{load}.to({c})" if ty.is_float and c != _TL[ty] else load))
@@ -368,6 +384,7 @@ def chain_source(ty: Type, steps: tuple, nslots: int, loads: tuple[int, ...], st
         pid = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
         body.append(f"    offs = {pid} * BLOCK + tl.arange(0, BLOCK)")
         body.append("    m = offs < n")
+        emit_scalars("    ")
         emit_tile("    ")
         return "\n".join(lines + body) + "\n"
 
@@ -377,6 +394,7 @@ def chain_source(ty: Type, steps: tuple, nslots: int, loads: tuple[int, ...], st
     lines.append(f"def kernel({args}{', ' if args else ''}n, p, iters, pa, pb, out, BLOCK: tl.constexpr, "
                  "FINAL: tl.constexpr):")
     body += ["    pid = tl.program_id(0)", "    lane = tl.arange(0, BLOCK)"]
+    emit_scalars("    ")
     body += _acc_init(op, ty, acc, ident, "    ")
     # while, not for: Triton's interpreter cannot range() over a runtime argument (NumPy 2)
     pid = "pid.to(tl.int64)" if wide else "pid"
@@ -482,13 +500,14 @@ def check(ins, index: int, memory) -> None:
         A.read(ins.src_array, ty, n, "src_array")
         A.output(ins.dst_array, ty, n, "dst_array")
     elif isinstance(ins, I.ParallelMapBinary):
-        A.read(ins.src_a, ty, n, "src_a")
-        A.read(ins.src_b, ty, n, "src_b")
+        for nm in ("src_a", "src_b"):
+            if not isinstance(getattr(ins, nm), Register):  # scalar operands: scalars()
+                A.read(getattr(ins, nm), ty, n, nm)
         A.output(ins.dst_array, ty, n, "dst_array")
     elif isinstance(ins, I.FusedMap):
         for j, st in enumerate(ins.steps):
             for nm, a in (("a", st.a), ("b", st.b)):
-                if a is not None:
+                if a is not None and not isinstance(a, Register):
                     A.read(a, ty, n, f"steps[{j}].{nm}")
         for j, st in enumerate(ins.steps):
             A.output(st.dst, ty, n, f"steps[{j}].dst")
@@ -497,8 +516,31 @@ def check(ins, index: int, memory) -> None:
         A.read(ins.src_array, ty, n, "src_array")
 
 
+def scalar_names(ins) -> list:
+    """(operand name, Register) of each scalar operand (a Register where an array may stand)."""
+    if isinstance(ins, I.ParallelMapBinary):
+        return [(nm, getattr(ins, nm)) for nm in ("src_a", "src_b") if isinstance(getattr(ins, nm), Register)]
+    if isinstance(ins, I.FusedMap):
+        return [(f"steps[{j}].{nm}", a) for j, st in enumerate(ins.steps) for nm, a in (("a", st.a), ("b", st.b))
+                if isinstance(a, Register)]
+    return []
+
+
+def scalars(k, memory, lanes) -> tuple:
+    """The scalar operands' values, one per scalar slot, each the same in every lane (the reference's
+    check and message), rounded or wrapped to the element type."""
+    out = {}
+    for i, ins in k.instructions:
+        A = Checks(memory, ins, i, lanes)
+        for nm, reg in scalar_names(ins):
+            v = A.scalar(reg, ins.ty, nm)
+            out.setdefault(reg.index, v)
+    return tuple(out[r.index] for r in k.scalar_regs)
+
+
 def _addresses(ins) -> list:
-    """Every address in step order: (dst, a[, b]) per step, or the reduction's source."""
+    """Every operand in step order: (dst, a[, b]) per step, or the reduction's source; a scalar operand
+    is its Register."""
     if isinstance(ins, I.FusedMap):
         return [a for st in ins.steps for a in (st.dst, st.a, st.b) if a is not None]
     if isinstance(ins, I.ParallelMap):
@@ -521,6 +563,8 @@ def _steps_of(ins) -> list[tuple]:
 
 def _key(a) -> tuple:
     """Static addresses naming the same bytes have the same key (class memory by absolute offset)."""
+    if isinstance(a, Register):
+        return ("scalar", a.index, 0)
     if a.space is Space.CLASS:
         return ("class", 0, a.class_id * CLASS_BYTES + a.offset)
     return (a.space.value, a.handle, a.offset)
@@ -535,8 +579,9 @@ class Kernel:
     count: int
     source: str
     reduction: Reduction | None
-    slots: list                     # slot -> its address
+    slots: list                     # slot -> its address (or Register: a scalar operand)
     written: list                   # slots the chain stores
+    scalar_regs: list = field(default_factory=list)   # the scalar operands' registers, in kernel order
     fn: object = None
     finish: object = None
     memory: object = None
@@ -545,6 +590,8 @@ class Kernel:
     staged: list = field(default_factory=list)    # (destination bytes, aligned copy) written back
     grid: tuple = ()
     blocks: tuple = ()                            # a reduction's (BLOCK, finishing BLOCK)
+    scalar_values: tuple | None = None            # what the scalar tensor holds now
+    scalar_tensor: object = None
     scratch: tuple = ()
     result: object = None
 
@@ -586,9 +633,10 @@ def build(group) -> Kernel:
         rslot = plan[-1]
         loads += [rslot] if rslot not in written and rslot not in loads else []
         reduction = Reduction(REDUCE_OF[type(last)] or last.operation, rslot)
-    src = chain_source(ty, tuple(steps), len(slots), tuple(loads), tuple(written), reduction, n >= WIDE)
-    return Kernel(tuple(group), ty, n, src, reduction, slots, written, S.load(src, "kernel"),
-                  S.load(src, "finish") if reduction is not None else None)
+    scal = {k: j for j, k in enumerate(k for k, a in enumerate(slots) if isinstance(a, Register))}
+    src = chain_source(ty, tuple(steps), len(slots), tuple(loads), tuple(written), reduction, n >= WIDE, scal)
+    return Kernel(tuple(group), ty, n, src, reduction, slots, written, [slots[k] for k in scal],
+                  S.load(src, "kernel"), S.load(src, "finish") if reduction is not None else None)
 
 
 def bind(k: Kernel, memory) -> Kernel:
@@ -605,6 +653,8 @@ def bind(k: Kernel, memory) -> Kernel:
     nbytes = k.count * size
     args, staged = [], []
     for s, addr in enumerate(k.slots):
+        if isinstance(addr, Register):
+            continue
         mem, off = memory.locate(addr)
         if (mem.storage_offset() + off) % size == 0:
             args.append(mem[off:off + nbytes].view(dt))
@@ -613,6 +663,10 @@ def bind(k: Kernel, memory) -> Kernel:
             args.append(tmp.view(dt))
             if s in k.written:
                 staged.append((mem[off:off + nbytes], tmp))
+    if k.scalar_regs:
+        k.scalar_tensor = torch.zeros(len(k.scalar_regs), dtype=dt, device=memory.device)
+        k.scalar_values = None
+        args.append(k.scalar_tensor)
     k.args, k.staged = tuple(args), staged
     if k.reduction is None:
         k.grid = (max(1, -(-k.count // map_block(k.ty))),)
@@ -642,6 +696,18 @@ def programs(n: int, block: int, memory) -> int:
     if sms is None:
         sms = _SMS[memory.device] = memory.torch.cuda.get_device_properties(memory.device).multi_processor_count
     return min(tiles, 4 * sms)
+
+
+def set_scalars(k: Kernel, values: tuple) -> None:
+    """Put the scalar operands' values where the kernel reads them (a copy only when they changed)."""
+    if values != k.scalar_values:
+        import numpy as np
+        import torch
+
+        host = (torch.tensor(values, dtype=torch.float32).to(torch.bfloat16) if k.ty is Type.BF16 else
+                torch.from_numpy(np.array(values, dtype=k.ty.np_dtype)))
+        k.scalar_tensor.copy_(host)
+        k.scalar_values = values
 
 
 def launch(k: Kernel):
