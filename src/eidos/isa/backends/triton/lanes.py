@@ -50,6 +50,7 @@ E_MEMORY, E_BUDGET, E_STACK, E_NEIGHBOUR, E_BARRIER = 1, 2, 3, 4, 5
 MAX_CALL_DEPTH = 1024  # as the reference interpreter
 DEFAULT_MAX_STEPS = 10_000_000
 CONTROL = (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync)
+GUARD_MIN = 12  # blocks longer than this are skipped when no lane is in them
 
 # The generator's own text is part of every cache key, so a changed generator never reuses a kernel.
 GENERATOR_VERSION = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=6).hexdigest()
@@ -890,8 +891,10 @@ def _body(g: Gen) -> list[str]:
     for b, start in enumerate(blocks.starts):
         stop = blocks.starts[b + 1] if b + 1 < len(blocks.starts) else n
         g.emit(f"m = (st == {RUNNING}) & (pc == {b})")
-        g.emit("if _any(m):")
-        g.depth += 1
+        guard = stop - start > GUARD_MIN or any(isinstance(x, (I.CALL, I.RET)) for x in program.instructions[start:stop])
+        if guard:  # skip a block no lane is in (a CTA-wide reduction: worth it for larger blocks only)
+            g.emit("if _any(m):")
+            g.depth += 1
         ended = False
         for i in range(start, stop):
             ins = program.instructions[i]
@@ -908,9 +911,13 @@ def _body(g: Gen) -> list[str]:
                 g.emit(f"st = tl.where(m, {EXITED}, st)")
             else:
                 g.goto("m", stop)
-        g.depth -= 1
+        if guard:
+            g.depth -= 1
+    g.emit(f"go = _any(st == {RUNNING})")
+    if not any(isinstance(x, I.BarSync) for x in program.instructions):
+        return g.lines
     # nobody running: open the barrier when every live lane of the block waits at one
-    g.emit(f"if _count(st == {RUNNING}) == 0:")
+    g.emit("if not go:")
     g.depth += 1
     g.emit(f"waiting = st == {AT_BARRIER}")
     g.emit("nw = _count(waiting)")
@@ -925,8 +932,8 @@ def _body(g: Gen) -> list[str]:
     g.emit("tl.debug_barrier()")
     g.emit(f"st = tl.where(st == {AT_BARRIER}, {RUNNING}, st)")
     g.emit("seg = seg + 1")
-    g.depth -= 2
     g.emit(f"go = _any(st == {RUNNING})")
+    g.depth -= 2
     return g.lines
 
 
@@ -1043,8 +1050,7 @@ class LaneKernel:
         bt = config.block_threads()
         nb = n // bt
         (gx, gy, gz), (bx, by, bz) = config.grid, config.block
-        ini_i = torch.zeros(256, dtype=torch.int64)
-        ini_f = torch.zeros(256, dtype=torch.float64)
+        ini_i, ini_f = [0] * 256, [0] * 256  # float64 bit patterns
         for k, v in params.registers.items():
             k = int(k)
             if not 0 <= k < 256:
@@ -1053,17 +1059,19 @@ class LaneKernel:
                     and not hasattr(v, "__float__"):
                 raise BackendError(f"ExecutionParams.registers: r{k} holds {v!r}, not a number")
             if isinstance(v, float) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") == "f"):
-                ini_f[k] = float(v)
+                ini_f[k] = _bits(float(v))
             else:
                 ini_i[k] = _s64(int(v))
-                ini_f[k] = float(int(v))
-        ini_i, ini_f = ini_i.to(dev), ini_f.to(dev)
+                ini_f[k] = _bits(float(int(v)))
         scratch = _scratch(memory, n, g.uses_call)
-        shared = torch.zeros(max(1, nb * config.shared_memory), dtype=torch.uint8, device=dev)
+        shared = (torch.zeros(nb * config.shared_memory, dtype=torch.uint8, device=dev) if config.shared_memory
+                  else scratch.dummy)
+        inputs = ini_i + ini_f
         ni, nf = max(1, len(g.islots)), max(1, len(g.fslots))
         if g.collectives:
-            RI = ini_i[list(g.islots)].repeat(n, 1) if g.islots else torch.zeros((n, 1), dtype=torch.int64, device=dev)
-            RF = ini_f[list(g.fslots)].repeat(n, 1) if g.fslots else torch.zeros((n, 1), dtype=torch.float64, device=dev)
+            RI = torch.tensor([[ini_i[r] for r in g.islots] or [0]], dtype=torch.int64, device=dev).repeat(n, 1)
+            RF = torch.tensor([[ini_f[r] for r in g.fslots] or [0]], dtype=torch.int64,
+                              device=dev).view(torch.float64).repeat(n, 1)
             RP = torch.zeros((n, 16), dtype=torch.int8, device=dev)
             RPC = torch.full((n,), self.gen.blocks.of.get(program.entry, len(g.blocks.starts)), dtype=torch.int32, device=dev)
             RST = torch.full((n,), RUNNING, dtype=torch.int32, device=dev)
@@ -1076,8 +1084,8 @@ class LaneKernel:
         block = _pow2(bt)
         rounds = 0
         while True:
-            tab, ntb = _table(memory, g.static_handles, shared, config.shared_memory)
-            args = (tab, ntb, config.shared_memory, ini_i, ini_f, scratch.err, scratch.flag, scratch.stack,
+            tab, ntb, ini_i_d, ini_f_d = _table(memory, g.static_handles, shared, config.shared_memory, inputs)
+            args = (tab, ntb, config.shared_memory, ini_i_d, ini_f_d, scratch.err, scratch.flag, scratch.stack,
                     memory.accumulators, memory.phases, RI, RF, RP, RPC, RST, RBUD, RSP, RWID, RSEG, ni, nf,
                     int(max_steps), n, bt, bx, by, bz, gx, gy, gz)
             _run(self.kernel, nb, args, block, memory)
@@ -1217,10 +1225,16 @@ def _scratch(memory, lanes: int, call: bool) -> _Scratch:
         return s
 
 
-def _table(memory, static_handles, shared, shared_bytes: int):
-    """(base address, size) per handle, -1 size for none; then the shared scratch's base and size."""
+def _table(memory, static_handles, shared, shared_bytes: int, inputs: list):
+    """One device tensor holding (base address, size) per handle (-1 size for none), then the shared
+    scratch's base and size, then the 256 initial integer registers and the 256 float ones (as bits):
+    one host-to-device copy per launch, none when nothing changed since the last launch."""
     import torch
 
+    key = (memory.generation, frozenset(static_handles), shared.data_ptr(), shared_bytes, tuple(inputs))
+    cached = getattr(memory, "_lanes_table", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
     hmax = max([0, *memory.buffers, *memory.pools, *static_handles])
     tab = [0, -1] * (hmax + 2)
     cm = memory.class_memory
@@ -1229,7 +1243,15 @@ def _table(memory, static_handles, shared, shared_bytes: int):
         for h, t in table.items():
             tab[2 * h], tab[2 * h + 1] = t.data_ptr(), t.numel()
     tab[2 * (hmax + 1)], tab[2 * (hmax + 1) + 1] = shared.data_ptr(), shared_bytes
-    return torch.tensor(tab, dtype=torch.int64, device=memory.device), hmax + 1
+    t = torch.tensor(tab + inputs, dtype=torch.int64, device=memory.device)
+    k = len(tab)
+    value = (t, hmax + 1, t[k:k + 256], t[k + 256:k + 512].view(torch.float64))
+    memory._lanes_table = (key, value)
+    return value
+
+
+def _bits(x: float) -> int:
+    return struct.unpack("<q", struct.pack("<d", x))[0]
 
 
 def _run(kernel, nb: int, args, block: int, memory) -> None:
