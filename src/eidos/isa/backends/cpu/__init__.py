@@ -99,17 +99,6 @@ _HOW = {"array": "vectorized kernels", "lanes": "compiled to native code (numba)
         "rounds": "compiled to native code (numba)", "interpreted": "by the reference interpreter"}
 
 
-def _unsigned_at(program, i: int, reg: int) -> bool:
-    """Whether register `reg`, read at instruction i, was last written as an unsigned integer (a U64
-    value is held as its int64 bit pattern; the reference holds the unsigned Python int)."""
-    for j in range(i - 1, -1, -1):
-        ins = program.instructions[j]
-        if any(getattr(r, "index", None) == reg for r in ins.registers_written() if type(r).__name__ == "Register"):
-            ty = getattr(ins, "dst_ty", None) or getattr(ins, "ty", None)
-            return bool(getattr(ty, "is_unsigned", False))
-    return False
-
-
 class CpuBackend(Backend):
     """Runs Atlas ISA programs as native code. cache_dir holds the generated modules and numba's
     compiled code, so a second process loads instead of compiling (default: $EIDOS_CACHE_DIR or
@@ -372,12 +361,13 @@ class CpuBackend(Backend):
             # Re-run that one instruction in the reference interpreter: the same BackendError, word for word.
             from types import SimpleNamespace
 
+            from ...cfg import written_unsigned
             from ..reference.decode import DECODERS, Context
 
             ins = program.instructions[i]
             R = [0] * 256
             for r in ins.registers_read():
-                R[r.index] = value + (1 << 64) if value < 0 and _unsigned_at(program, i, r.index) else value
+                R[r.index] = value + (1 << 64) if value < 0 and written_unsigned(program, i, r.index) else value
             L = SimpleNamespace(shared=memoryview(bytearray(params.config.shared_memory)), stack=[], budget=1,
                                 state=0, pc=i, wait=None)
             step = DECODERS[type(ins)](ins, i, Context(self.memory, program, self.max_steps, params.config))

@@ -110,17 +110,12 @@ class Blocks:
 
 
 def basic_blocks(program) -> Blocks:
-    n = len(program.instructions)
-    leaders = {program.entry, *[i for i in program.labels.values()]}
-    for i, ins in enumerate(program.instructions):
-        if isinstance(ins, (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync)) or ins.collective:
-            leaders.add(i + 1)
-        if ins.collective:
-            leaders.add(i)
-    starts = sorted(x for x in leaders if 0 <= x < n)
+    from ...cfg import block_starts
+
+    starts = block_starts(program)
     of = {s: b for b, s in enumerate(starts)}
     end = len(starts)
-    of[n] = end
+    of[len(program.instructions)] = end
     return Blocks(starts, of, end)
 
 

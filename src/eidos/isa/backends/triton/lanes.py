@@ -78,16 +78,11 @@ class Blocks:
 
 
 def basic_blocks(program) -> Blocks:
-    n = len(program.instructions)
-    leaders = {program.entry, *program.labels.values()}
-    for i, ins in enumerate(program.instructions):
-        if isinstance(ins, CONTROL) or ins.collective:
-            leaders.add(i + 1)
-        if ins.collective:
-            leaders.add(i)
-    starts = sorted(x for x in leaders if 0 <= x < n)
+    from ...cfg import block_starts
+
+    starts = block_starts(program)
     of = {s: b for b, s in enumerate(starts)}
-    of[n] = len(starts)
+    of[len(program.instructions)] = len(starts)
     return Blocks(starts, of)
 
 
@@ -1166,6 +1161,7 @@ def replay(program, i: int, value: int, memory, params, max_steps: int) -> None:
 
     import numpy as np
 
+    from ...cfg import written_unsigned
     from ...memory import Memory
     from ..reference.decode import DECODERS, Context
 
@@ -1176,22 +1172,11 @@ def replay(program, i: int, value: int, memory, params, max_steps: int) -> None:
     ins = program.instructions[i]
     R = [0] * 256
     for r in ins.registers_read():
-        R[r.index] = value + (1 << 64) if value < 0 and _unsigned_at(program, i, r.index) else value
+        R[r.index] = value + (1 << 64) if value < 0 and written_unsigned(program, i, r.index) else value
     L = SimpleNamespace(shared=memoryview(bytearray(params.config.shared_memory)), stack=[], budget=1,
                         state=0, pc=i, wait=None)
     step = DECODERS[type(ins)](ins, i, Context(shadow, program, max_steps, params.config))
     step(R, [False] * 16, L)
-
-
-def _unsigned_at(program, i: int, reg: int) -> bool:
-    """Whether `reg`, read at instruction i, was last written as an unsigned integer (a U64 is held as
-    its int64 bit pattern; the reference holds the unsigned Python int)."""
-    for j in range(i - 1, -1, -1):
-        ins = program.instructions[j]
-        if any(getattr(r, "index", None) == reg for r in ins.registers_written() if isinstance(r, Register)):
-            ty = getattr(ins, "dst_ty", None) or getattr(ins, "ty", None)
-            return bool(getattr(ty, "is_unsigned", False))
-    return False
 
 
 @dataclass
