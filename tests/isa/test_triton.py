@@ -420,3 +420,53 @@ def test_scalar_operands_are_read_once_exactly(ty):
             isa.ParallelMapBinary(Address.buffer(hs[0]), r, Address.buffer(hs[0]), len(x), BinaryMapOperation.Max, ty),
         ).build().optimize()
     _same_on_both(program, ty, [x], 1)
+
+
+GPU_BUILD = r'''
+import os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from eidos.isa import Type, MapOperation as M, BinaryMapOperation as B, ReduceOperation as R
+from eidos.isa.backends.triton import arrays, source as S
+
+def build(fn, sig, const):
+    return triton.compile(ASTSource(fn, sig, constexprs=const), target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=8, enable_fp_fusion=False))
+
+# a float chain with a scalar operand and every kind of step (libdevice, div_rn, sqrt_rn, min/max)
+steps = ((0, B.Mul, 1, 2), (0, M.Exp, 0, None), (3, B.Pow, 0, 1), (3, B.Atan2, 3, 0), (0, B.Min, 3, 0),
+         (0, M.Tanh, 0, None), (0, M.Sigmoid, 0, None), (0, B.Div, 0, 1), (0, M.Sqrt, 0, None), (0, M.Neg, 0, None))
+src = arrays.chain_source(Type.F32, steps, 4, (1, 2), (0, 3), None, False, {2: 0})
+k = build(S.load(src, "kernel"), {"x0": "*fp32", "x1": "*fp32", "x3": "*fp32", "sc": "*fp32", "n": "i32",
+                                  "BLOCK": "constexpr"}, {"BLOCK": 4096})
+ptx = k.asm["ptx"]
+assert "div.rn.f32" in ptx and "div.full.f32" not in ptx and "sqrt.rn.f32" in ptx, "inexact float32 division/sqrt"
+# integer division with its guards
+src = arrays.chain_source(Type.I64, ((0, B.Div, 1, 2),), 3, (1, 2), (0,), None, False)
+build(S.load(src, "kernel"), {"x0": "*i64", "x1": "*i64", "x2": "*i64", "n": "i32", "BLOCK": "constexpr"},
+      {"BLOCK": 2048})
+# a map fused into a double-double sum, both reduction kernels
+src = arrays.chain_source(Type.BF16, ((0, B.Mul, 1, 2),), 3, (1, 2), (0,), arrays.Reduction(R.Sum, 0), False)
+sig = {"x0": "*bf16", "x1": "*bf16", "x2": "*bf16", "n": "i32", "p": "i32", "iters": "i32", "pa": "*fp64",
+       "pb": "*fp64", "out": "*bf16", "BLOCK": "constexpr", "FINAL": "constexpr"}
+build(S.load(src, "kernel"), sig, {"BLOCK": 2048, "FINAL": False})
+build(S.load(src, "finish"), {"pa": "*fp64", "pb": "*fp64", "out": "*bf16", "p": "i32", "iters": "i32",
+                              "BLOCK": "constexpr"}, {"BLOCK": 1024})
+print("built")
+'''
+
+
+def test_generated_kernels_compile_for_a_real_gpu(tmp_path):
+    """The interpreter never checks that generated code is valid GPU Triton: compile representative
+    kernels through Triton's real pipeline (PTX and cubin for sm_90) without a GPU, in a process where
+    TRITON_INTERPRET is unset, and check float32 division and sqrt are the correctly rounded ones."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["EIDOS_CACHE_DIR"] = str(tmp_path)
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    r = subprocess.run([sys.executable, "-c", GPU_BUILD], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "built" in r.stdout, r.stderr[-3000:]

@@ -174,98 +174,42 @@ def _last_max(av, ai, bv, bi):
     return tl.where(take, bv, av), tl.where(take, bi, ai)
 '''
 
-# Functions Triton's interpreter has no form for (libdevice externs): NumPy on the interpreter's arrays.
-INTERPRETER_EXTERN = '''import numpy as _np
+# Float64 functions: libdevice on a GPU. Triton's interpreter has no libdevice (extern) calls, so there
+# tan, tanh, pow and atan2 are NumPy on the interpreter's arrays and the rest its own tl.exp etc.
+# name -> (arguments, libdevice function, NumPy function or None for triton.language's)
+EXTERN = {"_exp": ("x", "exp", None), "_log": ("x", "log", None), "_sin": ("x", "sin", None),
+          "_cos": ("x", "cos", None), "_tan": ("x", "tan", "tan"), "_tanh": ("x", "tanh", "tanh"),
+          "_pow": ("a, b", "pow", "power"), "_atan2": ("a, b", "atan2", "arctan2")}
+
+INTERPRETER_NUMPY = '''import numpy as _np
 from triton.runtime.interpreter import TensorHandle as _TH
 
 
 def _numpy(f, *xs):
     with _np.errstate(all="ignore"):
         return tl.core.tensor(_TH(f(*(x.handle.data for x in xs)), xs[0].dtype.scalar), xs[0].type)
-
-
-def _tan(x):
-    return _numpy(_np.tan, x)
-
-
-def _tanh(x):
-    return _numpy(_np.tanh, x)
-
-
-def _pow(a, b):
-    return _numpy(_np.power, a, b)
-
-
-def _atan2(a, b):
-    return _numpy(_np.arctan2, a, b)
-
-
-def _exp(x):
-    return tl.exp(x)
-
-
-def _log(x):
-    return tl.log(x)
-
-
-def _sin(x):
-    return tl.sin(x)
-
-
-def _cos(x):
-    return tl.cos(x)
 '''
 
-CUDA_EXTERN = '''from triton.language.extra import libdevice
 
-
-@triton.jit
-def _tan(x):
-    return libdevice.tan(x)
-
-
-@triton.jit
-def _tanh(x):
-    return libdevice.tanh(x)
-
-
-@triton.jit
-def _pow(a, b):
-    return libdevice.pow(a, b)
-
-
-@triton.jit
-def _atan2(a, b):
-    return libdevice.atan2(a, b)
-
-
-@triton.jit
-def _exp(x):
-    return libdevice.exp(x)
-
-
-@triton.jit
-def _log(x):
-    return libdevice.log(x)
-
-
-@triton.jit
-def _sin(x):
-    return libdevice.sin(x)
-
-
-@triton.jit
-def _cos(x):
-    return libdevice.cos(x)
-'''
+def extern_source(interpreted: bool) -> str:
+    if interpreted:
+        parts = [INTERPRETER_NUMPY] + [
+            f"\n\ndef {name}({args}):\n    return "
+            + (f"_numpy(_np.{np_fn}, {args})" if np_fn else f"tl.{lib}({args})") + "\n"
+            for name, (args, lib, np_fn) in EXTERN.items()]
+    else:
+        parts = ["from triton.language.extra import libdevice\n"] + [
+            f"\n\n@triton.jit\ndef {name}({args}):\n    return libdevice.{lib}({args})\n"
+            for name, (args, lib, _) in EXTERN.items()]
+    return "".join(parts)
 
 
 def header() -> str:
     if not interpreting():
-        return HEADER.format(extern=CUDA_EXTERN)
+        return HEADER.format(extern=extern_source(False))
     # Under the interpreter a call to a nested @triton.jit function re-patches triton.language each
     # time; plain Python helpers run the same code several times faster (combine functions stay jitted).
-    return HEADER.replace("@triton.jit\n", "").format(extern=INTERPRETER_EXTERN)
+    return HEADER.replace("@triton.jit\n", "").format(extern=extern_source(True))
 
 
 def compute_type(ty: Type) -> str:
