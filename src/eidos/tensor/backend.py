@@ -290,14 +290,10 @@ class GPUBackend(IsaBackend):
             why = self.unavailable_reason()
             if why:
                 raise BackendUnavailable(f"tensor backend 'gpu': {why}")
-            from eidos.isa.backends import triton
+            from eidos.isa.backends.triton import TritonBackend
 
-            target = getattr(triton, "TritonBackend", None)
-            if target is None:
-                self._isa, self._bytes = _TritonStandIn()
-            else:
-                self._isa, self._bytes = target(), _dev.as_bytes
-            self._empty = self._bytes(_dev.GPU.empty(0, np.dtype(np.uint8)))
+            self._isa = TritonBackend(_dev.torch_device())
+            self._empty = _dev.as_bytes(_dev.GPU.empty(0, np.dtype(np.uint8)))
         return self._isa
 
     # ---- execution ------------------------------------------------------------------------------
@@ -320,8 +316,7 @@ class GPUBackend(IsaBackend):
                     dev_args.append(self._stage_constant(a))
                 else:
                     dev_args.append(_dev.upload(a))
-            mem = self._bind(len(dev_args))  # (first: it makes the kernel target, and self._bytes with it)
-            self._run_bound(program, config, mem, [self._bytes(d) for d in dev_args])
+            self._run_bound(program, config, self._bind(len(dev_args)), [_dev.as_bytes(d) for d in dev_args])
             for i in back:
                 args[i].reshape(-1)[...] = _dev.download(dev_args[i]).reshape(-1)
 
@@ -334,15 +329,6 @@ class GPUBackend(IsaBackend):
         d = _dev.upload(a)
         self._staged[key] = (weakref.ref(a, lambda _r, k=key: self._staged.pop(k, None)), d)
         return d
-
-
-def _TritonStandIn():
-    """TEMPORARY, until eidos.isa.backends.triton.TritonBackend lands: the ISA CPU backend running on the
-    device tensors' memory (torch CPU tensors under TRITON_INTERPRET=1), bound as NumPy views."""
-    if _dev.torch_device().type != "cpu":
-        raise BackendUnavailable("tensor backend 'gpu': the Triton kernel target has not landed yet "
-                                 "(eidos.isa.backends.triton.TritonBackend)")
-    return CPUBackend().isa, lambda d: _dev.host_view(_dev.as_bytes(d))
 
 
 # ---- registry, priority ------------------------------------------------------------------------

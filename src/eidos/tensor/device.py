@@ -333,12 +333,6 @@ def as_bytes(t):
     return t.reshape(-1).view(_torch().uint8)
 
 
-def host_view(t) -> np.ndarray:
-    """A flat NumPy view sharing a contiguous device tensor's memory, where that memory is the host's (the
-    interpreter's device); for the stand-in kernel target."""
-    return t.reshape(-1).view(_torch().uint8).numpy().view(numpy_dtype(t.dtype))
-
-
 def copy_into(dst, src: np.ndarray) -> None:
     """Write a host array's values into a contiguous device tensor of the same size and dtype."""
     _bits(dst).reshape(-1).copy_(_bits(upload(src)).reshape(-1))
