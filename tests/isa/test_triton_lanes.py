@@ -20,10 +20,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from eidos import isa  # noqa: E402
 from eidos.errors import BackendError, UnsupportedError  # noqa: E402
 from eidos.isa import Address, Condition, ExecutionParams, Label, LaunchConfig, Predicate, Register, Special, Type  # noqa: E402
-from eidos.isa.backend import Backend  # noqa: E402
 from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
 from eidos.isa.backends.triton import lanes  # noqa: E402
-from eidos.isa.backends.triton.device import DeviceMemory  # noqa: E402
+from eidos.isa.backends.triton import TritonBackend  # noqa: E402
 from tests.isa import strategies as S  # noqa: E402
 
 R = Register
@@ -31,43 +30,16 @@ U32, U64, I32, I64, F32, F64 = Type.U32, Type.U64, Type.I32, Type.I64, Type.F32,
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
 
-def _reference_collective(memory):
-    """Runs a collective through the reference's NumPy formulas on the CPU tensors' memory (interpreter
-    only: the backend's own array route replaces this on a GPU)."""
-    from eidos.isa.backends.reference import arrays
-    from eidos.isa.memory import Memory
-
-    def run(ins, i, lanes_):
-        if memory.device.type != "cpu":
-            pytest.skip("collectives inside lane programs go through the backend's array route on a GPU")
-        shadow = Memory()
-        shadow.buffers = {h: t.numpy() for h, t in memory.buffers.items()}
-        shadow.pools = {h: t.numpy() for h, t in memory.pools.items()}
-        shadow._freed = dict(memory._freed)
-        shadow.class_memory = memory.class_memory.numpy()
-        arrays.run(ins, i, lanes_, shadow)
-    return run
-
-
-class LanesBackend(Backend):
-    """Every program through lanes.compile_program on device memory."""
+class LanesBackend(TritonBackend):
+    """The triton backend with every program through lanes.compile_program (the backend itself sends
+    code every lane runs alike to its array route instead); collectives through its run_collective."""
 
     name = "triton-lanes"
-
-    def __init__(self, max_steps: int = lanes.DEFAULT_MAX_STEPS) -> None:
-        self.memory = DeviceMemory()
-        self.max_steps = max_steps
 
     def execute_program_with_params(self, program, params) -> None:
         program.validate()
         lanes.compile_program(program).launch(self.memory, params, max_steps=self.max_steps,
-                                              run_collective=_reference_collective(self.memory))
-
-    def buffer_size(self, handle: int) -> int:
-        return len(self.memory.buffer(handle, "buffer_size"))
-
-    def pool_size(self, handle: int) -> int:
-        return len(self.memory.pool(handle, "pool_size"))
+                                              run_collective=self.run_collective)
 
 
 @pytest.fixture
