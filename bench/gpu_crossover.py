@@ -7,7 +7,8 @@ same tensor program, in one run:
                are counted (what automatic dispatch decides for data in host memory: THRESHOLDS);
   gpu, device  inputs already on the gpu, the result left there (no copies: DEVICE_THRESHOLDS).
 The crossover of a mode is the smallest size from which that mode is faster than the cpu at every larger
-size measured (min of the repeats). Every gpu result is checked against the cpu one. Prints a table
+size measured (min of the repeats); a kind's sweep stops once both gpu modes have won --settle sizes in a
+row, or at --max-bytes. Every gpu result is checked against the cpu one. Prints a table
 (min / median wall ms) and writes the thresholds as JSON that eidos.tensor.backend.load_thresholds reads;
 paste the figures and the printed provenance line into src/eidos/tensor/backend.py.
 
@@ -97,6 +98,9 @@ def main(argv=None) -> dict:
                                                  "none with --smoke)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--max-bytes", type=float, default=1 << 30, help="largest input size to try (bytes)")
+    ap.add_argument("--settle", type=int, default=3, help="stop a kind's sweep once both gpu modes have won at "
+                                                           "this many sizes in a row (0: sweep every size)")
     args = ap.parse_args(argv)
 
     import torch
@@ -130,9 +134,12 @@ def main(argv=None) -> dict:
         if args.smoke:
             sizes = SMOKE_SIZES[op]
         got_bytes, cpu_s, host_s, dev_s = [], [], [], []
+        wins = 0
         for size in sizes:
             arrays = make(size, rng)
             nbytes = sum(a.nbytes for a in arrays)
+            if nbytes > args.max_bytes:
+                break
             host = [T(a) for a in arrays]
             on_dev = [t.to("gpu") for t in host]
             B.set_backend("cpu")
@@ -153,6 +160,9 @@ def main(argv=None) -> dict:
             ms = [(min(x) * 1e3, statistics.median(x) * 1e3) for x in (c, h, d)]
             print(f"| {op} | {nbytes} | " + " | ".join(f"{a:.3f} / {b:.3f}" for a, b in ms) + " |", flush=True)
             table.append({"op": op, "input_bytes": nbytes, "cpu_s": c, "gpu_host_inputs_s": h, "gpu_device_inputs_s": d})
+            wins = wins + 1 if min(h) < min(c) and min(d) < min(c) else 0
+            if args.settle and wins >= args.settle:
+                break  # the crossover is behind us; larger sizes only cost time
         host_t[op] = crossover(got_bytes, cpu_s, host_s)
         dev_t[op] = crossover(got_bytes, cpu_s, dev_s)
     B.reset()
