@@ -146,6 +146,7 @@ from eidos import isa  # noqa: E402
 from eidos.isa import BinaryMapOperation, LaunchConfig, MapOperation, ReduceOperation, Register  # noqa: E402
 from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
 from eidos.isa.backends.triton import TritonBackend, arrays  # noqa: E402
+from tests.isa import strategies as GS  # noqa: E402
 from tests.isa.harness import assert_values, decode, encode  # noqa: E402
 from tests.isa.values import FLOATS, SMALL_INTS, values  # noqa: E402
 
@@ -470,3 +471,11 @@ def test_generated_kernels_compile_for_a_real_gpu(tmp_path):
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
     r = subprocess.run([sys.executable, "-c", GPU_BUILD], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "built" in r.stdout, r.stderr[-3000:]
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gp=GS.programs(transcendentals=False))
+def test_programs_with_wide_integers_are_unsupported_naming_the_type(gp):
+    """The shared generated-program tests leave I128 out for this backend; here is why: it says so."""
+    with pytest.raises(UnsupportedError, match="I128"):
+        GS.run(TritonBackend(), gp)

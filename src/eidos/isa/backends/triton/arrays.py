@@ -533,6 +533,8 @@ class Kernel:
     args: tuple = ()
     staged: list = field(default_factory=list)    # (destination bytes, aligned copy) written back
     grid: tuple = ()
+    call: object = None                           # fn[grid], for a map
+    kw: dict = field(default_factory=dict)
     blocks: tuple = ()                            # a reduction's (BLOCK, finishing BLOCK)
     scalar_values: tuple | None = None            # what the scalar tensor holds now
     scalar_tensor: object = None
@@ -614,6 +616,8 @@ def bind(k: Kernel, memory) -> Kernel:
     k.args, k.staged = tuple(args), staged
     if k.reduction is None:
         k.grid = (max(1, -(-k.count // map_block(k.ty))),)
+        # the launch, prepared: a cached launch is this call and nothing else of ours
+        k.call, k.kw = k.fn[k.grid], dict(BLOCK=map_block(k.ty), num_warps=MAP_WARPS, enable_fp_fusion=False)
     else:
         acc, second = _acc_types(k.reduction.op, k.ty)
         tdt = {"tl.float64": torch.float64, "tl.int64": torch.int64, "tl.uint64": torch.uint64}
@@ -659,7 +663,7 @@ def launch(k: Kernel):
     n = k.count
     if k.reduction is None:
         if n:
-            k.fn[k.grid](*k.args, n, BLOCK=map_block(k.ty), num_warps=MAP_WARPS, enable_fp_fusion=False)
+            k.call(*k.args, n, **k.kw)
         for dst, tmp in k.staged:
             dst.copy_(tmp)
         return None
