@@ -73,13 +73,20 @@ def _col(name: str) -> exp.Expression:
     return exp.Column(this=ident(name))
 
 
+# Values whose SQL is at most this long are spelled out at each use: a subquery costs PostgreSQL
+# about 2 us a row, far more than evaluating a small expression a few times over.
+INLINE_SQL = 2000
+
+
 def _bound(body: exp.Expression, **values: exp.Expression) -> exp.Expression:
     """`(SELECT body FROM (SELECT value AS name, ... OFFSET 0) s)`: `body` reads each value by name, so
     a value's SQL (and its evaluation) is not repeated at each use. OFFSET 0 fences the subquery:
-    PostgreSQL would otherwise pull the values up into every use again. A value holding an
-    aggregate is spelled out at each use instead: COUNT(*) in the subquery would count its one row
-    (and PostgreSQL computes identical aggregates of a query once)."""
-    if any(v.find(exp.AggFunc) is not None for v in values.values()):
+    PostgreSQL would otherwise pull the values up into every use again. Short values are spelled
+    out at each use instead (INLINE_SQL), and so is an aggregate of no column (COUNT(*) in the
+    subquery would count its one row); an aggregate of the outer rows' columns stays the outer
+    query's, computed once."""
+    counts_rows = any(a.find(exp.Column) is None for v in values.values() for a in v.find_all(exp.AggFunc))
+    if counts_rows or sum(len(v.sql("postgres")) for v in values.values()) <= INLINE_SQL:
         return body.transform(lambda n: values[n.name].copy()
                               if isinstance(n, exp.Column) and n.name in values else n)
     inner = exp.select(*[exp.Alias(this=v, alias=ident(k)) for k, v in values.items()])
@@ -221,7 +228,7 @@ class PostgresDialect(Dialect):
                      (exp.LTE(this=total, expression=_numeric("-" + _OVERFLOW)), _f8(-math.inf)),
                      (exp.LTE(this=_abs(total), expression=_numeric(_UNDERFLOW)), _f8(0.0))],
                     exp.Cast(this=total, to=self.sql_type(T.Float64)))
-        return _bound(body, __eidos_t=sum_)  # an aggregate: spelled out at each use (see _bound)
+        return _bound(body, __eidos_t=sum_)
 
     def matches(self, s, pattern):
         return exp.RegexpLike(this=s, expression=string(f"^(?:{pattern})$"))
