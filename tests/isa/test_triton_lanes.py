@@ -16,6 +16,7 @@ pytest.importorskip("triton")
 
 import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from eidos import isa  # noqa: E402
 from eidos.errors import BackendError, UnsupportedError  # noqa: E402
@@ -334,28 +335,58 @@ def test_kernels_compile_for_hopper_without_a_gpu():
     assert r.stdout.count(" ok ") == 3, r.stdout
 
 
-# ---- generated programs (tests/isa/strategies.py) without the 128-bit registers it also draws -----
-
-def _without_wide(gp):
-    """The same program with its I128 registers kept at I64: GPU integers stop at 64 bits."""
-    import dataclasses
-
-    def fix(ins):
-        kw = {}
-        for f in dataclasses.fields(ins):
-            v = getattr(ins, f.name)
-            if v is Type.I128:
-                kw[f.name] = Type.I64
-        if kw and isinstance(ins, isa.MOV_IMM):
-            kw["value"] = (int(ins.value) + 2 ** 63) % 2 ** 64 - 2 ** 63
-        return dataclasses.replace(ins, **kw) if kw else ins
-    prog = gp.program
-    p = isa.Program([fix(x) for x in prog.instructions], dict(prog.labels), prog.entry, dict(prog.metadata))
-    return S.GeneratedProgram(p.validate(), gp.config)
-
+# ---- generated programs (tests/isa/strategies.py) without the integers wider than 64 bits -------
 
 @settings(max_examples=15, deadline=None, suppress_health_check=SLOW_OK)
-@given(gp=S.programs(transcendentals=False, max_blocks=3))
+@given(gp=S.programs(transcendentals=False, max_blocks=3, wide=False))
 def test_generated_programs_store_the_reference_bytes(gp):
-    gp = _without_wide(gp)
+    assert S.run(LanesBackend(), gp) == S.run(ReferenceBackend(), gp)
+
+
+@st.composite
+def divergent_programs(draw):
+    """Generated register code (tests/isa/strategies.py's instructions) in the shapes lanes.py handles
+    beyond the shared strategy: per-lane trip counts through backward BRA, subroutines (CALL/RET,
+    nested), and barrier exchanges through shared memory between the lanes of a block."""
+    b = isa.ProgramBuilder(metadata={"generated": "divergent"})
+    types = tuple(S.NARROW_TYPES)
+    b.add(*S._prologue(types))
+    gid, k, one, cnt = R(240), R(241), R(242), R(243)
+    b.add(isa.MOV(gid, Special.GLOBAL_ID, I64), isa.MOV_IMM(one, 1, I64))
+    subs = []
+    for n in range(draw(st.integers(1, 4))):
+        body = [x for chunk in draw(st.lists(S._instruction(False, types), min_size=1, max_size=4)) for x in chunk]
+        shape = draw(st.sampled_from(["trip", "call", "barrier", "line"]))
+        if shape == "trip":  # lane g runs the body g mod m + 1 times
+            m = draw(st.integers(1, 4))
+            top = Label(f"trip{n}")
+            b.add(isa.MOV_IMM(k, m, I64), isa.REM(k, gid, k, I64), isa.MOV_IMM(cnt, 0, I64))
+            b.label(top)
+            b.add(*body, isa.ADD(cnt, cnt, one, I64), isa.SETcc(Predicate(7), cnt, k, Condition.LE, I64),
+                  isa.BRA(top, Predicate(7)))
+        elif shape == "call":
+            name = f"sub{n}"
+            b.add(isa.CALL(Label(name)))
+            subs.append((name, body, draw(st.booleans())))
+        elif shape == "barrier":  # each lane publishes an I64 value, reads its neighbour's after BarSync
+            v = draw(st.sampled_from(S.REGS[Type.I64]))
+            b.add(isa.MOV(k, Special.THREAD_INDEX, I64), isa.MOV_IMM(cnt, 8, I64), isa.MUL(cnt, k, cnt, I64),
+                  isa.STS(Address.register(cnt), v, I64), isa.BarSync(0), isa.ADD(k, k, one, I64),
+                  isa.MOV(R(244), Special.BLOCK_THREADS, I64), isa.REM(k, k, R(244), I64),
+                  isa.MOV_IMM(cnt, 8, I64), isa.MUL(cnt, k, cnt, I64), isa.LDS(v, Address.register(cnt), I64),
+                  isa.BarSync(0), *body)
+        else:
+            b.add(*body)
+    b.add(*S._epilogue(types), isa.EXIT())
+    for j, (name, body, nested) in enumerate(subs):
+        b.label(name)
+        b.add(*body, *([isa.CALL(Label(subs[j - 1][0]))] if nested and j > 0 else []), isa.RET())
+    bs = draw(st.sampled_from([1, 3, 4]))
+    return S.GeneratedProgram(b.build(), LaunchConfig(grid=(draw(st.integers(1, 2)), 1, 1), block=(bs, 1, 1),
+                                                      shared_memory=8 * bs), types)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=SLOW_OK)
+@given(gp=divergent_programs())
+def test_generated_divergent_programs_store_the_reference_bytes(gp):
     assert S.run(LanesBackend(), gp) == S.run(ReferenceBackend(), gp)
