@@ -348,15 +348,15 @@ class CpuBackend(Backend):
     def _raise(self, plan: Plan, params: ExecutionParams, err, WAIT):
         code, i, lane, value = (int(x) for x in err)
         program = plan.program
+        from ..reference.decode import barrier_ids_error, stack_overflow_error, step_limit_error
+
         if code == -2:
             bt = params.config.block_threads()
-            ids = sorted({int(w) for w in WAIT[i * bt:(i + 1) * bt]})
-            raise BackendError(f"block {i}: lanes wait at BarSync with different ids {ids}")
+            raise barrier_ids_error(i, {int(w) for w in WAIT[i * bt:(i + 1) * bt]})
         if code == E_BUDGET:
-            raise BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
-                               "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
+            raise step_limit_error(i)
         if code == E_STACK:
-            raise BackendError(f"instruction {i}: call stack overflow ({MAX_CALL_DEPTH} nested CALLs)")
+            raise stack_overflow_error(i)
         if code in (E_MEMORY, E_NEIGHBOUR):
             # Re-run that one instruction in the reference interpreter: the same BackendError, word for word.
             from types import SimpleNamespace

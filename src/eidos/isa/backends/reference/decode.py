@@ -331,12 +331,25 @@ def _(ins, i, ctx):
     return step
 
 
+def step_limit_error(i: int) -> BackendError:
+    """The error of a lane past its backward-jump budget (every backend raises these words)."""
+    return BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
+                        "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
+
+
+def stack_overflow_error(i: int) -> BackendError:
+    return BackendError(f"instruction {i}: call stack overflow ({MAX_CALL_DEPTH} nested CALLs)")
+
+
+def barrier_ids_error(block: int, ids) -> BackendError:
+    return BackendError(f"block {block}: lanes wait at BarSync with different ids {sorted(ids)}")
+
+
 def _jump_back(L, i: int) -> None:
     """Count a backward jump; past the budget the lane is taken to be in an endless loop."""
     L.budget -= 1
     if L.budget < 0:
-        raise BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
-                           "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
+        raise step_limit_error(i)
 
 
 @decodes(I.BRA)
@@ -369,7 +382,7 @@ def _(ins, i, ctx):
 
     def step(R, P, L):
         if len(L.stack) >= MAX_CALL_DEPTH:
-            raise BackendError(f"instruction {i}: call stack overflow ({MAX_CALL_DEPTH} nested CALLs)")
+            raise stack_overflow_error(i)
         _jump_back(L, i)
         L.stack.append(nxt)
         return t

@@ -13,7 +13,7 @@ from eidos.errors import BackendError
 
 from ...address import NUM_PREDICATES, NUM_REGISTERS, Special
 from . import arrays
-from .decode import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING, Context, decode
+from .decode import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING, Context, barrier_ids_error, decode
 
 
 class Lane:
@@ -134,7 +134,7 @@ def _schedule(blocks, code, instructions, memory) -> None:
             if all(L.state == AT_BARRIER for L in block):
                 ids = {L.wait for L in block}
                 if len(ids) > 1:
-                    raise BackendError(f"block {block[0].block}: lanes wait at BarSync with different ids {sorted(ids)}")
+                    raise barrier_ids_error(block[0].block, ids)
                 runnable += block
         if runnable:
             continue

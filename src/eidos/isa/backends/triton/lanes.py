@@ -1141,14 +1141,14 @@ class LaneKernel:
             lane = min(failed, key=lambda l: (l // bt, int(err[l, 3]), l))
         code, i, value = (int(x) for x in err[lane, :3])
         program = self.program
+        from ..reference.decode import barrier_ids_error, stack_overflow_error, step_limit_error
+
         if code == E_BARRIER:
-            ids = sorted({int(err[l, 2]) for l in failed if int(err[l, 0]) == E_BARRIER and int(err[l, 1]) == i})
-            raise BackendError(f"block {i}: lanes wait at BarSync with different ids {ids}")
+            raise barrier_ids_error(i, {int(err[l, 2]) for l in failed if int(err[l, 0]) == E_BARRIER and int(err[l, 1]) == i})
         if code == E_BUDGET:
-            raise BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
-                               "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
+            raise step_limit_error(i)
         if code == E_STACK:
-            raise BackendError(f"instruction {i}: call stack overflow ({MAX_CALL_DEPTH} nested CALLs)")
+            raise stack_overflow_error(i)
         replay(program, i, value, memory, params, max_steps)
         raise BackendError(f"instruction {i} ({program.instructions[i].name}): failed in lane {lane} (code {code})")
 
