@@ -91,6 +91,18 @@ def ulps(a: float, b: float, ty: Type) -> float:
     return abs(a - b) / 2.0 ** (e - mant)
 
 
+def ulps_f32(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per element, how many float32 values lie between got and want (0 where both are NaN or equal, a
+    large number where only one is NaN or where an infinity meets a finite value): `ulps` for whole arrays."""
+    def ordered(a):
+        i = np.ascontiguousarray(a, dtype=np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)   # -0.0 and 0.0 both 0; monotone in the value
+    d = np.abs(ordered(got) - ordered(want))
+    g_nan, w_nan = np.isnan(got), np.isnan(want)
+    d = np.where(g_nan | w_nan, np.where(g_nan & w_nan, 0, 1 << 40), d)
+    return np.where(np.isinf(got) != np.isinf(want), 1 << 40, d)
+
+
 def same(got, want, ty: Type, max_ulps: float = 0) -> bool:
     if ty.is_integer:
         return got == want
