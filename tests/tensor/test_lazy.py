@@ -169,6 +169,9 @@ def test_the_small_path_only_where_it_applies():
         big = T(np.ones(T.backend.SMALL_MAX_ELEMENTS + 1, np.float32))
         assert "small eager path" not in T.explain(big + big)
         np.testing.assert_array_equal((T(ro) + T(ro)).numpy(), ro + ro)
+        i, four = np.arange(12, dtype=np.int32).reshape(3, 4), np.full((3, 4), 4, np.int32)
+        q = T(i) / T(four)   # true division of integers: float64 (never the integer Div loop the operator memo has)
+        assert q.dtype == np.float64 and q.numpy().tobytes() == (i / four).tobytes()
     T.backend.set_backend("reference")
     with ei.eager():
         r = x + x

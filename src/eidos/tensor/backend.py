@@ -343,10 +343,18 @@ def _changed() -> None:
     """Selections are memoized per configuration; every change of it starts a new one."""
     _state["version"] += 1
     _memo.clear()
-    _small.clear()
+    for table in _small.values():
+        table.clear()
 
 
-_small: dict = {}
+# the small eager path's memo: op -> {dtype: entry}; the per-op tables live as long as the process (the tensor
+# layer's operator methods hold them), and a change of configuration empties them
+_small: dict[str, dict] = {}
+
+
+def small_table(op: str) -> dict:
+    """The memo of small_kernel for one operation, {dtype: entry or None}, read directly on the hot path."""
+    return _small.setdefault(op, {})
 SMALL_MAX_ELEMENTS = 1 << 16   # the small eager path's limit (one thread; the GPU thresholds are far above)
 
 
@@ -356,9 +364,9 @@ def small_kernel(op: str, dtype):
     when automatic
     selection gives small element-wise work to the built-in cpu backend; else None. Memoized per
     configuration (cleared by every change of backends, priority or thresholds)."""
-    key = (op, dtype)
+    table = small_table(op)
     try:
-        return _small[key]
+        return table[dtype]
     except KeyError:
         pass
     from eidos.isa import backends as isa_backends
@@ -383,7 +391,7 @@ def small_kernel(op: str, dtype):
                 found = (*found, (f"{op} ({dtype}): small eager path, no graph or program",
                                   f"{sel}; the cpu backend's {what} {operation.value} loop called directly on the "
                                   f"arrays (realized operands of one shape and dtype, <= {SMALL_MAX_ELEMENTS} elements)"))
-    _small[key] = found
+    table[dtype] = found
     return found
 
 

@@ -36,10 +36,15 @@ class AxisError(EidosError, IndexError):
     """An axis out of range for a tensor's number of dimensions."""
 
 
-_local = threading.local()
+class _Eager(threading.local):
+    """Per thread: whether `ei.eager()` is on (a class default, so the hot path reads `_local.eager` directly)."""
+    eager = False
+
+
+_local = _Eager()
 _counters = {"programs": 0}
 _small_kernel = _backend.small_kernel
-_SMALL_KERNELS = _backend._small   # its memo, read directly on the hot path
+_small_table = _backend.small_table   # its memo per operation, read directly on the hot path
 _SMALL_MAX = _backend.SMALL_MAX_ELEMENTS
 
 
@@ -256,13 +261,10 @@ class Tensor:
         return xp
 
     # ---- operators ---------------------------------------------------------------------------
-    def __add__(self, o): return _binary("add", self, o)
+    # + - * (and / on floats) take the small eager path inline: see _eager_binary
     def __radd__(self, o): return _binary("add", o, self)
-    def __sub__(self, o): return _binary("sub", self, o)
     def __rsub__(self, o): return _binary("sub", o, self)
-    def __mul__(self, o): return _binary("mul", self, o)
     def __rmul__(self, o): return _binary("mul", o, self)
-    def __truediv__(self, o): return divide(self, o)
     def __rtruediv__(self, o): return divide(o, self)
     def __floordiv__(self, o): return _binary("floordiv", self, o)
     def __rfloordiv__(self, o): return _binary("floordiv", o, self)
@@ -557,7 +559,7 @@ def _small_data(op: str, a: Tensor, b):
         db = b._data
         if db.__class__ is not np.ndarray or b.shape != a.shape or b.dtype != a.dtype or not db.flags.carray:
             return None
-    k = _SMALL_KERNELS.get((op, a.dtype), 0)
+    k = _small_table(op).get(a.dtype, 0)
     if k == 0:
         k = _small_kernel(op, a.dtype)
     if k is None:
@@ -575,6 +577,45 @@ def _small_data(op: str, a: Tensor, b):
         kernel(da.size, index, out.reshape(-1), da.reshape(-1), db.reshape(-1))
     _counters["programs"] += 1
     return out, record
+
+
+def _eager_binary(op: str, slow, floats_only: bool = False):
+    """The operator method for `op` (Tensor.__add__, ...): the small eager path of _small written out in the
+    method itself for its commonest case (two realized host tensors of one dtype object and one shape): one
+    Python frame, no keyword arguments or isinstance chains, the op's kernel memo read by dtype. Anything else
+    goes to `slow(self, o)`, the general path. Same conditions, results and explain() record as _small
+    (docs/tensor.md, "Small eager operations")."""
+    ndarray, new, local, table, counters, limit = np.ndarray, Tensor.__new__, _local, _small_table(op), _counters, _SMALL_MAX
+
+    def method(self, o):
+        if local.eager and o.__class__ is Tensor:
+            da, db, dt = self._data, o._data, self.dtype
+            if (da.__class__ is ndarray and db.__class__ is ndarray and o.dtype is dt and o.shape == self.shape
+                    and da.size <= limit and (not floats_only or dt.kind == "f")
+                    and da.flags.carray and db.flags.carray):
+                k = table.get(dt, 0)
+                if k == 0:
+                    k = _small_kernel(op, dt)
+                if k is not None:
+                    out = np.empty(self.shape, dt)
+                    if da.ndim == 1:
+                        k[0](da.size, k[1], out, da, db)
+                    else:
+                        k[0](da.size, k[1], out.reshape(-1), da.reshape(-1), db.reshape(-1))
+                    counters["programs"] += 1
+                    t = new(Tensor)
+                    t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs = \
+                        self.shape, dt, "cpu", out, op, (), None, [k[2]]
+                    return t
+        return slow(self, o)
+    method.__name__ = method.__qualname__ = f"__{op}__"
+    return method
+
+
+Tensor.__add__ = _eager_binary("add", lambda a, b: _binary("add", a, b))
+Tensor.__sub__ = _eager_binary("sub", lambda a, b: _binary("sub", a, b))
+Tensor.__mul__ = _eager_binary("mul", lambda a, b: _binary("mul", a, b))
+Tensor.__truediv__ = _eager_binary("div", lambda a, b: divide(a, b), floats_only=True)
 
 
 def _small(op: str, a: Tensor, b) -> Tensor | None:
