@@ -45,6 +45,7 @@ _local = _Eager()
 _counters = {"programs": 0}
 _small_kernel = _backend.small_kernel
 _small_table = _backend.small_table   # its memo per operation, read directly on the hot path
+_SMALL_TABLES = _backend._small       # (op -> that memo)
 _SMALL_MAX = _backend.SMALL_MAX_ELEMENTS
 
 
@@ -559,7 +560,8 @@ def _small_data(op: str, a: Tensor, b):
         db = b._data
         if db.__class__ is not np.ndarray or b.shape != a.shape or b.dtype != a.dtype or not db.flags.carray:
             return None
-    k = _small_table(op).get(a.dtype, 0)
+    table = _SMALL_TABLES.get(op)
+    k = 0 if table is None else table.get(a.dtype, 0)
     if k == 0:
         k = _small_kernel(op, a.dtype)
     if k is None:
@@ -579,11 +581,11 @@ def _small_data(op: str, a: Tensor, b):
     return out, record
 
 
-def _eager_binary(op: str, slow, floats_only: bool = False):
+def _eager_binary(op: str, slow=None, floats_only: bool = False):
     """The operator method for `op` (Tensor.__add__, ...): the small eager path of _small written out in the
     method itself for its commonest case (two realized host tensors of one dtype object and one shape): one
     Python frame, no keyword arguments or isinstance chains, the op's kernel memo read by dtype. Anything else
-    goes to `slow(self, o)`, the general path. Same conditions, results and explain() record as _small
+    goes to the general path, `_binary` (or `slow(self, o)`). Same conditions, results and explain() record as _small
     (docs/tensor.md, "Small eager operations")."""
     ndarray, new, local, table, counters, limit = np.ndarray, Tensor.__new__, _local, _small_table(op), _counters, _SMALL_MAX
 
@@ -607,15 +609,12 @@ def _eager_binary(op: str, slow, floats_only: bool = False):
                     t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs = \
                         self.shape, dt, "cpu", out, op, (), None, [k[2]]
                     return t
-        return slow(self, o)
+        return _binary(op, self, o) if slow is None else slow(self, o)
     method.__name__ = method.__qualname__ = f"__{op}__"
     return method
 
 
-Tensor.__add__ = _eager_binary("add", lambda a, b: _binary("add", a, b))
-Tensor.__sub__ = _eager_binary("sub", lambda a, b: _binary("sub", a, b))
-Tensor.__mul__ = _eager_binary("mul", lambda a, b: _binary("mul", a, b))
-Tensor.__truediv__ = _eager_binary("div", lambda a, b: divide(a, b), floats_only=True)
+Tensor.__add__, Tensor.__sub__, Tensor.__mul__ = _eager_binary("add"), _eager_binary("sub"), _eager_binary("mul")
 
 
 def _small(op: str, a: Tensor, b) -> Tensor | None:
@@ -828,6 +827,9 @@ def divide(a, b) -> Tensor:
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = tensor(float(a))
     return _binary("div", a, b)
+
+
+Tensor.__truediv__ = _eager_binary("div", divide, floats_only=True)   # (integers: true division, the general path)
 
 
 def maximum(a, b): return _minmax("maximum", a, b)
