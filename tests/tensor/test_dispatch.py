@@ -82,8 +82,10 @@ def test_thresholds_decide_small_work_stays_on_cpu(user):
     assert B.select_backend(None, small, info).name == "fakegpu"
     B.set_threshold("elementwise", None)
     assert B.select_backend(None, small, info).name == "cpu"
-    assert B.select_backend(None, B.OperationProperties("matmul", 1 << 20), info).name == "fakegpu"
-    assert "measured" in B.THRESHOLDS_PROVENANCE
+    matmul = B.THRESHOLDS["matmul"]
+    assert B.select_backend(None, B.OperationProperties("matmul", matmul), info).name == "fakegpu"
+    assert B.select_backend(None, B.OperationProperties("matmul", matmul - 1), info).name == "cpu"
+    assert B.THRESHOLDS_PROVENANCE.startswith("Measured by bench/gpu_crossover.py on")
     # no GPU on the machine: a device backend is skipped whatever the size
     assert B.select_backend(None, big, cpu_machine()).name == "cpu"
     del fake

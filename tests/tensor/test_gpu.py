@@ -336,7 +336,8 @@ def test_load_thresholds(tmp_path):
     assert B.THRESHOLDS["matmul"] == 1234 and got["device_inputs"]["matmul"] == 12
     assert B.THRESHOLDS["softmax"] == B.NEVER
     B.reset()
-    assert B.THRESHOLDS["matmul"] == B.DEFAULT_THRESHOLDS["matmul"] and B.DEVICE_THRESHOLDS["matmul"] is None
+    assert B.THRESHOLDS["matmul"] == B.DEFAULT_THRESHOLDS["matmul"]
+    assert B.DEVICE_THRESHOLDS["matmul"] == B._DEFAULT_DEVICE_THRESHOLDS["matmul"]
     with pytest.raises(PlanError, match="unknown operation kind 'conv'"):
         B.load_thresholds({"host_inputs": {"conv": 1}})
     with pytest.raises(PlanError, match="byte count"):

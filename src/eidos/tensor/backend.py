@@ -49,28 +49,37 @@ OPERATIONS = ("elementwise", "reduction", "matmul", "softmax", "layer_norm")
 # memory, the host->device copies of the inputs and the device->host copy of the result counted;
 # below it the CPU is faster because a launch (~12 us host time for Triton) and the copies dominate.
 # bench/gpu_crossover.py measures them (and DEVICE_THRESHOLDS) and writes JSON that load_thresholds reads.
+NEVER = 1 << 62  # a threshold no input reaches: the GPU did not win at any size measured
+
 THRESHOLDS: dict[str, int] = {
-    "elementwise": 4 << 20,
-    "reduction": 4 << 20,
-    "matmul": 256 << 10,
-    "softmax": 4 << 20,
-    "layer_norm": 4 << 20,
+    "elementwise": NEVER,
+    "reduction": NEVER,
+    "matmul": 32 << 20,
+    "softmax": 1 << 20,
+    "layer_norm": 1 << 20,
 }
 THRESHOLDS_PROVENANCE = (
-    "Estimates, not measurements: the launch cost (Triton ~12 us, torch CUDA op ~6 us on the H200, "
-    "DESIGN.md anchors) against the CPU's ~16 GB/s per core streaming rate puts the element-wise "
-    "crossover near 0.2-1 MB; copies over PCIe (~25 GB/s) for data not already on the device move it "
-    "to a few MB, hence 4 MiB; matmul does O(n^3) work on O(n^2) bytes, hence 256 KiB. To be replaced "
-    "by figures measured on a real GPU by bench/gpu_crossover.py (set_threshold and load_thresholds "
-    "override them at run time).")
+    "Measured by bench/gpu_crossover.py on cuda:0 (NVIDIA H100 80GB HBM3) (2026-11-26; torch 2.11.0+cu130, "
+    "triton 3.6.0, host 16 cores, host->device 8.0 GB/s pageable): the smallest input size from which the gpu "
+    "backend beat the cpu one at every larger size, min of 5 runs; host inputs count the copies to the device "
+    "and back. Element-wise work and reductions on host-resident inputs never paid (sizes up to 512 MiB and "
+    "1 GiB) against the "
+    "host's 16 cores (the copies alone cost more than the CPU's pass); data already on the GPU pays from "
+    "128 KiB (element-wise) and 4 KiB (reductions), see DEVICE_THRESHOLDS. A machine with fewer cores or a "
+    "faster link moves these: rerun the bench there and load_thresholds its JSON.")
 DEFAULT_THRESHOLDS = dict(THRESHOLDS)
 
 # The crossover for inputs already on the device (no copies): not used to choose (data on the GPU stays
 # there, since moving it back costs more than running there), shown by explain and the bench so a user
 # sees from what size keeping data on the GPU pays. None: not measured yet.
-DEVICE_THRESHOLDS: dict[str, int | None] = {op: None for op in OPERATIONS}
+DEVICE_THRESHOLDS: dict[str, int | None] = {
+    "elementwise": 128 << 10,
+    "reduction": 4 << 10,
+    "matmul": 2 << 20,
+    "softmax": 256 << 10,
+    "layer_norm": 256 << 10,
+}
 _DEFAULT_DEVICE_THRESHOLDS = dict(DEVICE_THRESHOLDS)
-NEVER = 1 << 62  # a threshold no input reaches: the GPU did not win at any size measured
 
 
 def set_threshold(op_type: str, nbytes: int | None) -> None:
@@ -492,6 +501,9 @@ def _rejection(name: str, b: Backend, op: OperationProperties, info, explicit: b
                                         ".to('gpu'))" if _dev.interpreted() else "")
         limit = THRESHOLDS.get(op.op_type, 0)
         if op.input_size_bytes < limit and not op.requires_gpu:
+            if limit >= NEVER:
+                return (f"GPU threshold for {op.op_type} on host inputs: never (the measured crossover: copies to "
+                        "and from the device cost more than the CPU's pass at every size; .to('gpu') keeps data there)")
             return (f"{op.input_size_bytes} bytes < GPU threshold {limit} for {op.op_type} "
                     "(host inputs: copies to and from the device counted)")
     if not b.is_available():
