@@ -91,16 +91,21 @@ def ulps(a: float, b: float, ty: Type) -> float:
     return abs(a - b) / 2.0 ** (e - mant)
 
 
-def ulps_f32(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Per element, how many float32 values lie between got and want (0 where both are NaN or equal, a
-    large number where only one is NaN or where an infinity meets a finite value): `ulps` for whole arrays."""
+def ulps_array(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per element, how many values of the arrays' float type (float32 or float64) lie between got and want
+    (0 where both are NaN or equal, a large number where only one is NaN or where an infinity meets a finite
+    value): `ulps` for whole arrays."""
+    bits, sign = (np.int32, 0x7FFFFFFF) if got.dtype == np.float32 else (np.int64, 0x7FFFFFFFFFFFFFFF)
+
     def ordered(a):
-        i = np.ascontiguousarray(a, dtype=np.float32).view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)   # -0.0 and 0.0 both 0; monotone in the value
-    d = np.abs(ordered(got) - ordered(want))
+        i = np.ascontiguousarray(a).view(bits).astype(np.int64)
+        return np.where(i < 0, -(i & sign), i)   # -0.0 and 0.0 both 0; monotone in the value
+    o_g, o_w = ordered(got), ordered(want)
+    u_g, u_w = o_g.view(np.uint64), o_w.view(np.uint64)   # the difference modulo 2**64: exact, it is below 2**64
+    d = np.where(o_g > o_w, u_g - u_w, u_w - u_g).astype(np.float64)
     g_nan, w_nan = np.isnan(got), np.isnan(want)
-    d = np.where(g_nan | w_nan, np.where(g_nan & w_nan, 0, 1 << 40), d)
-    return np.where(np.isinf(got) != np.isinf(want), 1 << 40, d)
+    d = np.where(g_nan | w_nan, np.where(g_nan & w_nan, 0, 2.0 ** 60), d)
+    return np.where(np.isinf(got) != np.isinf(want), 2.0 ** 60, d)
 
 
 def same(got, want, ty: Type, max_ulps: float = 0) -> bool:

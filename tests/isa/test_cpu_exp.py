@@ -1,5 +1,5 @@
-"""The CPU backend's float32 exp (runtime.vexpf, computed in float32 so it vectorizes) against the reference
-(binary64 exp rounded once): within docs/isa.md's 4 ULP everywhere, NaN, infinities, overflow, underflow
+"""The CPU backend's exp (runtime.vexpf for float32, computed in float32; runtime.vexp for float64; both
+polynomials that vectorize) against the reference (binary64 exp, rounded once for float32): within docs/isa.md's 4 ULP everywhere, NaN, infinities, overflow, underflow
 to subnormals and zero, and -0.0 exactly as the reference gives them. Checked on a dense sweep of float32
 bit patterns, on the ranges where results overflow or become subnormal, and on generated inputs through
 the single-map loop and the fused-chain loop."""
@@ -16,7 +16,7 @@ from eidos import isa
 from eidos.isa import Address, ExecutionParams, LaunchConfig, Type
 from eidos.isa import Register as R
 from eidos.isa.backends.reference import ReferenceBackend
-from tests.isa.harness import ulps_f32
+from tests.isa.harness import ulps_array
 
 pytest.importorskip("numba")
 from eidos.isa.backends.cpu import CpuBackend  # noqa: E402
@@ -39,20 +39,20 @@ def run(be, p: isa.Program, x: np.ndarray, registers: dict | None = None) -> np.
     return out
 
 
-def exp_program(n: int) -> isa.Program:
-    return isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(2), Address.buffer(1), n, M.Exp, F32)).build()
+def exp_program(n: int, ty: Type = F32) -> isa.Program:
+    return isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(2), Address.buffer(1), n, M.Exp, ty)).build()
 
 
-def chain_program(n: int) -> isa.Program:
+def chain_program(n: int, ty: Type = F32) -> isa.Program:
     """exp(x * r8 + r9): one FusedMap with scalar operands (the tensor layer's form of x * 2 + 1 then exp)."""
     X, Y = Address.buffer(1), Address.buffer(2)
     return isa.ProgramBuilder().add(
-        isa.ParallelMapBinary(Y, X, R(8), n, B.Mul, F32), isa.ParallelMapBinary(Y, Y, R(9), n, B.Add, F32),
-        isa.ParallelMap(Y, Y, n, M.Exp, F32)).build().optimize()
+        isa.ParallelMapBinary(Y, X, R(8), n, B.Mul, ty), isa.ParallelMapBinary(Y, Y, R(9), n, B.Add, ty),
+        isa.ParallelMap(Y, Y, n, M.Exp, ty)).build().optimize()
 
 
 def assert_within_4_ulp(x, got, want) -> None:
-    d = ulps_f32(got, want)
+    d = ulps_array(got, want)
     bad = np.flatnonzero(d > 4)
     assert bad.size == 0, (f"{bad.size} results beyond 4 ULP, first (x, got, want): "
                            f"{list(zip(x[bad[:5]], got[bad[:5]], want[bad[:5]]))}")
@@ -78,7 +78,7 @@ def test_exp_f32_dense_sweep_within_4_ulp_of_the_reference(tmp_path):
     cpu = CpuBackend(cache_dir=tmp_path)
     got, want = run(cpu, p, x), run(ReferenceBackend(), p, x)
     assert_within_4_ulp(x, got, want)
-    assert ulps_f32(got, want).max() <= 1   # what vexpf's docstring promises (every float32 was checked once)
+    assert ulps_array(got, want).max() <= 1   # what vexpf's docstring promises (every float32 was checked once)
     # the edge cases, exactly: -0.0 -> 1, -inf -> 0, inf -> inf, NaN -> NaN, overflow -> inf, deep underflow -> 0
     got = run(CpuBackend(cache_dir=tmp_path), exp_program(len(SPECIALS)), SPECIALS)
 
@@ -104,4 +104,40 @@ def test_exp_f32_generated_inputs_single_and_fused(tmp_path, x, a, b):
     p = exp_program(len(x))
     assert_within_4_ulp(x, run(cpu, p, x), run(ref, p, x))
     q, regs = chain_program(len(x)), {8: float(a), 9: float(b)}
+    assert_within_4_ulp(x, run(CpuBackend(cache_dir=tmp_path), q, x, regs), run(ReferenceBackend(), q, x, regs))
+
+
+def sweep64() -> np.ndarray:
+    """float64: uniform over the whole range where exp is finite and nonzero, around 0, every float64 in windows
+    at the overflow and underflow thresholds, the subnormal results, and the specials."""
+    rng = np.random.default_rng(5)
+    over, under = np.float64(709.782712893384), np.float64(-745.1332191019411)
+    window = np.arange(-2000, 2000)
+    return np.concatenate([rng.uniform(-746, 710, 400_000), rng.standard_normal(100_000), rng.uniform(-1e-8, 1e-8, 10_000),
+                           (over.view(np.int64) + window).view(np.float64), (under.view(np.int64) + window).view(np.float64),
+                           np.linspace(-745.2, -708.3, 100_000), SPECIALS.astype(np.float64),
+                           np.array([1e308, -1e308, 5e-324, -5e-324, 710.0, -746.0, -760.0])])
+
+
+def test_exp_f64_sweep_within_4_ulp_of_the_reference(tmp_path):
+    x = sweep64()
+    p = exp_program(len(x), Type.F64)
+    got, want = run(CpuBackend(cache_dir=tmp_path), p, x), run(ReferenceBackend(), p, x)
+    assert_within_4_ulp(x, got, want)
+    assert ulps_array(got, want).max() <= 2    # vexp's docstring
+    edge = np.array([-746.0, -760.0, 710.0, -0.0, -5e-324, -740.0, np.inf, -np.inf, np.nan])
+    e = run(CpuBackend(cache_dir=tmp_path), exp_program(len(edge), Type.F64), edge)
+    assert e[0] == 0 and e[1] == 0 and e[2] == np.inf and e[3] == 1 and e[4] == 1 and e[6] == np.inf and e[7] == 0
+    assert 0 < e[5] < np.finfo(np.float64).tiny and np.isnan(e[8])   # a subnormal result, not flushed to zero
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(x=hnp.arrays(np.float64, st.integers(1, 2 * FUSE_MIN), elements=st.floats(allow_nan=True, allow_infinity=True)),
+       a=st.floats(-4, 4), b=st.floats(-700, 700))
+def test_exp_f64_generated_inputs_single_and_fused(tmp_path, x, a, b):
+    cpu, ref = CpuBackend(cache_dir=tmp_path), ReferenceBackend()
+    p = exp_program(len(x), Type.F64)
+    assert_within_4_ulp(x, run(cpu, p, x), run(ref, p, x))
+    q, regs = chain_program(len(x), Type.F64), {8: a, 9: b}
     assert_within_4_ulp(x, run(CpuBackend(cache_dir=tmp_path), q, x, regs), run(ReferenceBackend(), q, x, regs))

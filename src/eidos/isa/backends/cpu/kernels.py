@@ -44,10 +44,12 @@ _FLOAT_BINARY = {B.Add: "{a} + {b}", B.Sub: "{a} - {b}", B.Mul: "{a} * {b}", B.D
 
 
 def _unary_float(op, ty: Type) -> str:
-    """F32 Exp computed in float32 by a polynomial LLVM vectorizes 16 lanes wide (runtime.vexpf, within 1 ULP;
-    the operands are float32 values, so the conversions are exact); the rest as NumPy does."""
+    """Exp by polynomials LLVM vectorizes (runtime.vexpf for F32, computed in float32: the operands are float32
+    values, so the conversions are exact; runtime.vexp for F64), within 1 ULP; the rest as NumPy does."""
     if op is M.Exp and ty is Type.F32:
         return "np.float64(vexpf(np.float32({x})))"
+    if op is M.Exp and ty is Type.F64:
+        return "vexp({x})"
     return _FLOAT_UNARY[op]
 
 
