@@ -342,18 +342,41 @@ def test_layer_norm(ty, rows, n, eps, seed):
     p.close(O, rows * n, ty)
 
 
+def exactly_normalized(x, eps):
+    """Rows normalized around their correctly rounded mean (exact rational sums), in float64."""
+    from fractions import Fraction
+
+    mean = np.array([[float(sum(map(Fraction, row.tolist())) / len(row))] for row in x])
+    d = x - mean
+    return d / np.sqrt((d * d).mean(axis=1, keepdims=True) + eps)
+
+
 @pytest.mark.parametrize("ty", [Type.F32, Type.F64], ids=str)
-def test_norms_of_rows_with_a_large_mean(ty):
-    """Deviations far below the mean (1e6 spreads of 1): the statistics must not round them away."""
+@pytest.mark.parametrize("n", [64, "long"])
+def test_norms_of_rows_with_a_large_mean(ty, n):
+    """Deviations far below the mean (1e6 spreads of 1): the statistics must not round them away.
+    One unit in the last place of the mean moves a deviation of 0.03 by 4e-9 of itself, so the
+    mean must be the correctly rounded one, whatever order a GPU's tree sums take (the
+    interpreter's in-register sums take NumPy's; long rows sum tile-wise in another order)."""
+    from eidos.isa.backends.triton.kernels import norms
+
+    n = norms.FUSED + 3 if n == "long" else n
+    rows = 3 if n == 64 else 1
     rng = np.random.default_rng(13)
-    x = 1e6 + rand(rng, 3, 64)
+    x = 1e6 + rand(rng, rows, n)
     p = Pair()
-    X, G, B, O = p.put(x, ty), p.put(np.ones(64), ty), p.put(np.zeros(64), ty), p.put(np.zeros((3, 64)), ty)
-    p.run(isa.LayerNorm(O, X, G, B, 64, 1e-5, rows=3, ty=ty))
-    p.close(O, 3 * 64, ty)
-    G2, B2, O2 = p.put(np.ones(4), ty), p.put(np.zeros(4), ty), p.put(np.zeros((3, 4, 16)), ty)
-    p.run(isa.GroupNorm(O2, X, G2, B2, 3, 4, 2, 16, 1e-5, ty=ty))
-    p.close(O2, 3 * 64, ty)
+    X, G, B, O = p.put(x, ty), p.put(np.ones(n), ty), p.put(np.zeros(n), ty), p.put(np.zeros((rows, n)), ty)
+    p.run(isa.LayerNorm(O, X, G, B, n, 1e-5, rows=rows, ty=ty))
+    p.close(O, rows * n, ty)
+    outputs = [(O, x)]
+    if n == 64:  # GroupNorm: 3 batches of 2 groups of 2 channels by 16
+        G2, B2, O2 = p.put(np.ones(4), ty), p.put(np.zeros(4), ty), p.put(np.zeros((3, 4, 16)), ty)
+        p.run(isa.GroupNorm(O2, X, G2, B2, 3, 4, 2, 16, 1e-5, ty=ty))
+        p.close(O2, 3 * 64, ty)
+        outputs.append((O2, x.reshape(6, 32)))
+    for out, runs in outputs if ty == Type.F64 else ():  # the reference itself, against exact sums
+        ref, _ = p.get(out, runs.size, ty)
+        np.testing.assert_allclose(ref.reshape(runs.shape), exactly_normalized(runs, 1e-5), **TOL[ty])
 
 
 def test_softmax_rows_with_infinities_and_nan():

@@ -1,8 +1,13 @@
 """Normalization: LayerNorm and GroupNorm (one kernel: normalize a contiguous run, then an affine
 per element or per channel) and BatchNorm (inference form, element-wise).
 
-Mean first, then the biased variance as the mean of squared deviations (two passes, never
-E[x^2] - E[x]^2, which cancels), rounded once on store. LayerNorm and GroupNorm compute in
+Mean first, corrected by the mean of the residuals x - mean (what the first sum rounded away:
+the mean is then the correctly rounded one, as the reference's, whatever order the GPU's tree
+sums take; one unit in the last place of a mean of 1e6 moves a deviation of 0.03 by 4e-9 of
+itself), then the biased variance as the mean of squared deviations (never E[x^2] - E[x]^2,
+which cancels), rounded once on store. Rows longer than FUSED take the residuals and their
+squares in one pass: var = mean(e^2) - mean(e)^2 with e = x - first mean, whose mean(e) is a few
+units in the last place of the mean, so nothing cancels. LayerNorm and GroupNorm compute in
 float64 for F32 and F64 rows, float32 for F16/BF16: a row whose mean is large beside its spread
 (1e20 + small deviations) loses the deviations to float32 rounding of the mean, while the ISA's
 bound is relative to the normalized values; the kernels are memory-bound, so the wider arithmetic
@@ -35,7 +40,8 @@ def norm_kernel(x_ptr, g_ptr, b_ptr, y_ptr, eps_ptr, L, G, CPG, SPATIAL,
     if SINGLE:
         mask = cols < L
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(ACC)
-        mean = tl.sum(x, axis=0) / L
+        m0 = tl.sum(x, axis=0) / L
+        mean = m0 + tl.sum(tl.where(mask, x - m0, 0.0), axis=0) / L
         d = tl.where(mask, x - mean, 0.0)
         sd = sqrt(tl.sum(d * d, axis=0) / L + eps)
         k = aff + cols // SPATIAL
@@ -46,13 +52,17 @@ def norm_kernel(x_ptr, g_ptr, b_ptr, y_ptr, eps_ptr, L, G, CPG, SPATIAL,
         total = tl.zeros((BLOCK,), ACC)
         for start in range(0, L, BLOCK):
             total += tl.load(x_row + start + cols, mask=start + cols < L, other=0.0).to(ACC)
-        mean = tl.sum(total, axis=0) / L
+        m0 = tl.sum(total, axis=0) / L
+        res = tl.zeros((BLOCK,), ACC)
         sq = tl.zeros((BLOCK,), ACC)
         for start in range(0, L, BLOCK):
             mask = start + cols < L
-            d = tl.where(mask, tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC) - mean, 0.0)
-            sq += d * d
-        sd = sqrt(tl.sum(sq, axis=0) / L + eps)
+            e = tl.where(mask, tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC) - m0, 0.0)
+            res += e
+            sq += e * e
+        shift = tl.sum(res, axis=0) / L
+        mean = m0 + shift
+        sd = sqrt(tl.sum(sq, axis=0) / L - shift * shift + eps)
         for start in range(0, L, BLOCK):
             mask = start + cols < L
             x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC)
