@@ -177,13 +177,31 @@ def test_no_gpu_means_not_chosen_with_the_reason(lane, monkeypatch):
     assert "triton" in text and "no GPU" in text and not text.startswith("lane: triton")
 
 
+# The GPU machine the planner is shown, whatever runs the tests: the lead's H100 host (16 cores, 128 GiB)
+FAKE_MACHINE = dict(cpu_cores=16, memory_limit_bytes=128 << 30, gpu_count=1, gpu_names=("Fake H100",),
+                    gpu_memory_bytes=(80 << 30,), forced_backend=None)
+
+
 @pytest.fixture
 def fake_gpu(lane, monkeypatch):
-    """A machine that reports a GPU: rule 4 applies (the programs still run where the lane runs them)."""
-    info = dataclasses.replace(devices.detect_devices(), gpu_count=1, gpu_names=("Fake H100",), gpu_memory_bytes=(80 << 30,))
+    """A machine that reports a GPU: rule 4 applies (the programs still run where the lane runs them).
+    Every part of the machine the planner reads is fixed, and the environment that would override it
+    is cleared, so a real GPU, core count or memory size (or a measured EIDOS_TRITON_COST) does not leak in."""
+    info = dataclasses.replace(devices.detect_devices(), **FAKE_MACHINE)
     monkeypatch.setattr(devices, "detect_devices", lambda: info)
     monkeypatch.setattr(planner, "detect_devices", lambda: info)
-    monkeypatch.delenv(cost.ENV, raising=False)
+    for name in (cost.ENV, "EIDOS_BACKEND", "EIDOS_MEMORY_BUDGET"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def cpu_cost_model(fake_gpu):
+    """Rule 4 weighs the GPU against a CPU lane's cost model: polars' or duckdb's (the reference lane has
+    none, and with only it the GPU is taken whenever the plan fits the device)."""
+    lanes = {b.name: b for b in ei.backends()}
+    if not any(lanes.get(n) and lanes[n].available for n in ("polars", "duckdb")):
+        pytest.skip("needs the polars or duckdb lane (a CPU cost model to weigh the GPU against): "
+                    "pip install polars duckdb")
 
 
 # EIDOS_TRITON_COST making the GPU cost nothing but its row work: rule 4 then takes it for this file's tiny tables
@@ -252,7 +270,7 @@ def test_small_numeric_plan_stays_on_a_cpu_lane(fake_gpu):
     assert_tables_equal(got, flow.run(engine="reference"), ordered=True)
 
 
-def test_large_numeric_plan_goes_to_the_gpu_and_explain_says_from_what_size(fake_gpu):
+def test_large_numeric_plan_goes_to_the_gpu_and_explain_says_from_what_size(cpu_cost_model):
     big, small = planner.decide(heavy(10**8).plan), planner.decide(heavy(10**3).plan)
     assert big.lane_name == "triton" and big.rule == 4, big
     assert re.search(r"Fake H100.*numeric, 1\.2 GiB estimated input: the GPU (pays above [0-9.]+ [KMG]?i?B|beats \w+ at any size) "
@@ -270,12 +288,35 @@ def test_input_larger_than_the_gpu_memory_stays_on_the_cpu(fake_gpu, monkeypatch
     assert "it would need about 2.5 GiB on the device, more than the GPU's 1.0 GiB" in dict(d.rejected)["triton"]
 
 
-def test_gpu_costs_can_be_overridden(fake_gpu, monkeypatch, tmp_path):
+def test_plan_the_gpu_cannot_hold_stays_on_the_reference_without_a_vector_lane(fake_gpu, monkeypatch):
+    """A GPU machine without polars or duckdb (the lead's H100): the reference lane has no cost model, but a
+    plan that does not fit the device still stays on the CPU, and rule 5 does not take the GPU it turned down."""
+    from eidos.hal import registry
+
+    lanes = [lane for lane in registry.lanes() if lane.kind != "vector"]
+    monkeypatch.setattr(registry, "lanes", lambda: lanes)
+    info = dataclasses.replace(devices.detect_devices(), gpu_memory_bytes=(1 << 30,))   # a 1 GiB card
+    monkeypatch.setattr(planner, "detect_devices", lambda: info)
+    d = planner.decide(heavy(10**8).plan)
+    assert d.lane.kind == "reference", d
+    assert "more than the GPU's 1.0 GiB; stays on reference" in dict(d.rejected)["triton"], d.rejected
+    assert not any(lane.kind == "gpu" for lane in d.fallbacks)
+    fits = planner.decide(heavy(10**6).plan)    # one that fits: no cost model to weigh, so the GPU
+    assert fits.lane_name == "triton" and fits.rule == 4 and "no cost estimate from reference" in fits.reason
+
+
+def test_gpu_cost_overrides_move_the_decision(cpu_cost_model, monkeypatch):
+    assert planner.decide(heavy(10**8).plan).lane_name == "triton"
     monkeypatch.setenv(cost.ENV, "h2d_bytes_per_s=100MB/s")   # a slow bus: even 10^8 rows stay on the CPU
     assert planner.decide(heavy(10**8).plan).lane_name != "triton"
     assert cost.costs().h2d_bytes_per_s == 100e6
+    tiny = src().agg(s=col("b").sum()).plan
+    assert planner.decide(tiny).lane_name != "triton"
     monkeypatch.setenv(cost.ENV, FREE_GPU)                    # no fixed costs: a tiny plan goes to the GPU
-    assert planner.decide(src().agg(s=col("b").sum()).plan).lane_name == "triton"
+    assert planner.decide(tiny).lane_name == "triton"
+
+
+def test_gpu_costs_can_be_overridden(fake_gpu, monkeypatch, tmp_path):
     monkeypatch.setenv(cost.ENV, "setup_s=2ms, step_s=60us")
     assert cost.costs().setup_s == 2e-3 and cost.costs().step_s == pytest.approx(60e-6)
     measured = tmp_path / "triton_cost.json"

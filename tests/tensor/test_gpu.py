@@ -389,6 +389,10 @@ def test_bad_devices():
 def test_gpu_unavailable_without_cuda_or_the_interpreter(monkeypatch):
     if CUDA:
         pytest.skip("a CUDA device is present: the gpu backend is available")
+    # a machine without a GPU (a CPU-only torch on a machine whose driver reports one would say otherwise)
+    info = gpu_machine()
+    monkeypatch.setattr(B, "detect_devices", lambda: info.__class__(
+        **{**info.__dict__, "gpu_count": 0, "gpu_names": (), "gpu_memory_bytes": ()}))
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     gpu = B.get_backend("gpu")
     assert not gpu.is_available() and "TRITON_INTERPRET=1" in gpu.unavailable_reason()

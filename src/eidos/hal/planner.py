@@ -240,6 +240,11 @@ def _hardware(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | Non
             return _finish(plan, survey, gpu[0], 4, f"a GPU ({gpu_name}); {why}", notes)
         notes.append(f"rule 4: a GPU ({gpu_name}) is present; {why}")
         decision = _logic(plan, survey, notes)
+        if decision is not None and decision.lane.kind == "gpu":  # no vector lane: rule 5 would take the GPU
+            cpu_only = copy.copy(survey)                            # just turned down; the lane it was weighed
+            cpu_only.capable = [l for l in survey.capable if l.kind != "gpu"]   # against runs it instead
+            cpu_only.rejected = {**survey.rejected, **{l.name: why for l in survey.capable if l.kind == "gpu"}}
+            decision = _logic(plan, cpu_only, notes)
         if decision is None:
             return None
         return replace(decision, rejected=tuple((n, why if n == gpu[0].name else w) for n, w in decision.rejected))
@@ -283,19 +288,21 @@ def _gpu_pays(plan: N.Node, gpu: Backend, survey: _Survey | None = None) -> tupl
     if cpu is None:
         return True, "no CPU lane can run it"
     g, c = gpu.estimate(plan), cpu.lane.estimate(plan)
+    # what fits the device comes first: a CPU lane without a cost model (the reference) must not send it
+    size = next((e.input_bytes for e in (g, c) if e is not None and e.input_bytes is not None), None)
+    memory = detect_devices().gpu_memory_bytes[:1]
+    if size is not None and memory and size * DEVICE_MEMORY_PER_INPUT_BYTE > memory[0]:
+        return False, (f"numeric but {_bytes(int(size))} estimated input: it would need about "
+                       f"{_bytes(int(size * DEVICE_MEMORY_PER_INPUT_BYTE))} on the device, more than the GPU's "
+                       f"{_bytes(memory[0])}; stays on {cpu.lane_name}")
     if g is None or c is None:
         return True, f"no cost estimate from {gpu.name if g is None else cpu.lane_name} to weigh them by"
-    size = g.input_bytes if g.input_bytes is not None else c.input_bytes
     models = f"cost model: {gpu.name} {g.seconds:.3g} s, {cpu.lane_name} {c.seconds:.3g} s"
     if size is None or size <= 0:
         return g.seconds < c.seconds, (f"no input to speak of ({models})" if g.seconds < c.seconds else
                                        f"no input to speak of: stays on {cpu.lane_name} ({models})")
     per_gpu, per_cpu = (g.seconds - g.fixed_s) / size, (c.seconds - c.fixed_s) / size
     estimated = f"{_bytes(int(size))} estimated input"
-    memory = detect_devices().gpu_memory_bytes[:1]
-    if memory and size * DEVICE_MEMORY_PER_INPUT_BYTE > memory[0]:
-        return False, (f"numeric but {estimated}: it would need about {_bytes(int(size * DEVICE_MEMORY_PER_INPUT_BYTE))} "
-                       f"on the device, more than the GPU's {_bytes(memory[0])}; stays on {cpu.lane_name}")
     # the input size where the two lines cross; the GPU pays above it when each byte costs the CPU lane
     # more, below it when each byte costs the GPU more (the copy to the device) but its fixed cost is lower
     cross = (g.fixed_s - c.fixed_s) / (per_cpu - per_gpu) if per_cpu != per_gpu else math.inf
