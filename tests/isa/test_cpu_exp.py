@@ -141,3 +141,14 @@ def test_exp_f64_generated_inputs_single_and_fused(tmp_path, x, a, b):
     assert_within_4_ulp(x, run(cpu, p, x), run(ref, p, x))
     q, regs = chain_program(len(x), Type.F64), {8: a, 9: b}
     assert_within_4_ulp(x, run(CpuBackend(cache_dir=tmp_path), q, x, regs), run(ReferenceBackend(), q, x, regs))
+
+
+@pytest.mark.parametrize("which", ["sweep", "specials"])
+def test_sigmoid_f32_through_vexpf_within_4_ulp_of_the_reference(tmp_path, which):
+    """F32 Sigmoid computes its exp with vexpf (runtime.asigmoid32): within 4 ULP of the reference on the dense
+    sweep (NaN, infinities, zeros and the saturating ranges included)."""
+    x = sweep() if which == "sweep" else SPECIALS
+    p = isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(2), Address.buffer(1), len(x), M.Sigmoid, F32)).build()
+    got, want = run(CpuBackend(cache_dir=tmp_path), p, x), run(ReferenceBackend(), p, x)
+    assert_within_4_ulp(x, got, want)
+    assert ulps_array(got, want).max() <= 3

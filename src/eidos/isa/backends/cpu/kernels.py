@@ -45,11 +45,14 @@ _FLOAT_BINARY = {B.Add: "{a} + {b}", B.Sub: "{a} - {b}", B.Mul: "{a} * {b}", B.D
 
 def _unary_float(op, ty: Type) -> str:
     """Exp by polynomials LLVM vectorizes (runtime.vexpf for F32, computed in float32: the operands are float32
-    values, so the conversions are exact; runtime.vexp for F64), within 1 ULP; the rest as NumPy does."""
+    values, so the conversions are exact; runtime.vexp for F64), within 1 ULP, and F32 Sigmoid through vexpf
+    (runtime.asigmoid32, within 2.5 ULP); the rest as NumPy does."""
     if op is M.Exp and ty is Type.F32:
         return "np.float64(vexpf(np.float32({x})))"
     if op is M.Exp and ty is Type.F64:
         return "vexp({x})"
+    if op is M.Sigmoid and ty is Type.F32:
+        return "asigmoid32({x})"
     return _FLOAT_UNARY[op]
 
 
