@@ -335,6 +335,55 @@ def test_kernels_compile_for_hopper_without_a_gpu():
     assert r.stdout.count(" ok ") == 3, r.stdout
 
 
+_EXACT_PTX = r"""
+import os, re
+os.environ.pop("TRITON_INTERPRET", None)
+from eidos import isa
+from eidos.isa import Address, Register as R, Type
+from eidos.isa.backends.triton.lanes import build_for
+b = isa.ProgramBuilder()
+for k, ty in ((0, Type.F32), (10, Type.F64)):
+    b.add(isa.LDS(R(k + 1), Address.shared(16), ty), isa.LDS(R(k + 2), Address.shared(24), ty),  # not constants
+          isa.MUL(R(k + 3), R(k + 1), R(k + 2), ty),
+          isa.ADD(R(k + 3), R(k + 3), R(k + 1), ty), isa.MAD(R(k + 4), R(k + 1), R(k + 2), R(k + 3), ty),
+          isa.DIV(R(k + 5), R(k + 4), R(k + 2), ty), isa.SQRT(R(k + 5), R(k + 5), ty),
+          isa.STS(Address.shared(0), R(k + 5), ty))
+b.add(isa.FMA(R(16), R(11), R(12), R(13), Type.F64), isa.STS(Address.shared(8), R(16), Type.F64))
+ptx = build_for(b.build(), 90).asm["ptx"]
+ops = re.findall(r"\b(?:fma|mad|mul|add|div|sqrt|cvt)\.[a-z0-9.]+", ptx)
+print(sorted(set(ops)))
+assert sum(o.startswith(("fma.", "mad.")) and o.endswith("f64") for o in ops) == 1, "only FMA may fuse"
+assert not [o for o in ops if ".f32" in o and o.startswith(("fma", "mad"))], ops
+assert not [o for o in ops if ".ftz" in o or ".approx" in o or ".full" in o], ops
+assert "mul.rn.f64" in ops and "add.rn.f64" in ops and "div.rn.f64" in ops and "sqrt.rn.f64" in ops, ops
+print("exact")
+"""
+
+
+def test_float_code_for_hopper_rounds_every_step():
+    """On a GPU Triton contracts a * b + c into fma unless fp fusion is off (the interpreter never
+    fuses): compile MUL then ADD, MAD, DIV, SQRT and one FMA for sm_90 with the launch's options and
+    read the PTX: one fma (the FMA's), every other step .rn, nothing approximate or flushed to zero."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", _EXACT_PTX], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "exact" in r.stdout, r.stdout + r.stderr[-3000:]
+
+
+def test_a_static_address_is_stored_by_the_last_lane_only():
+    """Lanes storing to one static address: the reference's lane order leaves the last lane's value; a GPU
+    scatter of one address from several threads keeps an unspecified one, so only the last lane stores."""
+    p = isa.ProgramBuilder().add(isa.MOV(R(1), Special.THREAD_INDEX, U32), isa.STS(Address.shared(0), R(1), U32),
+                                 isa.STS(Address.register(R(1)), R(1), U32)).build()
+    src, _ = lanes.generate(p, p.digest(), interpreted=False)
+    assert src.count("last = m & (t == tl.max(tl.where(m, t, -1), 0))") == 1
+    assert "_st((at), i1, last, 4)" in src and "_st((at), i1, m, 4)" in src  # a per-lane address: every lane
+
+
 # ---- generated programs (tests/isa/strategies.py) without the integers wider than 64 bits -------
 
 @settings(max_examples=15, deadline=None, suppress_health_check=SLOW_OK)

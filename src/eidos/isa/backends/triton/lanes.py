@@ -218,7 +218,10 @@ class Gen:
             e = wrap(ty, v) if ty.is_signed else v
         self.set(self.reg(dst, ty), e)
 
-    def store(self, src: Register, ty: Type, at: str) -> None:
+    def store(self, src: Register, ty: Type, at: str, uniform: bool = False) -> None:
+        """A store of `src` at `at`; `uniform`: every lane's address is the same (a static address), so
+        only the block's last storing lane stores, as the reference's lane order leaves it (a GPU's
+        same-address scatter keeps an unspecified lane's value)."""
         if ty is Type.F64:
             v = f"{self.f(src)}.to(tl.int64, bitcast=True)"
         elif ty is Type.F32:
@@ -229,7 +232,11 @@ class Gen:
             v = f"({self.f(src)}.to(tl.float32).to(tl.int32, bitcast=True) >> 16).to(tl.int64)"
         else:
             v = self.i(src)
-        self.emit(f"_st(({at}), {v}, m, {ty.size_bytes})")
+        mask = "m"
+        if uniform:
+            self.emit("last = m & (t == tl.max(tl.where(m, t, -1), 0))")
+            mask = "last"
+        self.emit(f"_st(({at}), {v}, {mask}, {ty.size_bytes})")
 
     # ---- control ------------------------------------------------------------------------------
     def goto(self, mask: str, target_index: int) -> None:
@@ -242,6 +249,7 @@ class Gen:
 
 
 EMIT: dict[type, object] = {}
+STATIC = (Space.BUFFER, Space.POOL, Space.CLASS, Space.SHARED)  # the same address in every lane of a block
 
 
 def emits(*classes):
@@ -259,7 +267,7 @@ def _(g: Gen, ins, i):
 
 @emits(I.STG, I.STS)
 def _(g: Gen, ins, i):
-    g.store(ins.src, ins.ty, g.address(ins, i, ins.dst, ins.ty.size_bytes))
+    g.store(ins.src, ins.ty, g.address(ins, i, ins.dst, ins.ty.size_bytes), uniform=ins.dst.space in STATIC)
 
 
 @emits(I.PoolLoad)
@@ -271,7 +279,7 @@ def _(g: Gen, ins, i):
 @emits(I.PoolStore)
 def _(g: Gen, ins, i):
     from ...address import Address
-    g.store(ins.src, ins.ty, g.address(ins, i, Address.pool(ins.pool, ins.offset), ins.ty.size_bytes))
+    g.store(ins.src, ins.ty, g.address(ins, i, Address.pool(ins.pool, ins.offset), ins.ty.size_bytes), uniform=True)
 
 
 _SPECIAL = {Special.GLOBAL_ID: "gid", Special.THREAD_INDEX: "tix", Special.BLOCK_INDEX: "bix",
@@ -1239,14 +1247,18 @@ def _bits(x: float) -> int:
     return struct.unpack("<q", struct.pack("<d", x))[0]
 
 
+# Triton fuses a * b + c into one fma by default (LLVM contraction, ptxas --fmad); the ISA rounds each step
+EXACT = {"enable_fp_fusion": False}
+
+
 def _run(kernel, nb: int, args, block: int, memory) -> None:
     warps = max(1, min(8, block // 32))
     if memory.device.type == "cpu":
         import numpy as np
         with np.errstate(all="ignore"):  # the interpreter computes masked-off lanes too
-            kernel[(nb,)](*args, BLOCK=block, num_warps=warps, enable_fp_fusion=False)
+            kernel[(nb,)](*args, BLOCK=block, num_warps=warps, **EXACT)
     else:
-        kernel[(nb,)](*args, BLOCK=block, num_warps=warps, enable_fp_fusion=False)
+        kernel[(nb,)](*args, BLOCK=block, num_warps=warps, **EXACT)
 
 
 _ARG_TYPES = {"TAB": "*i64", "INI_I": "*i64", "INI_F": "*fp64", "ERR": "*i64", "FLAG": "*i32", "STK": "*i32",
@@ -1268,7 +1280,7 @@ def build_for(program, arch: int = 90, block: int = 128, num_warps: int = 4):
     fn = load(source, "lanes")
     sig = {n: "constexpr" if n == "BLOCK" else _ARG_TYPES.get(n, "i32") for n in fn.arg_names}
     return triton.compile(ASTSource(fn, sig, constexprs={"BLOCK": block}), target=GPUTarget("cuda", arch, 32),
-                          options=dict(num_warps=num_warps, enable_fp_fusion=False))
+                          options=dict(num_warps=num_warps, **EXACT))
 
 
 _CACHE = None
