@@ -495,3 +495,27 @@ def test_programs_with_wide_integers_are_unsupported_naming_the_type(gp):
     """The shared generated-program tests leave I128 out for this backend; here is why: it says so."""
     with pytest.raises(UnsupportedError, match="I128"):
         GS.run(TritonBackend(), gp)
+
+
+def test_map_into_a_pool_freed_after_its_sum_stores_nothing():
+    """The tensor layer's map+sum form: a FusedMap into a pool, its Sum, the pool's PoolFree: one kernel
+    that keeps the map's values in registers and stores nothing (one read of x and y, no write)."""
+    ty, n = Type.F32, 300
+    x = [float(i % 17) * 0.125 - 1.0 for i in range(n)]
+    y = [float(i % 5) * 0.25 for i in range(n)]
+    pool = 7
+
+    def program(hs, out, free=True):
+        t = Address.pool(pool)
+        body = [isa.PoolAlloc(pool, 4 * n),
+                isa.FusedMap(n, (isa.MapStep(t, BinaryMapOperation.Mul, Address.buffer(hs[0]), Address.buffer(hs[1])),
+                                 isa.MapStep(t, MapOperation.Exp, t)), ty),
+                isa.ParallelReduce(Register(0), t, n, ReduceOperation.Sum, ty)]
+        return isa.ProgramBuilder().add(*body, *([isa.PoolFree(pool)] if free else []),
+                                        isa.STG(Address.buffer(out), Register(0), ty)).build()
+    _same_on_both(program, ty, [x, y], 1, max_ulps=4)
+    be = TritonBackend()
+    hs = _load(be, ty, x, y)
+    dead, kept = (be.explain(program(hs, be.allocate_buffer(4), free)) for free in (True, False))
+    assert "its pool is freed next: nothing stored" in dead and "tl.store(x" not in dead.split("def kernel(")[1]
+    assert "nothing stored" not in kept and "tl.store(x0 + offs" in kept.split("def kernel(")[1]

@@ -126,12 +126,13 @@ class KernelStep:
     kernel: object = None
     dynamic: bool = False               # some address is register-held: resolved at each launch
     resolved: dict = field(default_factory=dict)
+    dead: bool = False                  # the chain's pool is freed right after: store nothing
 
     def __post_init__(self) -> None:
         self.dynamic = any(a.space is Space.REGISTER for _, ins in self.group for _, a in ins.addresses())
         self.scalars = any(arrays.scalar_names(ins) for _, ins in self.group)
         if not self.dynamic:
-            self.kernel = arrays.build(self.group)
+            self.kernel = arrays.build(self.group, self.dead)
 
     @property
     def dst(self):
@@ -146,7 +147,7 @@ class KernelStep:
             if k is None:
                 if len(self.resolved) > 64:
                     self.resolved.clear()
-                k = self.resolved[group] = arrays.build(group)
+                k = self.resolved[group] = arrays.build(group, self.dead)
         else:
             k = self.kernel
         if k.memory is not memory or k.generation != memory.generation:
@@ -435,8 +436,11 @@ class TritonBackend(Backend):
             route = self.collective_route(k, x)
             if route == "arrays.py":
                 if k + 1 < len(ins) and arrays.fusable_reduce(x, ins[k + 1]):
-                    steps.append(KernelStep(((k, x), (k + 1, ins[k + 1]))))
-                    routes += ["arrays.py: fused with the reduction after it", "arrays.py: fused into the chain before"]
+                    dead = k + 2 < len(ins) and arrays.dead_after(x, ins[k + 2])
+                    steps.append(KernelStep(((k, x), (k + 1, ins[k + 1])), dead=dead))
+                    routes += ["arrays.py: fused with the reduction after it" + (
+                        " (its pool is freed next: nothing stored)" if dead else ""),
+                        "arrays.py: fused into the chain before"]
                     k += 2
                     continue
                 steps.append(KernelStep(((k, x),)))

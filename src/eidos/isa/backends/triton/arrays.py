@@ -550,9 +550,10 @@ class Kernel:
                 f"then one program combining them; {self.count} {self.ty.name}")
 
 
-def build(group) -> Kernel:
+def build(group, dead: bool = False) -> Kernel:
     """The kernel for ((index, ins),): an element-wise instruction or a reduction, or for
-    ((i, chain), (j, reduction)) where fusable_reduce(chain, reduction). Addresses are static."""
+    ((i, chain), (j, reduction)) where fusable_reduce(chain, reduction). Addresses are static.
+    dead: the chain's destinations are freed right after the reduction (dead_after), so it stores nothing."""
     for i, ins in group:
         check_type(ins, i)
     ty, n = group[0][1].ty, group[0][1].count
@@ -580,8 +581,9 @@ def build(group) -> Kernel:
         loads += [rslot] if rslot not in written and rslot not in loads else []
         reduction = Reduction(REDUCE_OF[type(last)] or last.operation, rslot)
     scal = {k: j for j, k in enumerate(k for k, a in enumerate(slots) if isinstance(a, Register))}
-    src = chain_source(ty, tuple(steps), len(slots), tuple(loads), tuple(written), reduction, n >= WIDE, scal)
-    return Kernel(tuple(group), ty, n, src, reduction, slots, written, [slots[k] for k in scal],
+    stored = [] if dead and reduction is not None else written
+    src = chain_source(ty, tuple(steps), len(slots), tuple(loads), tuple(stored), reduction, n >= WIDE, scal)
+    return Kernel(tuple(group), ty, n, src, reduction, slots, stored, [slots[k] for k in scal],
                   S.load(src, "kernel"), S.load(src, "finish") if reduction is not None else None)
 
 
@@ -706,5 +708,16 @@ def fusable_reduce(chain, reduce) -> bool:
     return _ranges(reduce) <= _ranges(chain)
 
 
+def dead_after(chain, free) -> bool:
+    """A chain fused with its reduction writes nothing anyone reads when the instruction after the
+    reduction frees the pool holding every destination (the tensor layer's map+sum form)."""
+    return (isinstance(free, I.PoolFree) and isinstance(chain, MAP_KINDS)
+            and all(d.space is Space.POOL and d.handle == free.handle for d in _destinations(chain)))
+
+
+def _destinations(ins) -> list:
+    return [st.dst for st in ins.steps] if isinstance(ins, I.FusedMap) else [ins.dst_array]
+
+
 __all__ = ["HANDLES", "MAP_KINDS", "REDUCE_OF", "Kernel", "build", "bind", "launch", "fusable_reduce",
-           "chain_source", "check_type"]
+           "chain_source", "check_type", "dead_after"]
