@@ -420,7 +420,8 @@ def test_gpu_bench_logic_runs_small_here(capsys):
     assert bench.main(["--smoke", "--log2n", "10"]) == 0
     out = capsys.readouterr().out
     assert "add: eidos" in out and "map+sum: eidos" in out and "bare Triton kernel launch" in out
-    assert "answers equal torch's: {'add': True, 'fused': True, 'map+sum': True}" in out
+    assert "x*y+sum: eidos" in out
+    assert "answers equal torch's: {'add': True, 'fused': True, 'map+sum': True, 'x*y+sum': True}" in out
 
 
 @pytest.mark.parametrize("ty", [Type.F64, Type.BF16, Type.U64, Type.I8], ids=str)
