@@ -359,19 +359,9 @@ class CpuBackend(Backend):
             raise stack_overflow_error(i)
         if code in (E_MEMORY, E_NEIGHBOUR):
             # Re-run that one instruction in the reference interpreter: the same BackendError, word for word.
-            from types import SimpleNamespace
+            from ..reference.decode import replay_access
 
-            from ...cfg import written_unsigned
-            from ..reference.decode import DECODERS, Context
-
-            ins = program.instructions[i]
-            R = [0] * 256
-            for r in ins.registers_read():
-                R[r.index] = value + (1 << 64) if value < 0 and written_unsigned(program, i, r.index) else value
-            L = SimpleNamespace(shared=memoryview(bytearray(params.config.shared_memory)), stack=[], budget=1,
-                                state=0, pc=i, wait=None)
-            step = DECODERS[type(ins)](ins, i, Context(self.memory, program, self.max_steps, params.config))
-            step(R, [False] * 16, L)
+            replay_access(program, i, value, self.memory, params.config, self.max_steps)
         raise BackendError(f"instruction {i} ({program.instructions[i].name}): failed in lane {lane} (code {code})")
 
     # ---- explain ---------------------------------------------------------------------------------

@@ -345,6 +345,23 @@ def barrier_ids_error(block: int, ids) -> BackendError:
     return BackendError(f"block {block}: lanes wait at BarSync with different ids {sorted(ids)}")
 
 
+def replay_access(program, i: int, value: int, memory, config, max_steps: int) -> None:
+    """Run instruction i alone over `memory`, every register it reads holding `value` (the address a
+    compiled lane failed on): it raises this interpreter's BackendError for that access, so a compiled
+    backend reports a bad access word for word as the reference does."""
+    from types import SimpleNamespace
+
+    from ...cfg import written_unsigned
+
+    ins = program.instructions[i]
+    R = [0] * 256
+    for r in ins.registers_read():
+        R[r.index] = value + (1 << 64) if value < 0 and written_unsigned(program, i, r.index) else value
+    L = SimpleNamespace(shared=memoryview(bytearray(config.shared_memory)), stack=[], budget=1,
+                        state=0, pc=i, wait=None)
+    DECODERS[type(ins)](ins, i, Context(memory, program, max_steps, config))(R, [False] * 16, L)
+
+
 def _jump_back(L, i: int) -> None:
     """Count a backward jump; past the budget the lane is taken to be in an endless loop."""
     L.budget -= 1

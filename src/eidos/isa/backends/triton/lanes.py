@@ -1165,26 +1165,16 @@ def replay(program, i: int, value: int, memory, params, max_steps: int) -> None:
     """Run instruction i alone in the reference interpreter over a shadow of `memory` (same handles,
     sizes and freed handles, zero bytes), its address register holding `value`: it raises the
     reference's BackendError for that access, word for word."""
-    from types import SimpleNamespace
-
     import numpy as np
 
-    from ...cfg import written_unsigned
     from ...memory import Memory
-    from ..reference.decode import DECODERS, Context
+    from ..reference.decode import replay_access
 
     shadow = Memory()
     shadow.buffers = {h: np.zeros(int(t.numel()), dtype=np.uint8) for h, t in memory.buffers.items()}
     shadow.pools = {h: np.zeros(int(t.numel()), dtype=np.uint8) for h, t in memory.pools.items()}
     shadow._freed = dict(memory._freed)
-    ins = program.instructions[i]
-    R = [0] * 256
-    for r in ins.registers_read():
-        R[r.index] = value + (1 << 64) if value < 0 and written_unsigned(program, i, r.index) else value
-    L = SimpleNamespace(shared=memoryview(bytearray(params.config.shared_memory)), stack=[], budget=1,
-                        state=0, pc=i, wait=None)
-    step = DECODERS[type(ins)](ins, i, Context(shadow, program, max_steps, params.config))
-    step(R, [False] * 16, L)
+    replay_access(program, i, value, shadow, params.config, max_steps)
 
 
 @dataclass
