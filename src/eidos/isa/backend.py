@@ -31,6 +31,12 @@ class Backend(abc.ABC):
     def execute_program_with_params(self, program, params: ExecutionParams) -> None:
         """Run `program` on params.config's lanes, each starting with params.registers."""
 
+    @staticmethod
+    def check_params(params) -> None:
+        """The check every backend makes of execute_program_with_params's `params` (one message)."""
+        if not isinstance(params, ExecutionParams):
+            raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
+
     # ---- buffers ---------------------------------------------------------------------------
     def allocate_buffer(self, size: int) -> int:
         return self.memory.allocate_buffer(size)

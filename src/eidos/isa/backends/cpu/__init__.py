@@ -203,8 +203,7 @@ class CpuBackend(Backend):
         super().execute_program(program, config)
 
     def execute_program_with_params(self, program, params: ExecutionParams) -> None:
-        if not isinstance(params, ExecutionParams):
-            raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
+        self.check_params(params)
         plan = self.plan(program)
         config = params.config
         if config.total_threads() == 0:

@@ -495,8 +495,7 @@ class TritonBackend(Backend):
         super().execute_program(program, config)
 
     def execute_program_with_params(self, program, params: ExecutionParams) -> None:
-        if not isinstance(params, ExecutionParams):
-            raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
+        self.check_params(params)
         plan = self.plan(program)
         if params.config.total_threads() == 0:
             return
