@@ -520,3 +520,69 @@ def test_map_into_a_pool_freed_after_its_sum_stores_nothing():
     dead, kept = (be.explain(program(hs, be.allocate_buffer(4), free)) for free in (True, False))
     assert "its pool is freed next: nothing stored" in dead and "tl.store(x" not in dead.split("def kernel(")[1]
     assert "nothing stored" not in kept and "tl.store(x0 + offs" in kept.split("def kernel(")[1]
+    assert "not zeroed" in dead and "not zeroed" not in kept
+
+
+def _sum_through_pool(be, hs, out, n, ty, pool=7, first=None):
+    """PoolAlloc, FusedMap into the pool (first step `first`, else x * y), its Sum, PoolFree, STG."""
+    t = Address.pool(pool)
+    step = first or isa.MapStep(t, BinaryMapOperation.Mul, Address.buffer(hs[0]), Address.buffer(hs[1]))
+    return isa.ProgramBuilder().add(
+        isa.PoolAlloc(pool, ty.size_bytes * n), isa.FusedMap(n, (step, isa.MapStep(t, MapOperation.Abs, t)), ty),
+        isa.ParallelReduce(Register(0), t, n, ReduceOperation.Sum, ty), isa.PoolFree(pool),
+        isa.STG(Address.buffer(out), Register(0), ty)).build()
+
+
+def test_a_pool_read_before_it_is_written_stays_zeroed():
+    """Skipping the memset is right only when nothing reads the pool first: a chain whose first step
+    reads the fresh pool (0 + x) must see zeros, so that allocation keeps its memset."""
+    ty, n = Type.F32, 100
+    x = [float(i) - 50.0 for i in range(n)]
+    t = Address.pool(7)
+
+    def program(hs, out):
+        return _sum_through_pool(None, hs, out, n, ty, first=isa.MapStep(t, BinaryMapOperation.Add, t,
+                                                                          Address.buffer(hs[0])))
+    _same_on_both(program, ty, [x], 1)
+    be = TritonBackend()
+    hs = _load(be, ty, x)
+    text = be.explain(program(hs, be.allocate_buffer(4)))
+    assert "its pool is freed next: nothing stored" in text and "not zeroed" not in text
+
+
+def test_a_kernel_keeps_its_binding_while_its_tensors_stay(monkeypatch):
+    """A dead chain's pool is no kernel argument, so making it anew each run (and any allocation or free
+    elsewhere) rebinds nothing: a cached map+sum launch skips the reference's checks. A freed operand
+    still gets the reference's message."""
+    ty, n = Type.F32, 64
+    be = TritonBackend()
+    hs = _load(be, ty, [1.5] * n, [-2.0] * n)
+    out = be.allocate_buffer(4)
+    p = _sum_through_pool(be, hs, out, n, ty)
+    be.execute_program(p, LaunchConfig.linear(1))
+    checked = []
+    monkeypatch.setattr(arrays, "check", lambda ins, i, memory: checked.append(i))
+    for _ in range(3):
+        be.execute_program(p, LaunchConfig.linear(1))
+    be.free_buffer(be.allocate_buffer(8))
+    be.execute_program(p, LaunchConfig.linear(1))
+    assert checked == [] and _read(be, out, ty) == [3.0 * n]
+    monkeypatch.undo()
+    be.free_buffer(hs[1])
+    with pytest.raises(BackendError, match="was freed"):
+        be.execute_program(p, LaunchConfig.linear(1))
+
+
+def test_an_unaligned_input_is_read_afresh_at_every_launch():
+    """An operand 1 byte into its buffer runs through an aligned copy; that copy is refilled before each
+    launch, so new data written between two runs of a cached program is what the second run reads."""
+    ty, n = Type.F32, 40
+    be = TritonBackend()
+    src = be.allocate_buffer(4 * n + 1)
+    dst = be.allocate_buffer(4 * n)
+    p = isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(dst), Address.buffer(src, 1), n, MapOperation.Neg,
+                                                 ty)).build()
+    for k in (1.0, 2.0):
+        be.copy_to_buffer(src, b"\0" + encode([k] * n, ty))
+        be.execute_program(p, LaunchConfig.linear(1))
+        assert _read(be, dst, ty) == [-k] * n

@@ -63,6 +63,10 @@ class Memory:
         """Fresh zeroed bytes for a buffer or pool (a device backend overrides this to allocate there)."""
         return np.zeros(size, dtype=np.uint8)
 
+    def scratch(self, size: int):
+        """Fresh bytes nobody will read before writing (a backend's unzeroed pool; see allocate_pool)."""
+        return np.empty(size, dtype=np.uint8)
+
     def _new_handle(self) -> int:
         while self._next in self.buffers or self._next in self.pools or self._next in self._freed:
             self._next += 1
@@ -82,14 +86,16 @@ class Memory:
         self.generation += 1
         return h
 
-    def allocate_pool(self, size: int, handle: int | None = None) -> int:
+    def allocate_pool(self, size: int, handle: int | None = None, *, zeroed: bool = True) -> int:
+        """A pool of size bytes. zeroed=False only where the caller has proved that no byte is read
+        before it is written (a pool only a kernel's own registers use): it skips the memset."""
         size = self._size(size, "allocate_pool")
         if handle is None:
             handle = self._new_handle()
         elif handle < 1 or handle in self.buffers or handle in self.pools:
             raise BackendError(f"PoolAlloc: handle {handle} is {'in use' if handle >= 1 else 'reserved (handles start at 1)'}")
         self._freed.pop(handle, None)
-        self.pools[handle] = self.zeros(size)
+        self.pools[handle] = self.zeros(size) if zeroed else self.scratch(size)
         self.generation += 1
         return handle
 

@@ -194,15 +194,36 @@ def _takes_index(fn) -> bool:
 @dataclass
 class PoolStep:
     ins: object
+    zeroed: bool = True   # False: a scratch pool that only a dead chain's registers use (no memset)
 
     def __call__(self, backend, run) -> None:
         if isinstance(self.ins, I.PoolAlloc):
-            backend.memory.allocate_pool(self.ins.size, self.ins.handle)
+            backend.memory.allocate_pool(self.ins.size, self.ins.handle, zeroed=self.zeroed)
         else:
             backend.memory.free_pool(self.ins.handle)
 
     def explain(self):
-        return "device allocation (torch caching allocator)" if isinstance(self.ins, I.PoolAlloc) else "device free", None
+        if not isinstance(self.ins, I.PoolAlloc):
+            return "device free", None
+        if self.zeroed:
+            return "device allocation (torch caching allocator)", None
+        return "device allocation, not zeroed: no kernel reads it before writing (torch caching allocator)", None
+
+
+def _skip_zeroing(steps: list, dead: KernelStep, handle: int) -> None:
+    """The tensor layer's map+sum: PoolAlloc(h), a chain into h fused with its sum, PoolFree(h). When
+    the allocation is the last pool step before the chain, only register code that touches no memory
+    lies between, and the kernel reads nothing of h, no byte of h is ever read: skip its memset."""
+    if dead.dynamic or arrays.reads_pool(dead.kernel, handle):
+        return
+    for step in reversed(steps):
+        if isinstance(step, PoolStep):
+            if isinstance(step.ins, I.PoolAlloc) and step.ins.handle == handle:
+                step.zeroed = False
+            return
+        if not isinstance(step, UniformStep) or any(
+                isinstance(step.program.instructions[i], _MEMORY) for i in step.indices):
+            return
 
 
 @dataclass
@@ -437,7 +458,10 @@ class TritonBackend(Backend):
             if route == "arrays.py":
                 if k + 1 < len(ins) and arrays.fusable_reduce(x, ins[k + 1]):
                     dead = k + 2 < len(ins) and arrays.dead_after(x, ins[k + 2])
-                    steps.append(KernelStep(((k, x), (k + 1, ins[k + 1])), dead=dead))
+                    step = KernelStep(((k, x), (k + 1, ins[k + 1])), dead=dead)
+                    if dead:
+                        _skip_zeroing(steps, step, ins[k + 2].handle)
+                    steps.append(step)
                     routes += ["arrays.py: fused with the reduction after it" + (
                         " (its pool is freed next: nothing stored)" if dead else ""),
                         "arrays.py: fused into the chain before"]

@@ -45,7 +45,13 @@ REDUCE_OF = {I.ParallelReduce: None, I.ReduceAdd: R.Sum, I.ReduceMul: R.Product,
 HANDLES = MAP_KINDS + tuple(REDUCE_OF)
 TRANSCENDENTAL = {M.Exp, M.Log, M.Sin, M.Cos, M.Tan, M.Tanh, M.Sigmoid, B.Pow, B.Atan2}
 MAP_WARPS = 8
-REDUCE_BLOCK = 2048  # per iteration of a program: 8 KiB of float32 in flight per operand
+# A reduction's programs: 64 per SM of 1024 elements an iteration and 4 warps. Measured on an H100
+# (map+sum of 2^28 float32, bench/gpu_isa.py): 0.725 ms, the device copy's time; 4 programs per SM of
+# 2048 x 8 warps (one grid-stride wave) left each SM too little to overlap loads with the float64 math:
+# 0.916 ms.
+REDUCE_BLOCK = 1024
+REDUCE_WARPS = 4
+PROGRAMS_PER_SM = 64
 FINISH_BLOCK = 1024
 INTERPRETER_REDUCE_BLOCK = 64  # the interpreter combines a block's lanes one Python call at a time
 WIDE = (1 << 31) - (1 << 16)  # counts at or above this index with int64
@@ -297,7 +303,7 @@ def chain_source(ty: Type, steps: tuple, nslots: int, loads: tuple[int, ...], st
     slots in `scalars` (slot -> index) are scalar operands, read once from the tensor `sc`."""
     scalars = scalars or {}
     c = compute_type(ty) if ty.is_float else _TL[ty]
-    args = ", ".join([f"x{k}" for k in range(nslots) if k not in scalars] + (["sc"] if scalars else []))
+    args = ", ".join([f"x{k}" for k in used_slots(nslots, loads, stores, scalars)] + (["sc"] if scalars else []))
     lines = [header(), "", "@triton.jit"]
     body: list[str] = []
 
@@ -361,6 +367,12 @@ def chain_source(ty: Type, steps: tuple, nslots: int, loads: tuple[int, ...], st
     finish += _acc_lanes(op, ty, acc, "    ")
     finish += _acc_final(op, ty, "    ")
     return "\n".join(lines + body + ["", "", "@triton.jit"] + finish) + "\n"
+
+
+def used_slots(nslots: int, loads, stores, scalars) -> list[int]:
+    """The slots a kernel takes as tensor arguments: those it loads or stores. A dead chain's pool
+    (written in registers only) is no argument, so its reallocation asks for no rebinding."""
+    return [k for k in range(nslots) if k not in scalars and (k in loads or k in stores)]
 
 
 def _acc_init(op, ty, acc, ident, ind):
@@ -525,6 +537,7 @@ class Kernel:
     reduction: Reduction | None
     slots: list                     # slot -> its address (or Register: a scalar operand)
     written: list                   # slots the chain stores
+    loads: tuple = ()               # slots it reads from memory (before any step writes them)
     scalar_regs: list = field(default_factory=list)   # the scalar operands' registers, in kernel order
     fn: object = None
     finish: object = None
@@ -532,6 +545,8 @@ class Kernel:
     generation: int = -1
     args: tuple = ()
     staged: list = field(default_factory=list)    # (destination bytes, aligned copy) written back
+    staged_in: list = field(default_factory=list)  # (aligned copy, source bytes) refreshed before each launch
+    bound: tuple = ()                             # (address, its memory's tensor, length) of every slot
     grid: tuple = ()
     call: object = None                           # fn[grid], for a map
     kw: dict = field(default_factory=dict)
@@ -583,15 +598,17 @@ def build(group, dead: bool = False) -> Kernel:
     scal = {k: j for j, k in enumerate(k for k, a in enumerate(slots) if isinstance(a, Register))}
     stored = [] if dead and reduction is not None else written
     src = chain_source(ty, tuple(steps), len(slots), tuple(loads), tuple(stored), reduction, n >= WIDE, scal)
-    return Kernel(tuple(group), ty, n, src, reduction, slots, stored, [slots[k] for k in scal],
+    return Kernel(tuple(group), ty, n, src, reduction, slots, stored, tuple(loads), [slots[k] for k in scal],
                   S.load(src, "kernel"), S.load(src, "finish") if reduction is not None else None)
 
 
 def bind(k: Kernel, memory) -> Kernel:
     """Typed tensors for every slot in this memory's current allocations, after the reference's
-    checks (aligned copies where an offset is not a multiple of the element size). Kept until the
-    next allocation or free."""
-    if k.memory is memory and k.generation == memory.generation:
+    checks (aligned copies where an offset is not a multiple of the element size). Kept while the
+    allocations its slots name are the same tensors (and unused slots' memory the same length):
+    an allocation or free elsewhere, or a dead chain's scratch pool made anew, rebinds nothing."""
+    if k.memory is memory and (k.generation == memory.generation or _unchanged(k, memory)):
+        k.generation = memory.generation
         return k
     for i, ins in k.instructions:
         check(ins, i, memory)
@@ -599,23 +616,31 @@ def bind(k: Kernel, memory) -> Kernel:
     dt = torch_dtype(k.ty)
     size = k.ty.size_bytes
     nbytes = k.count * size
-    args, staged = [], []
+    scal = {s for s, a in enumerate(k.slots) if isinstance(a, Register)}
+    used = set(used_slots(len(k.slots), k.loads, k.written, scal))
+    args, staged, staged_in, bound = [], [], [], []
     for s, addr in enumerate(k.slots):
-        if isinstance(addr, Register):
+        if s in scal:
             continue
         mem, off = memory.locate(addr)
+        bound.append((addr, mem if s in used else None, len(mem)))
+        if s not in used:
+            continue
         if (mem.storage_offset() + off) % size == 0:
             args.append(mem[off:off + nbytes].view(dt))
-        else:  # not element-aligned: an aligned copy, written back after the kernel
+        else:  # not element-aligned: an aligned copy, filled before and written back after each launch
             tmp = mem[off:off + nbytes].clone()
             args.append(tmp.view(dt))
+            if s in k.loads:
+                staged_in.append((tmp, mem[off:off + nbytes]))
             if s in k.written:
                 staged.append((mem[off:off + nbytes], tmp))
+    k.bound = tuple(bound)
     if k.scalar_regs:
         k.scalar_tensor = torch.zeros(len(k.scalar_regs), dtype=dt, device=memory.device)
         k.scalar_values = None
         args.append(k.scalar_tensor)
-    k.args, k.staged = tuple(args), staged
+    k.args, k.staged, k.staged_in = tuple(args), staged, staged_in
     if k.reduction is None:
         k.grid = (max(1, -(-k.count // map_block(k.ty))),)
         # the launch, prepared: a cached launch is this call and nothing else of ours
@@ -634,18 +659,31 @@ def bind(k: Kernel, memory) -> Kernel:
     return k
 
 
+def _unchanged(k: Kernel, memory) -> bool:
+    """Whether every slot's address still names the tensor it was bound to (an unused slot: memory of
+    the same length, so the reference's checks would pass as before)."""
+    for addr, mem, length in k.bound:
+        try:
+            now = memory.locate(addr)[0]
+        except BackendError:
+            return False  # freed: bind() raises the reference's message
+        if (now is not mem) if mem is not None else (len(now) != length):
+            return False
+    return True
+
+
 _SMS: dict = {}
 
 
 def programs(n: int, block: int, memory) -> int:
-    """Programs for a grid-stride reduction: enough to fill the device (4 per SM), no more than tiles."""
+    """Programs for a grid-stride reduction: PROGRAMS_PER_SM per SM, no more than tiles."""
     tiles = max(1, -(-n // block))
     if not memory.cuda:
         return min(tiles, 8)
     sms = _SMS.get(memory.device)
     if sms is None:
         sms = _SMS[memory.device] = memory.torch.cuda.get_device_properties(memory.device).multi_processor_count
-    return min(tiles, 4 * sms)
+    return min(tiles, PROGRAMS_PER_SM * sms)
 
 
 def set_scalars(k: Kernel, values: tuple) -> None:
@@ -663,6 +701,8 @@ def set_scalars(k: Kernel, values: tuple) -> None:
 def launch(k: Kernel):
     """Run a bound kernel; a reduction returns its result as a register holds it."""
     n = k.count
+    for tmp, src in k.staged_in:
+        tmp.copy_(src)
     if k.reduction is None:
         if n:
             k.call(*k.args, n, **k.kw)
@@ -672,8 +712,8 @@ def launch(k: Kernel):
     pa, pb = k.scratch
     p = k.grid[0]
     block, fblock = k.blocks
-    k.fn[k.grid](*k.args, n, p, -(-n // (p * block)), pa, pb, k.result, BLOCK=block, FINAL=p == 1, num_warps=8,
-                 enable_fp_fusion=False)
+    k.fn[k.grid](*k.args, n, p, -(-n // (p * block)), pa, pb, k.result, BLOCK=block, FINAL=p == 1,
+                 num_warps=REDUCE_WARPS, enable_fp_fusion=False)
     if p > 1:
         k.finish[(1,)](pa, pb, k.result, p, -(-p // fblock), BLOCK=fblock, num_warps=8, enable_fp_fusion=False)
     for dst, tmp in k.staged:
@@ -708,6 +748,12 @@ def fusable_reduce(chain, reduce) -> bool:
     return _ranges(reduce) <= _ranges(chain)
 
 
+def reads_pool(k: Kernel, handle: int) -> bool:
+    """Whether the kernel loads any byte of pool `handle` (a dead chain that does not never needs it zeroed)."""
+    addrs = [k.slots[s] for s in k.loads if not isinstance(k.slots[s], Register)]
+    return any(a.space is Space.POOL and a.handle == handle for a in addrs)
+
+
 def dead_after(chain, free) -> bool:
     """A chain fused with its reduction writes nothing anyone reads when the instruction after the
     reduction frees the pool holding every destination (the tensor layer's map+sum form)."""
@@ -720,4 +766,4 @@ def _destinations(ins) -> list:
 
 
 __all__ = ["HANDLES", "MAP_KINDS", "REDUCE_OF", "Kernel", "build", "bind", "launch", "fusable_reduce",
-           "chain_source", "check_type", "dead_after"]
+           "chain_source", "check_type", "dead_after", "reads_pool"]

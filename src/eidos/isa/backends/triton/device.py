@@ -75,6 +75,9 @@ class DeviceMemory(Memory):
     def zeros(self, size: int):
         return self.torch.zeros(size, dtype=self.torch.uint8, device=self.device)
 
+    def scratch(self, size: int):
+        return self.torch.empty(size, dtype=self.torch.uint8, device=self.device)
+
     # ---- the contract ----------------------------------------------------------------------
     def tensor(self, handle: int, what: str = "tensor"):
         """The whole uint8 tensor of a buffer or pool (handle 0: class memory)."""
