@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from eidos.isa.backends.reference import ReferenceBackend
 from tests.isa import strategies as S
-from tests.isa.conftest import BACKENDS, NO_EXTENDED_INTEGERS, make_backend
+from tests.isa.conftest import BACKENDS, NO_EXTENDED_INTEGERS, generated_examples, make_backend
 
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
@@ -19,14 +19,14 @@ def _exact_programs(data, backend):
     return data.draw(S.programs(transcendentals=False, wide=backend.name not in NO_EXTENDED_INTEGERS))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=generated_examples(40), deadline=None, suppress_health_check=SLOW_OK)
 @given(data=st.data())
 def test_exact_programs_store_the_reference_bytes(backend, data):
     gp = _exact_programs(data, backend)
     assert S.run(backend, gp) == S.run(ReferenceBackend(), gp)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=generated_examples(15), deadline=None, suppress_health_check=SLOW_OK)
 @given(data=st.data())
 def test_optimized_programs_on_each_backend(backend, data):
     gp = _exact_programs(data, backend)

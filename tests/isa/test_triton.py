@@ -586,3 +586,38 @@ def test_an_unaligned_input_is_read_afresh_at_every_launch():
         be.copy_to_buffer(src, b"\0" + encode([k] * n, ty))
         be.execute_program(p, LaunchConfig.linear(1))
         assert _read(be, dst, ty) == [-k] * n
+
+
+def test_a_stored_sum_never_waits_for_the_gpu(monkeypatch):
+    """map+sum then STG of the result: the sum stays on the device and the STG is a device copy, so
+    the host never fetches it (register_value is never called) and the stored bytes are the sum's."""
+    ty, n = Type.F32, 64
+    be = TritonBackend()
+    hs = _load(be, ty, [0.5] * n, [3.0] * n)
+    out = be.allocate_buffer(4)
+    p = _sum_through_pool(be, hs, out, n, ty)
+
+    def fetched(*_):
+        raise AssertionError("the reduction's result was fetched to the host")
+    monkeypatch.setattr(arrays, "register_value", fetched)
+    be.execute_program(p, LaunchConfig.linear(1))
+    monkeypatch.undo()
+    assert _read(be, out, ty) == [1.5 * n]
+
+
+@pytest.mark.parametrize("after", ["arithmetic", "overwritten", "scalar operand"])
+def test_a_sum_read_on_the_host_is_fetched_when_read(after):
+    """A reduction's result that register code reads (ADD), overwrites (MOV_IMM) or passes as a map's
+    scalar operand gives the reference's bytes."""
+    ty, n = Type.F32, 50
+    x = [float(i % 7) - 2.5 for i in range(n)]
+    r0, r1 = Register(0), Register(1)
+
+    def program(hs, out):
+        a = Address.buffer(hs[0])
+        tail = {"arithmetic": [isa.ADD(r1, r0, r0, ty), isa.STG(Address.buffer(out), r1, ty)],
+                "overwritten": [isa.MOV_IMM(r0, 7.0, ty), isa.STG(Address.buffer(out), r0, ty)],
+                "scalar operand": [isa.ParallelMapBinary(a, a, r0, n, BinaryMapOperation.Mul, ty),
+                                   isa.STG(Address.buffer(out), r0, ty)]}[after]
+        return isa.ProgramBuilder().add(isa.ParallelReduce(r0, a, n, ReduceOperation.Sum, ty), *tail).build()
+    _same_on_both(program, ty, [x], 1)

@@ -25,6 +25,7 @@ from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
 from eidos.isa.backends.triton import lanes  # noqa: E402
 from eidos.isa.backends.triton import TritonBackend  # noqa: E402
 from tests.isa import strategies as S  # noqa: E402
+from tests.isa.conftest import generated_examples  # noqa: E402
 
 R = Register
 U32, U64, I32, I64, F32, F64 = Type.U32, Type.U64, Type.I32, Type.I64, Type.F32, Type.F64
@@ -386,7 +387,7 @@ def test_a_static_address_is_stored_by_the_last_lane_only():
 
 # ---- generated programs (tests/isa/strategies.py) without the integers wider than 64 bits -------
 
-@settings(max_examples=15, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=generated_examples(15), deadline=None, suppress_health_check=SLOW_OK)
 @given(gp=S.programs(transcendentals=False, max_blocks=3, wide=False))
 def test_generated_programs_store_the_reference_bytes(gp):
     assert S.run(LanesBackend(), gp) == S.run(ReferenceBackend(), gp)
@@ -435,7 +436,7 @@ def divergent_programs(draw):
                                                       shared_memory=8 * bs), types)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=generated_examples(10), deadline=None, suppress_health_check=SLOW_OK)
 @given(gp=divergent_programs())
 def test_generated_divergent_programs_store_the_reference_bytes(gp):
     assert S.run(LanesBackend(), gp) == S.run(ReferenceBackend(), gp)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
-from ...address import CLASS_BYTES, NUM_PREDICATES, NUM_REGISTERS, Address, Space, Special
+from ...address import CLASS_BYTES, NUM_PREDICATES, NUM_REGISTERS, Address, Register, Space, Special
 from ...backend import Backend
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
@@ -73,9 +73,13 @@ def varying_reason(ins) -> str | None:
 # ---- the steps of a plan ---------------------------------------------------------------------------
 
 class Run:
-    """One launch's state: the uniform register file (as the reference's lane holds it) and predicates."""
+    """One launch's state: the uniform register file (as the reference's lane holds it) and predicates.
 
-    __slots__ = ("R", "P", "config")
+    A reduction's result stays on the device until something on the host reads it (`pending`:
+    register -> (one-element tensor, type)): a store of it to memory is a device copy, so map+sum+STG
+    runs without waiting for the GPU, as torch does; a result nobody reads is never fetched."""
+
+    __slots__ = ("R", "P", "config", "pending")
 
     def __init__(self, params: ExecutionParams) -> None:
         R = [0] * NUM_REGISTERS
@@ -84,6 +88,13 @@ class Run:
                 raise BackendError(f"ExecutionParams.registers: register r{k} out of range r0..r{NUM_REGISTERS - 1}")
             R[int(k)] = v
         self.R, self.P, self.config = R, [False] * NUM_PREDICATES, params.config
+        self.pending: dict = {}
+
+    def settle(self, registers=None) -> None:
+        """Fetch pending results into R (all, or those among `registers`' indices): a device sync."""
+        for r in list(self.pending) if registers is None else set(registers) & self.pending.keys():
+            tensor, ty = self.pending.pop(r)
+            self.R[r] = arrays.register_value(tensor, ty)
 
 
 def resolve(ins, index: int, memory, lanes):
@@ -141,6 +152,8 @@ class KernelStep:
 
     def __call__(self, backend, run: Run | None) -> None:
         memory = backend.memory
+        if run is not None and run.pending and (self.dynamic or self.scalars):
+            run.settle()  # addresses and scalar operands are read from registers on the host
         if self.dynamic:
             group = tuple((i, resolve(ins, i, memory, [_Lane(run.R)])) for i, ins in self.group)
             k = self.resolved.get(group)
@@ -154,9 +167,9 @@ class KernelStep:
             arrays.bind(k, memory)
         if k.scalar_regs:
             arrays.set_scalars(k, arrays.scalars(k, memory, [_Lane(run.R)]))
-        value = arrays.launch(k)
+        result = arrays.launch(k, fetch=run is None)
         if self.dst is not None and run is not None:
-            run.R[self.dst.index] = value
+            run.pending[self.dst.index] = (result, k.ty)
 
     def explain(self) -> tuple[str, str | None]:
         if self.dynamic:
@@ -172,6 +185,8 @@ class ExtensionStep:
 
     def __call__(self, backend, run) -> None:
         ins = self.ins
+        if run is not None and run.pending:
+            run.settle()
         if run is not None and any(a.space is Space.REGISTER for _, a in ins.addresses()):
             ins = resolve(ins, self.index, backend.memory, [_Lane(run.R)])
         if _takes_index(self.module.run):
@@ -254,6 +269,8 @@ class UniformStep:
         memory = backend.memory
         R, P = run.R, run.P
         for i, touches_memory, step in self.code(run.config, backend.max_steps):
+            if run.pending and self._device_store(i, run, memory):
+                continue
             try:
                 if touches_memory:
                     step(R, memory)
@@ -262,6 +279,25 @@ class UniformStep:
             except (TypeError, ValueError, OverflowError, ArithmeticError) as e:
                 raise BackendError(f"instruction {i}: lane 0: {type(e).__name__}: {e} "
                                    "(does a register hold a value of another type?)") from e
+
+    def _device_store(self, i: int, run: Run, memory) -> bool:
+        """Instruction i with pending reduction results about: an STG/PoolStore of one to a static
+        address is a device copy (True: done; validation made its type the reduction's); else fetch
+        the pending registers it reads, and forget those it overwrites."""
+        ins = self.program.instructions[i]
+        if isinstance(ins, (I.STG, I.PoolStore)) and ins.src.index in run.pending:
+            tensor, _ = run.pending[ins.src.index]
+            addr = Address.pool(ins.pool, ins.offset) if isinstance(ins, I.PoolStore) else ins.dst
+            if addr.space is not Space.REGISTER:
+                what = f"instruction {i} ({ins.name})"
+                mem, off = memory.locate(addr, what)
+                memory.copy_in(mem, off, tensor.view(memory.torch.uint8), what)
+                return True
+        run.settle(r.index for r in ins.registers_read() if isinstance(r, Register))
+        for r in ins.registers_written():
+            if isinstance(r, Register):
+                run.pending.pop(r.index, None)
+        return False
 
     def explain(self):
         return "uniform register code: once, on the host (the reference's semantics)", None
@@ -311,6 +347,7 @@ class LanesStep:
     kernel: object
 
     def __call__(self, backend, run) -> None:
+        run.settle()
         registers = {k: v for k, v in enumerate(run.R) if type(v) is not int or v != 0}
         self.kernel.launch(backend.memory, ExecutionParams(run.config, registers),
                            run_collective=backend.run_collective, max_steps=backend.max_steps)

@@ -698,8 +698,9 @@ def set_scalars(k: Kernel, values: tuple) -> None:
         k.scalar_values = values
 
 
-def launch(k: Kernel):
-    """Run a bound kernel; a reduction returns its result as a register holds it."""
+def launch(k: Kernel, fetch: bool = True):
+    """Run a bound kernel; a reduction returns its result as a register holds it (fetch=False: the
+    one-element device tensor holding it, valid until this kernel's next launch; no sync)."""
     n = k.count
     for tmp, src in k.staged_in:
         tmp.copy_(src)
@@ -718,7 +719,7 @@ def launch(k: Kernel):
         k.finish[(1,)](pa, pb, k.result, p, -(-p // fblock), BLOCK=fblock, num_warps=8, enable_fp_fusion=False)
     for dst, tmp in k.staged:
         dst.copy_(tmp)
-    return register_value(k.result, k.ty)
+    return register_value(k.result, k.ty) if fetch else k.result
 
 
 def register_value(t, ty: Type):

@@ -162,7 +162,8 @@ class DeviceMemory(Memory):
             pinned.numpy()[:part.size] = part
             mem[offset + start:offset + start + part.size].copy_(pinned[:part.size], non_blocking=True)
             done.record()
-        torch.cuda.current_stream(self.device).synchronize()  # the caller may reuse `data` and expects it written
+        # no wait: `data` is already copied into pinned memory (the caller may reuse it), and whatever
+        # runs next on this stream (kernels, copy_out) sees the bytes in stream order
 
     def copy_out(self, mem, offset: int, out, what: str) -> None:
         torch = self.torch
