@@ -166,7 +166,7 @@ class KernelStep:
         if k.memory is not memory or k.generation != memory.generation:
             arrays.bind(k, memory)
         if k.scalar_regs:
-            arrays.set_scalars(k, arrays.scalars(k, memory, [_Lane(run.R)]))
+            arrays.set_scalars(k, arrays.uniform_scalars(k, run.R))
         result = arrays.launch(k, fetch=run is None)
         if self.dst is not None and run is not None:
             run.pending[self.dst.index] = (result, k.ty)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
+from ... import semantics
 from ...address import CLASS_BYTES, Register, Space
 from ...types import Type
 from ..reference import arrays as ref
@@ -494,6 +495,13 @@ def scalars(k, memory, lanes) -> tuple:
             v = A.scalar(reg, ins.ty, nm)
             out.setdefault(reg.index, v)
     return tuple(out[r.index] for r in k.scalar_regs)
+
+
+def uniform_scalars(k, R) -> tuple:
+    """scalars() for one register file (a uniform run: one lane, so nothing can differ): R's values
+    of the scalar registers brought to the element type, without the per-lane checks' objects."""
+    bring = semantics.wrapper(k.ty)
+    return tuple(bring(R[r.index]) for r in k.scalar_regs)
 
 
 def _addresses(ins) -> list:
