@@ -47,9 +47,9 @@ HANDLES = MAP_KINDS + tuple(REDUCE_OF)
 TRANSCENDENTAL = {M.Exp, M.Log, M.Sin, M.Cos, M.Tan, M.Tanh, M.Sigmoid, B.Pow, B.Atan2}
 MAP_WARPS = 8
 # A reduction's programs: 64 per SM of 1024 elements an iteration and 4 warps. Measured on an H100
-# (map+sum of 2^28 float32, bench/gpu_isa.py): 0.725 ms, the device copy's time; 4 programs per SM of
-# 2048 x 8 warps (one grid-stride wave) left each SM too little to overlap loads with the float64 math:
-# 0.916 ms.
+# (map+sum of 2^28 float32, bench/gpu_reduce_grid.py): 0.725-0.760 ms, the device copy's time; 4
+# programs per SM of 2048 x 8 warps (one grid-stride wave) left each SM too little to overlap loads
+# with the float64 math: 0.907-0.916 ms.
 REDUCE_BLOCK = 1024
 REDUCE_WARPS = 4
 PROGRAMS_PER_SM = 64
