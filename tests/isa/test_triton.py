@@ -621,3 +621,20 @@ def test_a_sum_read_on_the_host_is_fetched_when_read(after):
                                    isa.STG(Address.buffer(out), r0, ty)]}[after]
         return isa.ProgramBuilder().add(isa.ParallelReduce(r0, a, n, ReduceOperation.Sum, ty), *tail).build()
     _same_on_both(program, ty, [x], 1)
+
+
+def test_a_cached_launch_calls_the_compiled_kernel_directly():
+    """After the first launch of a binding, its launches skip Triton's per-call specialization and call
+    the compiled kernel's launcher (on a GPU; the interpreter has no compiled kernel), and still read
+    the data as it is at each launch."""
+    ty, n = Type.F32, 100
+    be = TritonBackend()
+    (h,) = _load(be, ty, [1.0] * n)
+    out = be.allocate_buffer(4 * n)
+    p = isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(out), Address.buffer(h), n, MapOperation.Neg, ty)).build()
+    for k in (1.0, 2.0, 3.0):
+        be.copy_to_buffer(h, encode([k] * n, ty))
+        be.execute_program(p, LaunchConfig.linear(1))
+        assert _read(be, out, ty) == [-k] * n
+    (prepared,) = be.plan(p).fast[0].kernel.launches
+    assert (prepared.direct is not None) == (DEVICE.type == "cuda")

@@ -558,9 +558,7 @@ class Kernel:
     staged_in: list = field(default_factory=list)  # (aligned copy, source bytes) refreshed before each launch
     bound: tuple = ()                             # (address, its memory's tensor, length) of every slot
     grid: tuple = ()
-    call: object = None                           # fn[grid], for a map
-    kw: dict = field(default_factory=dict)
-    blocks: tuple = ()                            # a reduction's (BLOCK, finishing BLOCK, its warps)
+    launches: tuple = ()                          # Prepared: the kernel (and a reduction's combine)
     scalar_values: tuple | None = None            # what the scalar tensor holds now
     scalar_tensor: object = None
     scratch: tuple = ()
@@ -651,22 +649,49 @@ def bind(k: Kernel, memory) -> Kernel:
         k.scalar_values = None
         args.append(k.scalar_tensor)
     k.args, k.staged, k.staged_in = tuple(args), staged, staged_in
+    n = k.count
     if k.reduction is None:
-        k.grid = (max(1, -(-k.count // map_block(k.ty))),)
-        # the launch, prepared: a cached launch is this call and nothing else of ours
-        k.call, k.kw = k.fn[k.grid], dict(BLOCK=map_block(k.ty), num_warps=MAP_WARPS, enable_fp_fusion=False)
+        k.grid = (max(1, -(-n // map_block(k.ty))),)
+        k.launches = (Prepared(k.fn, k.grid, k.args + (n,), dict(BLOCK=map_block(k.ty)), MAP_WARPS),) if n else ()
     else:
         acc, second = _acc_types(k.reduction.op, k.ty)
         tdt = {"tl.float64": torch.float64, "tl.int64": torch.int64, "tl.uint64": torch.uint64}
         p = programs(k.count, REDUCE_BLOCK if memory.cuda else INTERPRETER_REDUCE_BLOCK, memory)
-        k.blocks = ((REDUCE_BLOCK,) + (FINISH_SMALL if p <= FINISH_SMALL[0] else FINISH_LARGE) if memory.cuda else
-                    (INTERPRETER_REDUCE_BLOCK, INTERPRETER_REDUCE_BLOCK, 1))
+        block, fblock, fwarps = ((REDUCE_BLOCK,) + (FINISH_SMALL if p <= FINISH_SMALL[0] else FINISH_LARGE)
+                                 if memory.cuda else (INTERPRETER_REDUCE_BLOCK, INTERPRETER_REDUCE_BLOCK, 1))
         k.grid = (p,)
         k.scratch = (torch.empty(p, dtype=tdt[acc], device=memory.device),
                      torch.empty(p, dtype=tdt[second], device=memory.device))
         k.result = torch.empty(1, dtype=dt, device=memory.device)
+        pa, pb = k.scratch
+        k.launches = (Prepared(k.fn, k.grid, k.args + (n, p, -(-n // (p * block)), pa, pb, k.result),
+                               dict(BLOCK=block, FINAL=p == 1), REDUCE_WARPS),)
+        if p > 1:
+            k.launches += (Prepared(k.finish, (1,), (pa, pb, k.result, p, -(-p // fblock)), dict(BLOCK=fblock),
+                                    fwarps),)
     k.memory, k.generation = memory, memory.generation
     return k
+
+
+class Prepared:
+    """One launch whose every argument a binding fixed. The first call goes through Triton's
+    JITFunction (compiling, specializing on the arguments); later ones call the compiled kernel's own
+    launcher, skipping the per-call specialization that would choose the same kernel again. Under
+    Triton's interpreter there is no compiled kernel, and every call goes through Triton."""
+
+    __slots__ = ("fn", "grid", "args", "constexprs", "warps", "direct")
+
+    def __init__(self, fn, grid: tuple, args: tuple, constexprs: dict, warps: int) -> None:
+        self.fn, self.grid, self.args, self.constexprs, self.warps = fn, grid, args, constexprs, warps
+        self.direct = None
+
+    def __call__(self) -> None:
+        if self.direct is not None:
+            self.direct(*self.args, *self.constexprs.values())  # the signature ends with the constexprs
+            return
+        compiled = self.fn[self.grid](*self.args, **self.constexprs, num_warps=self.warps, enable_fp_fusion=False)
+        if hasattr(compiled, "packed_metadata"):  # a CompiledKernel (the interpreter returns none)
+            self.direct = compiled[self.grid + (1,) * (3 - len(self.grid))]
 
 
 def _unchanged(k: Kernel, memory) -> bool:
@@ -711,25 +736,14 @@ def set_scalars(k: Kernel, values: tuple) -> None:
 def launch(k: Kernel, fetch: bool = True):
     """Run a bound kernel; a reduction returns its result as a register holds it (fetch=False: the
     one-element device tensor holding it, valid until this kernel's next launch; no sync)."""
-    n = k.count
     for tmp, src in k.staged_in:
         tmp.copy_(src)
-    if k.reduction is None:
-        if n:
-            k.call(*k.args, n, **k.kw)
-        for dst, tmp in k.staged:
-            dst.copy_(tmp)
-        return None
-    pa, pb = k.scratch
-    p = k.grid[0]
-    block, fblock, fwarps = k.blocks
-    k.fn[k.grid](*k.args, n, p, -(-n // (p * block)), pa, pb, k.result, BLOCK=block, FINAL=p == 1,
-                 num_warps=REDUCE_WARPS, enable_fp_fusion=False)
-    if p > 1:
-        k.finish[(1,)](pa, pb, k.result, p, -(-p // fblock), BLOCK=fblock, num_warps=fwarps,
-                        enable_fp_fusion=False)
+    for prepared in k.launches:
+        prepared()
     for dst, tmp in k.staged:
         dst.copy_(tmp)
+    if k.reduction is None:
+        return None
     return register_value(k.result, k.ty) if fetch else k.result
 
 
