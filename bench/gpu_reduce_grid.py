@@ -17,8 +17,9 @@ arrays.py's REDUCE_BLOCK, REDUCE_WARPS and PROGRAMS_PER_SM come from this run (b
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
+
+from gpu_isa import Timer  # the same CUDA-event timing as the ISA benchmark (this folder is on sys.path)
 
 BODY = '''
 @triton.jit
@@ -67,18 +68,11 @@ def main() -> int:
     print(f"# map+sum kernel variants on {torch.cuda.get_device_name()} ({sms} SMs), 2^{args.log2n} float32; "
           "min / median of 15 (ms), CUDA events")
 
+    timer = Timer(torch.device("cuda"))
+
     def timed(fn) -> tuple[float, float]:
-        fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(15):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        return min(times), statistics.median(times)
+        lo, med = timer(fn, 15)
+        return lo * 1e3, med * 1e3
 
     rows = [("copy (torch clone; moves 2 GiB as map+sum reads 2 GiB)", timed(lambda: x.clone()), "")]
     compiled = torch.compile(lambda a, b: ((a * 2 + 1).exp() * b).sum())
