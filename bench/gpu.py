@@ -7,7 +7,7 @@ Runs, in this order and in fresh processes (so one's compiled kernels and alloca
 colour the next one's figures):
 - gpu_isa.py        element-wise and fused ISA programs against the card's measured copy
                     bandwidth, torch eager and torch.compile; host cost of a cached launch;
-- gpu_lanes.py      register (per-lane) programs: a grid-stride axpy against the copy bandwidth,
+- gpu_threads.py    register (per-lane) programs: a grid-stride axpy against the copy bandwidth,
                     a divergent integer loop in lanes/s;
 - gpu_kernels.py    GEMM, attention, softmax against torch (cuBLAS, SDPA, torch.softmax);
 - gpu_crossover.py  per tensor operation kind, the size from which the GPU backend beats the CPU;
@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 # name -> (arguments on a GPU, arguments with --smoke); "{out}" is the output folder.
 RUNS = {
     "gpu_isa": ([], ["--smoke"]),
-    "gpu_lanes": ([], ["--smoke"]),
+    "gpu_threads": ([], ["--smoke"]),
     "gpu_kernels": ([], ["--smoke"]),
     "gpu_crossover": (["--json", "{out}/gpu_crossover.json"], ["--smoke", "--json", "{out}/gpu_crossover.json"]),
     "gpu_flow": (["--crossover", "--repeats", "3", "--out", "{out}/gpu_flow.json"], ["--smoke"]),

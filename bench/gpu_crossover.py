@@ -84,7 +84,7 @@ def crossover(sizes_bytes: list, cpu: list, gpu: list):
 
 def copy_bandwidth(torch, dev, nbytes: int) -> float:
     """Host->device GB/s of the gpu tensors' upload path (the physical limit the host-input column pays)."""
-    from eidos.tensor import device as D
+    from eidos.tensor import storage as D
 
     a = np.ones(nbytes, dtype=np.uint8)
     wall, _ = timed(lambda: D.upload(a), 3, (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None))
@@ -111,7 +111,7 @@ def main(argv=None) -> dict:
         os.environ["TRITON_INTERPRET"] = "1"
     import eidos.tensor as T
     from eidos.tensor import backend as B
-    from eidos.tensor import device as D
+    from eidos.tensor import storage as D
 
     dev = D.torch_device()
     sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)

@@ -156,7 +156,7 @@ def crossover(sizes: list[int], repeats: int, where: str, smoke: bool, out: str 
 
     import eidos as ei
     import torch
-    from eidos.backends.triton import cost
+    from eidos.lanes.triton import cost
     from eidos.hal import registry
     from eidos.testing.compare import assert_tables_equal
 

@@ -174,12 +174,12 @@ def translation(lane: str):
     the lane caches it, else None); (None, None) where the lane exposes no translate step."""
     try:
         if lane == "polars":
-            from eidos.backends.polars.translate import to_lazyframe
+            from eidos.lanes.polars.translate import to_lazyframe
 
             return to_lazyframe, None
         if lane in ("duckdb", "sqlite", "postgresql"):
-            from eidos.backends.sql.execute import dialect, prepare
-            from eidos.backends.sql.translate import to_sql
+            from eidos.lanes.sql.execute import dialect, prepare
+            from eidos.lanes.sql.translate import to_sql
 
             d = dialect(lane)
             return (lambda plan: prepare(lane, plan)), (lambda plan: to_sql(plan, d))
@@ -206,7 +206,7 @@ def same(result, expected, *, native: bool = False) -> str:
 
 def eidos_sql(flow: ei.Flow) -> str:
     """The SQL the duckdb lane runs for `flow` (its sources are files: nothing to register)."""
-    from eidos.backends.sql.execute import prepare
+    from eidos.lanes.sql.execute import prepare
     from eidos.hal import planner
 
     return prepare("duckdb", planner.decide(flow.plan, "duckdb").plan).sql

@@ -19,7 +19,7 @@ import eidos as ei
 from eidos.cli import main
 from eidos.errors import ExecutionError
 from eidos.hal import registry
-from eidos.hal.backend import Backend
+from eidos.hal.lane import Backend
 
 ROOT = Path(__file__).resolve().parents[1]
 EIDOS = Path(sys.executable).with_name("eidos")

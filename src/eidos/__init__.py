@@ -9,7 +9,7 @@ from __future__ import annotations
 from eidos import errors
 from eidos.flow.expr import Expr, col, count, date, lit, udf, when
 from eidos.flow.frame import Flow, GroupBy
-from eidos.flow.sources import from_arrow, from_pydict, read_csv, read_parquet, read_sql
+from eidos.flow.read import from_arrow, from_pydict, read_csv, read_parquet, read_sql
 from eidos.hal.registry import backends, register_backend
 from eidos.ir.dtypes import (
     Boolean, Date, Decimal, DType, Float32, Float64, Int8, Int16, Int32, Int64, String,
@@ -22,7 +22,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "detect_devices": "eidos.hal.devices",
     "DeviceInfo": "eidos.hal.devices",
-    "Backend": "eidos.hal.backend",
+    "Lane": "eidos.hal.lane",
+    "Backend": "eidos.hal.lane",
     "last_run": "eidos.hal.runner",
     "tensor": "eidos.tensor",
     "Tensor": "eidos.tensor",

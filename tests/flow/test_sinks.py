@@ -12,7 +12,7 @@ import pytest
 import eidos as ei
 from eidos.errors import ExecutionError, PlanError
 from eidos.hal import registry
-from eidos.hal.backend import Backend
+from eidos.hal.lane import Backend
 
 
 class Batches(Backend):

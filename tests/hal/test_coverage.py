@@ -10,7 +10,7 @@ import eidos as ei
 from eidos import col, lit
 from eidos.hal import coverage as C
 from eidos.hal import memo, planner
-from eidos.hal.backend import installed
+from eidos.hal.lane import installed
 from eidos.hal.coverage import Coverage
 
 

@@ -12,7 +12,7 @@ import eidos as ei
 from eidos import col
 from eidos.errors import BackendUnavailable, FallbackWarning, UnsupportedError
 from eidos.hal import devices, registry
-from eidos.hal.backend import Availability, Backend, Estimate
+from eidos.hal.lane import Availability, Backend, Estimate
 from eidos.hal.coverage import Coverage
 from eidos.hal.planner import decide
 from eidos.ir import nodes as N
@@ -262,7 +262,7 @@ def test_user_registered_lane_in_backends_list(lanes):
 
 
 def test_register_rejects_non_backends():
-    with pytest.raises(ei.errors.PlanError, match="must be an eidos.hal.backend.Backend"):
+    with pytest.raises(ei.errors.PlanError, match="must be an eidos.hal.lane.Lane"):
         ei.register_backend("bogus", object())
 
 

@@ -2,7 +2,7 @@
 
 import pyarrow as pa
 
-from eidos.hal.backend import Backend
+from eidos.hal.lane import Backend
 
 
 class ThirdPartyLane(Backend):

@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 from eidos.errors import BackendError, IsaError, UnsupportedError  # noqa: E402
 from eidos.isa import Address, Type  # noqa: E402
 from eidos.isa.backends.triton import source  # noqa: E402
-from eidos.isa.backends.triton.device import DeviceMemory, default_device  # noqa: E402
+from eidos.isa.backends.triton.device_memory import DeviceMemory, default_device  # noqa: E402
 from eidos.isa.memory import Memory  # noqa: E402
 
 DEVICE = default_device()

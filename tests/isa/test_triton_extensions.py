@@ -28,7 +28,7 @@ from eidos.errors import BackendError, UnsupportedError  # noqa: E402
 from eidos.isa import Address, LaunchConfig, ReduceOperation, Type  # noqa: E402
 from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
 from eidos.isa.backends.triton import extensions  # noqa: E402
-from eidos.isa.backends.triton.device import DeviceMemory  # noqa: E402
+from eidos.isa.backends.triton.device_memory import DeviceMemory  # noqa: E402
 from eidos.isa.backends.triton.kernels import attention as attention_kernels  # noqa: E402
 from eidos.testing.strategies import profile  # noqa: E402
 

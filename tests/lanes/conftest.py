@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import eidos as ei
-from eidos.hal.backend import Backend
+from eidos.hal.lane import Backend
 from eidos.ir import nodes as N
 from eidos.ir.sources import ArrowSource
 from tests.lanes.helpers import LOADERS, replace_scans, triton_lane_setup

@@ -20,7 +20,7 @@ import pytest
 
 import eidos as ei
 from eidos.errors import BackendUnavailable
-from eidos.hal.backend import Backend
+from eidos.hal.lane import Backend
 from eidos.ir import nodes as N
 
 # lane name -> (tmp folder, table name, table) -> a Flow over the table where the lane reads it

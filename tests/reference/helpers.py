@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eidos.backends.reference import ReferenceLane
+from eidos.lanes.reference import ReferenceLane
 
 LANE = ReferenceLane()
 

@@ -357,7 +357,7 @@ def test_group_and_sort_timestamps_and_decimals():
 
 
 def test_the_lane_describes_itself():
-    from eidos.backends.reference import ReferenceLane
+    from eidos.lanes.reference import ReferenceLane
 
     assert (LANE.name, LANE.kind, LANE.reads) == ("reference", "reference", frozenset({"local"}))
     f = ei.from_pydict({"x": [1]})

@@ -24,7 +24,7 @@ import eidos as ei  # noqa: E402
 import eidos.tensor as T  # noqa: E402
 from eidos.errors import BackendUnavailable, EidosError, FallbackWarning, PlanError, UnsupportedError  # noqa: E402
 from eidos.tensor import backend as B  # noqa: E402
-from eidos.tensor.device import DeviceError  # noqa: E402
+from eidos.tensor.storage import DeviceError  # noqa: E402
 
 from . import test_generated as gen  # noqa: E402
 from . import test_ops as ops  # noqa: E402

@@ -1,1 +1,1 @@
-"""The hardware abstraction layer: the Backend protocol, registry, devices, planner and runner."""
+"""The hardware abstraction layer: the Lane protocol, registry, devices, planner and runner."""

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from eidos.hal.backend import Estimate
+from eidos.hal.lane import Estimate
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from eidos.errors import BackendUnavailable, UnsupportedError
 from eidos.hal import registry
-from eidos.hal.backend import Backend, Estimate
+from eidos.hal.lane import Lane, Estimate
 from eidos.hal.devices import detect_devices, memory_budget
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
@@ -47,12 +47,12 @@ RULES = {
 class Decision:
     """Where a plan runs and why; `fallbacks` are the capable lanes to try on UnsupportedError."""
 
-    lane: Backend
+    lane: Lane
     rule: int
     reason: str
     plan: N.Node
     rejected: tuple[tuple[str, str], ...] = ()
-    fallbacks: tuple[Backend, ...] = ()
+    fallbacks: tuple[Lane, ...] = ()
     notes: tuple[str, ...] = field(default=())
     parts: tuple[PushedSource, ...] = ()   # subplans pushed down to databases (rule 2 splits)
 
@@ -77,7 +77,7 @@ class _Survey:
     def __init__(self, plan: N.Node):
         self.plan = plan
         self.rejected: dict[str, str] = {}
-        self.capable: list[Backend] = []
+        self.capable: list[Lane] = []
         for lane in sorted(registry.lanes(), key=lambda l: (KIND_ORDER.get(l.kind, 8), l.name)):
             a = lane.is_available()
             if not a:
@@ -89,7 +89,7 @@ class _Survey:
                 continue
             self.capable.append(lane)
 
-    def of_kind(self, *kinds: str) -> list[Backend]:
+    def of_kind(self, *kinds: str) -> list[Lane]:
         return [lane for lane in self.capable if lane.kind in kinds]
 
 
@@ -162,7 +162,7 @@ def _forced(plan: N.Node, name: str, how: str) -> Decision:
     return _with_parts(Decision(lane, 1, f"{how}", plan, rejected=others), parts)
 
 
-def _finish(plan: N.Node, survey: _Survey, chosen: Backend, rule: int, reason: str,
+def _finish(plan: N.Node, survey: _Survey, chosen: Lane, rule: int, reason: str,
             notes: list[str], why_not: dict[str, str] | None = None) -> Decision:
     rejected = dict(survey.rejected)
     for lane in survey.capable:  # by name: out_of_core() gives a configured copy of a surveyed lane
@@ -172,7 +172,7 @@ def _finish(plan: N.Node, survey: _Survey, chosen: Backend, rule: int, reason: s
     return Decision(chosen, rule, reason, plan, tuple(rejected.items()), fallbacks, tuple(notes))
 
 
-def _why_not(lane: Backend, rule: int, chosen: Backend) -> str:
+def _why_not(lane: Lane, rule: int, chosen: Lane) -> str:
     if lane.kind == "reference":
         return "the oracle: slowest, used for checking and when no other lane can run the plan"
     return f"can run it, but rule {rule} ({RULES[rule]}) chose {chosen.name}"
@@ -279,7 +279,7 @@ def _hardware(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | Non
     return replace(decision, rule=4, reason=reason, parts=decision.parts + tuple(parts))
 
 
-def _gpu_pays(plan: N.Node, gpu: Backend, survey: _Survey | None = None) -> tuple[bool, str]:
+def _gpu_pays(plan: N.Node, gpu: Lane, survey: _Survey | None = None) -> tuple[bool, str]:
     """Whether running `plan` on `gpu` beats the CPU lane rule 5 picks for it, by their cost estimates,
     and why, in words: both are affine in the input size, so the size where they cross is named."""
     survey = copy.copy(survey or _Survey(plan))
@@ -336,7 +336,7 @@ class _NoLane(Exception):
     """No CPU lane can run a subtree the GPU lane cannot: the plan is not split."""
 
 
-def split_numeric(plan: N.Node, gpu: Backend,
+def split_numeric(plan: N.Node, gpu: Lane,
                   pays: Callable[[N.Node], bool] = lambda part: True) -> tuple[N.Node, list[PushedSource]]:
     """Cut out the largest subtrees of numeric map work `gpu` can run (each with at least one node that
     computes something) and that `pays` accepts, as parts run on `gpu`; an input of such a subtree that

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 
 from eidos.errors import BackendUnavailable, PlanError, did_you_mean
-from eidos.hal.backend import Availability, Backend
+from eidos.hal.lane import Availability, Lane
 
 ENTRY_POINT_GROUP = "eidos.backends"
 
-_lanes: dict[str, Backend] = {}
+_lanes: dict[str, Lane] = {}
 _loaded = False
 _lock = threading.Lock()
 
 
-class BrokenLane(Backend):
+class BrokenLane(Lane):
     """Stands in for an entry point that failed to load, so the failure is visible, not silent."""
 
     kind = "unknown"
@@ -35,10 +35,10 @@ class BrokenLane(Backend):
         raise BackendUnavailable(f"lane {self.name!r} {self.is_available().reason}")
 
 
-def _instantiate(name: str, obj: object) -> Backend:
+def _instantiate(name: str, obj: object) -> Lane:
     lane = obj() if isinstance(obj, type) else obj
-    if not isinstance(lane, Backend):
-        raise PlanError(f"lane {name!r} must be an eidos.hal.backend.Backend (subclass or instance), "
+    if not isinstance(lane, Lane):
+        raise PlanError(f"lane {name!r} must be an eidos.hal.lane.Lane (subclass or instance), "
                         f"got {type(lane).__name__}")
     if not lane.name:
         lane.name = name
@@ -60,7 +60,7 @@ def _load_entry_points() -> None:
         _loaded = True
 
 
-def register_backend(name: str, backend: Backend | type[Backend]) -> Backend:
+def register_backend(name: str, backend: Lane | type[Lane]) -> Lane:
     """Add (or replace) a lane under `name`; returns the lane instance."""
     if not isinstance(name, str) or not name:
         raise PlanError(f"register_backend needs a non-empty name, got {name!r}")
@@ -77,13 +77,13 @@ def unregister_backend(name: str) -> None:
     _lanes.pop(name, None)
 
 
-def lanes() -> list[Backend]:
+def lanes() -> list[Lane]:
     """Every registered lane, available or not."""
     _load_entry_points()
     return list(_lanes.values())
 
 
-def get(name: str) -> Backend:
+def get(name: str) -> Lane:
     """The lane called `name`; BackendUnavailable lists the lanes when there is none."""
     _load_entry_points()
     try:

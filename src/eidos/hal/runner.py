@@ -15,7 +15,7 @@ import pyarrow as pa
 from eidos.errors import EidosError, ExecutionError, FallbackWarning, UnsupportedError
 from eidos.hal.arrow import conform
 from eidos.hal import registry
-from eidos.hal.backend import Backend
+from eidos.hal.lane import Lane
 from eidos.hal.planner import Decision, decide
 from eidos.ir import nodes as N
 from eidos.ir.rewrite import map_inputs
@@ -44,13 +44,13 @@ def last_run() -> RunRecord | None:
     return _last.get()
 
 
-def _lanes_to_try(decision: Decision, strict: bool) -> tuple[Backend, ...]:
+def _lanes_to_try(decision: Decision, strict: bool) -> tuple[Lane, ...]:
     if strict or decision.rule == 1:
         return (decision.lane,)
     return (decision.lane,) + decision.fallbacks
 
 
-def _call(lane: Backend, fn, plan: N.Node):
+def _call(lane: Lane, fn, plan: N.Node):
     try:
         return fn(plan)
     except (EidosError, StopIteration):
@@ -91,7 +91,7 @@ def _run_parts(decision: Decision, record: RunRecord, strict: bool = False) -> N
     return visit(decision.plan)
 
 
-def _handover(record: RunRecord, lane: Backend, error: UnsupportedError, remaining: bool) -> None:
+def _handover(record: RunRecord, lane: Lane, error: UnsupportedError, remaining: bool) -> None:
     record.attempts.append((lane.name, f"unsupported: {error}"))
     if not remaining:
         raise error

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .address import (CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, NUM_PREDICATES, NUM_REGISTERS, PAGE_BYTES,
                       PAGES_PER_CLASS, Address, Label, Predicate, Register, Space, Special, pointer)
-from .backend import Backend
+from .target import Backend, Target
 from .builder import ProgramBuilder
 from .instructions import *  # noqa: F403  (every instruction class, by its spec name)
 from .instructions import (INSTRUCTIONS, BinaryMapOperation, Condition, Instruction, MapOperation, MapStep,

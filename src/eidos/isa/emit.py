@@ -1,7 +1,7 @@
 """Register code for expression trees: the part of lowering an expression to a lane-form program
 that does not depend on where the expression came from.
 
-The tensor layer (eidos.tensor.lower) and the Triton Flow lane (eidos.backends.triton) both walk
+The tensor layer (eidos.tensor.lower) and the Triton Flow lane (eidos.lanes.triton) both walk
 their own expression trees and emit per-lane register code through `RegisterCode`: registers and
 predicates, constants, booleans as U8 0/1, and the forms the ISA has no single instruction for
 (Python's floor division and modulo from truncating DIV/REM).

@@ -1,8 +1,7 @@
 """eidos.tensor: the Tensor API (the corepy layer) and its op dispatcher, built on eidos.isa.
 
 `ei.tensor` is both this package and the constructor: the module is callable, so
-`ei.tensor([1, 2, 3])` makes a tensor and `ei.tensor.explain(t)` explains one (the same trick
-eidos.backends uses for `ei.backends()`).
+`ei.tensor([1, 2, 3])` makes a tensor and `ei.tensor.explain(t)` explains one.
 """
 
 from __future__ import annotations

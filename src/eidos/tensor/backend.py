@@ -2,7 +2,7 @@
 
 A tensor backend runs ISA programs whose buffers are arrays bound by slot (slot i is buffer
 handle i + 1): NumPy arrays for host tensors, torch tensors on the device for gpu tensors
-(eidos.tensor.device). Built in: `cpu` (the ISA CpuBackend, numba), `gpu` (the ISA
+(eidos.tensor.storage). Built in: `cpu` (the ISA CpuBackend, numba), `gpu` (the ISA
 TritonBackend: CUDA, or Triton's interpreter on the CPU under TRITON_INTERPRET=1) and
 `reference` (the ISA ReferenceBackend, pure Python, for checking). `register_backend(name,
 backend)` adds one.
@@ -41,7 +41,7 @@ from eidos.errors import BackendUnavailable, FallbackWarning, PlanError, Unsuppo
 from eidos.hal.devices import detect_devices  # the same function as ei.detect_devices
 from eidos.isa.launch import ExecutionParams
 
-from . import device as _dev
+from . import storage as _dev
 
 OPERATIONS = ("elementwise", "reduction", "matmul", "softmax", "layer_norm")
 
@@ -258,7 +258,7 @@ class GPUBackend(IsaBackend):
 
     Device arrays (gpu tensors' data) are bound in place; host arrays (a host tensor's program the
     dispatcher sent here, or set_backend("gpu")) are copied in and the outputs copied back, through
-    eidos.tensor.device. Read-only host arrays (the map form's constant arrays) are copied once and
+    eidos.tensor.storage. Read-only host arrays (the map form's constant arrays) are copied once and
     kept while the host array lives. Available where the ISA TritonBackend is: torch and triton
     importable, and a CUDA device or TRITON_INTERPRET=1 (which automatic selection never uses: it
     needs detect_devices() to see a GPU)."""

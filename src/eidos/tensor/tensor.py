@@ -22,7 +22,7 @@ from eidos.isa import ExecutionParams
 
 from . import backend as _backend
 from . import complex as C
-from . import device as _dev
+from . import storage as _dev
 from . import dtypes as D
 from . import lower as L
 from .dtypes import DTypeError
@@ -120,11 +120,11 @@ class Tensor:
             arr = np.asarray(data)
             self.shape, self.dtype = tuple(arr.shape), D.as_dtype(arr.dtype)
             self._data = arr
-        elif _op == "leaf":  # a torch tensor on the device (eidos.tensor.device)
+        elif _op == "leaf":  # a torch tensor on the device (eidos.tensor.storage)
             self.shape, self.dtype, self._data = tuple(data.shape), _dev.numpy_dtype(data.dtype), data
         else:
             self.shape, self.dtype, self._data = tuple(_shape), _dtype, None
-        self.device = _device  # where the data lives (or will): "cpu" (NumPy) or "gpu" (torch, eidos.tensor.device)
+        self.device = _device  # where the data lives (or will): "cpu" (NumPy) or "gpu" (torch, eidos.tensor.storage)
         self._op, self._args, self._attrs = _op, tuple(_args), _attrs
         self._runs: list = []
 
@@ -1061,7 +1061,7 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps: float = 1e
 # ---- movement (host layout, between programs) ------------------------------------------------------
 
 def _move(name, args, shape, dtype, fn, desc="", param=None) -> Tensor:
-    """A layout node: fn(*arrays) is its NumPy form; eidos.tensor.device.move(name, param, ...) its device form."""
+    """A layout node: fn(*arrays) is its NumPy form; eidos.tensor.storage.move(name, param, ...) its device form."""
     return _node("move", tuple(args), shape, dtype, (name, fn, desc, param))
 
 

@@ -41,10 +41,10 @@ def representable(schema: Schema, uri: str) -> list[str]:
 
 def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
     """Create table `name` at `uri` holding `table` (eidos types); returns `ei.read_sql(uri, table=name)`."""
-    from eidos.backends.sql.duckdb import table_ref
-    from eidos.backends.sql.execute import dialect
-    from eidos.backends.sql.translate import ident
-    from eidos.flow.sources import from_arrow, read_sql
+    from eidos.lanes.sql.duckdb import table_ref
+    from eidos.lanes.sql.execute import dialect
+    from eidos.lanes.sql.translate import ident
+    from eidos.flow.read import from_arrow, read_sql
 
     lane = _lane(uri)
     table = from_arrow(table).plan.source.table  # eidos types, as the reference lane reads it
@@ -87,7 +87,7 @@ def _ddl_type(lane, d, t) -> str:
 def _load_duckdb(uri, quoted, cols, table, replace):
     import duckdb
 
-    from eidos.backends.sql.duckdb import path_of
+    from eidos.lanes.sql.duckdb import path_of
 
     con = duckdb.connect(path_of(uri))
     try:
@@ -104,7 +104,7 @@ def _load_adbc(lane, uri, name, quoted, cols, table, replace):
     if lane == "sqlite":
         import adbc_driver_sqlite.dbapi as adbc
 
-        from eidos.backends.sql.sqlite import path_of
+        from eidos.lanes.sql.sqlite import path_of
         con = adbc.connect(path_of(uri))
     else:
         import adbc_driver_postgresql.dbapi as adbc

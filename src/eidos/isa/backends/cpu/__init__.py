@@ -24,7 +24,7 @@ import numpy as np
 
 from eidos.errors import BackendError
 
-from ...backend import Backend
+from ...target import Target
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
 from . import kernels
@@ -99,7 +99,7 @@ _HOW = {"array": "vectorized kernels", "lanes": "compiled to native code (numba)
         "rounds": "compiled to native code (numba)", "interpreted": "by the reference interpreter"}
 
 
-class CpuBackend(Backend):
+class CpuBackend(Target):
     """Runs Atlas ISA programs as native code. cache_dir holds the generated modules and numba's
     compiled code, so a second process loads instead of compiling (default: $EIDOS_CACHE_DIR or
     ~/.cache/eidos, under isa-cpu/). use_numba=False forces the no-numba paths."""

@@ -6,7 +6,7 @@ import weakref
 
 from eidos.errors import BackendError
 
-from ...backend import Backend
+from ...target import Target
 from ...launch import ExecutionParams
 from ...program import Program
 from .execute import execute
@@ -14,7 +14,7 @@ from .execute import execute
 DEFAULT_MAX_STEPS = 10_000_000
 
 
-class ReferenceBackend(Backend):
+class ReferenceBackend(Target):
     """Runs each lane instruction by instruction (per-lane registers, per-block shared memory,
     barriers honoured, every memory access bounds-checked). max_steps bounds the backward
     jumps one lane may take, so an endless loop is an error rather than a hang."""

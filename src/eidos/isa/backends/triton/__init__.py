@@ -8,7 +8,7 @@ How a program runs (decided once per program; explain() prints it with the gener
   range is fused into that chain's kernel; extension instructions run extensions.py's kernels; the
   uniform register code runs once on the host with the reference's semantics (its loads and stores
   move a few bytes of device memory).
-- lanes: per-lane register code: one lane kernel (lanes.py); collectives among it run between
+- lanes: per-lane register code: one lane kernel (threads.py); collectives among it run between
   launches of that kernel (the CPU backend's rounds), through this module's array and extension
   routes, once for the grid with every lane's registers at hand.
 """
@@ -23,7 +23,7 @@ from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
 from ...address import CLASS_BYTES, NUM_PREDICATES, NUM_REGISTERS, Address, Register, Space, Special
-from ...backend import Backend
+from ...target import Target
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
 from . import arrays
@@ -38,7 +38,7 @@ _MEMORY = (I.LDG, I.STG, I.PoolLoad, I.PoolStore)
 
 def unavailable_reason() -> str | None:
     """None when this backend can run here; else why not and what to install or set."""
-    from .device import default_device
+    from .device_memory import default_device
 
     try:
         default_device()
@@ -47,16 +47,18 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _optional(name: str):
-    """lanes.py / extensions.py (owned by triton-lanes / triton-ext), or None until they exist."""
-    import importlib
+def _threads():
+    """The register-program compiler (threads.py), imported on first use: it loads Triton's language."""
+    from . import threads
 
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as e:
-        if e.name == f"{__name__}.{name}":
-            return None
-        raise
+    return threads
+
+
+def _extensions():
+    """The extension kernels (extensions.py), imported on first use."""
+    from . import extensions
+
+    return extensions
 
 
 def varying_reason(ins) -> str | None:
@@ -342,7 +344,7 @@ def _memory_step(ins, i: int):
 
 @dataclass
 class LanesStep:
-    """Per-lane code as one lane kernel (lanes.py); its collectives run between launches, here."""
+    """Per-lane code as one lane kernel (threads.py); its collectives run between launches, here."""
     program: Program
     kernel: object
 
@@ -353,7 +355,7 @@ class LanesStep:
                            run_collective=backend.run_collective, max_steps=backend.max_steps)
 
     def explain(self):
-        return "lane kernel (lanes.py)", getattr(self.kernel, "source", None)
+        return "lane kernel (threads.py)", getattr(self.kernel, "source", None)
 
 
 @dataclass
@@ -367,7 +369,7 @@ class Plan:
     fast: tuple | None = None  # array plans with no register state: just these kernels
 
 
-class TritonBackend(Backend):
+class TritonBackend(Target):
     """Runs Atlas ISA programs as generated Triton kernels on a CUDA device, or in Triton's interpreter
     on the CPU under TRITON_INTERPRET=1 (see the module doc). Memory lives on the device (device.py);
     `adopt(tensor)` makes a caller's tensor a buffer without a copy."""
@@ -377,7 +379,7 @@ class TritonBackend(Backend):
     def __init__(self, device=None, max_steps: int = DEFAULT_MAX_STEPS) -> None:
         super().__init__()
         from ...cache import ProgramCache
-        from .device import DeviceMemory
+        from .device_memory import DeviceMemory
 
         self.memory = DeviceMemory(device)
         self.device = self.memory.device
@@ -394,12 +396,12 @@ class TritonBackend(Backend):
         import torch
         import triton
 
-        lanes, ext = _optional("lanes"), _optional("extensions")
+        ext = _extensions()
         return {"device": str(self.device), "interpreter": not self.memory.cuda, "triton": triton.__version__,
                 "torch": torch.__version__,
                 "array_instructions": "generated Triton kernels (fused chains, fused map+reduce)",
-                "register_programs": "lanes.py" if lanes is not None else "unsupported: lanes.py has not landed",
-                "extensions": sorted(c.__name__ for c in ext.EXTENSIONS) if ext is not None else [],
+                "register_programs": "threads.py",
+                "extensions": sorted(c.__name__ for c in ext.EXTENSIONS),
                 "extended_integers": "unsupported (no GPU integers wider than 64 bits)", "devices": 1}
 
     def adopt(self, tensor, *, pool: bool = False) -> int:
@@ -438,18 +440,13 @@ class TritonBackend(Backend):
         varying = next(((i, r) for i in range(len(ins)) if not ins[i].collective and (r := varying_reason(ins[i]))),
                        None)
         if varying is not None or program.entry != 0:
-            routes = [self.collective_route(i, x) + ", between lane-kernel launches" if x.collective
-                      else "lane kernel (lanes.py)" for i, x in enumerate(ins)]
-            lanes = _optional("lanes")
-            if lanes is None:
-                i, x = next(((i, x) for i, x in enumerate(ins) if not x.collective), (0, ins[0]))
-                raise UnsupportedError(f"instruction {i} ({x.name}): per-lane register code needs the triton "
-                                       "backend's lane kernels (lanes.py, owned by triton-lanes), which have not landed")
+            routes = [self.collective_route(i, x) + ", between thread-kernel launches" if x.collective
+                      else "thread kernel (threads.py)" for i, x in enumerate(ins)]
             why = (f"instruction {varying[0]} ({ins[varying[0]].name}) differs between lanes ({varying[1]})"
                    if varying is not None else "the program starts after instruction 0")
             if any(x.collective for x in ins):
                 why += "; its collectives run once for the grid between launches (rounds)"
-            return Plan(program, "lanes", why, [LanesStep(program, lanes.compile_program(program))], routes)
+            return Plan(program, "lanes", why, [LanesStep(program, _threads().compile_program(program))], routes)
         steps, routes = self._array_steps(program)
         fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and not s.scalars and s.dst is None
                                    for s in steps) else None
@@ -465,11 +462,7 @@ class TritonBackend(Backend):
         if isinstance(x, (I.AllReduce, I.AllGather)):
             raise UnsupportedError(f"instruction {i} ({x.name}) needs a multi-device backend; "
                                    "the triton backend has one device")
-        ext = _optional("extensions")
-        if ext is None:
-            raise UnsupportedError(f"instruction {i} ({x.name}): the triton backend's extension kernels "
-                                   "(extensions.py, owned by triton-ext) have not landed")
-        if type(x) not in ext.EXTENSIONS:
+        if type(x) not in _extensions().EXTENSIONS:
             raise UnsupportedError(f"instruction {i} ({x.name}) has no Triton form in extensions.py")
         return "extensions.py"
 
@@ -508,7 +501,7 @@ class TritonBackend(Backend):
             elif route == "device memory":
                 steps.append(PoolStep(x))
             else:
-                steps.append(ExtensionStep(k, x, _optional("extensions")))
+                steps.append(ExtensionStep(k, x, _extensions()))
             routes.append(route)
             k += 1
         flush()
@@ -539,7 +532,7 @@ class TritonBackend(Backend):
                 for L in lanes:
                     L.R[ins.dst.index] = value
         else:
-            ExtensionStep(i, ins, _optional("extensions"))(self, None)
+            ExtensionStep(i, ins, _extensions())(self, None)
 
     # ---- execution --------------------------------------------------------------------------------
     def execute_program(self, program, config: LaunchConfig) -> None:

@@ -37,7 +37,7 @@ from ...address import CLASS_BYTES, Register, Space
 from ...types import Type
 from ..reference import arrays as ref
 from . import source as S
-from .device import interpreting, torch_dtype
+from .device_memory import interpreting, torch_dtype
 
 M, B, R = I.MapOperation, I.BinaryMapOperation, I.ReduceOperation
 MAP_KINDS = (I.ParallelMap, I.ParallelMapBinary, I.FusedMap)

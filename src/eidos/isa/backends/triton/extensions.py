@@ -8,7 +8,7 @@ SparseGEMM, Softmax, LayerNorm, GroupNorm, BatchNorm, Attention, FlashAttention,
 Through a vendor library (torch): Conv2D (cuDNN), FFT (cuFFT), KVCacheUpdate (a device copy).
 AllReduce and AllGather raise UnsupportedError (one device). The per-lane extensions (FMS, RCP,
 RSQRT, CLAMP, LERP, SIGN, FLOOR, CEIL, ROUND, TRUNC, GELU, SWISH) are register instructions and
-run in lanes.py. docs/isa-triton.md says why each route was chosen.
+run in threads.py. docs/isa-triton.md says why each route was chosen.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class Operands:
         mem, off, nbytes, view = self._bytes(addr, ty, count, name)
         self.inputs.append((mem.data_ptr() + off, nbytes, name))
         if view is None:  # an aligned copy of the bytes
-            from .device import torch_dtype
+            from .device_memory import torch_dtype
 
             view = mem[off:off + nbytes].clone().view(torch_dtype(ty))
         return view
@@ -108,7 +108,7 @@ class Operands:
                 if in_place is not True and other not in (in_place or ()):
                     scratch_needed = True
         if scratch_needed:
-            from .device import torch_dtype
+            from .device_memory import torch_dtype
 
             scratch = self.memory.torch.empty(count, dtype=torch_dtype(ty), device=mem.device)
             self.pending.append((scratch, mem[off:off + nbytes]))

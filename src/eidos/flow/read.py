@@ -1,0 +1,132 @@
+"""Sources: each returns a Flow whose schema is known at once (read from metadata, not data)."""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from eidos.errors import PlanError
+from eidos.flow.frame import Flow
+from eidos.ir import dtypes as T
+from eidos.ir.nodes import Scan
+from eidos.ir.schema import Schema
+from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
+
+
+def read_parquet(path: str | os.PathLike) -> Flow:
+    """A parquet file, a folder of parquet files, or a glob; read lazily."""
+    import pyarrow.parquet as pq
+
+    path = os.fspath(path)
+    files = _expand(path, "*.parquet")
+    try:
+        schema = Schema.from_arrow(pq.read_schema(files[0]))
+        metadata = [pq.read_metadata(f) for f in files]
+    except (OSError, pa.ArrowInvalid) as e:
+        raise PlanError(f"cannot read parquet {path!r}: {e}") from e
+    rows = sum(m.num_rows for m in metadata)
+    # Uncompressed size: what the data takes in memory, which the planner weighs against the budget.
+    nbytes = sum(m.row_group(i).total_byte_size for m in metadata for i in range(m.num_row_groups))
+    return Flow(Scan(ParquetSource(schema, path=path, files=tuple(files), rows=rows, nbytes=nbytes)))
+
+
+def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str = ",") -> Flow:
+    """A CSV file; column types are inferred from its first block."""
+    import pyarrow.csv as pcsv
+
+    path = os.fspath(path)
+    if not isinstance(delimiter, str) or len(delimiter) != 1:
+        raise PlanError(f"read_csv delimiter must be one character, got {delimiter!r}")
+    _expand(path, None)
+    try:
+        # Only an empty field is null (as every lane reads it), so 'nan' makes a column Float64, not Int64.
+        reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(autogenerate_column_names=not has_header),
+                               parse_options=pcsv.ParseOptions(delimiter=delimiter),
+                               convert_options=pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True))
+        arrow_schema = reader.schema
+        reader.close()
+    except (OSError, pa.ArrowInvalid) as e:
+        raise PlanError(f"cannot read csv {path!r}: {e}") from e
+    fields = []
+    for f in arrow_schema:
+        t = T.String if pa.types.is_null(f.type) else T.from_arrow(f.type, column=f.name)
+        fields.append((f.name, t))
+    source = CsvSource(Schema(fields), path=path, has_header=has_header, delimiter=delimiter,
+                       nbytes=os.path.getsize(path))
+    return Flow(Scan(source))
+
+
+def _expand(path: str, pattern: str | None) -> list[str]:
+    if any(ch in path for ch in "*?["):
+        files = sorted(_glob.glob(path, recursive=True))
+    elif os.path.isdir(path) and pattern:
+        files = sorted(_glob.glob(os.path.join(path, "**", pattern), recursive=True))
+    elif os.path.exists(path):
+        files = [path]
+    else:
+        files = []
+    if not files:
+        raise PlanError(f"no such file: {path!r}" + (" (the glob matched nothing)" if "*" in path else ""))
+    return files
+
+
+def from_arrow(obj: Any) -> Flow:
+    """A pyarrow Table, RecordBatch, RecordBatchReader or any `__arrow_c_stream__` object."""
+    if isinstance(obj, pa.RecordBatch):
+        table = pa.Table.from_batches([obj])
+    elif isinstance(obj, pa.Table):
+        table = obj
+    elif isinstance(obj, pa.RecordBatchReader):
+        table = obj.read_all()
+    elif hasattr(obj, "__arrow_c_stream__"):
+        table = pa.RecordBatchReader.from_stream(obj).read_all()
+    else:
+        raise PlanError(f"from_arrow takes a pyarrow Table, RecordBatch, RecordBatchReader or an object "
+                        f"with __arrow_c_stream__ (polars/pandas DataFrame, DuckDB relation), got {type(obj).__name__}")
+    return Flow(Scan(_arrow_source(table)))
+
+
+def _arrow_source(table: pa.Table) -> ArrowSource:
+    for f in table.schema:
+        if pa.types.is_null(f.type):
+            raise PlanError(f"column {f.name!r} holds only nulls, so its type is unknown; "
+                            "give it a type (e.g. pa.table(data, schema=...))")
+    schema = Schema.from_arrow(table.schema)
+    target = schema.to_arrow()
+    if table.schema != target:
+        try:
+            table = table.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise PlanError(f"cannot convert the Arrow data to eidos types {schema}: {e}") from e
+    return ArrowSource(schema, token=f"arrow-{uuid.uuid4().hex[:12]}", table=table)
+
+
+def from_pydict(mapping: Mapping[str, Any]) -> Flow:
+    """Columns given as a mapping of name to a list of Python values."""
+    if not isinstance(mapping, Mapping):
+        raise PlanError(f"from_pydict takes a mapping of column name to values, got {type(mapping).__name__}")
+    try:
+        table = pa.table(dict(mapping))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+        raise PlanError(f"cannot build a table from the given columns: {e}") from e
+    return Flow(Scan(_arrow_source(table)))
+
+
+def read_sql(uri: str, *, table: str | None = None, query: str | None = None) -> Flow:
+    """A table or query in a database: duckdb:///path.db, sqlite:///path.db, postgresql://user@host:port/db."""
+    from eidos.hal.describe import describe_sql
+
+    if not isinstance(uri, str) or "://" not in uri:
+        # The text is not echoed: a malformed uri cannot be reliably cleaned of a password.
+        raise PlanError("read_sql needs a uri such as duckdb:///path.db, sqlite:///path.db or "
+                        f"postgresql://user@host:5432/db; the {type(uri).__name__} given has no '://'")
+    if (table is None) == (query is None):
+        raise PlanError("read_sql takes exactly one of table=... or query=...")
+    probe = SqlSource(Schema(()), uri=uri, table=table, query=query)
+    schema, rows = describe_sql(probe)
+    return Flow(Scan(SqlSource(schema, uri=uri, table=table, query=query, rows=rows)))

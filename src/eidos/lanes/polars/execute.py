@@ -1,0 +1,88 @@
+"""Run a plan's LazyFrame, hand back Arrow with the plan's schema, map Polars errors to eidos ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import polars as pl
+import pyarrow as pa
+
+from eidos.lanes.polars.translate import Ctx, to_lazyframe
+from eidos.errors import EidosError, ExecutionError
+from eidos.hal.arrow import conform
+from eidos.ir import nodes as N
+
+# The streaming engine processes batches (it holds no memory limit); "auto" lets Polars choose.
+ENGINES = {False: "auto", True: "streaming"}
+
+
+def execute(plan: N.Node, *, streaming: bool = False) -> pa.Table:
+    ctx = Ctx()
+    lf = to_lazyframe(plan, ctx)
+    with _errors(ctx):
+        df = lf.collect(engine=ENGINES[streaming])
+    return _arrow(df, plan)
+
+
+def execute_stream(plan: N.Node, *, streaming: bool = False, chunk_size: int | None = None
+                   ) -> Iterator[pa.RecordBatch]:
+    ctx = Ctx()
+    lf = to_lazyframe(plan, ctx)
+    with _errors(ctx):
+        batches = lf.collect_batches(chunk_size=chunk_size, maintain_order=True, engine=ENGINES[streaming])
+    it = iter(batches)
+    empty = True
+    while True:
+        with _errors(ctx):
+            try:
+                df = next(it)
+            except StopIteration:
+                break
+        for batch in _arrow(df, plan).to_batches():
+            empty = False
+            yield batch
+    if empty:  # a consumer always learns the schema, even of an empty result
+        yield from _empty(plan)
+
+
+def _empty(plan: N.Node) -> Iterator[pa.RecordBatch]:
+    schema = plan.schema.to_arrow()
+    yield pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+
+
+def _arrow(df: pl.DataFrame, plan: N.Node) -> pa.Table:
+    # to_arrow shares Polars' buffers; conform casts only columns whose Arrow form differs.
+    table = df.to_arrow()
+    if table.schema.names != list(plan.schema.names):
+        table = table.rename_columns(list(plan.schema.names))
+    return conform(table, plan.schema, "polars")
+
+
+class _errors:
+    """Polars' exceptions become ExecutionError chained from them; an error a Python callback
+    raised (kept in ctx.failures, since Polars re-raises it without its chain) is raised as it was."""
+
+    def __init__(self, ctx: Ctx):
+        self.ctx = ctx
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, tb) -> bool:
+        if error is None or isinstance(error, (StopIteration, KeyboardInterrupt)):
+            return False
+        if self.ctx.failures:
+            first = self.ctx.failures[0]
+            raise first.with_traceback(None) from first.__cause__
+        if isinstance(error, EidosError):
+            return False
+        raise ExecutionError(f"polars failed: {_describe(error)}") from error
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip().split("\n\nThis error occurred", 1)[0].strip()
+    if "conversion from `i128`" in text or "conversion from `u128`" in text:
+        text = f"integer overflow or a value out of range ({text})"
+    elif "overflow" in text.lower():
+        text = f"overflow ({text})"
+    return f"{type(error).__name__}: {text}"

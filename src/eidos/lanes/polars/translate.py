@@ -1,0 +1,1022 @@
+"""IR -> a Polars LazyFrame: one visitor for plan nodes, one for expressions; nothing runs here.
+
+Every translated expression has exactly the Polars form of its eidos type
+(`eidos.ir.typing`), so the pieces compose. Where Polars' own rule differs from
+docs/semantics.md the function emits what makes it agree; each place says so
+in a comment beginning "eidos:".
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime as _dt
+import decimal as _decimal
+import itertools
+import re
+from dataclasses import dataclass, field
+from functools import singledispatch
+
+import polars as pl
+import pyarrow as pa
+
+from eidos.lanes.polars import exact
+from eidos.errors import ExecutionError, UnsupportedError
+from eidos.hal.arrow import batch_result
+from eidos.ir import dtypes as T
+from eidos.ir import expr as E
+from eidos.ir import nodes as N
+from eidos.ir import sources as S
+from eidos.ir.dtypes import DType
+from eidos.ir.evaluate import caster, kernel, udf_value
+from eidos.ir.schema import Schema
+from eidos.ir.typing import adapt, infer, literal_dtype, promote
+
+# --- types ------------------------------------------------------------------
+
+_PL = {
+    "Int8": pl.Int8, "Int16": pl.Int16, "Int32": pl.Int32, "Int64": pl.Int64,
+    "UInt8": pl.UInt8, "UInt16": pl.UInt16, "UInt32": pl.UInt32, "UInt64": pl.UInt64,
+    "Float32": pl.Float32, "Float64": pl.Float64, "Boolean": pl.Boolean, "String": pl.String,
+    "Date": pl.Date, "Timestamp": pl.Datetime("us"), "Null": pl.Null,
+}
+
+
+def pl_dtype(t: DType) -> pl.DataType:
+    if t.is_decimal:
+        return pl.Decimal(t.precision, t.scale)
+    return _PL[t.name]
+
+
+def pl_schema(schema: Schema) -> dict[str, pl.DataType]:
+    return {n: pl_dtype(t) for n, t in schema.items()}
+
+
+# --- plan nodes -------------------------------------------------------------
+
+@dataclass
+class Ctx:
+    """Translation state: a counter for the lane's private column names, and where Python
+    callbacks (UDFs, map_batches) leave their exceptions, which Polars re-raises without
+    the original chained; execute chains from the one kept here."""
+
+    names: itertools.count = field(default_factory=itertools.count)
+    failures: list[BaseException] = field(default_factory=list)
+
+    def temp(self, what: str) -> str:
+        return f"__eidos_{what}{next(self.names)}"
+
+
+_CTX: contextvars.ContextVar[Ctx] = contextvars.ContextVar("eidos_polars_translation")
+
+
+def to_lazyframe(plan: N.Node, ctx: Ctx | None = None) -> pl.LazyFrame:
+    """The whole plan as one LazyFrame whose columns are the plan's, in order."""
+    ctx = ctx or Ctx()
+    token = _CTX.set(ctx)
+    try:
+        return translate(plan, ctx)
+    finally:
+        _CTX.reset(token)
+
+
+@singledispatch
+def translate(node: N.Node, ctx: Ctx) -> pl.LazyFrame:
+    raise UnsupportedError(f"the polars lane has no translation for node {type(node).__name__}")
+
+
+@translate.register
+def _(node: N.Scan, ctx: Ctx) -> pl.LazyFrame:
+    lf = scan(node.source)
+    names = node.columns if node.columns is not None else node.source.schema.names
+    schema = node.schema
+    everything = node.source.schema.names
+    return lf.select([_conform(column(n, everything), schema[n]) for n in names])
+
+
+def column(name: str, names) -> pl.Expr:
+    """The column `name` of a frame whose columns are `names`. Polars reads '*' and '^...$' in
+    pl.col as a wildcard and a pattern, so such names are taken by position instead."""
+    if name == "*" or (name.startswith("^") and name.endswith("$")):
+        return pl.nth(list(names).index(name))
+    return pl.col(name)
+
+
+def _conform(x: pl.Expr, t: DType) -> pl.Expr:
+    # Parquet may hold ms/ns timestamps or dictionary strings; eidos has one form per type.
+    return x.cast(pl_dtype(t)) if t != T.Null else x
+
+
+@singledispatch
+def scan(source: S.Source) -> pl.LazyFrame:
+    raise UnsupportedError(f"the polars lane cannot read {source.describe()}")
+
+
+@scan.register
+def _(source: S.ParquetSource) -> pl.LazyFrame:
+    return pl.scan_parquet(list(source.files), glob=False)
+
+
+@scan.register
+def _(source: S.CsvSource) -> pl.LazyFrame:
+    schema = pl_schema(source.schema)
+    if _has_blank_lines(source.path):
+        # eidos reads CSV as Arrow's reader does, which skips blank lines; Polars reads them as
+        # rows of nulls. Such a file is read by Arrow's reader when the plan runs.
+        return pl.LazyFrame({"__eidos_none": [0]}).map_batches(
+            lambda _: _read_csv_with_arrow(source), schema=schema, streamable=False)
+    # The Flow's schema is given whole (by position: the header line is skipped, not matched, as
+    # Polars reads quotes in header names differently), so Polars infers nothing.
+    lf = pl.scan_csv(source.path, has_header=False, skip_rows=1 if source.has_header else 0,
+                     separator=source.delimiter, schema=schema, glob=False, empty_string_is_null=True)
+    # eidos: an empty field is null in every column, quoted ("") or not.
+    strings = [n for n, t in source.schema.items() if t == T.String]
+    return lf.with_columns([pl.when(pl.col(n) != "").then(pl.col(n)).alias(n) for n in strings]) if strings else lf
+
+
+def _has_blank_lines(path: str) -> bool:
+    """Whether a CSV file has an empty line (a quoted field holding one counts too: harmless)."""
+    import mmap
+    import os
+
+    if os.path.getsize(path) == 0:
+        return False
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m[:1] in (b"\n", b"\r") or m.find(b"\n\n") >= 0 or m.find(b"\n\r\n") >= 0
+
+
+def _read_csv_with_arrow(source: S.CsvSource) -> pl.DataFrame:
+    import pyarrow.csv as pcsv
+
+    table = pcsv.read_csv(
+        source.path, read_options=pcsv.ReadOptions(autogenerate_column_names=not source.has_header),
+        parse_options=pcsv.ParseOptions(delimiter=source.delimiter),
+        convert_options=pcsv.ConvertOptions(column_types={n: t.to_arrow() for n, t in source.schema.items()},
+                                            null_values=[""], strings_can_be_null=True))
+    table = table.rename_columns(list(source.schema.names)).cast(source.schema.to_arrow())
+    return pl.from_arrow(table, rechunk=False)
+
+
+@scan.register
+def _(source: S.ArrowSource) -> pl.LazyFrame:
+    return pl.from_arrow(source.table, rechunk=False).lazy()
+
+
+@translate.register
+def _(node: N.Filter, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    # eidos: a null predicate drops the row, as Polars' filter does.
+    return lf.filter(expr(node.predicate, Scope(node.input.schema)))
+
+
+@translate.register
+def _(node: N.Project, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    scope = Scope(node.input.schema)
+    exprs = [expr(e, scope).alias(name) for name, e in node.columns]
+    if any(e.columns() for _, e in node.columns):
+        return lf.select(exprs)
+    # eidos: a projection of constants keeps one row per input row; Polars' select of
+    # literals alone would give a single row, so broadcast them against the input.
+    temps = [ctx.temp("c") for _ in exprs]
+    return lf.with_columns([e.alias(t) for e, t in zip(exprs, temps)]).select(
+        [pl.col(t).alias(name) for t, (name, _) in zip(temps, node.columns)])
+
+
+@translate.register
+def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
+    """Two phases: Polars' group_by computes every aggregation once (the leaves); a select over
+    the groups then finishes them (exact float sums, overflow checks) and computes what the
+    aggregations are combined into (`sum(a) / count()`, keys read outside an aggregation)."""
+    lf = translate(node.input, ctx)
+    schema = node.input.schema
+    rows = Scope(schema)
+    leaves: dict[E.Agg, Leaf] = {}
+    for _, e in node.aggs:
+        for a in e.walk():
+            if isinstance(a, E.Agg) and a not in leaves:
+                leaves[a] = leaf(a, rows, ctx, grouped=bool(node.keys))
+    first = [x.alias(name) for one in leaves.values() for name, x in one.columns]
+    keys = {name: ctx.temp("k") for name, _ in node.keys}
+    if node.keys:
+        lf = lf.group_by([expr(e, rows).alias(keys[name]) for name, e in node.keys]).agg(first)
+    else:
+        lf = lf.select(first)  # one row, even from none
+    key_types = [(name, infer(e, schema)) for name, e in node.keys]
+    groups = Scope(Schema(list(schema.items()) + [(n, t) for n, t in key_types if n not in schema]),
+                   keys=keys, leaves=leaves)
+    return lf.select([pl.col(keys[name]).alias(name) for name, _ in node.keys]
+                     + [expr(e, groups).alias(name) for name, e in node.aggs])
+
+
+@translate.register
+def _(node: N.Join, ctx: Ctx) -> pl.LazyFrame:
+    left, right = translate(node.left, ctx), translate(node.right, ctx)
+    ls, rs = node.left.schema, node.right.schema
+    # Right columns get private names so nothing clashes; the output is then built column by column.
+    rnames = {n: ctx.temp("r") for n in rs.names}
+    right = right.rename(rnames)
+    if node.how == "cross":
+        joined = left.join(right, how="cross")
+        return joined.select([column(n, ls.names) for n in ls.names] + _right_outputs(node, rnames))
+    lk, rk = [], []
+    for a, b in zip(node.left_on, node.right_on):
+        common = promote(ls[a], rs[b])
+        lk.append(column(a, ls.names).cast(pl_dtype(common)))
+        rk.append(pl.col(rnames[b]).cast(pl_dtype(common)))
+    # eidos: null keys never match (nulls_equal=False); NaN keys match NaN, as Polars' hashing does.
+    joined = left.join(right, left_on=lk, right_on=rk, how=node.how, nulls_equal=False, coalesce=False)
+    if node.how in ("semi", "anti"):
+        return joined
+    cols = []
+    keymap = dict(zip(node.left_on, node.right_on))
+    out = node.schema
+    for n in ls.names:
+        if n in keymap:
+            t = pl_dtype(out[n])
+            x = column(n, ls.names).cast(t)
+            if node.how in ("right", "full"):
+                # eidos: key columns appear once under the left name, coalesced for right/full joins.
+                x = pl.coalesce(x, pl.col(rnames[keymap[n]]).cast(t))
+            cols.append(x.alias(n))
+        else:
+            cols.append(column(n, ls.names))
+    return joined.select(cols + _right_outputs(node, rnames))
+
+
+def _right_outputs(node: N.Join, rnames: dict[str, str]) -> list[pl.Expr]:
+    taken = set(node.left.schema.names)
+    out = []
+    for n in node.right.schema.names:
+        if n in node.right_on:
+            continue
+        name = n + node.suffix if n in taken else n
+        taken.add(name)
+        out.append(pl.col(rnames[n]).alias(name))
+    return out
+
+
+@translate.register
+def _(node: N.Sort, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    scope = Scope(node.input.schema)
+    # eidos: stable (maintain_order), NaN above every number (Polars' float order), nulls per key.
+    return lf.sort([expr(k.expr, scope) for k in node.keys],
+                   descending=[k.descending for k in node.keys],
+                   nulls_last=[k.nulls_last for k in node.keys], maintain_order=True)
+
+
+@translate.register
+def _(node: N.Limit, ctx: Ctx) -> pl.LazyFrame:
+    return translate(node.input, ctx).slice(node.offset, node.n)
+
+
+@translate.register
+def _(node: N.Distinct, ctx: Ctx) -> pl.LazyFrame:
+    # eidos: the first of equal rows stays, in input order; NaN equals NaN and -0.0 equals 0.0.
+    return translate(node.input, ctx).unique(keep="first", maintain_order=True)
+
+
+@translate.register
+def _(node: N.Union, ctx: Ctx) -> pl.LazyFrame:
+    return pl.concat([translate(n, ctx) for n in node.inputs], how="vertical", rechunk=False)
+
+
+@translate.register
+def _(node: N.MapBatches, ctx: Ctx) -> pl.LazyFrame:
+    lf = translate(node.input, ctx)
+    fn, in_schema, out_schema = node.fn, node.input.schema.to_arrow(), node.output_schema.to_arrow()
+    failures = ctx.failures
+
+    def apply(df: pl.DataFrame) -> pl.DataFrame:
+        try:
+            return batches(df)
+        except ExecutionError as error:
+            failures.append(error)
+            raise
+        except Exception as err:
+            error = ExecutionError(f"map_batches function {_fn_name(fn)} raised {type(err).__name__}: {err}")
+            error.__cause__ = err
+            failures.append(error)
+            raise error from err
+
+    def batches(df: pl.DataFrame) -> pl.DataFrame:
+        # no rows still make one (empty) batch, so the function is called and its schema checked
+        parts = df.to_arrow().cast(in_schema).to_batches() or [_empty_batch(in_schema)]
+        outs = [_checked_batch(fn, got, node.output_schema) for got in map(fn, parts)]
+        return pl.from_arrow(pa.Table.from_batches(outs, out_schema), rechunk=False)
+
+    # The function sees whole batches in order, so Polars may not stream or reorder around it.
+    return lf.map_batches(apply, schema=pl_schema(node.output_schema), streamable=False)
+
+
+def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in schema], schema=schema)
+
+
+def _checked_batch(fn, got, expected: Schema) -> pa.RecordBatch:
+    """A map_batches result as one RecordBatch with exactly the declared schema (hal's check)."""
+    if isinstance(got, pa.Table):
+        got = got.combine_chunks()
+        got = got.to_batches()[0] if got.num_rows else pa.RecordBatch.from_pylist([], got.schema)
+    return batch_result(got, expected, _fn_name(fn))
+
+
+def _fn_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+# --- expressions ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scope:
+    """What an expression reads: the input schema; after grouping, where the keys and each
+    aggregation's first-phase columns are."""
+
+    schema: Schema
+    keys: dict[str, str] | None = None  # key name -> its column of the grouped frame; None outside an Aggregate
+    leaves: dict | None = None          # Agg -> Leaf: where phase one left each aggregation
+    # Inside a when/then branch: the rows that take it. eidos computes a branch only for those
+    # rows, so whatever can raise (an overflow check, a cast, a UDF) sees null elsewhere.
+    guard: pl.Expr | None = None
+
+    def dtype(self, e: E.Expr) -> DType:
+        return infer(e, self.schema, allow_agg=self.keys is not None)
+
+    def narrow(self, rows: pl.Expr) -> Scope:
+        return Scope(self.schema, self.keys, self.leaves, rows if self.guard is None else self.guard & rows)
+
+    def mask(self, x: pl.Expr) -> pl.Expr:
+        """`x` where this scope's rows are computed, null elsewhere."""
+        return x if self.guard is None else pl.when(self.guard).then(x)
+
+    def strict(self, x: pl.Expr, t) -> pl.Expr:
+        """`x` cast to Polars type `t`, raising for a value that does not fit (on computed rows only)."""
+        return self.mask(x).cast(t, strict=True)
+
+
+@singledispatch
+def expr(e: E.Expr, scope: Scope) -> pl.Expr:
+    raise UnsupportedError(f"the polars lane has no translation for expression {type(e).__name__}")
+
+
+@expr.register
+def _(e: E.Column, scope: Scope) -> pl.Expr:
+    if scope.keys is not None and e.name in scope.keys:
+        return pl.col(scope.keys[e.name])
+    return column(e.name, scope.schema.names)
+
+
+@expr.register
+def _(e: E.Literal, scope: Scope) -> pl.Expr:
+    return lit(e.value, e.dtype)
+
+
+def lit(value, t: DType) -> pl.Expr:
+    """A constant of eidos type `t` (weak literals arrive here already adapted)."""
+    if value is None or t == T.Null:
+        return pl.lit(None, dtype=pl_dtype(t))
+    if t.is_float:
+        value = float(value)
+    elif t.is_decimal:
+        value = _decimal.Decimal(str(value)) if not isinstance(value, _decimal.Decimal) else value
+    elif t == T.Timestamp and not isinstance(value, _dt.datetime):
+        value = _dt.datetime.combine(value, _dt.time())
+    return pl.lit(value, dtype=pl_dtype(t))
+
+
+@expr.register
+def _(e: E.Alias, scope: Scope) -> pl.Expr:
+    return expr(e.expr, scope)
+
+
+def operand(e: E.Expr, t: DType, scope: Scope) -> pl.Expr:
+    """`e` translated and brought to type `t`; literals are built in `t` directly."""
+    if isinstance(e, E.Literal):
+        return lit(e.value, t)
+    x = expr(e, scope)
+    return x if scope.dtype(e) == t else scope.strict(x, pl_dtype(t))
+
+
+def operand_types(a: E.Expr, b: E.Expr, scope: Scope, fn: str | None = None) -> tuple[DType, DType]:
+    """The operand types after weak literals adapt to the other side (typing's rule; the
+    Aggregate-aware form of typing.operand_dtypes)."""
+    ta, tb = scope.dtype(a), scope.dtype(b)
+    return adapt(a, ta, tb, fn), adapt(b, tb, ta, fn)
+
+
+@expr.register
+def _(e: E.Cast, scope: Scope) -> pl.Expr:
+    src = scope.dtype(e.expr)
+    x = expr(e.expr, scope)
+    dst = e.dtype
+    if src == dst:
+        return x
+    if src == T.Null:
+        return pl.lit(None, dtype=pl_dtype(dst))
+    if dst == T.Boolean and src.is_numeric:
+        # eidos: a number is true when it is not zero (NaN is true).
+        return x != lit(0, src)
+    if (src.kind, dst.kind) in _PYTHON_CASTS:
+        return _in_python(caster(src, dst), [x], [src], dst, scope, f"cast {src} -> {dst}")
+    if src == T.String:
+        return _parse(x, dst, scope)
+    if dst == T.String and src == T.Float64:
+        return _float_text(x.cast(pl.String))
+    if dst == T.String and src == T.Float32:
+        # the shortest digits that give back the float32 (Polars' text), written as Python's repr
+        # writes that decimal read as a Float64 (so 0.1f is '0.1'): checked on 230k float32s
+        return _float_text(x.cast(pl.String).cast(pl.Float64).cast(pl.String))
+    if dst == T.String and src == T.Timestamp:
+        # eidos: 'YYYY-MM-DD HH:MM:SS', plus '.ffffff' only when the microseconds are not 0.
+        whole = x.dt.strftime("%Y-%m-%d %H:%M:%S")
+        return pl.when(x.dt.microsecond() == 0).then(whole).otherwise(x.dt.strftime("%Y-%m-%d %H:%M:%S%.6f"))
+    if src == T.Boolean and dst.is_numeric:
+        x = x.cast(pl.Int8)  # Polars casts no Boolean to Decimal; 1 / 0 first
+    if src.is_decimal and dst.is_decimal and dst.scale < src.scale:
+        # eidos: to fewer places half away from zero; Polars' cast would truncate.
+        x = x.round(dst.scale, mode="half_away_from_zero")
+    # decimal -> int truncates towards zero (Polars too); strict raises out of range.
+    # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
+    return scope.strict(x, pl_dtype(dst))
+
+
+# Casts done row by row with ir.evaluate's own rules: float -> decimal goes through the float's
+# shortest text (Polars rounds its binary value: 1.005 -> 1.00, eidos 1.01), and text -> decimal
+# or timestamp has spellings of eidos' own.
+_PYTHON_CASTS = {("Float32", "Decimal"), ("Float64", "Decimal"), ("String", "Decimal"), ("String", "Timestamp")}
+
+
+def _float_text(text: pl.Expr) -> pl.Expr:
+    """Polars' Float64 text made Python's repr: the digits are already the shortest round-trip
+    ones; Polars writes 1e-5 <= |x| < 1e-4 in fixed point, exponents without a leading zero,
+    and NaN capitalised."""
+    text = text.str.replace(r"^NaN$", "nan").str.replace(r"e([+-])(\d)$", "e${1}0${2}")
+    text = text.str.replace(r"^(-?)0\.0000([1-9])$", "${1}${2}e-05")
+    return text.str.replace(r"^(-?)0\.0000([1-9])(\d+)$", "${1}${2}.${3}e-05")
+
+
+# What Python's str.strip() removes (str.isspace), which Polars' default strip does not all remove.
+_SPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+          "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_INT_TEXT = r"^[+-]?[0-9]+$"
+_FLOAT_TEXT = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+def _parse(s: pl.Expr, dst: DType, scope: Scope) -> pl.Expr:
+    """String -> dst as docs/semantics.md section 13 says: text eidos rejects is made text Polars
+    rejects too ('!' in front), so the strict cast raises for exactly the rows eidos does."""
+    t = s.str.strip_chars(_SPACE)
+    bad = pl.lit("!") + s
+    if dst.is_integer:
+        # via Int128, since Polars will not read "-0" as an unsigned 0
+        text = pl.when(t.str.contains(_INT_TEXT)).then(t).otherwise(bad)
+        return scope.strict(scope.strict(text, pl.Int128), pl_dtype(dst))
+    if dst.is_float:
+        low = t.str.to_lowercase()
+        text = (pl.when(low.is_in(["nan", "+nan", "-nan"])).then(pl.lit("nan"))
+                .when(low.is_in(["inf", "+inf", "infinity", "+infinity"])).then(pl.lit("inf"))
+                .when(low.is_in(["-inf", "-infinity"])).then(pl.lit("-inf"))
+                .when(t.str.contains(_FLOAT_TEXT)).then(t).otherwise(bad))
+        # parsed as Float64 first, then rounded: the reference's to_f32(float(text))
+        return _to_result(scope.strict(text, pl.Float64), dst)
+    if dst == T.Boolean:
+        low = t.str.to_lowercase()
+        ok = scope.strict(pl.when(low.is_in(["true", "false"])).then(pl.lit("1")).otherwise(bad), pl.Int8)
+        return pl.when(ok == 1).then(low == "true")
+    if dst == T.Date:
+        # Polars reads year 0; Python's dates (and eidos') start at year 1.
+        valid = t.str.contains(_DATE_TEXT) & ~t.str.starts_with("0000")
+        text = pl.when(valid).then(t).otherwise(bad)
+        return scope.mask(text).str.to_date("%Y-%m-%d", strict=True)
+    if dst == T.String:
+        return s
+    raise UnsupportedError(f"the polars lane cannot cast String to {dst}")
+
+
+def _in_python(fn, args: list[pl.Expr], types: list[DType], res: DType, scope: Scope, what: str) -> pl.Expr:
+    """`fn` (an ir.evaluate function of Python values) applied row by row, on the rows this
+    scope computes: for the few operations whose exact rules Polars has no form for."""
+    failures = _CTX.get().failures
+    arrow = [t.to_arrow() for t in types]
+    out = res.to_arrow()
+    fields = [f"a{i}" for i in range(len(args))]
+    guard = scope.guard if scope.guard is not None else pl.lit(True)
+
+    def apply(s: pl.Series) -> pl.Series:
+        cols = [s.struct.field(f).to_arrow().cast(t).to_pylist() for f, t in zip(fields, arrow)]
+        take = s.struct.field("take").to_list()
+        try:
+            values = [fn(*row) if ok else None for ok, row in zip(take, zip(*cols))]
+        except ExecutionError as error:
+            error = ExecutionError(f"{error} (in {what})")
+            failures.append(error)
+            raise error from None
+        return pl.Series(s.name, pa.array(values, type=out))
+
+    packed = pl.struct([a.alias(f) for a, f in zip(args, fields)] + [guard.fill_null(False).alias("take")])
+    return packed.map_batches(apply, return_dtype=pl_dtype(res), is_elementwise=True)
+
+
+@expr.register
+def _(e: E.Case, scope: Scope) -> pl.Expr:
+    res = scope.dtype(e)
+    chain, taken = None, None
+    for cond, value in e.branches:
+        reach = scope if taken is None else scope.narrow(~taken)
+        c = _boolean(cond, reach)
+        hit = c.fill_null(False)  # eidos: a null condition counts as false, as in Polars' when/then
+        v = operand(value, res, reach.narrow(hit))
+        chain = pl.when(c).then(v) if chain is None else chain.when(c).then(v)
+        taken = hit if taken is None else taken | hit
+    return chain.otherwise(operand(e.otherwise, res, scope.narrow(~taken)))
+
+
+def _boolean(e: E.Expr, scope: Scope) -> pl.Expr:
+    return operand(e, T.Boolean, scope)
+
+
+@expr.register
+def _(e: E.Udf, scope: Scope) -> pl.Expr:
+    fn, name = e.fn, _fn_name(e.fn)
+    check = udf_value(e.return_dtype)
+    out = e.return_dtype.to_arrow()
+    args = [expr(a, scope) for a in e.args]
+    arrow_types = [scope.dtype(a).to_arrow() for a in e.args]
+    fields = [f"a{i}" for i in range(len(args))]
+    guard = scope.guard if scope.guard is not None else pl.lit(True)
+    failures = _CTX.get().failures
+
+    def call(*values):
+        try:
+            result = fn(*values)
+        except Exception as err:
+            error = ExecutionError(f"udf {name} raised {type(err).__name__}: {err} (arguments {values!r})")
+            error.__cause__ = err
+            failures.append(error)
+            raise error from err
+        try:
+            return check(result)
+        except ExecutionError as err:
+            error = ExecutionError(f"udf {name} {err} (declared return_dtype {e.return_dtype}; arguments {values!r})")
+            failures.append(error)
+            raise error from None
+
+    def apply(s: pl.Series) -> pl.Series:
+        # Arrow gives each value as the Python object the reference lane passes (Decimal, date, ...).
+        cols = [s.struct.field(f).to_arrow().cast(t).to_pylist() for f, t in zip(fields, arrow_types)]
+        take = s.struct.field("take").to_list()
+        rows = zip(*cols) if cols else [()] * len(take)
+        values = [call(*row) if ok else None for ok, row in zip(take, rows)]
+        return pl.Series(s.name, pa.array(values, type=out))
+
+    # a column to run along (a UDF of no arguments is still called once per row)
+    along = [_any_column(scope).is_null().alias("along")] if not args else []
+    packed = pl.struct([a.alias(f) for a, f in zip(args, fields)] + along + [guard.fill_null(False).alias("take")])
+    return packed.map_batches(apply, return_dtype=pl_dtype(e.return_dtype), is_elementwise=True)
+
+
+def _any_column(scope: Scope) -> pl.Expr:
+    """Some column of the frame the scope's expressions run over."""
+    if scope.keys:
+        return pl.col(next(iter(scope.keys.values())))
+    if scope.leaves:
+        return pl.col(next(iter(scope.leaves.values())).columns[0][0])
+    return column(scope.schema.names[0], scope.schema.names)
+
+
+@expr.register
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    if scope.dtype(e) == T.Null:
+        return pl.lit(None)
+    try:
+        rule = CALLS[e.fn]
+    except KeyError:
+        raise UnsupportedError(f"the polars lane has no translation for function {e.fn}") from None
+    return rule(e, scope)
+
+
+CALLS: dict = {}
+
+
+def call(*names: str):
+    def register(f):
+        for n in names:
+            CALLS[n] = f
+        return f
+    return register
+
+
+def _wide(t: DType, fn: str) -> pl.DataType:
+    """A type in which `fn` of two values of integer type `t` cannot overflow."""
+    if t.bits <= 16 or (t.bits == 32 and (t.is_signed_integer or fn != "mul")):
+        return pl.Int64
+    if t.bits == 32:
+        return pl.UInt64
+    if t.is_unsigned_integer and fn == "mul":
+        return pl.UInt128
+    return pl.Int128
+
+
+def _nonzero(y: pl.Expr) -> pl.Expr:
+    """`y` with zeros made null: eidos division by zero is null, for every numeric type."""
+    return pl.when(y != 0).then(y)
+
+
+_ARITH = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+          "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y}
+
+
+@call("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    a, b = e.args
+    ta, tb = operand_types(a, b, scope, e.fn)
+    res = scope.dtype(e)
+    fn = e.fn
+    if ta.is_temporal or tb.is_temporal:
+        return _date_arith(e, ta, tb, scope)
+    if fn == "pow":
+        # eidos: IEEE pow computed in Float64 (a Float32 result is rounded from it).
+        x, y = operand(a, T.Float64, scope), operand(b, T.Float64, scope)
+        return _to_result(x.pow(y), res)
+    if fn == "truediv" or res.is_float:
+        x, y = operand(a, res, scope), operand(b, res, scope)
+        if fn == "truediv":
+            return x / _nonzero(y)
+        if fn == "mod":
+            return _to_result(_float_mod(x.cast(pl.Float64), _nonzero(y).cast(pl.Float64)), res)
+        if fn == "floordiv":
+            # floor(a / b), as Polars computes it; in Float64, since a Float32 quotient rounded
+            # first can floor differently
+            return _to_result(x.cast(pl.Float64) // _nonzero(y).cast(pl.Float64), res)
+        return _ARITH[fn](x, y)
+    if res.is_integer:
+        x, y = operand(a, res, scope), operand(b, res, scope)
+        if fn == "mod" and res.is_unsigned_integer:
+            return x % y  # Polars: x % 0 is null
+        if fn == "floordiv" and res.is_unsigned_integer:
+            return x // y  # Polars floors, and x // 0 is null
+        # eidos: integer overflow raises; Polars wraps, so compute where it cannot overflow and
+        # cast back strictly (a value out of range fails the cast, which execute reports).
+        wide = _wide(res, fn)
+        return scope.strict(_ARITH[fn](x.cast(wide), y.cast(wide)), pl_dtype(res))
+    # decimals
+    if fn in ("add", "sub"):
+        work = T.Decimal(38, res.scale)
+        x, y = operand(a, work, scope), operand(b, work, scope)
+        return scope.strict(_ARITH[fn](scope.mask(x), y), pl_dtype(res))
+    if fn == "mul":
+        # eidos: a product keeps the full scale sa + sb; Polars keeps max(sa, sb), so widen the
+        # left operand's scale first (its product is then exact at scale sa + sb).
+        sa, sb = _scale(ta), _scale(tb)
+        x = operand(a, T.Decimal(38, sa + sb), scope)
+        y = operand(b, T.Decimal(38, sb), scope)
+        return scope.strict(scope.mask(x) * y, pl_dtype(res))
+    common = _decimal_common(ta, tb)
+    x, y = operand(a, common, scope), operand(b, common, scope)
+    # Polars raises on decimal division by zero; eidos gives null.
+    return scope.strict(_ARITH[fn](scope.mask(x), _nonzero(y)), pl_dtype(res))
+
+
+def _to_result(x: pl.Expr, res: DType) -> pl.Expr:
+    return x if res == T.Float64 else x.cast(pl_dtype(res))
+
+
+def _float_mod(x: pl.Expr, y: pl.Expr) -> pl.Expr:
+    """Python's float %: the sign of the divisor, from the exact fmod. Polars computes
+    a - b * floor(a / b), which is not exact (1.0 % 0.1 gives 0.0, not 0.09999999999999995)."""
+    r = pl.struct([x.alias("a"), y.alias("b")]).map_batches(exact.fmod, return_dtype=pl.Float64, is_elementwise=True)
+    signed_zero = pl.when(y < 0).then(pl.lit(-0.0)).otherwise(pl.lit(0.0))
+    adjusted = pl.when((r < 0) != (y < 0)).then(r + y).otherwise(r)
+    out = pl.when(r != 0).then(adjusted).otherwise(signed_zero)
+    return pl.when(x.is_not_null() & y.is_not_null()).then(out)
+
+
+def _scale(t: DType) -> int:
+    return t.scale if t.is_decimal else 0
+
+
+def _decimal_common(ta: DType, tb: DType) -> DType:
+    scale = max(_scale(ta), _scale(tb))
+    return T.Decimal(38, scale)
+
+
+def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
+    a, b = e.args
+    if ta == T.Date and tb == T.Date:
+        # eidos: date - date is a whole number of days, Int64.
+        return operand(a, T.Date, scope).cast(pl.Int64) - operand(b, T.Date, scope).cast(pl.Int64)
+    date, days = (a, b) if ta == T.Date else (b, a)
+    d = operand(date, T.Date, scope).cast(pl.Int32).cast(pl.Int128)
+    n = expr(days, scope) if not isinstance(days, E.Literal) else pl.lit(days.value)
+    n = n.cast(pl.Int128)
+    # eidos: date +/- days; a result outside 0001-01-01..9999-12-31 raises. Polars' Date reaches
+    # much further, so send what is outside to a value the strict cast to Int32 days rejects.
+    total = d + n if e.fn == "add" else d - n
+    inside = total.is_between(_FIRST_DAY, _LAST_DAY)
+    total = pl.when(inside | total.is_null()).then(total).otherwise(pl.lit(2**40, dtype=pl.Int128))
+    return scope.strict(total, pl.Int32).cast(pl.Date)
+
+
+_EPOCH = _dt.date(1970, 1, 1)
+_FIRST_DAY = (_dt.date.min - _EPOCH).days
+_LAST_DAY = (_dt.date.max - _EPOCH).days
+
+
+@call("eq", "ne", "lt", "le", "gt", "ge")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    a, b = e.args
+    x, y = _comparable(a, b, scope)
+    return {"eq": x.eq, "ne": x.ne, "lt": x.lt, "le": x.le, "gt": x.gt, "ge": x.ge}[e.fn](y)
+
+
+def _comparable(a: E.Expr, b: E.Expr, scope: Scope) -> tuple[pl.Expr, pl.Expr]:
+    """Both operands in the type they are compared in (evaluate.comparison_domain)."""
+    ta, tb = operand_types(a, b, scope)
+    if T.Null in (ta, tb):
+        t = tb if ta == T.Null else ta
+        return operand(a, t, scope), operand(b, t, scope)
+    common = promote(ta, tb)
+    if common.is_decimal:
+        # Decimals compare exactly whatever their scales (Polars does too); integers join at scale 0.
+        x = operand(a, ta if ta.is_decimal else T.Decimal(38, 0), scope)
+        y = operand(b, tb if tb.is_decimal else T.Decimal(38, 0), scope)
+        return x, y
+    # eidos: NaN equals NaN and sorts above every number, as in Polars' float comparisons.
+    return operand(a, common, scope), operand(b, common, scope)
+
+
+@call("and", "or")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x, y = (_boolean(arg, scope) for arg in e.args)
+    # eidos: Kleene logic (false & null = false, true | null = true), as Polars does.
+    return x & y if e.fn == "and" else x | y
+
+
+@call("not")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return ~_boolean(e.args[0], scope)
+
+
+@call("neg", "abs")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    t = scope.dtype(e)
+    x = operand(e.args[0], t, scope)
+    if t.is_integer:
+        # eidos: -min and abs(min) overflow and raise; Polars wraps.
+        w = x.cast(_wide(t, "add"))
+        return scope.strict((0 - w) if e.fn == "neg" else w.abs(), pl_dtype(t))  # Polars has no i128 neg
+    return -x if e.fn == "neg" else x.abs()
+
+
+@call("sqrt", "exp", "log", "sin", "cos", "tanh")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos: computed in Float64 (a Float32 result rounded from it); sqrt of a negative is NaN,
+    # log(0) is -inf, log of a negative NaN: IEEE, as Polars.
+    x = operand(e.args[0], T.Float64, scope)
+    return _to_result(getattr(x, e.fn)(), scope.dtype(e))
+
+
+@call("round")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    (decimals,) = e.options
+    t, res = scope.dtype(e.args[0]), scope.dtype(e)
+    x = operand(e.args[0], t, scope)
+    if t.is_integer:
+        return x if decimals >= 0 else _round_int(x, -decimals, res, scope)
+    if t.is_decimal:
+        if decimals < 0:  # Polars rounds decimals to places after the point only
+            f = kernel("round", e.options, (t,), res)
+            return _in_python(f, [x], [t], res, scope, f"round({decimals})")
+        # eidos: half away from zero (Polars' mode of that name rounds decimals exactly).
+        return scope.strict(x.round(decimals, mode="half_away_from_zero"), pl_dtype(res))
+    return _to_result(_round_float(x.cast(pl.Float64), decimals), res)
+
+
+def _round_float(x: pl.Expr, decimals: int) -> pl.Expr:
+    """The reference's float rounding, step for step: scale by 10**d, round half away from
+    zero, scale back. (Polars' own round rounds the decimal text: 2.675 -> 2.68, not 2.67.)"""
+    def half_away(y: pl.Expr) -> pl.Expr:
+        r = pl.when(y >= 0).then(y.floor()).otherwise(y.ceil())
+        return pl.when((y - r).abs() >= 0.5).then(r + y.sign()).otherwise(r)
+
+    if decimals >= 0:
+        p = 10.0 ** decimals
+        y = x * p
+        return pl.when(y.is_finite()).then(half_away(y) / p).otherwise(x)
+    p = 10.0 ** -decimals
+    return pl.when(x.is_finite()).then(half_away(x / p) * p).otherwise(x)
+
+
+def _round_int(x: pl.Expr, digits: int, res: DType, scope: Scope) -> pl.Expr:
+    """Round an integer to a multiple of 10**digits, half away from zero; overflow raises."""
+    if digits > 20:  # the step is above twice any 64-bit value: everything rounds to 0
+        return pl.when(x.is_not_null()).then(lit(0, res))
+    step = 10 ** digits
+    w = x.cast(pl.Int128)
+    q, r = w.abs() // step, w.abs() % step
+    up = (q + (2 * r >= step).cast(pl.Int128)) * step
+    return scope.strict(pl.when(w < 0).then(0 - up).otherwise(up), pl_dtype(res))
+
+
+@call("floor", "ceil")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    t, res = scope.dtype(e.args[0]), scope.dtype(e)
+    x = operand(e.args[0], t, scope)
+    if t.is_integer:
+        return x
+    y = x.floor() if e.fn == "floor" else x.ceil()
+    return scope.strict(y, pl_dtype(res))
+
+
+@call("is_null")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).is_null()  # NaN is a value, not null
+
+
+@call("is_not_null")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).is_not_null()
+
+
+@call("fill_null")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    res = scope.dtype(e)
+    a, b = e.args
+    return operand(a, res, scope).fill_null(operand(b, res, scope))
+
+
+@call("is_in")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    (values,) = e.options
+    t = scope.dtype(e.args[0])
+    x = expr(e.args[0], scope)
+    present = [v for v in values if v is not None]
+    common = t
+    for v in present:  # eidos: compared in the promotion of the column and the values' own types
+        common = promote(common, literal_dtype(v))
+    if not present:
+        hit = pl.lit(False)
+    else:
+        xs = x if common == t else x.cast(pl_dtype(common))
+        hit = xs.is_in(pl.lit(pl.Series([_value(v, common) for v in present], dtype=pl_dtype(common))).implode())
+    # eidos: a null input gives null (Polars' is_in, nulls_equal=False); a null in the list makes a
+    # miss null, as x = a OR x = null would be (Kleene).
+    if len(present) < len(values):
+        hit = pl.when(hit).then(True).otherwise(pl.lit(None, dtype=pl.Boolean))
+    return pl.when(x.is_null()).then(pl.lit(None, dtype=pl.Boolean)).otherwise(hit)
+
+
+def _value(v, t: DType):
+    if t.is_float:
+        return float(v)
+    if t.is_decimal:
+        return _decimal.Decimal(str(v))
+    if t == T.Timestamp and not isinstance(v, _dt.datetime):
+        return _dt.datetime.combine(v, _dt.time())
+    return v
+
+
+@call("is_between")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x, lo, hi = e.args
+    a, b = _comparable(x, lo, scope)
+    c, d = _comparable(x, hi, scope)
+    # eidos: inclusive both ends; Kleene and.
+    return (a >= b) & (c <= d)
+
+
+@call("str_contains", "str_starts_with", "str_ends_with")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x = expr(e.args[0], scope).str
+    (s,) = e.options
+    # eidos: literal text, not a pattern.
+    if e.fn == "str_contains":
+        return x.contains(s, literal=True)
+    return x.starts_with(s) if e.fn == "str_starts_with" else x.ends_with(s)
+
+
+def like_regex(pattern: str) -> str:
+    """SQL LIKE as an anchored regex: % any run, _ one code point, no escape, newlines match."""
+    parts = ["(?s)^"]
+    for ch in pattern:
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    parts.append("$")
+    return "".join(parts)
+
+
+@call("str_like")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    (pattern,) = e.options
+    return expr(e.args[0], scope).str.contains(like_regex(pattern))
+
+
+@call("str_to_lower", "str_to_upper")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x = expr(e.args[0], scope)
+    lower = e.fn == "str_to_lower"
+    mapped = x.str.to_lowercase() if lower else x.str.to_uppercase()
+    # eidos: Python's full case mapping. Rust's (Polars') agrees except on code points its newer
+    # Unicode tables know and Python's do not; rows holding one are mapped by Python.
+    odd = exact.case_differences(lower)
+    if not odd:
+        return mapped
+    method = str.lower if lower else str.upper
+
+    def mend(s: pl.Series) -> pl.Series:
+        text, out, hit = s.struct.field("x"), s.struct.field("m"), s.struct.field("odd")
+        rows = hit.fill_null(False).arg_true()
+        if len(rows) == 0:
+            return out
+        return out.scatter(rows, [method(v) for v in text.gather(rows).to_list()])
+
+    hit = x.str.contains("[" + "".join(re.escape(c) for c in odd) + "]")
+    packed = pl.struct([x.alias("x"), mapped.alias("m"), hit.alias("odd")])
+    return packed.map_batches(mend, return_dtype=pl.String, is_elementwise=True)
+
+
+@call("str_len")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos: length in code points, Int64.
+    return expr(e.args[0], scope).str.len_chars().cast(pl.Int64)
+
+
+@call("str_slice")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    offset, length = e.options
+    # eidos: offset from 0 in code points, negative counts from the end; None runs to the end.
+    return expr(e.args[0], scope).str.slice(offset, length)
+
+
+@call("dt_year", "dt_month", "dt_day")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x = expr(e.args[0], scope).dt
+    part = {"dt_year": x.year, "dt_month": x.month, "dt_day": x.day}[e.fn]()
+    return part.cast(pl.Int32)
+
+
+# --- aggregations -------------------------------------------------------------
+
+@dataclass
+class Leaf:
+    """One aggregation: the columns group_by computes for it, and how the select over the groups
+    finishes them into the eidos value."""
+
+    columns: list[tuple[str, pl.Expr]]
+    finish: object  # (Scope) -> pl.Expr
+
+
+@expr.register
+def _(e: E.Agg, scope: Scope) -> pl.Expr:
+    if scope.leaves is None or e not in scope.leaves:
+        raise UnsupportedError(f"the polars lane found aggregation {e} outside an Aggregate")
+    return scope.leaves[e].finish(scope)
+
+
+def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
+    """Phase one of aggregation `e` over the rows of each group, and its finish."""
+    name = ctx.temp("a")
+    res = infer(e, rows.schema, allow_agg=True)
+    if e.fn == "count_rows":
+        return Leaf([(name, pl.len())], lambda g: pl.col(name).cast(pl.Int64))
+    t = rows.dtype(e.arg)
+    x = expr(e.arg, rows)
+    if not e.arg.columns():
+        # eidos: an aggregation of a constant sees it once per row; Polars would see one value
+        # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
+        anchor = column(rows.schema.names[0], rows.schema.names).is_null().is_not_null()
+        x = pl.when(anchor).then(x)
+    fn, n = e.fn, name + "n"
+    if fn == "count":
+        return Leaf([(name, x.count())], lambda g: pl.col(name).cast(pl.Int64))
+    if fn == "n_unique":
+        # eidos: null is not a value here; NaN counts once, -0.0 with 0.0.
+        return Leaf([(name, x.drop_nulls().n_unique())], lambda g: pl.col(name).cast(pl.Int64))
+    if fn == "max":
+        # eidos: NaN is above every number, so max of a column with NaN is NaN.
+        return Leaf([(name, x.nan_max() if t.is_float else x.max())], lambda g: pl.col(name))
+    if fn == "min":
+        return Leaf([(name, x.min())], lambda g: pl.col(name))  # Polars' min ranks NaN above numbers
+    if fn in ("std", "var") or (fn in ("sum", "mean") and (t.is_float or t == T.Null)):
+        # eidos: float sums correctly rounded (math.fsum), std/var exact; Polars adds in its own
+        # order (1e308 + 1.0 - 1e308 is 0.0) and its one-pass variance loses 2**62 + 1. Each
+        # group's values are gathered, and one Python call per batch of groups finishes them.
+        values = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls()
+        return Leaf([(name, values if grouped else values.implode())],  # in a group_by: a list already
+                    lambda g: pl.col(name).map_batches(exact.exact_aggregation(fn, t if t != T.Null else T.Float64),
+                                                       return_dtype=pl.Float64))
+    if fn == "sum" and res.is_integer:
+        # eidos: overflow raises; sum in 128 bits, checked when finished (only where computed).
+        return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
+                    lambda g: pl.when(pl.col(n) > 0).then(g.strict(pl.col(name), pl_dtype(res))))
+    if fn == "sum":
+        # decimals: Polars raises past 38 digits, as eidos does; the sum of no values is null
+        return Leaf([(name, x.cast(pl_dtype(res)).sum()), (n, x.count())],
+                    lambda g: pl.when(pl.col(n) > 0).then(pl.col(name)))
+    if fn == "mean" and t.is_integer:
+        # the exact 128-bit total, then one division (Polars' mean adds in floats)
+        return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
+                    lambda g: pl.when(pl.col(n) > 0).then(pl.col(name).cast(pl.Float64) / pl.col(n)))
+    if fn == "mean":
+        return Leaf([(name, x.mean())], lambda g: pl.col(name))  # decimals: the exact total divided
+    raise UnsupportedError(f"the polars lane has no translation for aggregation {fn}")

@@ -1,0 +1,23 @@
+"""The reference lane: pure Python, slow and literal; the oracle every other lane is tested against."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from eidos.lanes.reference.coverage import COVERAGE
+from eidos.hal.lane import Lane
+from eidos.ir import nodes as N
+
+
+class ReferenceLane(Lane):
+    """Runs any plan over local sources exactly as docs/semantics.md says."""
+
+    name = "reference"
+    kind = "reference"
+    coverage = COVERAGE
+    reads = frozenset({"local"})
+
+    def execute(self, plan: N.Node) -> pa.Table:
+        from eidos.lanes.reference.execute import execute
+
+        return execute(plan)

@@ -1,0 +1,195 @@
+"""Running a translated plan: connect, run one statement, fetch Arrow, conform it to the plan's
+schema, and map every engine failure to an eidos error that names the source and the cause.
+
+Nothing that could hold a password leaves here: uris are shown by `redact`, and a password an
+engine echoes in its own message is masked (and that engine exception is then not chained).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+import threading
+import weakref
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pyarrow as pa
+
+from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
+from eidos.ir import nodes as N
+from eidos.ir.schema import Schema
+from eidos.ir.sources import SqlSource, redact
+
+DIALECTS = {"duckdb": "eidos.lanes.sql.duckdb", "sqlite": "eidos.lanes.sql.sqlite",
+            "postgresql": "eidos.lanes.sql.postgresql"}
+
+
+def module(lane: str):
+    return importlib.import_module(DIALECTS[lane])
+
+
+def dialect(lane: str):
+    mod = module(lane)
+    return next(v for k, v in vars(mod).items() if k.endswith("Dialect") and k != "Dialect")()
+
+
+# ---------------------------------------------------------------- secrets
+
+def secrets(sources) -> list[str]:
+    """Passwords in the sources' uris (user:password@host and password=... parameters)."""
+    out = []
+    for s in sources:
+        uri = getattr(s, "uri", "")
+        if not uri:
+            continue
+        try:
+            parts = urlsplit(uri)
+            if parts.password:
+                out += [parts.password, unquote(parts.password)]
+            for key, values in parse_qs(parts.query).items():
+                if key.lower() == "password":
+                    out += values
+        except ValueError:
+            pass
+        m = re.search(r"//[^/:@]*:([^@/]*)@", uri)
+        if m:
+            out.append(m.group(1))
+    return sorted({p for p in out if p}, key=len, reverse=True)
+
+
+def scrub(text: str, sources) -> str:
+    """`text` with every source uri redacted and every password masked."""
+    for s in sources:
+        uri = getattr(s, "uri", "")
+        if uri:
+            text = text.replace(uri, redact(uri))
+    for p in secrets(sources):
+        text = text.replace(p, "***")
+    return redact(text)
+
+
+def where(sources) -> str:
+    shown = [s.describe() for s in sources]
+    return ", ".join(dict.fromkeys(shown)) or "no sources"
+
+
+def engine_error(lane: str, e: BaseException, sources, doing: str, kind=ExecutionError) -> EidosError:
+    """An eidos error for an engine failure; the engine's exception is chained unless it held a secret."""
+    raw = f"{type(e).__name__}: {e}"
+    text = scrub(raw, sources)
+    m = re.search(r"eidos: ([^'\"\n]*)", text)
+    cause = m.group(1).strip() if m else re.split(r"\n\s*(?:LINE \d+:|Query was:)", text)[0].strip()
+    if m and "NaN" in cause:
+        kind = UnsupportedError
+    err = kind(f"the {lane} lane failed {doing} {where(sources)}: {cause}")
+    if text == redact(raw) and not any(p in raw for p in secrets(sources)):
+        err.__cause__ = e
+    else:
+        err.__suppress_context__ = True
+    return err
+
+
+# ---------------------------------------------------------------- results
+
+def conform(table: pa.Table, schema: Schema) -> pa.Table:
+    """The engine's Arrow result cast to exactly the plan's Arrow schema."""
+    target = schema.to_arrow()
+    if table.num_columns != len(target):
+        raise ExecutionError(f"the engine returned {table.num_columns} columns, the plan has {len(target)}")
+    columns = []
+    for i, field in enumerate(target):
+        col = table.column(i)
+        if isinstance(col.type, pa.ExtensionType):
+            col = pa.chunked_array([c.storage for c in col.chunks], type=col.type.storage_type)
+        if pa.types.is_null(field.type) or col.null_count == len(col):
+            # all null (or no rows): engines that infer result types from values (SQLite) give any type
+            col = pa.nulls(len(col), type=field.type)
+        elif col.type != field.type:
+            try:
+                col = col.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise ExecutionError(f"column {field.name!r}: the engine returned {col.type} values that are "
+                                     f"not {schema[field.name]}: {e}") from e
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+# ---------------------------------------------------------------- running
+
+def fetch_adbc(con, sql: str, *, rollback: bool = False) -> pa.Table:
+    """One statement through an ADBC connection, its whole result as Arrow (read-only: rolled back)."""
+    cur = con.cursor()
+    try:
+        cur.execute(sql)
+        return cur.fetch_arrow_table()
+    finally:
+        cur.close()
+        if rollback:
+            con.rollback()
+
+
+_PREPARED: dict[str, weakref.WeakKeyDictionary] = {}
+_prepared_lock = threading.Lock()
+
+
+@functools.cache
+def _dialect(lane: str):
+    return dialect(lane)
+
+
+def prepare(lane: str, plan: N.Node):
+    """The plan as one SQL statement for `lane`, translated once per plan and dialect.
+
+    Keyed by the plan itself (nodes are immutable and compare by structure, so an equal plan
+    built again finds it too); held weakly, so an entry lives as long as its plan and keeps no
+    data alive after it."""
+    from eidos.lanes.sql.translate import to_sql
+
+    cache = _PREPARED.get(lane)
+    if cache is None:
+        cache = _PREPARED.setdefault(lane, weakref.WeakKeyDictionary())
+    query = cache.get(plan)
+    if query is None:
+        query = to_sql(plan, _dialect(lane))
+        with _prepared_lock:
+            cache[plan] = query
+    return query
+
+
+def run(lane: str, plan: N.Node, settings: dict | None = None) -> pa.Table:
+    """Translate `plan` to one SQL statement, run it where its sources live, return the result as Arrow.
+    `settings` are engine settings for the connection (DuckDB's memory_limit and temp_directory)."""
+    mod = module(lane)
+    sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
+    query = _guard(lane, sources, "translating the plan over", lambda: prepare(lane, plan))
+    con = _guard(lane, sources, "connecting to", lambda: mod.connect(query, settings))
+    try:
+        table = _guard(lane, sources, "running the plan over", lambda: con.fetch(query.sql))
+    finally:
+        try:
+            con.close()
+        except Exception:  # noqa: BLE001, S110 - closing after a failure must not hide it
+            pass
+    return conform(table, plan.schema)
+
+
+def _guard(lane, sources, doing, thunk, kind=ExecutionError):
+    """thunk(), with any engine exception turned into an eidos error raised outside the except block
+    (so an engine message holding a password is not even kept as the implicit context)."""
+    err = None
+    try:
+        return thunk()
+    except EidosError as e:
+        if not any(p in str(e) for p in secrets(sources)):
+            raise
+        err = type(e)(scrub(str(e), sources))
+    except Exception as e:  # noqa: BLE001 - engines raise many types; each becomes an eidos error
+        err = engine_error(lane, e, sources, doing, kind)
+    raise err
+
+
+def describe(lane: str, source: SqlSource) -> tuple[Schema, int | None]:
+    """Schema and a row estimate of a database table or query, without fetching its rows."""
+    mod = module(lane)
+    return _guard(lane, [source], "reading", lambda: mod.describe(source), kind=PlanError)

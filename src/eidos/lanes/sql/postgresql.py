@@ -1,0 +1,312 @@
+"""PostgreSQL through ADBC. What differs: no 1-byte or unsigned integers (held in a wider type
+with range checks), math functions raise where IEEE gives inf or NaN (so CASE guards), LIKE
+escapes with backslash unless told not to, and strings compare by the database's collation
+unless told COLLATE "C" (code points, as eidos)."""
+
+from __future__ import annotations
+
+import decimal
+import math
+import re
+import sys
+
+from sqlglot import exp
+
+from eidos.errors import PlanError, UnsupportedError
+from eidos.ir import dtypes as T
+from eidos.ir.schema import Schema
+from eidos.ir.sources import SqlSource
+from eidos.lanes.sql.dialect import Dialect, _and, _div, _or
+from eidos.lanes.sql.duckdb import table_ref
+from eidos.lanes.sql.translate import binop, by_name, case, float_literal, fn, ident, number, paren, string
+
+# numeric without a declared precision holds any number of digits; eidos reads it as
+# Decimal(38, 10), rounding (half away from zero, by PostgreSQL) in the scan, and a value
+# with more than 28 integer digits fails the run rather than losing digits.
+UNCONSTRAINED_NUMERIC = T.Decimal(38, 10)
+
+# format_type() text -> eidos type; numeric(p,s) and the unconstrained numeric are handled apart.
+TYPES = {
+    "smallint": T.Int16, "integer": T.Int32, "bigint": T.Int64,
+    "real": T.Float32, "double precision": T.Float64, "boolean": T.Boolean,
+    "text": T.String, "character varying": T.String, "character": T.String, "name": T.String,
+    "date": T.Date, "timestamp without time zone": T.Timestamp,
+}
+
+
+def pg_dtype(formatted: str, column: str, where: str) -> T.DType:
+    base = re.sub(r"\(.*\)", "", formatted).strip()
+    if base in TYPES:
+        return TYPES[base]
+    if base == "numeric":
+        m = re.fullmatch(r"numeric\((\d+),(\d+)\)", formatted.replace(" ", ""))
+        if not m:
+            return UNCONSTRAINED_NUMERIC
+        p, s = int(m.group(1)), int(m.group(2))
+        if p > T.MAX_DECIMAL_PRECISION:
+            raise PlanError(f"column {column!r} of {where} is {formatted}; eidos decimals hold at most 38 digits "
+                            "(cast it in the query, e.g. CAST(x AS numeric(38, 2)) or double precision)")
+        return T.Decimal(p, s)
+    if base == "timestamp with time zone":
+        raise PlanError(f"column {column!r} of {where} is {formatted}; eidos timestamps are naive "
+                        "(convert in the query: x AT TIME ZONE 'UTC')")
+    raise PlanError(f"column {column!r} of {where} has PostgreSQL type {formatted}, which eidos does not "
+                    "support; cast it in the query to integer, bigint, double precision, numeric(p,s), "
+                    "text, boolean, date or timestamp")
+
+
+def _f8(v: float) -> exp.Expression:
+    return exp.Cast(this=string(float_literal(v)), to=exp.DataType.build("DOUBLE PRECISION"))
+
+
+# Exact decimals: sums at or past _OVERFLOW (halfway from the largest double to 2**1024) round to
+# infinity; at or below _UNDERFLOW (half the smallest subnormal) to zero.
+_OVERFLOW = str(2 ** 1024 - 2 ** 970)
+_UNDERFLOW = format(decimal.Decimal((0, tuple(map(int, str(5 ** 1075))), -1075)), "f")  # 2**-1075
+
+
+def _numeric(text: str) -> exp.Expression:
+    return exp.Cast(this=string(text), to=exp.DataType.build("NUMERIC"))
+
+
+def _col(name: str) -> exp.Expression:
+    return exp.Column(this=ident(name))
+
+
+# Values whose SQL is at most this long are spelled out at each use: a subquery costs PostgreSQL
+# about 2 us a row, far more than evaluating a small expression a few times over.
+INLINE_SQL = 2000
+
+
+def _bound(body: exp.Expression, **values: exp.Expression) -> exp.Expression:
+    """`(SELECT body FROM (SELECT value AS name, ... OFFSET 0) s)`: `body` reads each value by name, so
+    a value's SQL (and its evaluation) is not repeated at each use. OFFSET 0 fences the subquery:
+    PostgreSQL would otherwise pull the values up into every use again. Short values are spelled
+    out at each use instead (INLINE_SQL), and so is an aggregate of no column (COUNT(*) in the
+    subquery would count its one row); an aggregate of the outer rows' columns stays the outer
+    query's, computed once."""
+    counts_rows = any(a.find(exp.Column) is None for v in values.values() for a in v.find_all(exp.AggFunc))
+    if counts_rows or sum(len(v.sql("postgres")) for v in values.values()) <= INLINE_SQL:
+        return body.transform(lambda n: values[n.name].copy()
+                              if isinstance(n, exp.Column) and n.name in values else n)
+    inner = exp.select(*[exp.Alias(this=v, alias=ident(k)) for k, v in values.items()])
+    inner = inner.offset(exp.Literal.number(0))
+    return exp.Subquery(this=exp.select(body).from_(
+        exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("__eidos_s")))))
+
+
+def _abs(e):
+    return exp.Abs(this=e)
+
+
+def _signed(x, y, positive: exp.Expression, negative: exp.Expression) -> exp.Expression:
+    """`positive` when x and y have one sign, else `negative` (x, y finite and non-zero)."""
+    same = exp.EQ(this=exp.Paren(this=exp.GT(this=x, expression=_f8(0.0))),
+                  expression=exp.Paren(this=exp.GT(this=y, expression=_f8(0.0))))
+    return exp.Case(ifs=[exp.If(this=same, true=positive)], default=negative)
+
+
+class PostgresDialect(Dialect):
+    name = "postgresql"
+    sqlglot = "postgres"
+    native_ints = frozenset({"Int16", "Int32", "Int64"})
+    types = {
+        "Int8": "SMALLINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
+        "UInt8": "SMALLINT", "UInt16": "INTEGER", "UInt32": "BIGINT", "UInt64": "DECIMAL(20, 0)",
+        "Float32": "REAL", "Float64": "DOUBLE PRECISION", "Boolean": "BOOLEAN", "String": "TEXT",
+        "Date": "DATE", "Timestamp": "TIMESTAMP",
+    }
+
+    def error(self, message, witness, t):
+        # A failing cast whose text names the problem; the witness keeps PostgreSQL from folding
+        # it while planning (it folds constant expressions even in untaken CASE branches).
+        text = exp.DPipe(this=string("eidos: " + message + " "),
+                         expression=fn("coalesce", fn("left", exp.Cast(this=paren(witness),
+                                                                       to=exp.DataType.build("TEXT")),
+                                                      exp.Literal.number(0)), string("")))
+        if t == T.String:  # text to text cannot fail: fail as an integer, then retype
+            return exp.Cast(this=exp.Cast(this=exp.Paren(this=text), to=exp.DataType.build("INTEGER")),
+                            to=self.sql_type(t))
+        return exp.Cast(this=exp.Paren(this=text), to=self.sql_type(t))
+
+    # PostgreSQL's float arithmetic raises "value out of range: overflow" (or underflow) where IEEE
+    # gives an infinity (or zero). So each operation decides those cases first, from operands
+    # scaled by powers of two (exact), and computes natively only what cannot raise. The operands
+    # are named once in a scalar subquery (`_bound`), so nested arithmetic does not repeat them.
+    # Float32 is computed in float8, where its sums, products and quotients cannot overflow, and
+    # rounded once. (power() is a declared gap: see coverage.py.)
+    def ieee(self, cls, a, b, t):
+        f8 = exp.DataType.build("DOUBLE PRECISION")
+        x, y = _col("__eidos_x"), _col("__eidos_y")
+        if t == T.Float32:
+            body = self.to_float32(binop(cls, x, y), t)
+        elif cls in (exp.Add, exp.Sub):
+            body = self._ieee_add(x, y)
+        else:
+            body = self._ieee_scaled(cls, x, y)
+        if cls is exp.Sub and t != T.Float32:
+            b = exp.Neg(this=paren(b))
+        return _bound(body, __eidos_x=exp.Cast(this=paren(a), to=f8), __eidos_y=exp.Cast(this=paren(b), to=f8))
+
+    def _ieee_add(self, x, y):
+        """x + y: it overflows exactly when the rounded sum of the halves exceeds half the largest
+        double (halving is exact for |v| >= 2**-1000; smaller halves cannot matter there)."""
+        def half(v):
+            return case([(exp.LT(this=_abs(v), expression=_f8(2.0 ** -1000)), _f8(0.0))],
+                        exp.Mul(this=v, expression=_f8(0.5)))
+
+        h = exp.Paren(this=exp.Add(this=half(x), expression=half(y)))
+        small = _and(exp.LT(this=_abs(x), expression=_f8(2.0 ** 1022)), exp.LT(this=_abs(y), expression=_f8(2.0 ** 1022)))
+        finite = _and(exp.LT(this=_abs(x), expression=_f8(math.inf)), exp.LT(this=_abs(y), expression=_f8(math.inf)))
+        over = _and(finite, exp.GT(this=_abs(h), expression=_f8(sys.float_info.max / 2)))
+        inf = case([(exp.GT(this=h, expression=_f8(0.0)), _f8(math.inf))], _f8(-math.inf))
+        return case([(small, binop(exp.Add, x, y)), (over, inf)], binop(exp.Add, x, y))
+
+    def _ieee_scaled(self, cls, x, y):
+        """x * y or x / y: each finite non-zero operand is scaled by 2**-1000 (if >= 2**500) or 2**1000
+        (if < 2**-500) into [2**-500, 2**500), exactly; k counts the scalings. The scaled result q
+        cannot overflow or underflow, and the true one is q * 2**(1000 k): an infinity when k > 0
+        and |q| reaches the rounding threshold, zero when k < 0 and |q| is at most half the
+        smallest subnormal (a product within half an ulp of that point may round the other way)."""
+        def e(v):
+            return case([(exp.GTE(this=_abs(v), expression=_f8(2.0 ** 500)), exp.Literal.number(1)),
+                         (exp.LT(this=_abs(v), expression=_f8(2.0 ** -500)), exp.Literal.number(-1))],
+                        exp.Literal.number(0))
+
+        def scaled(v):
+            factor = case([(exp.GTE(this=_abs(v), expression=_f8(2.0 ** 500)), _f8(2.0 ** -1000)),
+                           (exp.LT(this=_abs(v), expression=_f8(2.0 ** -500)), _f8(2.0 ** 1000))], _f8(1.0))
+            return exp.Paren(this=exp.Mul(this=v, expression=factor))
+
+        native = _div(x, y) if cls is exp.Div else binop(exp.Mul, x, y)
+        q = _abs(_div(scaled(x), scaled(y)) if cls is exp.Div else binop(exp.Mul, scaled(x), scaled(y)))
+        k = exp.Paren(this=(exp.Sub if cls is exp.Div else exp.Add)(this=e(x), expression=e(y)))
+        special = _or(exp.Not(this=_and(exp.LT(this=_abs(x), expression=_f8(math.inf)),
+                                        exp.LT(this=_abs(y), expression=_f8(math.inf)))),
+                      exp.EQ(this=x, expression=_f8(0.0)), exp.EQ(this=y, expression=_f8(0.0)))
+        inf, zero = _signed(x, y, _f8(math.inf), _f8(-math.inf)), _signed(x, y, _f8(0.0), _f8(-0.0))
+        branches = [(special, native)]
+        for n, bound, result, cmp in ((1, 2.0 ** 24, inf, exp.GTE), (2, 2.0 ** -976, inf, exp.GTE),
+                                      (-1, 2.0 ** -75, zero, exp.LTE), (-2, 2.0 ** 925, zero, exp.LTE)):
+            branches.append((_and(exp.EQ(this=k, expression=number(n)), cmp(this=q, expression=_f8(bound))), result))
+        return case(branches, native)
+
+    def to_float32(self, e, t):
+        """A double as Float32: past its range an infinity, below half its smallest subnormal a
+        (signed) zero, since PostgreSQL's cast raises for both."""
+        if t != T.Float32:
+            return e
+        tiny = exp.LTE(this=_abs(e), expression=_f8(2.0 ** -150))
+        zero = exp.Cast(this=exp.Paren(this=exp.Mul(this=paren(e), expression=_f8(0.0))), to=self.sql_type(T.Float32))
+        big = super().to_float32(e, t)
+        return case([(tiny, zero)], big)
+
+    def aggregate(self, fn_, arg, at, t):
+        if fn_ in ("min", "max") and at == T.Boolean:  # false < true; PostgreSQL has no min(boolean)
+            return fn("bool_and" if fn_ == "min" else "bool_or", arg)
+        return super().aggregate(fn_, arg, at, t)
+
+    def int_div(self, a, b, t=None):
+        if t == T.UInt64:
+            return fn("div", a, b)
+        return exp.Paren(this=exp.Div(this=paren(a), expression=paren(b), typed=True, safe=False))
+
+    def decimal_div_trunc(self, a, b):
+        return fn("div", a, b)
+
+    def float_sum(self, x):
+        # Summed in numeric (which holds NaN and infinities), then rounded once. Each double enters
+        # as its shortest round-trip text (a cast straight to numeric keeps only 15 digits), and a
+        # total past the double range becomes an infinity, one below half the smallest subnormal a
+        # zero, where PostgreSQL's cast would raise.
+        text = exp.Cast(this=paren(x), to=exp.DataType.build("TEXT"))
+        sum_ = exp.Sum(this=exp.Cast(this=text, to=exp.DataType.build("NUMERIC")))
+        total = _col("__eidos_t")
+        nan = exp.EQ(this=total, expression=_numeric("NaN"))
+        body = case([(nan, _f8(math.nan)),
+                     (exp.GTE(this=total, expression=_numeric(_OVERFLOW)), _f8(math.inf)),
+                     (exp.LTE(this=total, expression=_numeric("-" + _OVERFLOW)), _f8(-math.inf)),
+                     (exp.LTE(this=_abs(total), expression=_numeric(_UNDERFLOW)), _f8(0.0))],
+                    exp.Cast(this=total, to=self.sql_type(T.Float64)))
+        return _bound(body, __eidos_t=sum_)
+
+    def matches(self, s, pattern):
+        return exp.RegexpLike(this=s, expression=string(f"^(?:{pattern})$"))
+
+    def group(self, s, pattern):
+        return fn("substring", s, string(f"^{pattern}$"))
+
+    def collate(self, e, t):
+        if t == T.String:
+            return exp.Collate(this=e, expression=ident("C"))
+        return e
+
+    def fn_str_like(self, args, ts, t, o):
+        like = exp.Like(this=paren(args[0]), expression=string(o[0]))
+        return exp.Paren(this=exp.Escape(this=like, expression=string("")))
+
+    def date_arith(self, cls, a, b, ts, t):
+        return super().date_arith(cls, a, b, ts, t)
+
+    def scan(self, source, ctx):
+        if not isinstance(source, SqlSource) or source.scheme not in ("postgresql", "postgres"):
+            raise UnsupportedError(f"the postgresql lane cannot read {source.describe()}")
+        refs = by_name(source.schema.names)
+        if source.table is not None:
+            return table_ref(source.table), refs
+        return ctx.raw(source.query), refs
+
+
+def _connect(uri: str):
+    import adbc_driver_postgresql.dbapi as adbc
+
+    return adbc.connect(uri)
+
+
+def describe(source: SqlSource) -> tuple[Schema, int | None]:
+    """Column types from pg_attribute of a temporary view over the table or query (rolled back);
+    rows from pg_class.reltuples for tables that have been analyzed."""
+    con = _connect(source.uri)
+    cur = con.cursor()
+    try:
+        rel = table_ref(source.table).sql("postgres") if source.table is not None else \
+            f"({source.query.strip().rstrip(';')}) AS q"
+        cur.execute(f'CREATE TEMP VIEW "__eidos_probe" AS SELECT * FROM {rel}')
+        cur.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid = 'pg_temp.__eidos_probe'::regclass AND attnum > 0 AND NOT attisdropped "
+                    "ORDER BY attnum")
+        cols = cur.fetchall()
+        rows = None
+        if source.table is not None:
+            cur.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1)",
+                        parameters=(table_ref(source.table).sql("postgres"),))
+            got = cur.fetchall()
+            if got and got[0][0] is not None and got[0][0] >= 0:
+                rows = int(got[0][0])
+        where = source.describe()
+        return Schema((c, pg_dtype(ty, c, where)) for c, ty in cols), rows
+    finally:
+        cur.close()
+        try:
+            con.rollback()
+        finally:
+            con.close()
+
+
+class Session:
+    """One run's connection to the server, its statement rolled back (read-only) and the
+    connection closed after it."""
+
+    def __init__(self, query, settings=None):
+        self.con = _connect(query.sources[0].uri)
+
+    def fetch(self, sql: str):
+        from eidos.lanes.sql.execute import fetch_adbc
+
+        return fetch_adbc(self.con, sql, rollback=True)
+
+    def close(self) -> None:
+        self.con.close()
+
+
+connect = Session
