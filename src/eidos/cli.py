@@ -22,14 +22,10 @@ from dataclasses import asdict
 from typing import Any
 
 import eidos as ei
-from eidos.errors import EidosError, UnsupportedError
+from eidos.errors import CommandError, EidosError, UnsupportedError
 
 HEAD_DEFAULT = 20
 FORMATS = {".parquet": "parquet", ".csv": "csv"}
-
-
-class CommandError(EidosError):
-    """A bad command line or input file (missing plan, unknown output format)."""
 
 
 # ---------------------------------------------------------------- output

@@ -34,6 +34,31 @@ class BackendError(EidosError):
     """A bad kernel-backend call: bad handle, out of bounds, use after free."""
 
 
+class CommandError(EidosError):
+    """A bad command line or input file (missing plan, unknown output format)."""
+
+
+class DeviceError(EidosError):
+    """Tensors on different devices in one operation, or a device that is not there; names both and the fix."""
+
+
+class ShapeError(EidosError, ValueError):
+    """Shapes that do not broadcast or do not fit an operation; names the shapes."""
+
+
+class AxisError(EidosError, IndexError):
+    """An axis out of range for a tensor's number of dimensions."""
+
+
+class DTypeError(EidosError, TypeError):
+    """A dtype the tensor layer does not take, or an operation a dtype does not support (a TypeError, as the
+    Array API standard asks for a dtype an operation does not accept)."""
+
+
+class FFTArgumentError(EidosError, ValueError):
+    """A bad `norm` for an fft function."""
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """' did you mean 'x'?' for the closest candidate, or '' when none is close."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)

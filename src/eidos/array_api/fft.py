@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eidos.errors import EidosError
+from eidos.errors import FFTArgumentError
 from eidos.tensor import dtypes as _D
 from eidos.tensor.tensor import ShapeError, _norm_axes
 
@@ -22,10 +22,6 @@ __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "
 
 WHY = "host NumPy pocketfft (fft extension)"
 NORMS = ("backward", "ortho", "forward")
-
-
-class FFTArgumentError(EidosError, ValueError):
-    """A bad `norm` for an fft function."""
 
 
 def _input(x, name, kind):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eidos.errors import EidosError
+from eidos.errors import DTypeError
 from eidos.isa.types import Type
 
 import ml_dtypes
@@ -36,11 +36,6 @@ COMPLEX_OF = {float16: complex64, bfloat16: complex64, float32: complex64, float
 _ISA = {bool_: Type.U8, int8: Type.I8, int16: Type.I16, int32: Type.I32, int64: Type.I64, uint8: Type.U8,
         uint16: Type.U16, uint32: Type.U32, uint64: Type.U64, float16: Type.F16, bfloat16: Type.BF16,
         float32: Type.F32, float64: Type.F64}
-
-
-class DTypeError(EidosError, TypeError):
-    """A dtype the tensor layer does not take, or an operation a dtype does not support (a TypeError, as the
-    Array API standard asks for a dtype an operation does not accept)."""
 
 
 def as_dtype(d) -> np.dtype:

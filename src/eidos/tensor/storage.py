@@ -19,13 +19,9 @@ import math
 
 import numpy as np
 
-from eidos.errors import BackendUnavailable, EidosError
+from eidos.errors import BackendUnavailable, DeviceError, EidosError
 
 from . import dtypes as D
-
-
-class DeviceError(EidosError):
-    """Tensors on different devices in one operation, or a device that is not there; names both and the fix."""
 
 
 def is_device_array(a) -> bool:

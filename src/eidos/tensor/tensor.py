@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from eidos.errors import BackendUnavailable, EidosError
+from eidos.errors import AxisError, BackendUnavailable, EidosError, ShapeError
 from eidos.isa import ExecutionParams
 
 from . import backend as _backend
@@ -26,14 +26,6 @@ from . import storage as _dev
 from . import dtypes as D
 from . import lower as L
 from .dtypes import DTypeError
-
-
-class ShapeError(EidosError, ValueError):
-    """Shapes that do not broadcast or do not fit an operation; names the shapes."""
-
-
-class AxisError(EidosError, IndexError):
-    """An axis out of range for a tensor's number of dimensions."""
 
 
 class _Eager(threading.local):
