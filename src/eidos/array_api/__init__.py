@@ -23,12 +23,10 @@ from collections import namedtuple
 import ml_dtypes
 import numpy as np
 
+import eidos.tensor as _T
+from eidos.errors import DTypeError
+from eidos.tensor import Tensor
 from eidos.tensor import dtypes as _D
-import importlib as _importlib
-
-_T = _importlib.import_module("eidos.tensor.tensor")
-from eidos.tensor.dtypes import DTypeError
-from eidos.tensor.tensor import Tensor
 
 __array_api_version__ = "2023.12"
 
@@ -48,7 +46,7 @@ _NUMERIC = (int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, f
 # ---- helpers -----------------------------------------------------------------------------------
 
 def _t(x) -> Tensor:
-    return x if isinstance(x, Tensor) else _T.tensor(x)
+    return x if isinstance(x, Tensor) else _T(x)
 
 
 def _host(fn, *xs, **kw) -> Tensor:
@@ -62,30 +60,7 @@ def _host(fn, *xs, **kw) -> Tensor:
 def _wrap(out, why="host NumPy (no ISA instruction for it)"):
     if isinstance(out, tuple):
         return tuple(_wrap(o, why) for o in out)
-    a = np.asarray(out)
-    if a.dtype not in _D.DTYPES:
-        if a.dtype.kind in "iu":
-            a = a.astype(np.int64)
-        elif a.dtype.kind == "c":
-            a = a.astype(np.complex128)
-    t = Tensor(a)
-    t._runs.append((why, "cpu"))
-    return t
-
-
-def _float_host(fn, name):
-    def f(x, /):
-        x = _t(x)
-        if x.dtype in _D.COMPLEX:
-            return _T._unary(name, x)
-        if x.dtype not in _D.FLOATS:
-            raise DTypeError(f"{name} needs a floating-point array, got {x.dtype}")
-        a = x.numpy()
-        with np.errstate(all="ignore"):
-            r = fn(a.astype(np.float64) if a.dtype in (_D.bfloat16, _D.float16) else a)
-        return _wrap(np.asarray(r).astype(x.dtype))
-    f.__name__ = name
-    return f
+    return _T.host_result(out, why)
 
 
 def _float_only(fn, name):
@@ -176,7 +151,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         a = np.array(obj, copy=True) if copy else np.asarray(obj)
         if dtype is not None:
             a = a.astype(_D.as_dtype(dtype), copy=False)
-    return _T.tensor(a, dtype=dtype, device=device)
+    return _T(a, dtype=dtype, device=device)
 
 
 def _on(t, device):
@@ -304,54 +279,22 @@ def log10(x, /):
     return _float_only(_T.log, "log10")(x) * (1 / math.log(10))
 
 
-def bitwise_and(a, b, /): return _T._bitwise("and", a, b)
-def bitwise_or(a, b, /): return _T._bitwise("or", a, b)
-def bitwise_xor(a, b, /): return _T._bitwise("xor", a, b)
-def bitwise_left_shift(a, b, /): return _T._bitwise("lshift", a, b)
-def bitwise_right_shift(a, b, /): return _T._bitwise("rshift", a, b)
-def bitwise_invert(x, /): return ~_t(x)
-
-
-def conj(x, /):
-    x = _t(x)
-    return _T._unary("conj", x) if x.dtype in _D.COMPLEX else x
-
-
-def real(x, /):
-    x = _t(x)
-    return _T._unary("real", x, _D.REAL_OF[x.dtype]) if x.dtype in _D.COMPLEX else x
+bitwise_and, bitwise_or, bitwise_xor = _T.bitwise_and, _T.bitwise_or, _T.bitwise_xor
+bitwise_left_shift, bitwise_right_shift, bitwise_invert = (_T.bitwise_left_shift, _T.bitwise_right_shift,
+                                                           _T.bitwise_invert)
+conj, real = _T.conj, _T.real
 
 
 def imag(x, /):
     x = _t(x)
-    return _T._unary("imag", x, _D.REAL_OF[x.dtype]) if x.dtype in _D.COMPLEX else zeros_like(x)
+    return _T.imag(x) if x.dtype in _D.COMPLEX else zeros_like(x)
 
 
 # ---- element-wise: NumPy on the host -------------------------------------------------------------
 
-acos, acosh, asin, asinh, atan, atanh = (_float_host(f, n) for f, n in (
-    (np.arccos, "acos"), (np.arccosh, "acosh"), (np.arcsin, "asin"), (np.arcsinh, "asinh"), (np.arctan, "atan"),
-    (np.arctanh, "atanh")))
-cosh, sinh, expm1, log1p = (_float_host(f, n) for f, n in ((np.cosh, "cosh"), (np.sinh, "sinh"), (np.expm1, "expm1"),
-                                                             (np.log1p, "log1p")))
-
-
-def _binary_host(fn, name):
-    def f(a, b, /):
-        a2, b2, dt, shape = _T._operands(a, b, name)
-        if dt not in _D.FLOATS:
-            raise DTypeError(f"{name} needs floating-point arrays, got {dt}")
-        x = a2.numpy() if isinstance(a2, Tensor) else a2.value
-        y = b2.numpy() if isinstance(b2, Tensor) else b2.value
-        with np.errstate(all="ignore"):
-            return _wrap(np.asarray(fn(x, y)).astype(dt))
-    f.__name__ = name
-    return f
-
-
-logaddexp = _binary_host(np.logaddexp, "logaddexp")
-hypot = _binary_host(np.hypot, "hypot")
-copysign = _binary_host(np.copysign, "copysign")
+acos, acosh, asin, asinh, atan, atanh = _T.acos, _T.acosh, _T.asin, _T.asinh, _T.atan, _T.atanh
+cosh, sinh, expm1, log1p = _T.cosh, _T.sinh, _T.expm1, _T.log1p
+logaddexp, hypot, copysign, nextafter = _T.logaddexp, _T.hypot, _T.copysign, _T.nextafter
 
 
 def signbit(x, /):
@@ -420,7 +363,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
         if x.ndim > 1:
             raise ValueError("cumulative_sum: axis is required for arrays of more than one dimension")
         axis = 0
-    dt = _T._sum_dtype(x.dtype, dtype)
+    dt = _T.sum_dtype(x.dtype, dtype)
     a = np.cumsum(x.numpy(), axis=axis, dtype=dt)
     if include_initial:
         shape = list(a.shape)
@@ -491,7 +434,7 @@ def unique_values(x, /):
 # ---- manipulation -------------------------------------------------------------------------------------------
 
 def broadcast_arrays(*arrays):
-    shape = _T._broadcast_shapes(*[_t(a).shape for a in arrays], what="broadcast_arrays")
+    shape = _T.broadcast_shapes(*[_t(a).shape for a in arrays], what="broadcast_arrays")
     return [_T.expand(_t(a), shape) for a in arrays]
 
 
@@ -592,11 +535,7 @@ def vecdot(x1, x2, /, *, axis=-1):
 
 # ---- 2024.12 additions (beyond 2023.12, cheap to give) ----------------------------------------------------------
 
-def reciprocal(x, /):
-    x = _t(x)
-    if x.dtype not in _D.INEXACT:
-        raise DTypeError(f"reciprocal needs a floating-point array, got {x.dtype}")
-    return _T._unary("reciprocal", x)
+reciprocal = _T.reciprocal
 
 
 def count_nonzero(x, /, *, axis=None, keepdims=False):
@@ -606,7 +545,7 @@ def count_nonzero(x, /, *, axis=None, keepdims=False):
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     x = _t(x)
     axis = 0 if axis is None else axis
-    a = np.cumprod(x.numpy(), axis=axis, dtype=_T._sum_dtype(x.dtype, dtype))
+    a = np.cumprod(x.numpy(), axis=axis, dtype=_T.sum_dtype(x.dtype, dtype))
     if include_initial:
         shape = list(a.shape)
         shape[axis] = 1
@@ -623,16 +562,12 @@ def isin(x1, x2, /, *, invert=False):
     return _host(np.isin, _t(x1), _t(x2), invert=invert)
 
 
-def nextafter(x1, x2, /):
-    return _binary_host(np.nextafter, "nextafter")(x1, x2)
-
-
 def take_along_axis(x, indices, /, *, axis=-1):
     return _host(np.take_along_axis, _t(x), _t(indices), axis=axis)
 
 
 def broadcast_shapes(*shapes):
-    return _T._broadcast_shapes(*shapes, what="broadcast_shapes")
+    return _T.broadcast_shapes(*shapes, what="broadcast_shapes")
 
 
 def __array_namespace_info__():

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from eidos.errors import FFTArgumentError
+from eidos.errors import DTypeError, FFTArgumentError, ShapeError
 from eidos.tensor import dtypes as _D
-from eidos.tensor.tensor import ShapeError, _norm_axes
+from eidos.tensor import normalize_axes
 
 from . import _host, _t, _wrap, float64
 
@@ -29,9 +29,9 @@ def _input(x, name, kind):
     x = _t(x)
     if kind == "complex" and x.dtype not in _D.COMPLEX:
         hint = "; use rfft/rfftn/ihfft for real input or astype it to complex" if x.dtype in _D.FLOATS else ""
-        raise _D.DTypeError(f"fft.{name} needs a complex floating-point array, got {x.dtype}{hint}")
+        raise DTypeError(f"fft.{name} needs a complex floating-point array, got {x.dtype}{hint}")
     if kind == "real" and x.dtype not in _D.FLOATS:
-        raise _D.DTypeError(f"fft.{name} needs a real floating-point array, got {x.dtype}")
+        raise DTypeError(f"fft.{name} needs a real floating-point array, got {x.dtype}")
     a = x.numpy()
     if a.dtype in (_D.float16, _D.bfloat16):
         a = a.astype(np.float32)
@@ -51,7 +51,7 @@ def _norm(norm, name):
 def _axis(a, axis, name):
     if a.ndim == 0:
         raise ShapeError(f"fft.{name} needs an array of at least one dimension, got a 0-d array")
-    (ax,) = _norm_axes(axis, a.ndim, f"fft.{name}")
+    (ax,) = normalize_axes(axis, a.ndim, f"fft.{name}")
     return ax
 
 
@@ -87,7 +87,7 @@ def _many(np_fn, kind, out_of):
             raise ShapeError(f"fft.{name} needs an array of at least one dimension, got a 0-d array")
         if axes is None:
             axes = tuple(range(a.ndim)) if s is None else tuple(range(a.ndim - len(s), a.ndim))
-        axes = [_norm_axes(v, a.ndim, f"fft.{name}")[0] for v in axes]
+        axes = [normalize_axes(v, a.ndim, f"fft.{name}")[0] for v in axes]
         if len(set(axes)) != len(axes):
             raise ShapeError(f"fft.{name}: axes {tuple(axes)} repeat an axis")
         if s is not None:
@@ -135,7 +135,7 @@ irfftn = _many(np.fft.irfftn, "complex", _to_real)
 def _freq_dtype(dtype):
     dt = _D.as_dtype(dtype) if dtype is not None else float64
     if dt not in _D.FLOATS:
-        raise _D.DTypeError(f"fftfreq/rfftfreq give a real floating-point array, not {dt}")
+        raise DTypeError(f"fftfreq/rfftfreq give a real floating-point array, not {dt}")
     return dt
 
 

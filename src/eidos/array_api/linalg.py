@@ -10,9 +10,7 @@ from collections import namedtuple
 
 import numpy as np
 
-import importlib as _importlib
-
-_T = _importlib.import_module("eidos.tensor.tensor")
+import eidos.tensor as _T
 
 from . import _host, _t, _wrap, matmul, matrix_transpose, tensordot, vecdot  # noqa: F401
 

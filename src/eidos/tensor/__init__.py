@@ -1,7 +1,9 @@
 """eidos.tensor: the Tensor API (the corepy layer) and its op dispatcher, built on eidos.isa.
 
 `ei.tensor` is both this package and the constructor: the module is callable, so
-`ei.tensor([1, 2, 3])` makes a tensor and `ei.tensor.explain(t)` explains one.
+`ei.tensor([1, 2, 3])` makes a tensor and `ei.tensor.explain(t)` explains one. The rooms:
+array.py (the Tensor class, construction), ops.py (the operations), realization.py (fusion, dispatch,
+explain), lower.py (kernels to ISA programs), shapes.py, dtypes.py, complex.py, storage.py, backend.py.
 """
 
 from __future__ import annotations
@@ -9,16 +11,19 @@ from __future__ import annotations
 import sys
 import types
 
+from eidos.errors import AxisError, DTypeError, ShapeError
+
 from . import backend, dtypes
+from .array import *  # noqa: F403
+from .array import tensor as _make
 from .backend import (Backend, OperationProperties, get_backend_priority, register_backend, select_backend,
                       set_backend, set_backend_priority, set_threshold)
-from .dtypes import (DTypeError, bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16,
-                     int32, int64, uint8, uint16, uint32, uint64)
+from .dtypes import (bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16, int32, int64,
+                     uint8, uint16, uint32, uint64)
 from .lower import CACHE as lowering_cache
-from .tensor import *  # noqa: F403
-from .tensor import (AxisError, ShapeError, Tensor, eager, explain, from_dlpack, is_eager, programs_executed,
-                     realize)
-from .tensor import tensor as _make
+from .ops import *  # noqa: F403
+from .realization import *  # noqa: F403
+from .shapes import *  # noqa: F403
 
 
 class _CallableModule(types.ModuleType):

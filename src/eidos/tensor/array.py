@@ -1,0 +1,815 @@
+"""The Tensor class (an n-dimensional array that is also a node of a lazy graph) and the ways to make one.
+
+A tensor made from data is a leaf holding a NumPy array (host) or a torch tensor (gpu; see storage.py).
+One made by an operation (ops.py) holds its operation and operands until a value is needed; realization.py
+then runs it. The examples in these docstrings assume `import eidos as ei`, `import numpy as np` and
+np.set_printoptions(precision=4) (tests/tensor/test_docs.py runs them so).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eidos.errors import AxisError, BackendUnavailable, DeviceError, DTypeError, ShapeError
+
+from . import backend as _backend
+from . import dtypes as D
+from . import storage as _dev
+
+__all__ = ["Tensor", "tensor", "from_dlpack", "host_result", "zeros", "ones", "full", "arange", "rand", "randn"]
+
+
+class Const:
+    """A Python scalar in a graph, with the dtype it takes next to its tensor operand."""
+    __slots__ = ("value", "dtype")
+
+    def __init__(self, value, dtype) -> None:
+        self.value, self.dtype = value, dtype
+
+    shape = ()
+
+
+class Tensor:
+    """An n-dimensional array: lazy by default (operations record a graph, run as fused ISA programs when a
+    value is needed; `with ei.eager():` runs each at once).
+
+    >>> t = ei.tensor([1.0, 2.0]) * 2 + 1
+    >>> t.is_realized, t
+    (False, Tensor([3., 5.], dtype=float64, device='cpu'))
+    """
+
+    __slots__ = {
+        "shape": "The size of each dimension, a tuple.\n\n>>> ei.tensor([[1, 2, 3]]).shape\n(1, 3)\n",
+        "dtype": "The element type, a NumPy dtype.\n\n>>> ei.tensor([1.0], dtype='float32').dtype\ndtype('float32')\n",
+        "device": "Where the data lives (or will): 'cpu' (NumPy) or 'gpu' (torch; storage.py).\n\n"
+                  ">>> ei.tensor([1]).device\n'cpu'\n",
+        "_data": "", "_op": "", "_args": "", "_attrs": "", "_runs": "", "__weakref__": ""}
+    __array_priority__ = 100
+
+    def __init__(self, data=None, *, _shape=None, _dtype=None, _op="leaf", _args=(), _attrs=None,
+                 _device="cpu") -> None:
+        if _op == "leaf" and _device == "cpu":
+            arr = np.asarray(data)
+            self.shape, self.dtype = tuple(arr.shape), D.as_dtype(arr.dtype)
+            self._data = arr
+        elif _op == "leaf":  # a torch tensor on the device (eidos.tensor.storage)
+            self.shape, self.dtype, self._data = tuple(data.shape), _dev.numpy_dtype(data.dtype), data
+        else:
+            self.shape, self.dtype, self._data = tuple(_shape), _dtype, None
+        self.device = _device
+        self._op, self._args, self._attrs = _op, tuple(_args), _attrs
+        self._runs: list = []
+
+    # ---- basic properties ---------------------------------------------------------------
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions.
+
+        >>> ei.tensor([[1, 2], [3, 4]]).ndim
+        2
+        """
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements.
+
+        >>> ei.tensor([[1, 2], [3, 4]]).size
+        4
+        """
+        return math.prod(self.shape)
+
+    @property
+    def is_realized(self) -> bool:
+        """Whether the values exist yet (False for an operation's result until something needs it).
+
+        >>> t = ei.tensor([1, 2]) + 1
+        >>> t.is_realized, t.realize().is_realized
+        (False, True)
+        """
+        return self._data is not None
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # ---- realization ---------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (realizing the graph; shares memory with a host tensor, a copy of
+        a gpu tensor's device data).
+
+        >>> (ei.tensor([1, 2]) * 3).numpy()
+        array([3, 6])
+        """
+        return _host(self)
+
+    def __array__(self, dtype=None, copy=None):
+        if copy is False and self.device != "cpu":
+            raise ValueError("a gpu tensor's values reach NumPy only through a copy to host memory (copy=False asked "
+                             "for none); use .numpy() or .to('cpu')")
+        a = _host(self)
+        if dtype is not None:
+            a = a.astype(dtype)
+        return a.copy() if copy else a
+
+    def realize(self) -> Tensor:
+        """Run the graph behind this tensor now (its fused programs); the tensor itself.
+
+        >>> (ei.tensor([1.0]) + 1).realize().is_realized
+        True
+        """
+        _realize(self)
+        return self
+
+    def item(self):
+        """The one element as a Python scalar.
+
+        >>> ei.tensor([[2.5]]).item()
+        2.5
+        """
+        if self.size != 1:
+            raise ShapeError(f"item(): the tensor has shape {self.shape}, not one element")
+        return _host(self).reshape(()).item()
+
+    def tolist(self):
+        """The values as nested Python lists.
+
+        >>> ei.tensor([[1, 2], [3, 4]]).tolist()
+        [[1, 2], [3, 4]]
+        """
+        return _host(self).tolist()
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ShapeError(f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any() or .all()")
+        return bool(_host(self).reshape(()))
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype not in D.INTEGERS or self.ndim:
+            raise TypeError(f"only 0-d integer tensors can be used as an index, not {self.dtype} of shape {self.shape}")
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        a = _host(self)
+        body = np.array2string(a, separator=", ", prefix="Tensor(")
+        return f"Tensor({body}, dtype={self.dtype}, device={self.device!r})"
+
+    __str__ = __repr__
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    # ---- DLPack and devices ------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        a = _realize(self)
+        if self.device != "cpu":  # torch exports the device memory (and orders `stream` after its own)
+            kw = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
+            return a.__dlpack__(stream=-1 if stream is None else stream, **{k: v for k, v in kw.items() if v is not None})
+        if self.dtype == D.bfloat16:
+            raise DTypeError("bfloat16 has no NumPy DLPack export; convert with .astype('float32') first")
+        kw = {}
+        if max_version is not None:
+            kw["max_version"] = max_version
+        if copy is not None:
+            kw["copy"] = copy
+        if dl_device is not None:
+            kw["dl_device"] = dl_device
+        try:
+            return a.__dlpack__(stream=stream, **kw)
+        except TypeError:
+            return a.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        if self.device != "cpu":
+            return _realize(self).__dlpack_device__()
+        return (1, 0)  # kDLCPU
+
+    def to(self, device) -> Tensor:
+        """The tensor on `device`: 'cpu' (host, NumPy) or 'gpu' ('cuda', 'cuda:0': the gpu backend's device).
+        Realizes the graph where it is, then copies the data once; the same tensor if it is already there.
+
+        >>> t = ei.tensor([1.0, 2.0])
+        >>> t.to("cpu") is t
+        True
+        """
+        name = _device_name(device)
+        if name == self.device:
+            return self
+        if name == "gpu":
+            gpu = _backend.get_backend("gpu")
+            if not gpu.is_available():
+                raise BackendUnavailable(f"cannot move a tensor to {device!r}: {gpu.unavailable_reason()}")
+            out = Tensor(_dev.upload(_realize(self)), _device="gpu")
+            out._runs.append(("to('gpu')", f"host -> device copy, {self.size * self.dtype.itemsize} bytes"))
+            return out
+        out = Tensor(_dev.download(_realize(self)))
+        out._runs.append(("to('cpu')", f"device -> host copy, {self.size * self.dtype.itemsize} bytes"))
+        return out
+
+    def cpu(self) -> Tensor:
+        """The tensor in host memory: .to('cpu').
+
+        >>> ei.tensor([1, 2]).cpu().device
+        'cpu'
+        """
+        return self.to("cpu")
+
+    def to_device(self, device, /, *, stream=None) -> Tensor:
+        """The Array API's name for .to(device).
+
+        >>> ei.tensor([1, 2]).to_device("cpu").device
+        'cpu'
+        """
+        return self.to(device)
+
+    def __array_namespace__(self, *, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError(f"unsupported Array API version {api_version!r}")
+        import eidos.array_api as xp
+
+        return xp
+
+    # ---- operators ---------------------------------------------------------------------------
+    # + - * (and / on floats) are ops.py's small eager path, set there (ops._eager_binary)
+    def __radd__(self, o): return ops._binary("add", o, self)
+    def __rsub__(self, o): return ops._binary("sub", o, self)
+    def __rmul__(self, o): return ops._binary("mul", o, self)
+    def __rtruediv__(self, o): return ops.divide(o, self)
+    def __floordiv__(self, o): return ops._binary("floordiv", self, o)
+    def __rfloordiv__(self, o): return ops._binary("floordiv", o, self)
+    def __mod__(self, o): return ops._binary("mod", self, o)
+    def __rmod__(self, o): return ops._binary("mod", o, self)
+    def __pow__(self, o): return ops.pow(self, o)
+    def __rpow__(self, o): return ops.pow(o, self)
+    def __matmul__(self, o): return ops.matmul(self, o)
+    def __rmatmul__(self, o): return ops.matmul(o, self)
+    def __and__(self, o): return ops._bitwise("and", self, o)
+    def __rand__(self, o): return ops._bitwise("and", o, self)
+    def __or__(self, o): return ops._bitwise("or", self, o)
+    def __ror__(self, o): return ops._bitwise("or", o, self)
+    def __xor__(self, o): return ops._bitwise("xor", self, o)
+    def __rxor__(self, o): return ops._bitwise("xor", o, self)
+    def __lshift__(self, o): return ops._bitwise("lshift", self, o)
+    def __rlshift__(self, o): return ops._bitwise("lshift", o, self)
+    def __rshift__(self, o): return ops._bitwise("rshift", self, o)
+    def __rrshift__(self, o): return ops._bitwise("rshift", o, self)
+    def __eq__(self, o): return ops._binary("eq", self, o, D.bool_)
+    def __ne__(self, o): return ops._binary("ne", self, o, D.bool_)
+    def __lt__(self, o): return ops._binary("lt", self, o, D.bool_)
+    def __le__(self, o): return ops._binary("le", self, o, D.bool_)
+    def __gt__(self, o): return ops._binary("gt", self, o, D.bool_)
+    def __ge__(self, o): return ops._binary("ge", self, o, D.bool_)
+    def __neg__(self): return ops.negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return ops.abs(self)
+    def __invert__(self): return ops.bitwise_invert(self)
+    __hash__ = None  # type: ignore[assignment]
+
+    # in-place forms rebind (a Tensor's graph node is immutable)
+    def __setitem__(self, key, value):
+        if self.dtype not in D.COMPLEX and (isinstance(value, (complex, np.complexfloating)) or (
+                isinstance(value, Tensor) and value.dtype in D.COMPLEX)):
+            raise DTypeError(f"setitem: a complex value into a {self.dtype} tensor would drop its imaginary part; "
+                             "assign real(value) or make the tensor complex")
+        a = _realize(self)
+        if self.device != "cpu":
+            if isinstance(value, Tensor) and value.device != self.device:
+                raise _mixed("setitem", [self, value])
+            if not a.is_contiguous():
+                a = self._data = a.contiguous()
+            k = _index_key(key)
+            try:
+                np.empty(self.shape, dtype=np.bool_)[k]
+            except IndexError as e:
+                raise AxisError(f"setitem on a tensor of shape {self.shape}: {e}") from e
+            try:
+                _dev.setitem(a, k, _realize(value) if isinstance(value, Tensor) else value)
+            except (RuntimeError, ValueError) as e:
+                raise ShapeError(f"setitem on a tensor of shape {self.shape}: {e}") from e
+            self._runs.append(("setitem", "device (torch index_copy_)"))
+            return
+        if isinstance(value, Tensor) and value.device != "cpu":
+            raise _mixed("setitem", [self, value])
+        if not a.flags.writeable:
+            a = self._data = a.copy()
+        v = _realize(value) if isinstance(value, Tensor) else value
+        try:
+            a[_index_key(key)] = v
+        except (IndexError, ValueError) as e:
+            raise ShapeError(f"setitem on a tensor of shape {self.shape}: {e}") from e
+        self._runs.append(("setitem", "host (NumPy)"))
+
+    def __getitem__(self, key):
+        k = _index_key(key)
+        try:
+            probe = np.empty(self.shape, dtype=np.bool_)[k]
+        except IndexError as e:
+            raise AxisError(f"index {key!r} into a tensor of shape {self.shape}: {e}") from e
+        return ops._move("getitem", [self], probe.shape, self.dtype, lambda a: a[k], repr(key), k)
+
+    # ---- methods (each the function of the same name in eidos.tensor) ---------------------------
+    def astype(self, dtype, copy=True):
+        """The values converted to `dtype` (floats to integers truncate toward zero).
+
+        >>> ei.tensor([1.7, -1.7]).astype("int32")
+        Tensor([ 1, -1], dtype=int32, device='cpu')
+        """
+        return ops.astype(self, dtype)
+
+    def abs(self):
+        """Element-wise absolute value.
+
+        >>> ei.tensor([-1, 2]).abs()
+        Tensor([1, 2], dtype=int64, device='cpu')
+        """
+        return ops.abs(self)
+
+    def neg(self):
+        """Element-wise negation.
+
+        >>> ei.tensor([1, -2]).neg()
+        Tensor([-1,  2], dtype=int64, device='cpu')
+        """
+        return ops.negative(self)
+
+    def sqrt(self):
+        """Element-wise square root (integers in float64).
+
+        >>> ei.tensor([1.0, 4.0]).sqrt()
+        Tensor([1., 2.], dtype=float64, device='cpu')
+        """
+        return ops.sqrt(self)
+
+    def exp(self):
+        """Element-wise e ** x.
+
+        >>> ei.tensor([0.0, 1.0]).exp()
+        Tensor([1.    , 2.7183], dtype=float64, device='cpu')
+        """
+        return ops.exp(self)
+
+    def log(self):
+        """Element-wise natural logarithm.
+
+        >>> ei.tensor([1.0, 100.0]).log()
+        Tensor([0.    , 4.6052], dtype=float64, device='cpu')
+        """
+        return ops.log(self)
+
+    def sin(self):
+        """Element-wise sine (radians).
+
+        >>> ei.tensor([0.0, 1.5707963267948966]).sin()
+        Tensor([0., 1.], dtype=float64, device='cpu')
+        """
+        return ops.sin(self)
+
+    def cos(self):
+        """Element-wise cosine (radians).
+
+        >>> ei.tensor([0.0, 3.141592653589793]).cos()
+        Tensor([ 1., -1.], dtype=float64, device='cpu')
+        """
+        return ops.cos(self)
+
+    def tan(self):
+        """Element-wise tangent (radians).
+
+        >>> ei.tensor([0.0, 0.7853981633974483]).tan()
+        Tensor([0., 1.], dtype=float64, device='cpu')
+        """
+        return ops.tan(self)
+
+    def tanh(self):
+        """Element-wise hyperbolic tangent.
+
+        >>> ei.tensor([0.0, 1.0]).tanh()
+        Tensor([0.    , 0.7616], dtype=float64, device='cpu')
+        """
+        return ops.tanh(self)
+
+    def sigmoid(self):
+        """Element-wise 1 / (1 + e ** -x).
+
+        >>> ei.tensor([0.0, 2.0]).sigmoid()
+        Tensor([0.5   , 0.8808], dtype=float64, device='cpu')
+        """
+        return ops.sigmoid(self)
+
+    def relu(self):
+        """Element-wise max(x, 0).
+
+        >>> ei.tensor([-1.0, 2.0]).relu()
+        Tensor([0., 2.], dtype=float64, device='cpu')
+        """
+        return ops.relu(self)
+
+    def gelu(self):
+        """Element-wise GELU, x * Phi(x).
+
+        >>> ei.tensor([0.0, 1.0]).gelu()
+        Tensor([0.    , 0.8413], dtype=float64, device='cpu')
+        """
+        return ops.gelu(self)
+
+    def floor(self):
+        """Element-wise floor (integers unchanged).
+
+        >>> ei.tensor([1.5, -1.5]).floor()
+        Tensor([ 1., -2.], dtype=float64, device='cpu')
+        """
+        return ops.floor(self)
+
+    def ceil(self):
+        """Element-wise ceiling (integers unchanged).
+
+        >>> ei.tensor([1.5, -1.5]).ceil()
+        Tensor([ 2., -1.], dtype=float64, device='cpu')
+        """
+        return ops.ceil(self)
+
+    def round(self, decimals=0):
+        """Element-wise rounding to `decimals` places, halves to even (integers unchanged).
+
+        >>> ei.tensor([0.5, 1.5, 2.26]).round(), ei.tensor([2.26]).round(1)
+        (Tensor([0., 2., 2.], dtype=float64, device='cpu'), Tensor([2.3], dtype=float64, device='cpu'))
+        """
+        return ops.round(self, decimals)
+
+    def clip(self, min=None, max=None):
+        """Element-wise clamp to [min, max] (None: no bound).
+
+        >>> ei.tensor([-2, 0, 5]).clip(-1, 3)
+        Tensor([-1,  0,  3], dtype=int64, device='cpu')
+        """
+        return ops.clip(self, min, max)
+
+    def sum(self, axis=None, keepdims=False, dtype=None):
+        """The sum over `axis` (None: all); integers and bools sum in 64 bits.
+
+        >>> ei.tensor([[1, 2], [3, 4]]).sum(axis=0)
+        Tensor([4, 6], dtype=int64, device='cpu')
+        """
+        return ops.sum(self, axis, keepdims, dtype)
+
+    def prod(self, axis=None, keepdims=False, dtype=None):
+        """The product over `axis` (None: all); integers and bools multiply in 64 bits.
+
+        >>> ei.tensor([[1, 2], [3, 4]]).prod(axis=1)
+        Tensor([ 2, 12], dtype=int64, device='cpu')
+        """
+        return ops.prod(self, axis, keepdims, dtype)
+
+    def min(self, axis=None, keepdims=False):
+        """The minimum over `axis` (None: all).
+
+        >>> ei.tensor([[1, 5], [3, 2]]).min(axis=1)
+        Tensor([1, 2], dtype=int64, device='cpu')
+        """
+        return ops.min(self, axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        """The maximum over `axis` (None: all).
+
+        >>> ei.tensor([[1, 5], [3, 2]]).max().item()
+        5
+        """
+        return ops.max(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        """The mean over `axis` (None: all); integers in float64.
+
+        >>> ei.tensor([[1, 2], [3, 4]]).mean(axis=0)
+        Tensor([2., 3.], dtype=float64, device='cpu')
+        """
+        return ops.mean(self, axis, keepdims)
+
+    def var(self, axis=None, keepdims=False, correction=0):
+        """The variance over `axis`, dividing by n - correction.
+
+        >>> ei.tensor([1.0, 2.0, 3.0, 4.0]).var().item(), ei.tensor([1.0, 3.0]).var(correction=1).item()
+        (1.25, 2.0)
+        """
+        return ops.var(self, axis, keepdims, correction)
+
+    def std(self, axis=None, keepdims=False, correction=0):
+        """The standard deviation over `axis`: sqrt(var).
+
+        >>> ei.tensor([1.0, 3.0]).std().item()
+        1.0
+        """
+        return ops.std(self, axis, keepdims, correction)
+
+    def argmin(self, axis=None, keepdims=False):
+        """The index of the first minimum over `axis` (None: of the flattened tensor).
+
+        >>> ei.tensor([[3, 1], [0, 2]]).argmin(axis=1)
+        Tensor([1, 0], dtype=int64, device='cpu')
+        """
+        return ops.argmin(self, axis, keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        """The index of the first maximum over `axis` (None: of the flattened tensor).
+
+        >>> ei.tensor([[3, 1], [0, 2]]).argmax().item()
+        0
+        """
+        return ops.argmax(self, axis, keepdims)
+
+    def any(self, axis=None, keepdims=False):
+        """Whether any element over `axis` is nonzero.
+
+        >>> ei.tensor([[0, 0], [0, 3]]).any(axis=1)
+        Tensor([False,  True], dtype=bool, device='cpu')
+        """
+        return ops.any(self, axis, keepdims)
+
+    def all(self, axis=None, keepdims=False):
+        """Whether every element over `axis` is nonzero.
+
+        >>> ei.tensor([[1, 0], [2, 3]]).all(axis=1)
+        Tensor([False,  True], dtype=bool, device='cpu')
+        """
+        return ops.all(self, axis, keepdims)
+
+    def softmax(self, axis=-1):
+        """exp(x) / sum(exp(x)) along `axis` (the ISA's Softmax instruction).
+
+        >>> ei.tensor([0.0, 0.0, 0.0, 0.0]).softmax()
+        Tensor([0.25, 0.25, 0.25, 0.25], dtype=float64, device='cpu')
+        """
+        return ops.softmax(self, axis)
+
+    def reshape(self, *shape):
+        """The same elements in `shape` (one dimension may be -1); a tuple or separate ints.
+
+        >>> ei.tensor([1, 2, 3, 4]).reshape(2, -1)
+        Tensor([[1, 2],
+                [3, 4]], dtype=int64, device='cpu')
+        """
+        return ops.reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+
+    def transpose(self, *axes):
+        """The dimensions permuted by `axes` (none: reversed).
+
+        >>> ei.tensor([[1, 2, 3]]).transpose().shape
+        (3, 1)
+        """
+        return ops.transpose(self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else (axes or None))
+
+    def permute(self, *axes):
+        """torch's name for .transpose(*axes).
+
+        >>> ei.tensor([[[1, 2, 3]]]).permute(2, 0, 1).shape
+        (3, 1, 1)
+        """
+        return self.transpose(*axes)
+
+    def squeeze(self, axis=None):
+        """Without the dimensions of size 1 at `axis` (None: all of them).
+
+        >>> ei.tensor([[[1], [2]]]).squeeze().shape
+        (2,)
+        """
+        return ops.squeeze(self, axis)
+
+    def unsqueeze(self, axis):
+        """With a new dimension of size 1 at `axis`.
+
+        >>> ei.tensor([1, 2]).unsqueeze(0).shape
+        (1, 2)
+        """
+        return ops.expand_dims(self, axis)
+
+    def expand(self, *shape):
+        """Broadcast to `shape` (-1 keeps a dimension).
+
+        >>> ei.tensor([[1], [2]]).expand(-1, 3)
+        Tensor([[1, 1, 1],
+                [2, 2, 2]], dtype=int64, device='cpu')
+        """
+        return ops.expand(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape)
+
+    def flatten(self):
+        """The elements in one dimension (row-major order).
+
+        >>> ei.tensor([[1, 2], [3, 4]]).flatten()
+        Tensor([1, 2, 3, 4], dtype=int64, device='cpu')
+        """
+        return ops.reshape(self, (-1,))
+
+    @property
+    def T(self) -> Tensor:
+        """The transpose of a 2-d tensor.
+
+        >>> ei.tensor([[1, 2]]).T.shape
+        (2, 1)
+        """
+        if self.ndim != 2:
+            raise ShapeError(f".T needs a 2-d tensor, got shape {self.shape}; use transpose(axes)")
+        return ops.transpose(self)
+
+    @property
+    def mT(self) -> Tensor:
+        """The last two dimensions swapped (a stack of matrices, each transposed).
+
+        >>> ei.tensor([[[1, 2, 3]]]).mT.shape
+        (1, 3, 1)
+        """
+        if self.ndim < 2:
+            raise ShapeError(f".mT needs at least 2 dimensions, got shape {self.shape}")
+        axes = list(range(self.ndim))
+        axes[-1], axes[-2] = axes[-2], axes[-1]
+        return ops.transpose(self, axes)
+
+
+def _device_name(device) -> str:
+    """'cpu' or 'gpu' for a device given as a string ('cuda', 'cuda:0' and 'gpu:0' mean 'gpu') or an object
+    with a .type (a torch.device)."""
+    text = str(getattr(device, "type", device)).lower()
+    name, _, index = text.partition(":")
+    if name == "cpu" and not index:
+        return "cpu"
+    if name in ("gpu", "cuda") and index in ("", "0"):
+        return "gpu"
+    raise DeviceError(f"unknown device {device!r}; devices: 'cpu', 'gpu' (also 'cuda', 'cuda:0'; one GPU)")
+
+
+def _index_key(key):
+    if isinstance(key, Tensor):
+        return _host(key)
+    if isinstance(key, tuple):
+        return tuple(_host(k) if isinstance(k, Tensor) else k for k in key)
+    return key
+
+
+def _mixed(op: str, args) -> DeviceError:
+    """Operands on different devices: eidos does not move data behind a user's back (as torch)."""
+    where = ", ".join(f"{a.device} {a.shape}" for a in args if isinstance(a, Tensor))
+    return DeviceError(f"{op}: operands are on different devices ({where}); move them to one first, "
+                       f"e.g. x.to('gpu') or x.to('cpu')")
+
+
+# ---- construction -----------------------------------------------------------------------------
+
+def tensor(data, dtype=None, device=None) -> Tensor:
+    """A tensor from nested lists, scalars, NumPy arrays, DLPack producers or other tensors, on `device`
+    (default: where the data is: the host, or the gpu for a producer on the device). `ei.tensor(...)` calls it.
+
+    >>> ei.tensor([[1, 2], [3, 4]], dtype="float32")
+    Tensor([[1., 2.],
+            [3., 4.]], dtype=float32, device='cpu')
+    """
+    if device is not None:
+        name = _device_name(device)
+        t = tensor(data, dtype)
+        return t if t.device == name else t.to(name)
+    if isinstance(data, Tensor):
+        return data if dtype is None else ops.astype(data, dtype)
+    if hasattr(data, "__dlpack__") and not isinstance(data, np.ndarray):
+        if _dev.is_device_producer(data):
+            t = from_dlpack(data)
+            return t if dtype is None else ops.astype(t, dtype)
+        arr = np.from_dlpack(data)
+    else:
+        arr = np.asarray(data)
+    if dtype is not None:
+        dt = D.as_dtype(dtype)
+        arr = arr.astype(dt, copy=False)
+    elif arr.dtype.kind in "iu" and arr.dtype not in D.DTYPES:
+        arr = arr.astype(np.int64)
+    if arr.dtype not in D.DTYPES:
+        raise DTypeError(f"tensor: dtype {arr.dtype} is not supported; dtypes: {', '.join(D.NAMES)}")
+    return Tensor(arr)
+
+
+def from_dlpack(x, *, device=None, copy=None) -> Tensor:
+    """A tensor sharing memory with a DLPack producer: one in host memory (NumPy, torch CPU, ...) gives a
+    host tensor, one on the GPU (torch CUDA, CuPy, ...) a gpu tensor. `device` asks for the other one:
+    that copies, unless the device is simulated on the host (TRITON_INTERPRET=1), where a host producer's
+    memory is shared as the gpu tensor's; copy=False refuses to copy, copy=True always copies.
+
+    >>> a = np.array([1.0, 2.0])
+    >>> t = ei.from_dlpack(a)
+    >>> a[0] = 5.0
+    >>> t
+    Tensor([5., 2.], dtype=float64, device='cpu')
+    """
+    want = None if device is None else _device_name(device)
+    if isinstance(x, Tensor):
+        t = x
+    elif _dev.is_device_producer(x):
+        t = Tensor(_dev.adopt(x), _device="gpu")
+    elif want == "gpu" and not copy and _backend.get_backend("gpu").is_available() and \
+            _dev.torch_device().type == "cpu":  # the interpreter's device memory is host memory: share it
+        return Tensor(_dev.adopt(x), _device="gpu")
+    else:
+        t = Tensor(np.from_dlpack(x))
+    if want is None or want == t.device:
+        if copy:
+            a = _realize(t)
+            return Tensor(a.copy()) if t.device == "cpu" else Tensor(a.clone(), _device="gpu")
+        return t
+    if copy is False:
+        raise DeviceError(f"from_dlpack: the data is in {t.device} memory and device={device!r} needs a copy, "
+                          "but copy=False")
+    return t.to(want)
+
+
+def host_result(values, why: str = "host NumPy (no ISA instruction for it)") -> Tensor:
+    """A tensor of values computed outside eidos's programs (NumPy on the host), realized, with `why` as its
+    explain() record; integers of other widths become int64 and complex values complex128.
+
+    >>> t = ei.tensor.host_result(np.sort(np.array([3, 1, 2], dtype=np.int16)), "host NumPy sort")
+    >>> t, "host NumPy sort" in ei.tensor.explain(t)
+    (Tensor([1, 2, 3], dtype=int16, device='cpu'), True)
+    """
+    a = np.asarray(values)
+    if a.dtype not in D.DTYPES:
+        if a.dtype.kind in "iu":
+            a = a.astype(np.int64)
+        elif a.dtype.kind == "c":
+            a = a.astype(np.complex128)
+    t = Tensor(a)
+    t._runs.append((why, "cpu"))
+    return t
+
+
+def zeros(shape, dtype=D.float32) -> Tensor:
+    """A tensor of zeros (float32 unless `dtype`).
+
+    >>> ei.tensor.zeros((2,))
+    Tensor([0., 0.], dtype=float32, device='cpu')
+    """
+    return Tensor(np.zeros(shape, dtype=D.as_dtype(dtype)))
+
+
+def ones(shape, dtype=D.float32) -> Tensor:
+    """A tensor of ones (float32 unless `dtype`).
+
+    >>> ei.tensor.ones((2,), dtype="int32")
+    Tensor([1, 1], dtype=int32, device='cpu')
+    """
+    return Tensor(np.ones(shape, dtype=D.as_dtype(dtype)))
+
+
+def full(shape, value, dtype=None) -> Tensor:
+    """A tensor of `value` (its dtype unless `dtype`).
+
+    >>> ei.tensor.full((2,), 7)
+    Tensor([7, 7], dtype=int64, device='cpu')
+    """
+    dt = D.as_dtype(dtype) if dtype is not None else tensor(value).dtype
+    return Tensor(np.full(shape, value, dtype=dt))
+
+
+def arange(start, stop=None, step=1, dtype=None) -> Tensor:
+    """start, start + step, ... below stop (one argument: 0 .. start - 1), as NumPy's arange.
+
+    >>> ei.tensor.arange(1, 7, 2)
+    Tensor([1, 3, 5], dtype=int64, device='cpu')
+    """
+    a = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    return tensor(a, dtype=dtype)
+
+
+def rand(*shape, seed=None) -> Tensor:
+    """Uniform float32 values in [0, 1) (NumPy's default generator, seeded by `seed`).
+
+    >>> t = ei.tensor.rand(2, 3, seed=0)
+    >>> t.shape, t.dtype, bool(((t >= 0) & (t < 1)).all())
+    ((2, 3), dtype('float32'), True)
+    """
+    return Tensor(np.random.default_rng(seed).random(shape, dtype=np.float32))
+
+
+def randn(*shape, seed=None) -> Tensor:
+    """Standard normal float32 values (NumPy's default generator, seeded by `seed`).
+
+    >>> ei.tensor.randn(4, seed=0).shape
+    (4,)
+    """
+    return Tensor(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32))
+
+
+# doctest does not look into slots: their examples run from here
+__test__ = {f"Tensor.{name}": Tensor.__slots__[name] for name in ("shape", "dtype", "device")}
+
+# the operations and realization use Tensor: imported once it exists
+from . import ops  # noqa: E402
+from .realization import _host, _realize  # noqa: E402

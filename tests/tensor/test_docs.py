@@ -1,0 +1,37 @@
+"""The examples in eidos.tensor's docstrings run and print what they show (part of the normal pytest run)."""
+
+import doctest
+import inspect
+
+import numpy as np
+import pytest
+
+import eidos as ei
+from eidos.tensor import array, ops, realization, shapes
+
+MODULES = [array, ops, realization, shapes]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_docstring_examples(module, reference):
+    """On the reference interpreter: the examples are tiny, and it compiles nothing."""
+    with np.printoptions(precision=4, suppress=False, threshold=1000, linewidth=75):
+        result = doctest.testmod(module, extraglobs={"ei": ei, "np": np}, optionflags=doctest.ELLIPSIS,
+                                 raise_on_error=False, report=True, verbose=False)
+    assert result.attempted > 0
+    assert result.failed == 0, f"{result.failed} docstring example(s) in {module.__name__} failed (see the output)"
+
+
+def _public_tensor_members():
+    for name, member in vars(ei.Tensor).items():
+        if name.startswith("_"):
+            continue
+        yield f"Tensor.{name}", member.fget if isinstance(member, property) else member
+    for module in MODULES:
+        for name in module.__all__:
+            yield f"{module.__name__}.{name}", getattr(module, name)
+
+
+@pytest.mark.parametrize("name,member", list(_public_tensor_members()), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_public_name_has_an_example(name, member):
+    assert ">>>" in (inspect.getdoc(member) or ""), f"{name} has no runnable example in its docstring"
