@@ -32,6 +32,7 @@ from typing import Any
 from eidos.errors import ExecutionError, PlanError
 from eidos.ir import dtypes as T
 from eidos.ir import functions as F
+from eidos.ir import grammar as G
 from eidos.ir.dtypes import DType
 from eidos.ir.expr import Literal
 from eidos.ir.typing import adapt, literal_dtype, promote
@@ -549,11 +550,8 @@ def _is_between(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
 # ---------------------------------------------------------------- strings and dates
 
 def like_regex(pattern: str) -> re.Pattern:
-    """SQL LIKE: % is any run of code points, _ exactly one; no escape character; case-sensitive."""
-    parts = []
-    for ch in pattern:
-        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-    return re.compile("".join(parts), re.DOTALL)
+    """SQL LIKE (ir.grammar): % is any run of code points, _ exactly one; no escape; case-sensitive. Use fullmatch."""
+    return re.compile(G.like_as_regex(pattern))
 
 
 def _slice(offset: int, length: int | None) -> Fn:
@@ -635,12 +633,10 @@ def literal_value(value: Any, dtype: DType) -> Any:
 
 # ---------------------------------------------------------------- casts
 
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
-_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_FLOAT_WORDS = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf, "+inf": math.inf,
-                "-inf": -math.inf, "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
-_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_TS_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[ T][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?)?")
+_INT_TEXT = re.compile(G.INTEGER)
+_NUMBER_TEXT = re.compile(G.NUMBER)
+_DATE_TEXT = re.compile(G.DATE)
+_TS_TEXT = re.compile(G.TIMESTAMP)
 
 
 def float_text(x: float, dtype: DType = T.Float64) -> str:
@@ -661,7 +657,7 @@ def _parse_int(dst: DType) -> Fn:
     lo, hi = T.int_range(dst)
 
     def f(s: str) -> int:
-        t = s.strip()
+        t = s.strip(G.SPACE)
         if not _INT_TEXT.fullmatch(t):
             raise _bad_text(s, dst)
         v = int(t)
@@ -673,11 +669,11 @@ def _parse_int(dst: DType) -> Fn:
 
 def _parse_float(dst: DType) -> Fn:
     def f(s: str) -> float:
-        t = s.strip()
-        word = _FLOAT_WORDS.get(t.lower())
+        t = s.strip(G.SPACE)
+        word = G.FLOAT_WORDS.get(t.lower())
         if word is not None:
             v = word
-        elif _FLOAT_TEXT.fullmatch(t):
+        elif _NUMBER_TEXT.fullmatch(t):
             v = float(t)
         else:
             raise _bad_text(s, dst)
@@ -689,8 +685,8 @@ def _parse_decimal(dst: DType) -> Fn:
     fit = _dec_fit(dst)
 
     def f(s: str) -> decimal.Decimal:
-        t = s.strip()
-        if not _FLOAT_TEXT.fullmatch(t):
+        t = s.strip(G.SPACE)
+        if not _NUMBER_TEXT.fullmatch(t):
             raise _bad_text(s, dst)
         try:
             return fit(decimal.Decimal(t))
@@ -700,16 +696,14 @@ def _parse_decimal(dst: DType) -> Fn:
 
 
 def _parse_bool(s: str) -> bool:
-    t = s.strip().lower()
-    if t == "true":
-        return True
-    if t == "false":
-        return False
-    raise _bad_text(s, T.Boolean)
+    v = G.BOOLEAN_WORDS.get(s.strip(G.SPACE).lower())
+    if v is None:
+        raise _bad_text(s, T.Boolean)
+    return v
 
 
 def _parse_date(s: str) -> _dt.date:
-    t = s.strip()
+    t = s.strip(G.SPACE)
     try:
         if _DATE_TEXT.fullmatch(t):
             return _dt.date.fromisoformat(t)
@@ -719,7 +713,7 @@ def _parse_date(s: str) -> _dt.date:
 
 
 def _parse_timestamp(s: str) -> _dt.datetime:
-    t = s.strip()
+    t = s.strip(G.SPACE)
     try:
         if _TS_TEXT.fullmatch(t):
             if len(t) == 10:

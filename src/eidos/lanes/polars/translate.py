@@ -24,6 +24,7 @@ from eidos.errors import ExecutionError, UnsupportedError
 from eidos.hal.arrow import batch_result
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
+from eidos.ir import grammar as G
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
@@ -455,39 +456,29 @@ def _float_text(text: pl.Expr) -> pl.Expr:
     return text.str.replace(r"^(-?)0\.0000([1-9])(\d+)$", "${1}${2}.${3}e-05")
 
 
-# What Python's str.strip() removes (str.isspace), which Polars' default strip does not all remove.
-_SPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
-          "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-_INT_TEXT = r"^[+-]?[0-9]+$"
-_FLOAT_TEXT = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
-_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-
-
 def _parse(s: pl.Expr, dst: DType, scope: Scope) -> pl.Expr:
     """String -> dst as docs/semantics.md section 13 says: text eidos rejects is made text Polars
     rejects too ('!' in front), so the strict cast raises for exactly the rows eidos does."""
-    t = s.str.strip_chars(_SPACE)
+    t = s.str.strip_chars(G.SPACE)  # all of Python's str.strip() set; Polars' default strips fewer
     bad = pl.lit("!") + s
     if dst.is_integer:
         # via Int128, since Polars will not read "-0" as an unsigned 0
-        text = pl.when(t.str.contains(_INT_TEXT)).then(t).otherwise(bad)
+        text = pl.when(t.str.contains(G.whole(G.INTEGER))).then(t).otherwise(bad)
         return scope.strict(scope.strict(text, pl.Int128), pl_dtype(dst))
     if dst.is_float:
         low = t.str.to_lowercase()
-        text = (pl.when(low.is_in(["nan", "+nan", "-nan"])).then(pl.lit("nan"))
-                .when(low.is_in(["inf", "+inf", "infinity", "+infinity"])).then(pl.lit("inf"))
-                .when(low.is_in(["-inf", "-infinity"])).then(pl.lit("-inf"))
-                .when(t.str.contains(_FLOAT_TEXT)).then(t).otherwise(bad))
+        text = pl.when(t.str.contains(G.whole(G.NUMBER))).then(t)
+        for value, words in G.float_word_groups():
+            text = text.when(low.is_in(words)).then(pl.lit(repr(value)))
+        text = text.otherwise(bad)
         # parsed as Float64 first, then rounded: the reference's to_f32(float(text))
         return _to_result(scope.strict(text, pl.Float64), dst)
     if dst == T.Boolean:
         low = t.str.to_lowercase()
-        ok = scope.strict(pl.when(low.is_in(["true", "false"])).then(pl.lit("1")).otherwise(bad), pl.Int8)
+        ok = scope.strict(pl.when(low.is_in(list(G.BOOLEAN_WORDS))).then(pl.lit("1")).otherwise(bad), pl.Int8)
         return pl.when(ok == 1).then(low == "true")
     if dst == T.Date:
-        # Polars reads year 0; Python's dates (and eidos') start at year 1.
-        valid = t.str.contains(_DATE_TEXT) & ~t.str.starts_with("0000")
-        text = pl.when(valid).then(t).otherwise(bad)
+        text = pl.when(t.str.contains(G.whole(G.DATE))).then(t).otherwise(bad)
         return scope.mask(text).str.to_date("%Y-%m-%d", strict=True)
     if dst == T.String:
         return s
@@ -896,19 +887,10 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return x.starts_with(s) if e.fn == "str_starts_with" else x.ends_with(s)
 
 
-def like_regex(pattern: str) -> str:
-    """SQL LIKE as an anchored regex: % any run, _ one code point, no escape, newlines match."""
-    parts = ["(?s)^"]
-    for ch in pattern:
-        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-    parts.append("$")
-    return "".join(parts)
-
-
 @call("str_like")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     (pattern,) = e.options
-    return expr(e.args[0], scope).str.contains(like_regex(pattern))
+    return expr(e.args[0], scope).str.contains(G.like_as_regex(pattern))
 
 
 @call("str_to_lower", "str_to_upper")

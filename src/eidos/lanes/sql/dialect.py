@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from eidos.errors import UnsupportedError
 from eidos.ir import dtypes as T
+from eidos.ir import grammar as G
 from eidos.ir.dtypes import DType
 from eidos.ir.expr import Literal
 from eidos.ir.typing import adapt, literal_dtype, promote
@@ -566,7 +567,7 @@ class Dialect:
         raise UnsupportedError(f"the {self.name} lane cannot parse text")
 
     def parse(self, s, dst):
-        whole = f"{_SPACE}*({_PARSE[dst.kind]}){_SPACE}*"
+        whole = G.padded(G.text_pattern(dst))
         g = self.group(s, whole)
         bad = exp.Not(this=paren(self.matches(s, whole)))
         shown = f"cannot cast string to {dst}"
@@ -576,16 +577,14 @@ class Dialect:
         elif dst.is_float:
             low = fn("lower", g)
             words = [(exp.In(this=low, expressions=[string(w) for w in ws]), self.float_value(v, T.Float64))
-                     for v, ws in ((math.nan, ("nan", "+nan", "-nan")), (math.inf, ("inf", "+inf", "infinity",
-                                                                                   "+infinity")),
-                                   (-math.inf, ("-inf", "-infinity")))]
+                     for v, ws in G.float_word_groups()]
             value = self.to_float32(case(words, self.cast(g, T.Null, T.Float64, force=True)), dst)
             if dst == T.Float64:
                 value = case(words, self.cast(g, T.Null, T.Float64, force=True))
         elif dst == T.Boolean:
             low = fn("lower", g)
-            value = case([(exp.EQ(this=low, expression=string("true")), self.boolean(True)),
-                          (exp.EQ(this=low, expression=string("false")), self.boolean(False))], None)
+            value = case([(exp.EQ(this=low, expression=string(w)), self.boolean(v))
+                          for w, v in G.BOOLEAN_WORDS.items()], None)
         else:  # Date, Decimal
             value = self.cast(g, T.Null, dst, force=True)
         return case([(bad, self.error(shown, s, dst))], value)
@@ -644,15 +643,6 @@ class Dialect:
     def scan(self, source, ctx) -> exp.Expression:
         raise UnsupportedError(f"the {self.name} lane cannot read {source.describe()}")
 
-
-# Python's str.strip() whitespace, as a regular-expression class (literal characters).
-_SPACE = "[\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
-_NUMBER = "[+-]?(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:[eE][+-]?[0-9]+)?"
-_PARSE = {k: "[+-]?[0-9]+" for k in ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64")}
-_PARSE.update({"Float32": f"{_NUMBER}|[+-]?(?:[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)",
-               "Float64": f"{_NUMBER}|[+-]?(?:[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)",
-               "Decimal": _NUMBER, "Boolean": "[tT][rR][uU][eE]|[fF][aA][lL][sS][eE]",
-               "Date": "[0-9]{4}-[0-9]{2}-[0-9]{2}", "String": ".*"})
 
 # Functions whose result is not simply null when an operand has the Null type.
 _NULL_AWARE = frozenset({"and", "or", "is_null", "is_not_null", "fill_null", "is_in", "is_between"})

@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from eidos.errors import PlanError, UnsupportedError
 from eidos.ir import dtypes as T
+from eidos.ir import grammar as G
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 from eidos.lanes.sql.dialect import Dialect, _is, _not_null, _and
@@ -106,10 +107,8 @@ class SQLiteDialect(Dialect):
 
     def fn_str_like(self, args, ts, t, o):
         # GLOB is case-sensitive; % and _ become * and ?, and GLOB's own * ? [ are bracketed.
-        glob = []
-        for ch in o[0]:
-            glob.append("*" if ch == "%" else "?" if ch == "_" else f"[{ch}]" if ch in "*?[" else ch)
-        return exp.Paren(this=exp.Glob(this=paren(args[0]), expression=string("".join(glob))))
+        glob = G.translate_like(o[0], any_run="*", one="?", literal=lambda ch: f"[{ch}]" if ch in "*?[" else ch)
+        return exp.Paren(this=exp.Glob(this=paren(args[0]), expression=string(glob)))
 
     # Dates are ISO text ('2024-02-29'): they compare and sort as text, and date functions read them.
     def extract(self, part, a):
