@@ -1,0 +1,129 @@
+"""Aggregations over a group's values (docs/semantics.md section 14): nulls skipped, sums exact
+(math.fsum for floats), NaN the largest value."""
+
+from __future__ import annotations
+
+import decimal
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from eidos.errors import ExecutionError, PlanError
+from eidos.ir import dtypes as T
+from eidos.ir.dtypes import DType
+from eidos.ir.evaluate.values import CTX, dec_fit, fail, hash_key, int_check
+
+
+def _float_sum(xs: list[float]) -> float:
+    try:
+        return math.fsum(xs)
+    except (ValueError, OverflowError):
+        return sum(xs)  # inf with -inf gives NaN; a finite overflow gives inf
+
+
+def _sum(dtype: DType, rt: DType) -> Callable[[list], Any]:
+    if dtype.is_integer:
+        check = int_check(rt, lambda: "sum")
+
+        def f(xs):
+            return check(sum(xs)) if xs else None
+        return f
+    if dtype.is_decimal:
+        fit = dec_fit(rt)
+
+        def g(xs):
+            if not xs:
+                return None
+            total = _decimal_total(xs)
+            try:
+                return fit(total)
+            except ExecutionError:
+                raise fail(f"decimal overflow: sum = {total} does not fit in {rt}") from None
+        return g
+    return lambda xs: _float_sum(xs) if xs else None
+
+
+def _decimal_total(xs: list) -> decimal.Decimal:
+    with decimal.localcontext(CTX):
+        return sum(xs, decimal.Decimal(0))
+
+
+def _mean(dtype: DType) -> Callable[[list], Any]:
+    if dtype.is_integer:
+        return lambda xs: sum(xs) / len(xs) if xs else None
+    if dtype.is_decimal:
+        return lambda xs: float(CTX.divide(_decimal_total(xs), len(xs))) if xs else None
+    return lambda xs: _float_sum(xs) / len(xs) if xs else None
+
+
+def _var(dtype: DType, *, root: bool) -> Callable[[list], Any]:
+    def f(xs):
+        n = len(xs)
+        if n < 2:
+            return None
+        if dtype.is_float:
+            if any(x != x or math.isinf(x) for x in xs):
+                return math.nan
+            m = _float_sum(xs) / n
+            v = _float_sum([(x - m) * (x - m) for x in xs]) / (n - 1)  # overflow is inf, not an error
+        else:
+            with decimal.localcontext(CTX):
+                ds = [decimal.Decimal(x) for x in xs]
+                m = sum(ds, decimal.Decimal(0)) / n
+                v = float(sum(((d - m) ** 2 for d in ds), decimal.Decimal(0)) / (n - 1))
+        return math.sqrt(v) if root else v
+    return f
+
+
+def _extreme(dtype: DType, *, largest: bool) -> Callable[[list], Any]:
+    pick = max if largest else min
+    if not dtype.is_float:
+        return lambda xs: pick(xs) if xs else None
+
+    def f(xs):
+        if not xs:
+            return None
+        numbers = [x for x in xs if x == x]
+        if largest:
+            return math.nan if len(numbers) < len(xs) else pick(numbers)
+        return pick(numbers) if numbers else math.nan
+    return f
+
+
+def _n_unique(dtype: DType) -> Callable[[list], int]:
+    key = hash_key(dtype)
+    if key is None:
+        return lambda xs: len(set(xs))
+    return lambda xs: len({key(x) for x in xs})
+
+
+def aggregator(fn: str, arg_dtype: DType, result_dtype: DType) -> Callable[[list], Any]:
+    """A function of a group's values (nulls included) computing aggregation `fn`.
+
+    For count_rows pass the group's rows in any form; only their number counts.
+    """
+    if fn == "count_rows":
+        return len
+    if arg_dtype == T.Null:
+        return (lambda xs: 0) if fn in ("count", "n_unique") else (lambda xs: None)
+    inner: Callable[[list], Any]
+    if fn == "count":
+        inner = len
+    elif fn == "sum":
+        inner = _sum(arg_dtype, result_dtype)
+    elif fn == "mean":
+        inner = _mean(arg_dtype)
+    elif fn in ("min", "max"):
+        inner = _extreme(arg_dtype, largest=fn == "max")
+    elif fn == "n_unique":
+        inner = _n_unique(arg_dtype)
+    elif fn in ("std", "var"):
+        inner = _var(arg_dtype, root=fn == "std")
+    else:
+        raise PlanError(f"unknown aggregation {fn!r}")
+    return lambda xs: inner([x for x in xs if x is not None])
+
+
+def aggregate(fn: str, values: Sequence[Any], arg_dtype: DType, result_dtype: DType) -> Any:
+    """Aggregation `fn` over `values` (None for null)."""
+    return aggregator(fn, arg_dtype, result_dtype)(list(values))

@@ -1,0 +1,41 @@
+"""Dates and timestamps: their parts, and days added to or between dates."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+
+from eidos.errors import PlanError
+from eidos.ir import dtypes as T
+from eidos.ir import functions as F
+from eidos.ir.dtypes import DType
+from eidos.ir.evaluate.values import Fn, fail, strict1
+
+
+def date_arith(fn: str, ta: DType, tb: DType) -> Fn:
+    """`fn` (add, sub) with a Date operand: days added to a date, or the days between two dates."""
+    def guard(f):
+        def g(a, b):
+            try:
+                return f(a, b)
+            except OverflowError:
+                raise fail(f"date out of range: {a} {F.BINARY_OPERATORS[fn]} {b}") from None
+        return g
+
+    if fn == "sub" and ta == T.Date and tb == T.Date:
+        return lambda a, b: (a - b).days
+    if fn == "add" and ta == T.Date:
+        return guard(lambda a, b: a + _dt.timedelta(days=b))
+    if fn == "add":
+        return guard(lambda a, b: b + _dt.timedelta(days=a))
+    if fn == "sub" and ta == T.Date:
+        return guard(lambda a, b: a - _dt.timedelta(days=b))
+    raise PlanError(f"no date arithmetic {ta} {F.BINARY_OPERATORS[fn]} {tb}")
+
+
+def _temporal(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
+    part = fn[len("dt_"):]
+    return strict1(lambda a: getattr(a, part))
+
+
+KERNELS = {fn: _temporal for fn in F.TEMPORAL}
