@@ -65,5 +65,13 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
+def no_such(what: str, name: str, known: Iterable[str]) -> BackendUnavailable:
+    """The error for a name no registry entry has: the names there are, and the closest one."""
+    known = list(known)
+    hint = did_you_mean(name, known)
+    return BackendUnavailable(f"no {what} called {name!r}; {what}s: {', '.join(known) or 'none'}"
+                              + (f"; {hint}" if hint else ""))
+
+
 class FallbackWarning(UserWarning):
     """A lane raised UnsupportedError at run time and the next capable lane took over."""

@@ -1,17 +1,16 @@
-"""The shared instruction suite runs on every kernel backend named in BACKENDS; a backend that
-cannot import here is skipped with the reason. A new backend joins by adding its name."""
+"""The shared instruction suite runs on every kernel target the registry (eidos.isa.registry) finds:
+the built-in ones and any installed through the `eidos.isa.backends` entry points. A target that
+cannot run here is skipped with the reason."""
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import pytest
 
-BACKENDS = ["reference", "cpu", "triton"]
-_CLASSES = {"reference": ("eidos.isa.backends.reference", "ReferenceBackend"),
-            "cpu": ("eidos.isa.backends.cpu", "CpuBackend"),
-            "triton": ("eidos.isa.backends.triton", "TritonBackend")}
+from eidos.isa import registry
+
+BACKENDS = registry.names()
 
 
 def use_triton_interpreter_without_cuda() -> None:
@@ -34,11 +33,12 @@ def generated_examples(n: int) -> int:
 
 
 def make_backend(name: str):
-    module, cls = _CLASSES[name]
+    from eidos.errors import BackendUnavailable
+
     try:
-        return getattr(importlib.import_module(module), cls)()
-    except Exception as e:  # an absent engine skips, never fails collection
-        pytest.skip(f"backend {name!r} unavailable: {type(e).__name__}: {e}")
+        return registry.create(name)
+    except BackendUnavailable as e:  # an absent engine or device skips, never fails collection
+        pytest.skip(str(e))
 
 
 # What a backend legitimately has no form for, and the UnsupportedError text that must name it.

@@ -1,16 +1,24 @@
-"""Fixtures of the shared cross-lane suite; see helpers.py for how a lane that cannot read Arrow joins."""
+"""Fixtures of the shared cross-lane suite; see helpers.py for how a lane that cannot read Arrow joins.
+
+The suite runs on every lane the registry (eidos.hal.registry) finds: the built-in ones and any
+installed through the `eidos.backends` entry points; one that cannot run here skips with the reason.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 import eidos as ei
+from eidos.hal import registry
 from eidos.hal.lane import Backend
 from eidos.ir import nodes as N
 from eidos.ir.sources import ArrowSource
 from tests.lanes.helpers import LOADERS, replace_scans, triton_lane_setup
 
 triton_lane_setup()
+
+# the reference lane (the oracle) first
+LANES = sorted((lane.name for lane in registry.lanes()), key=lambda name: name != "reference")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from eidos.errors import BackendUnavailable, PlanError, did_you_mean
+from eidos.errors import BackendUnavailable, PlanError, no_such
 from eidos.hal.lane import Availability, Lane
 
 ENTRY_POINT_GROUP = "eidos.backends"
@@ -89,9 +89,7 @@ def get(name: str) -> Lane:
     try:
         return _lanes[name]
     except KeyError:
-        hint = did_you_mean(name, _lanes)
-        raise BackendUnavailable(f"no lane called {name!r}; lanes: {', '.join(sorted(_lanes))}"
-                                 + (f"; {hint}" if hint else "")) from None
+        raise no_such("lane", name, sorted(_lanes)) from None
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,18 @@
 
 A tensor backend runs ISA programs whose buffers are arrays bound by slot (slot i is buffer
 handle i + 1): NumPy arrays for host tensors, torch tensors on the device for gpu tensors
-(eidos.tensor.storage). Built in: `cpu` (the ISA CpuBackend, numba), `gpu` (the ISA
-TritonBackend: CUDA, or Triton's interpreter on the CPU under TRITON_INTERPRET=1) and
-`reference` (the ISA ReferenceBackend, pure Python, for checking). `register_backend(name,
-backend)` adds one.
+(eidos.tensor.storage). There is one per registered kernel target (eidos.isa.registry, the
+`eidos.isa.backends` entry points): `cpu` (the cpu target, numba), `gpu` (the triton target,
+whose memory holds gpu tensors: CUDA, or Triton's interpreter on the CPU under TRITON_INTERPRET=1),
+`reference` (the reference interpreter, pure Python, for checking), and any other installed target
+under its own name, running host arrays. `register_backend(name, backend)` adds one at run time.
 
 Selection for one program (`select_backend`), highest rule first:
 1. an explicit backend (`set_backend(name)`, or `backend_name`), when available and capable;
 2. inputs on the gpu (`OperationProperties.device == "gpu"`): a device backend runs it where
    the data is (host backends stay candidates for a run-time fallback, which copies);
-3. otherwise the priority list (`set_backend_priority`, default gpu, cpu, reference): the first
+3. otherwise the priority list (`set_backend_priority`, default gpu, cpu, any other installed
+   target, reference): the first
    backend that is available, has the operation in `get_capabilities()["operations"]`, and, for
    a device backend (`requires_gpu` capability), runs on a machine where detect_devices() sees a
    GPU (never Triton's interpreter unless asked for explicitly) and sees at least
@@ -39,6 +41,7 @@ import numpy as np
 
 from eidos.errors import BackendUnavailable, FallbackWarning, PlanError, UnsupportedError
 from eidos.hal.devices import detect_devices  # the same function as ei.detect_devices
+from eidos.isa import registry as targets
 from eidos.isa.launch import ExecutionParams
 
 from . import storage as _dev
@@ -145,11 +148,14 @@ class Backend(abc.ABC):
 
 
 class IsaBackend(Backend):
-    """Runs programs on an eidos.isa kernel backend, binding NumPy arrays as its buffers (no copies)."""
+    """Runs programs on a registered kernel target (eidos.isa.registry), binding NumPy arrays as its
+    buffers (no copies). `IsaBackend("name")` serves the target `name` under that name."""
 
-    isa_name = ""
+    target = ""   # the kernel target's name in eidos.isa.registry
 
-    def __init__(self) -> None:
+    def __init__(self, target: str | None = None) -> None:
+        if target is not None:
+            self.name = self.target = target
         self._isa = None
         self._lock = threading.Lock()
         self._empty = np.zeros(0, dtype=np.uint8)
@@ -157,9 +163,7 @@ class IsaBackend(Backend):
     @property
     def isa(self):
         if self._isa is None:
-            from eidos.isa import backends
-
-            self._isa = getattr(backends, self.isa_name)()
+            self._isa = targets.create(self.target)
         return self._isa
 
     def _bind(self, n: int):
@@ -233,8 +237,11 @@ class IsaBackend(Backend):
         else:
             self.isa.execute_program(program, launch)
 
+    def unavailable_reason(self) -> str:
+        return targets.info(self.target).reason
+
     def is_available(self) -> bool:
-        return True
+        return self.unavailable_reason() == ""
 
     def get_capabilities(self) -> dict:
         return {"operations": set(OPERATIONS), "device": "cpu", "requires_gpu": False}
@@ -242,7 +249,7 @@ class IsaBackend(Backend):
 
 class CPUBackend(IsaBackend):
     """The compiled ISA CPU backend (numba; NumPy and the interpreter where numba is absent)."""
-    name, isa_name = "cpu", "CpuBackend"
+    name = target = "cpu"
 
     def get_capabilities(self) -> dict:
         return {**super().get_capabilities(), "compiled": "numba (when importable)"}
@@ -250,7 +257,7 @@ class CPUBackend(IsaBackend):
 
 class ReferenceBackend(IsaBackend):
     """The ISA reference interpreter: pure Python, slow, the definition; for checking."""
-    name, isa_name = "reference", "ReferenceBackend"
+    name = target = "reference"
 
 
 class GPUBackend(IsaBackend):
@@ -262,7 +269,7 @@ class GPUBackend(IsaBackend):
     kept while the host array lives. Available where the ISA TritonBackend is: torch and triton
     importable, and a CUDA device or TRITON_INTERPRET=1 (which automatic selection never uses: it
     needs detect_devices() to see a GPU)."""
-    name = "gpu"
+    name, target = "gpu", "triton"   # the target whose device memory holds gpu tensors (storage.py)
 
     def __init__(self) -> None:
         super().__init__()
@@ -281,6 +288,7 @@ class GPUBackend(IsaBackend):
             return ("no GPU detected (detect_devices: gpu_count=0); TRITON_INTERPRET=1 runs gpu programs on the "
                     "CPU through Triton's interpreter")
         try:
+            targets.target_class(self.target)
             _dev.torch_device()
         except BackendUnavailable as e:
             return str(e)
@@ -299,9 +307,7 @@ class GPUBackend(IsaBackend):
             why = self.unavailable_reason()
             if why:
                 raise BackendUnavailable(f"tensor backend 'gpu': {why}")
-            from eidos.isa.backends.triton import TritonBackend
-
-            self._isa = TritonBackend(_dev.torch_device())
+            self._isa = targets.target_class(self.target)(_dev.torch_device())
             self._empty = _dev.as_bytes(_dev.GPU.empty(0, np.dtype(np.uint8)))
         return self._isa
 
@@ -342,9 +348,19 @@ class GPUBackend(IsaBackend):
 
 # ---- registry, priority ------------------------------------------------------------------------
 
+def _from_targets() -> dict[str, Backend]:
+    """One tensor backend per registered kernel target, in the default priority order: gpu, cpu, any other
+    target, the reference interpreter last (the slowest; it is for checking)."""
+    classes = {cls.target: cls for cls in (GPUBackend, CPUBackend, ReferenceBackend)}
+    made = [classes[t]() if t in classes else IsaBackend(t) for t in targets.names()]
+    first = ["gpu", "cpu"]
+    made.sort(key=lambda b: (first.index(b.name) if b.name in first else len(first), b.name == "reference"))
+    return {b.name: b for b in made}
+
+
 _memo: dict = {}
-_BACKENDS: dict[str, Backend] = {"gpu": GPUBackend(), "cpu": CPUBackend(), "reference": ReferenceBackend()}
-DEFAULT_PRIORITY = ("gpu", "cpu", "reference")
+_BACKENDS: dict[str, Backend] = _from_targets()
+DEFAULT_PRIORITY = tuple(_BACKENDS)
 _state = {"priority": list(DEFAULT_PRIORITY), "forced": None, "version": 0}
 
 

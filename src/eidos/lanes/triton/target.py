@@ -9,34 +9,30 @@ interpreter. Nothing falls back silently: an unavailable target is BackendUnavai
 
 from __future__ import annotations
 
-import importlib
 import os
 
 from eidos.errors import BackendUnavailable
 from eidos.isa import ExecutionParams, LaunchConfig
+from eidos.isa import registry
 
 KERNELS_ENV = "EIDOS_TRITON_KERNELS"
-TARGETS = {"triton": ("eidos.isa.backends.triton", "TritonBackend"),
-           "cpu": ("eidos.isa.backends.cpu", "CpuBackend"),
-           "reference": ("eidos.isa.backends.reference", "ReferenceBackend")}
 INSTALL = "pip install 'eidos[gpu]'"
 BLOCK = 256   # rows are padded to a multiple of this, so every launch is whole blocks
 
 
 def target_name() -> str:
     name = os.environ.get(KERNELS_ENV, "triton").strip() or "triton"
-    if name not in TARGETS:
-        raise BackendUnavailable(f"{KERNELS_ENV}={name!r} names no kernel target; use one of {', '.join(TARGETS)}")
+    if name not in registry.names():
+        raise BackendUnavailable(f"{KERNELS_ENV}={name!r} names no kernel target; use one of "
+                                 f"{', '.join(registry.names())}")
     return name
 
 
 def target_class(name: str):
-    module, cls = TARGETS[name]
     try:
-        return getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError) as e:
-        raise BackendUnavailable(f"the kernel target {cls} ({module}) is not available here: {e}; "
-                                 f"{INSTALL}" + (f", or set {KERNELS_ENV}=reference" if name == "triton" else "")) from e
+        return registry.target_class(name)
+    except BackendUnavailable as e:
+        raise BackendUnavailable(f"{e}; {INSTALL}" + (f", or set {KERNELS_ENV}=reference" if name == "triton" else "")) from e
 
 
 class Device:
