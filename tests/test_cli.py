@@ -436,3 +436,49 @@ def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     assert main(["demo", "--rows", "300", "--dir", "demo"]) in (0, 1)  # the data; agreement is test_demo's
     for i, code in enumerate(blocks):
         exec(compile(code, f"README.md python block {i + 1}", "exec"), {"__name__": f"readme_{i}"})
+
+
+def test_backends_targets(capsys):
+    from eidos.isa import registry
+
+    rc, out, _ = run_cli(capsys, "backends", "--targets")
+    assert rc == 0
+    header, _, *rows = out.splitlines()
+    assert header.split() == ["target", "source", "available", "reason"]
+    targets = registry.targets()
+    assert [r.split()[0] for r in rows] == [t.name for t in targets]
+    assert [r.split()[2] for r in rows] == ["yes" if t.available else "no" for t in targets]
+    rc, out, _ = run_cli(capsys, "backends", "--targets", "--json")
+    assert [(x["name"], x["available"]) for x in json.loads(out)] == [(t.name, t.available) for t in targets]
+
+
+def test_backends_matrix_prints_what_was_measured_and_where(capsys, monkeypatch, tmp_path):
+    from eidos.isa import matrix
+
+    monkeypatch.setenv("EIDOS_CACHE_DIR", str(tmp_path))
+    rc, _, err = run_cli(capsys, "backends", "--matrix")
+    assert rc == 1 and "no speed matrix has been measured on this machine" in err and "--measure" in err
+    result = matrix.measure((16,), 1, kinds=["map"], targets=["reference"], command="python bench/matrix.py")
+    matrix.save(result)
+    rc, out, _ = run_cli(capsys, "backends", "--matrix")
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["operation", "elements", "reference"]
+    assert lines[2].split()[:2] == ["map", "16"] and lines[2].endswith("GB/s)")
+    assert f"measured {result['date']} on " in out and "command: python bench/matrix.py" in out
+    assert f"from {tmp_path / 'matrix.json'}" in out
+    rc, out, _ = run_cli(capsys, "backends", "--matrix", "--json")
+    assert json.loads(out) == result
+
+
+def test_backends_matrix_measure_times_every_available_target(capsys, monkeypatch, tmp_path):
+    from eidos.isa import matrix, registry
+
+    monkeypatch.setenv("EIDOS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(matrix, "QUICK_SIZES", (16,))
+    monkeypatch.setattr(matrix, "KINDS", {"binary map": matrix.KINDS["binary map"]})  # one compile per target
+    rc, out, _ = run_cli(capsys, "backends", "--matrix", "--measure")
+    assert rc == 0 and "command: eidos backends --matrix --measure" in out
+    saved = matrix.load()
+    timed = {c["target"] for c in saved["cells"] if "min_s" in c}
+    assert timed == {t.name for t in registry.targets() if t.available}

@@ -202,6 +202,18 @@ def cmd_devices(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_backends(args: argparse.Namespace, out: Out) -> int:
+    if args.matrix:
+        return show_matrix(args, out)
+    if args.targets:
+        from eidos.isa import registry
+
+        targets = registry.targets()
+        if args.json:
+            out.line(json.dumps([asdict(t) for t in targets], indent=2))
+        else:
+            out.table(["target", "source", "available", "reason"],
+                      [(t.name, t.source, "yes" if t.available else "no", t.reason) for t in targets])
+        return 0
     lanes = ei.backends()
     if args.json:
         out.line(json.dumps([{"lane": l.name, "kind": l.kind, "available": l.available, "reason": l.reason}
@@ -209,6 +221,32 @@ def cmd_backends(args: argparse.Namespace, out: Out) -> int:
         return 0
     rows = [(l.name, l.kind, "yes" if l.available else "no", l.reason or "") for l in lanes]
     out.table(["lane", "kind", "available", "reason"], rows)
+    return 0
+
+
+def show_matrix(args: argparse.Namespace, out: Out) -> int:
+    """The kernel targets' speed matrix: the one saved on this machine, or a quick one measured now."""
+    from eidos.isa import matrix
+
+    if args.measure:
+        with out.status("timing every kernel target (about a minute)") as status:
+            result = matrix.measure(matrix.QUICK_SIZES, 3, command="eidos backends --matrix --measure",
+                                    progress=getattr(status, "update", None))
+        path = matrix.save(result)
+    else:
+        path = matrix.default_path()
+        result = matrix.load(path)
+        if result is None:
+            raise CommandError(f"no speed matrix has been measured on this machine (none at {path}); "
+                               "'eidos backends --matrix --measure' times every kernel target now (1e3 and 1e5 "
+                               "elements), 'python bench/matrix.py' in a source checkout at full size")
+    if args.json:
+        out.line(json.dumps(result, indent=2))
+        return 0
+    headers, rows = matrix.table(result)
+    out.table(headers, rows, right=[False, True] + [True] * (len(headers) - 2))
+    for line in [*matrix.provenance(result), f"from {path}"]:
+        out.line(line, style="dim")
     return 0
 
 
@@ -437,6 +475,15 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+def _backends_args(p: argparse.ArgumentParser) -> None:
+    _json_flag(p)
+    p.add_argument("--targets", action="store_true",
+                   help="list the kernel targets (the 'eidos.isa.backends' entry points) instead of the lanes")
+    p.add_argument("--matrix", action="store_true",
+                   help="the kernel targets' measured speed per operation kind and size (the latest measured here)")
+    p.add_argument("--measure", action="store_true", help="with --matrix: measure it now (quick sizes) and save it")
+
+
 def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN.json", help="a plan written by Flow.to_json() ('-' reads stdin)")
     p.add_argument("--engine", metavar="LANE", help="force this lane (see 'eidos backends')")
@@ -463,9 +510,12 @@ COMMANDS = {
     "devices": (cmd_devices, _json_flag, "what this machine has: cores, memory, CPU flags, GPUs",
                 "Show what eidos detected on this machine: CPU cores and flags, the memory limit "
                 "(cgroup-aware), GPUs, and the EIDOS_* settings."),
-    "backends": (cmd_backends, _json_flag, "every lane, its kind, and whether it can run here",
+    "backends": (cmd_backends, _backends_args, "every lane, its kind, and whether it can run here",
                  "List every lane (built-in and from the 'eidos.backends' entry points) with its kind, "
-                 "whether it is available here, and if not, why and how to install what it needs."),
+                 "whether it is available here, and if not, why and how to install what it needs. --targets "
+                 "lists the kernel targets the same way; --matrix shows their measured speed per operation "
+                 "kind and size (saved by 'python bench/matrix.py' or --measure), saying when and where it "
+                 "was measured."),
     "explain": (cmd_explain, _plan_args, "show the optimized plan, the lane chosen and why",
                 "Show the optimized plan of PLAN.json, the lane eidos chooses, the rule that chose it, "
                 "and every rejected lane with why. Runs nothing."),
@@ -503,6 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if getattr(args, "rows", 1) < 1:
         parser.error("--rows must be at least 1")
+    if getattr(args, "measure", False) and not args.matrix:
+        parser.error("--measure goes with --matrix")
     try:
         rc = args.func(args, Out())
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
