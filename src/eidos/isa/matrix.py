@@ -163,6 +163,39 @@ def machine() -> dict:
             "triton_interpret": os.environ.get("TRITON_INTERPRET", "")}
 
 
+def limits(n: int = 1 << 24, repeats: int = 5) -> dict:
+    """The memory bandwidth the figures sit under, measured in the same run: a host copy (NumPy, one
+    thread) and, where there is a GPU and torch sees it, a device-to-device copy; GB/s of bytes read
+    and written, n float32 elements."""
+    from eidos.hal.devices import detect_devices
+
+    src, dst = np.ones(n, dtype=np.float32), np.empty(n, dtype=np.float32)
+    out = {"host copy, one thread (NumPy)": _copy_rate(lambda: np.copyto(dst, src), 8 * n, repeats, lambda: None)}
+    if detect_devices().gpu_count == 0:
+        return out
+    try:
+        import torch
+    except ImportError:
+        return out
+    if torch.cuda.is_available():
+        a, b = torch.ones(n, device="cuda"), torch.empty(n, device="cuda")
+        out[f"device copy ({torch.cuda.get_device_name()}, torch)"] = _copy_rate(lambda: b.copy_(a), 8 * n, repeats,
+                                                                               torch.cuda.synchronize)
+    return out
+
+
+def _copy_rate(copy, nbytes: int, repeats: int, sync) -> float:
+    copy()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        copy()
+        sync()
+        best = min(best, time.perf_counter() - t)
+    return nbytes / best / 1e9
+
+
 def measure(sizes=SIZES, repeats: int = 5, *, kinds=None, targets=None, reference_max: int = REFERENCE_MAX,
             command: str = "", progress: Callable[[str], None] | None = None) -> dict:
     """Time every kind at every size on every available target (or those named); returns the result
@@ -192,7 +225,7 @@ def measure(sizes=SIZES, repeats: int = 5, *, kinds=None, targets=None, referenc
                         cell["gflops"] = flops(n) / lo / 1e9
                 cells.append(cell)
     return {"machine": machine(), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command, "repeats": repeats, "sizes": list(sizes),
+            "command": command, "repeats": repeats, "sizes": list(sizes), "limits": limits(max(*sizes, 1 << 24)),
             "kinds": {k: KINDS[k][0] for k in kinds},
             "targets": [{"name": i.name, "source": i.source, "available": i.available, "reason": i.reason}
                         for i in infos],
@@ -228,6 +261,10 @@ def _seconds(s: float) -> str:
     return f"{s * 1e9:.3g} ns"
 
 
+def _rate(x: float, unit: str) -> str:
+    return f"{x:,.0f} {unit}" if x >= 100 else f"{x:.3g} {unit}"
+
+
 def table(result: dict) -> tuple[list[str], list[list[str]]]:
     """(headers, rows): one row per kind and size, one column per target: min time and the rate
     (GB/s; GFLOP/s for GEMM), or '-' where the target was not timed."""
@@ -238,7 +275,7 @@ def table(result: dict) -> tuple[list[str], list[list[str]]]:
         if "skipped" in c:
             row[c["target"]] = "-"
         else:
-            rate = f"{c['gflops']:.3g} GFLOP/s" if "gflops" in c else f"{c['gbps']:.3g} GB/s"
+            rate = _rate(c["gflops"], "GFLOP/s") if "gflops" in c else _rate(c["gbps"], "GB/s")
             row[c["target"]] = f"{_seconds(c['min_s'])} ({rate})"
     return (["operation", "elements", *names],
             [[kind, f"{n:,}", *(row.get(t, "-") for t in names)] for (kind, n), row in rows.items()])
@@ -252,7 +289,8 @@ def provenance(result: dict) -> list[str]:
         where += f", GPUs: {', '.join(m['gpus'])}"
     lines = [f"measured {result['date']} on {where}; python {m['python']}, numpy {m['numpy']}"
              + (f", TRITON_INTERPRET={m['triton_interpret']}" if m["triton_interpret"] else ""),
-             f"command: {result['command'] or '(not recorded)'}; min of {result['repeats']} timings per cell"]
+             f"command: {result['command'] or '(not recorded)'}; each cell the min of {result['repeats']} timing(s)"]
+    lines += [f"limit, {what}: {_rate(gbps, 'GB/s')}" for what, gbps in result.get("limits", {}).items()]
     lines += [f"{t['name']}: not measured, unavailable: {t['reason']}" for t in result["targets"] if not t["available"]]
     ref = {c["skipped"] for c in result["cells"] if c["target"] == "reference" and "skipped" in c
            and not c["skipped"].startswith("unavailable")}
