@@ -132,13 +132,13 @@ def _launch(be, program, launch) -> None:
         be.execute_program(program, launch)
 
 
-def _time(be, program, launch, repeats: int) -> list[float]:
-    """Seconds per run, `repeats` timings, after one untimed run (compiling, caching)."""
-    sync = getattr(be, "synchronize", lambda: None)   # a target that runs asynchronously (a GPU) waits here
-    _launch(be, program, launch)
+def _time(run: Callable[[], object], sync: Callable[[], object], repeats: int) -> list[float]:
+    """Seconds per call of run(), `repeats` timings of about CELL_SECONDS each, after one untimed call
+    (compiling, caching); sync() waits for work a call left running (a GPU's)."""
+    run()
     sync()
     t = time.perf_counter()
-    _launch(be, program, launch)
+    run()
     sync()
     once = time.perf_counter() - t
     number = max(1, min(10_000, int(CELL_SECONDS / max(once, 1e-9))))
@@ -146,7 +146,7 @@ def _time(be, program, launch, repeats: int) -> list[float]:
     for _ in range(repeats):
         t = time.perf_counter()
         for _ in range(number):
-            _launch(be, program, launch)
+            run()
         sync()
         out.append((time.perf_counter() - t) / number)
     return out
@@ -163,14 +163,14 @@ def machine() -> dict:
             "triton_interpret": os.environ.get("TRITON_INTERPRET", "")}
 
 
-def limits(n: int = 1 << 24, repeats: int = 5) -> dict:
+def limits(n: int = 1 << 22, repeats: int = 5) -> dict:
     """The memory bandwidth the figures sit under, measured in the same run: a host copy (NumPy, one
     thread) and, where there is a GPU and torch sees it, a device-to-device copy; GB/s of bytes read
     and written, n float32 elements."""
     from eidos.hal.devices import detect_devices
 
     src, dst = np.ones(n, dtype=np.float32), np.empty(n, dtype=np.float32)
-    out = {"host copy, one thread (NumPy)": _copy_rate(lambda: np.copyto(dst, src), 8 * n, repeats, lambda: None)}
+    out = {"host copy, one thread (NumPy)": 8 * n / min(_time(lambda: np.copyto(dst, src), lambda: None, repeats)) / 1e9}
     if detect_devices().gpu_count == 0:
         return out
     try:
@@ -179,21 +179,9 @@ def limits(n: int = 1 << 24, repeats: int = 5) -> dict:
         return out
     if torch.cuda.is_available():
         a, b = torch.ones(n, device="cuda"), torch.empty(n, device="cuda")
-        out[f"device copy ({torch.cuda.get_device_name()}, torch)"] = _copy_rate(lambda: b.copy_(a), 8 * n, repeats,
-                                                                               torch.cuda.synchronize)
+        seconds = min(_time(lambda: b.copy_(a), torch.cuda.synchronize, repeats))
+        out[f"device copy ({torch.cuda.get_device_name()}, torch)"] = 8 * n / seconds / 1e9
     return out
-
-
-def _copy_rate(copy, nbytes: int, repeats: int, sync) -> float:
-    copy()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        copy()
-        sync()
-        best = min(best, time.perf_counter() - t)
-    return nbytes / best / 1e9
 
 
 def measure(sizes=SIZES, repeats: int = 5, *, kinds=None, targets=None, reference_max: int = REFERENCE_MAX,
@@ -218,14 +206,15 @@ def measure(sizes=SIZES, repeats: int = 5, *, kinds=None, targets=None, referenc
                         progress(f"{kind}, {n:,} elements, {info.name}")
                     be = registry.create(info.name)
                     program, launch = make(be, n)
-                    times = _time(be, program, launch, repeats)
+                    sync = getattr(be, "synchronize", lambda: None)   # a target that runs asynchronously waits
+                    times = _time(lambda: _launch(be, program, launch), sync, repeats)
                     lo, med = min(times), statistics.median(times)
                     cell.update(min_s=lo, median_s=med, gbps=nbytes(n) / lo / 1e9)
                     if flops is not None:
                         cell["gflops"] = flops(n) / lo / 1e9
                 cells.append(cell)
     return {"machine": machine(), "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command, "repeats": repeats, "sizes": list(sizes), "limits": limits(max(*sizes, 1 << 24)),
+            "command": command, "repeats": repeats, "sizes": list(sizes), "limits": limits(max(*sizes, 1 << 22)),
             "kinds": {k: KINDS[k][0] for k in kinds},
             "targets": [{"name": i.name, "source": i.source, "available": i.available, "reason": i.reason}
                         for i in infos],
