@@ -11,7 +11,7 @@ here) for what importing cannot tell, such as a missing device.
 
 from __future__ import annotations
 
-import importlib
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ class _Entry:
         self.name, self.source, self._load = name, source, load
         self._cls: type | None = None
         self._error: BaseException | None = None
+        self._probe: Callable[[], str | None] | None = None   # its module's unavailable_reason, if any
 
     def load(self) -> type:
         if self._cls is None and self._error is None:
@@ -36,6 +37,8 @@ class _Entry:
                 self._cls = _check(self.name, self._load())
             except Exception as e:  # noqa: BLE001 - kept as the target's unavailability reason
                 self._error = e
+            else:
+                self._probe = getattr(sys.modules.get(self._cls.__module__), "unavailable_reason", None)
         if self._error is not None:
             raise BackendUnavailable(f"kernel target {self.name!r} ({self.source}) "
                                      f"{_failed(self._error)}") from self._error
@@ -44,12 +47,13 @@ class _Entry:
     def reason(self) -> str:
         """'' when the target runs here, else why not."""
         try:
-            cls = self.load()
+            self.load()
         except BackendUnavailable:
             return _failed(self._error)
-        probe = getattr(importlib.import_module(cls.__module__), "unavailable_reason", None)
+        if self._probe is None:
+            return ""
         try:
-            why = probe() if probe is not None else None
+            why = self._probe()
         except Exception as e:  # noqa: BLE001 - a probe that fails makes the target unavailable, with why
             return f"availability check failed: {type(e).__name__}: {e}"
         return why or ""
@@ -112,6 +116,11 @@ def _entry(name: str) -> _Entry:
         raise no_such("kernel target", name, _entries) from None
 
 
+def reason(name: str) -> str:
+    """'' when the target `name` runs here, else why not."""
+    return _entry(name).reason()
+
+
 def info(name: str) -> TargetInfo:
     """The target `name`, whether it runs here, and why not."""
     e = _entry(name)
@@ -165,5 +174,5 @@ def unregister_target(name: str) -> None:
     _entries.pop(name, None)
 
 
-__all__ = ["ENTRY_POINT_GROUP", "TargetInfo", "names", "info", "targets", "target_class", "create",
+__all__ = ["ENTRY_POINT_GROUP", "TargetInfo", "names", "reason", "info", "targets", "target_class", "create",
            "class_named", "register_target", "unregister_target"]

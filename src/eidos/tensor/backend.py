@@ -238,7 +238,7 @@ class IsaBackend(Backend):
             self.isa.execute_program(program, launch)
 
     def unavailable_reason(self) -> str:
-        return targets.info(self.target).reason
+        return targets.reason(self.target)
 
     def is_available(self) -> bool:
         return self.unavailable_reason() == ""
