@@ -298,7 +298,9 @@ def test_rule2_mixed_sources_split_and_push_down_the_database_part(lanes):
     assert d.lane is vec and d.rule == 2 and len(d.parts) == 1
     assert "1 part pushed down to pg" in d.reason and "vec finishes the plan" in d.reason
     text = f.explain()
-    assert "Scan result of the part pushed down to pg" in text
+    assert "Scan result of part 1" in text   # the plan reads the part by its key; the part tree names its lane
+    assert re.search(r"parts:\n  finish: vec\n    part 1: pg   \(rule 2, data locality: every source lives in "
+                     r"postgresql://u:\*\*\*@h/db: the whole part runs there", text), text
     assert "Aggregate [k] s=sum(v)" in text and "pw" not in text
     f.run()
     (part,) = pg.ran
@@ -315,6 +317,6 @@ def test_forced_local_lane_still_pushes_database_parts_down(lanes):
     src = SqlSource(Schema([("k", ei.Int64)]), uri="postgresql://h/db", table="t")
     f = ei.from_pydict({"k": [1]}).join(ei.Flow(N.Scan(src)), on="k")
     d = decide(f.plan, engine="vec")
-    assert d.lane.name == "vec" and len(d.parts) == 1 and d.parts[0].lane == "pg"
+    assert d.lane.name == "vec" and d.rule == 2 and len(d.parts) == 1 and d.parts[0].lane_name == "pg"
     f.run(engine="vec")
     assert len(pg.ran) == 1

@@ -12,7 +12,7 @@
 Rows flow up the plan: a scan gives the source's rows (or bytes / bytes_per_row), a filter keeps
 filter_keeps of its input, a keyed aggregation groups_per_row of it (one row without keys), a join
 the larger input (the product for cross joins), a limit min(n, rows), a union the sum. The result of
-a part of the plan another lane runs first (a PushedSource) has the rows its subplan gives, at
+another part of a split plan (a PartSource) has the rows its subplan gives, at
 ROW_WIDTH bytes per value of a non-numeric column.
 Lanes compared by the planner use the same flow, so their estimates compare like with like.
 """
@@ -78,7 +78,7 @@ def source_size(source: S.Source, model: RowFlow) -> tuple[float, float, str]:
     """Rows, bytes and format of a source, each estimated when the source does not say."""
     fmt = _FORMATS.get(type(source), "other")
     rows, nbytes = source.estimated_rows, source.estimated_bytes
-    if rows is None and nbytes is None and isinstance(source, S.PushedSource) and isinstance(source.plan, N.Node):
+    if rows is None and nbytes is None and isinstance(source, S.PartSource) and isinstance(source.plan, N.Node):
         rows = rows_out(source.plan, model)
         nbytes = rows * row_bytes(source.schema)
     if rows is None and nbytes is not None:

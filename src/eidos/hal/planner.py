@@ -6,7 +6,9 @@
 4. hardware (a GPU and numeric map work: the GPU lane)
 5. logic type (opaque Python: the free lane; relational: the vector lane by cost model)
 
-Every lane not chosen is recorded with why.
+Every lane not chosen is recorded with why. A plan whose sources live in several places, or that
+holds numeric work a GPU lane can take, is first cut into parts (eidos.hal.parts); each part is
+decided by the same rules, and the decision of the plan that reads them lists them.
 """
 
 from __future__ import annotations
@@ -14,18 +16,17 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from eidos.errors import BackendUnavailable, UnsupportedError
 from eidos.hal import registry
 from eidos.hal.lane import Lane, Estimate
 from eidos.hal.devices import detect_devices, memory_budget
+from eidos.hal.parts import LOCALITY, Cuts, Part, by_device, by_locality, places, reads
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import node_label, tree
-from eidos.ir.rewrite import map_inputs
-from eidos.ir.sources import LOCAL, PushedSource
+from eidos.ir.sources import LOCAL
 
 # Preference among lanes that can run a plan, when no rule decides (lower first).
 KIND_ORDER = {"vector": 0, "pushdown": 1, "streaming": 2, "gpu": 3, "cluster": 4, "free": 5, "reference": 9}
@@ -54,7 +55,7 @@ class Decision:
     rejected: tuple[tuple[str, str], ...] = ()
     fallbacks: tuple[Lane, ...] = ()
     notes: tuple[str, ...] = field(default=())
-    parts: tuple[PushedSource, ...] = ()   # subplans pushed down to databases (rule 2 splits)
+    parts: tuple[Part, ...] = ()   # the parts `plan` reads, at any depth, each decided (split plans)
 
     @property
     def lane_name(self) -> str:
@@ -94,55 +95,63 @@ class _Survey:
 
 
 def decide(plan: N.Node, engine: str | None = None) -> Decision:
-    """Optimize `plan` and choose its lane by the five rules."""
+    """Optimize `plan`, cut it into parts where its sources or its work call for it, and choose the
+    lane of each part and of the plan that reads them by the five rules."""
     plan = plan.optimized
     forced = engine or os.environ.get("EIDOS_BACKEND") or None
     if forced:
         return _forced(plan, forced, "engine=" + repr(forced) if engine else f"EIDOS_BACKEND={forced}")
     notes: list[str] = []
-    whole = _locality(plan, _Survey(plan), notes) if _remote_places(plan) else None
+    remote = _remote_places(plan)
+    whole = _locality(plan, _Survey(plan), notes) if remote else None
     if whole is not None:
         return whole
-    plan, parts = split(plan) if _remote_places(plan) else (plan, [])
+    cuts = Cuts()
+    if remote:
+        plan = _cut_by_locality(plan, cuts)
     survey = _Survey(plan)
-    for rule in (_volume, _hardware, _logic):
+    for rule in (_volume, lambda *a: _hardware(*a, cuts=cuts), _logic):
         decision = rule(plan, survey, notes)
         if decision is not None:
-            return _with_parts(decision, parts)
+            return _with_parts(decision, cuts)
     gaps = "\n".join(f"  {name}: {why}" for name, why in survey.rejected.items())
     raise UnsupportedError(f"no lane can run this plan:\n{gaps}")
 
 
 def _remote_places(plan: N.Node) -> set[str]:
-    return {n.source.location for n in plan.walk() if isinstance(n, N.Scan)} - {LOCAL}
+    return places(plan) - {LOCAL}
 
 
-def split(plan: N.Node) -> tuple[N.Node, list[PushedSource]]:
-    """Cut out the largest subtrees whose sources all live in one database and that a lane
-    reading that database can run; each becomes a Scan of its (future) Arrow result."""
-    parts: list[PushedSource] = []
+def _cut_by_locality(plan: N.Node, cuts: Cuts) -> N.Node:
+    """`plan` with its largest subtrees over one database that a lane there can run cut out as parts,
+    each decided by rule 2."""
+    surveys: dict[int, _Survey] = {}
 
-    def visit(node: N.Node) -> N.Node:
-        places = {n.source.location for n in node.walk() if isinstance(n, N.Scan)}
-        if len(places) == 1 and LOCAL not in places:
-            for lane in sorted(registry.lanes(), key=lambda l: l.kind != "pushdown"):
-                if lane.is_available() and not lane.supports(node):
-                    part = PushedSource(node.schema, plan=node, lane=lane.name, place=next(iter(places)))
-                    parts.append(part)
-                    return N.Scan(part)
-        return map_inputs(node, visit)
+    def runs_there(node: N.Node) -> bool:
+        survey = surveys[id(node)] = _Survey(node)
+        return bool(survey.capable)
 
-    return visit(plan), parts
+    rest = by_locality(plan, cuts, runs_there)
+    for part in list(cuts.parts.values()):
+        if part.by == LOCALITY and part.decision is None:
+            cuts.decide(part.key, _locality(part.plan, surveys[id(part.plan)], [], "part"))
+    return rest
 
 
-def _with_parts(decision: Decision, parts: list[PushedSource]) -> Decision:
+def _with_parts(decision: Decision, cuts: Cuts) -> Decision:
+    """The decision with the parts its plan reads (at any depth) listed; a split by locality says so."""
+    parts = tuple(cuts.read_by(decision.plan)) if cuts.parts else ()
     if not parts:
         return decision
-    pushed = ", ".join(f"{p.lane} ({p.place})" for p in parts)
-    reason = (f"sources live in several places: {len(parts)} part{'s' if len(parts) > 1 else ''} pushed down "
-              f"to {pushed}, streamed back as Arrow; {decision.lane_name} finishes the plan "
+    decision = replace(decision, parts=parts)
+    pushed = [p for p in parts if p.by == LOCALITY]
+    if not pushed:
+        return decision
+    where = ", ".join(f"{p.lane_name} ({p.place})" for p in pushed)
+    reason = (f"sources live in several places: {len(pushed)} part{'s' if len(pushed) > 1 else ''} pushed down "
+              f"to {where}, streamed back as Arrow; {decision.lane_name} finishes the plan "
               f"(rule {decision.rule}, {RULES[decision.rule]}: {decision.reason})")
-    return replace(decision, rule=2, reason=reason, parts=tuple(parts) + decision.parts)
+    return replace(decision, rule=2, reason=reason)
 
 
 def _forced(plan: N.Node, name: str, how: str) -> Decision:
@@ -151,15 +160,15 @@ def _forced(plan: N.Node, name: str, how: str) -> Decision:
     if not a:
         raise BackendUnavailable(f"lane {name!r} ({how}) is unavailable: {a.reason}")
     gaps = lane.supports(plan)
-    parts: list[PushedSource] = []
+    cuts = Cuts()
     if gaps and all(g.startswith("cannot read") for g in gaps):
-        plan, parts = split(plan)  # the forced lane finishes what the databases cannot
+        plan = _cut_by_locality(plan, cuts)  # the forced lane finishes what the databases cannot
         gaps = lane.supports(plan)
     if gaps:
         raise UnsupportedError(f"lane {name!r} ({how}) cannot run this plan: {describe_gaps(gaps)}; "
                                "run with engine=None to let eidos choose a lane that can")
     others = tuple((l.name, f"not chosen: {how} asked for {name}") for l in registry.lanes() if l is not lane)
-    return _with_parts(Decision(lane, 1, f"{how}", plan, rejected=others), parts)
+    return _with_parts(Decision(lane, 1, f"{how}", plan, rejected=others), cuts)
 
 
 def _finish(plan: N.Node, survey: _Survey, chosen: Lane, rule: int, reason: str,
@@ -178,16 +187,16 @@ def _why_not(lane: Lane, rule: int, chosen: Lane) -> str:
     return f"can run it, but rule {rule} ({RULES[rule]}) chose {chosen.name}"
 
 
-def _locality(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
-    """Rule 2 for a plan whose sources all live in one database: run all of it there."""
-    places = {n.source.location for n in plan.walk() if isinstance(n, N.Scan)}
-    if len(places) != 1 or LOCAL in places:
+def _locality(plan: N.Node, survey: _Survey, notes: list[str], what: str = "plan") -> Decision | None:
+    """Rule 2 for a plan (or a part) whose sources all live in one database: run all of it there."""
+    where = places(plan)
+    if len(where) != 1 or LOCAL in where:
         return None
-    (place,) = places
+    (place,) = where
     lanes = sorted(survey.capable, key=lambda l: l.kind != "pushdown")
     if lanes:
         return _finish(plan, survey, lanes[0], 2,
-                       f"every source lives in {place}: the whole plan runs there; only the result moves", notes)
+                       f"every source lives in {place}: the whole {what} runs there; only the result moves", notes)
     notes.append(f"rule 2: every source lives in {place}, but no lane that reads it can run all of the plan; "
                  "the parts it can run are pushed down")
     return None
@@ -224,11 +233,12 @@ def _is_numeric_map(plan: N.Node) -> bool:
     return True
 
 
-def _hardware(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
+def _hardware(plan: N.Node, survey: _Survey, notes: list[str], *, cuts: Cuts) -> Decision | None:
     """Rule 4: with a GPU, a plan of numeric map work runs on the GPU lane; a plan that holds some
-    (under a join, a sort, string work) is split: the numeric parts run there, the rest on the
-    lane rule 5 picks, and each part's result moves between them as Arrow. Only work big enough
-    to pay goes to the GPU: the GPU lane's cost estimate must beat the CPU lane's (_gpu_pays)."""
+    (under a join, a sort, string work) is cut into parts by device (`cuts`): the numeric parts run
+    there, the rest on the lane rule 5 picks, and each part's result is handed to the part that
+    reads it. Only work big enough to pay goes to the GPU: the GPU lane's cost estimate must beat
+    the CPU lane's (_gpu_pays)."""
     devices = detect_devices()
     if devices.gpu_count == 0:
         return None
@@ -254,29 +264,35 @@ def _hardware(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | Non
             notes.append("rule 4: a GPU is present and the plan is numeric, but no GPU lane can run it")
         return None
     small: list[str] = []
-    said: dict[int, str] = {}
 
-    def pays(part: N.Node) -> bool:
+    def pays(part: N.Node) -> tuple[bool, str]:
         ok, why = _gpu_pays(part, lanes[0])
         if not ok:
             small.append(f"{node_label(part)}: {why}")
-        said[id(part)] = why
-        return ok
+        return ok, why
 
-    try:
-        rest, parts = split_numeric(plan, lanes[0], pays)
-    except _NoLane:
-        return None
+    before = set(cuts.parts)
+    rest = by_device(plan, lanes[0], cuts, pays)
+    cut = [part for key, part in cuts.parts.items() if key not in before]
+    for part in cut:   # each part by the rules: the GPU's by rule 4, its CPU inputs by rule 5
+        if part.place == "gpu":
+            cuts.decide(part.key, Decision(lanes[0], 4, f"a GPU ({gpu_name}); {part.why}", part.plan))
+            continue
+        decision = _logic(part.plan, _Survey(part.plan), [])
+        if decision is None:   # no CPU lane can run an input the GPU lane cannot: the plan is not split
+            return None
+        cuts.decide(part.key, decision)
     notes += [f"rule 4: a GPU ({gpu_name}) is present; {lanes[0].name} could run the numeric part {s}" for s in small]
-    if not parts:
+    on_gpu = [cuts.parts[p.key] for p in cut if p.place == "gpu"]   # in the order they were cut
+    if not on_gpu:
         return None
     decision = _logic(rest, _Survey(rest), notes)
     if decision is None:
         return None
-    ran = ", ".join(f"{describe_part(p)} ({said[id(p.plan)]})" for p in parts)
+    ran = ", ".join(f"{describe_part(p, cuts.parts)} ({p.why})" for p in on_gpu)
     reason = (f"a GPU ({gpu_name}): {ran}, handed on as Arrow; {decision.lane_name} "
               f"finishes the plan (rule 5, {RULES[5]}: {decision.reason})")
-    return replace(decision, rule=4, reason=reason, parts=decision.parts + tuple(parts))
+    return replace(decision, rule=4, reason=reason)
 
 
 def _gpu_pays(plan: N.Node, gpu: Lane, survey: _Survey | None = None) -> tuple[bool, str]:
@@ -325,75 +341,11 @@ def _gpu_pays(plan: N.Node, gpu: Lane, survey: _Survey | None = None) -> tuple[b
     return False, f"numeric but {estimated}: {why}; stays on {cpu.lane_name} ({models})"
 
 
-def describe_part(part: PushedSource) -> str:
-    """'triton runs Aggregate [...] (over a part on polars)': one GPU part, for explain."""
-    below = [n.source for n in part.plan.walk() if isinstance(n, N.Scan) and isinstance(n.source, PushedSource)]
-    over = f" (over {len(below)} part{'s' if len(below) > 1 else ''} on {', '.join(sorted({b.lane for b in below}))})"
-    return f"{part.lane} runs {node_label(part.plan)}" + (over if below else "")
-
-
-class _NoLane(Exception):
-    """No CPU lane can run a subtree the GPU lane cannot: the plan is not split."""
-
-
-def split_numeric(plan: N.Node, gpu: Lane,
-                  pays: Callable[[N.Node], bool] = lambda part: True) -> tuple[N.Node, list[PushedSource]]:
-    """Cut out the largest subtrees of numeric map work `gpu` can run (each with at least one node that
-    computes something) and that `pays` accepts, as parts run on `gpu`; an input of such a subtree that
-    `gpu` cannot run becomes a part of its own inside it, run on the CPU lane rule 5 picks for it
-    (reading only the columns the GPU part uses)."""
-    parts: list[PushedSource] = []
-
-    def runs_here(node: N.Node) -> bool:
-        stub = map_inputs(node, lambda c: N.Scan(PushedSource(_read_by(node, c), plan=c, lane="", place="cpu")))
-        return not gpu.supports(stub)
-
-    def computes(node: N.Node) -> bool:
-        if isinstance(node, (N.Filter, N.Aggregate)):
-            return True
-        if isinstance(node, N.Project) and any(not isinstance(E.strip_alias(e), E.Column) for _, e in node.columns):
-            return True
-        return any(runs_here(c) and computes(c) for c in node.inputs)
-
-    def region(node: N.Node) -> N.Node:
-        def child(c: N.Node) -> N.Node:
-            if runs_here(c):
-                return region(c)
-            inner = visit(c)
-            schema = _read_by(node, c)
-            if list(schema.names) != list(inner.schema.names):
-                inner = N.Project(inner, tuple((name, E.Column(name)) for name in schema.names))
-            decision = _logic(inner, _Survey(inner), [])
-            if decision is None:
-                raise _NoLane()
-            return N.Scan(PushedSource(inner.schema, plan=inner, lane=decision.lane_name, place="cpu"))
-        return map_inputs(node, child)
-
-    def visit(node: N.Node) -> N.Node:
-        if not isinstance(node, N.Scan) and runs_here(node) and computes(node):
-            cut = region(node)
-            if not pays(cut):   # nor does a smaller region of it: look only below its CPU inputs
-                return skip(node)
-            part = PushedSource(node.schema, plan=cut, lane=gpu.name, place="gpu")
-            parts.append(part)
-            return N.Scan(part)
-        return map_inputs(node, visit)
-
-    def skip(node: N.Node) -> N.Node:
-        return map_inputs(node, lambda c: skip(c) if runs_here(c) else visit(c))
-
-    return visit(plan), parts
-
-
-def _read_by(node: N.Node, child: N.Node):
-    """The columns of `child` that `node` reads (all of them for nodes that pass rows on whole)."""
-    from eidos.ir.schema import Schema
-
-    if isinstance(node, (N.Project, N.Aggregate)):
-        used = set().union(*(e.columns() for e in node.expressions())) if node.expressions() else set()
-        used = used or set(child.schema.names[:1])   # a row count needs one column to carry the rows
-        return Schema([(n, t) for n, t in child.schema.items() if n in used])
-    return child.schema
+def describe_part(part: Part, parts: dict[str, Part]) -> str:
+    """'triton runs Aggregate [...] (over a part on polars)': one GPU part, for explain; `parts` by key."""
+    below = [parts[key] for key in reads(part.plan)]
+    over = f" (over {len(below)} part{'s' if len(below) > 1 else ''} on {', '.join(sorted({b.lane_name for b in below}))})"
+    return f"{part.lane_name} runs {node_label(part.plan)}" + (over if below else "")
 
 
 def _has_opaque(plan: N.Node) -> bool:
@@ -457,9 +409,29 @@ def render(decision: Decision) -> str:
         lines.append("rejected:")
         lines += [f"  {name.ljust(width)}  {why}" for name, why in decision.rejected]
     lines += [f"note: {n}" for n in decision.notes]
+    if decision.parts:
+        lines.append("parts:")
+        lines += part_tree(decision, "  ")
     lines.append("plan:")
     lines.append(tree(decision.plan, "  "))
     return "\n".join(lines)
+
+
+def part_tree(decision: Decision, indent: str = "") -> list[str]:
+    """The parts of a split plan as a tree, one a line: the lane that finishes the plan, then under
+    each plan the parts it reads, with each part's lane, rule and reason."""
+    parts = {p.key: p for p in decision.parts}
+    lines = [f"{indent}finish: {decision.lane_name}"]
+
+    def visit(plan: N.Node, depth: int) -> None:
+        for key in reads(plan):
+            part = parts[key]
+            d = part.decision
+            lines.append(f"{indent}{'  ' * depth}part {key}: {d.lane_name}   (rule {d.rule}, {RULES[d.rule]}: {d.reason})")
+            visit(part.plan, depth + 1)
+
+    visit(decision.plan, 1)
+    return lines
 
 
 def explain(plan: N.Node, engine: str | None = None) -> str:

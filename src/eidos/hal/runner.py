@@ -1,5 +1,10 @@
 """Running a decision: the chosen lane, then on UnsupportedError the next capable one,
-warned and recorded; `strict=True` raises instead. No other error is swallowed."""
+warned and recorded; `strict=True` raises instead. No other error is swallowed.
+
+A split plan's parts run first, each on its own lane, innermost first; their results are handed
+to the parts that read them only through a `Results` (eidos.hal.results): driver memory unless
+the caller gives another (a cluster's object store, a remote service).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import contextvars
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -16,10 +21,12 @@ from eidos.errors import EidosError, ExecutionError, FallbackWarning, Unsupporte
 from eidos.hal.arrow import conform
 from eidos.hal import registry
 from eidos.hal.lane import Lane
+from eidos.hal.parts import LOCALITY, Part
 from eidos.hal.planner import Decision, decide
+from eidos.hal.results import DriverResults, PartResult, Results
 from eidos.ir import nodes as N
 from eidos.ir.rewrite import map_inputs
-from eidos.ir.sources import ArrowSource, PushedSource
+from eidos.ir.sources import PartSource
 
 
 @dataclass
@@ -59,36 +66,46 @@ def _call(lane: Lane, fn, plan: N.Node):
         raise ExecutionError(f"lane {lane.name!r} failed: {type(e).__name__}: {e}") from e
 
 
-def _run_parts(decision: Decision, record: RunRecord, strict: bool = False) -> N.Node:
-    """The plan with each part another lane runs (pushed down to a database, or the GPU lane's numeric
-    part and the CPU parts below it) replaced by its Arrow result, innermost parts first. A part whose
-    lane raises UnsupportedError runs on the finishing lane instead, warned (strict: raised)."""
-    if not decision.parts:
-        return decision.plan
+def _parts(decision: Decision, record: RunRecord, results: Results,
+           strict: bool = False) -> Callable[[Lane], N.Node]:
+    """bind(lane): the decision's plan as `lane` reads it, each part it reads (at any depth) run once on
+    its own lane through `results`, innermost first, and read through the source its result gives. A
+    part whose lane raises UnsupportedError runs on the finishing lane instead, warned (strict: raised)."""
+    parts = {p.key: p for p in decision.parts}
+    done: dict[str, PartResult] = {}
 
-    def visit(node: N.Node) -> N.Node:
-        if isinstance(node, N.Scan) and isinstance(node.source, PushedSource):
-            part = node.source
-            lane = registry.get(part.lane)
-            plan = visit(part.plan)
-            try:
-                table = _call(lane, lane.execute, plan)
-            except UnsupportedError as e:
-                if strict or decision.lane.supports(plan):
-                    raise
-                record.attempts.append((lane.name, f"part unsupported: {e}"))
-                warnings.warn(f"lane {lane.name!r} cannot run its part of this plan ({e}); "
-                              f"{decision.lane.name} runs it", FallbackWarning, stacklevel=5)
-                lane = decision.lane
-                table = _call(lane, lane.execute, plan)
-            table = conform(table, part.plan.schema, lane.name)
-            what = ("part" if part.place in ("gpu", "cpu") else "pushed-down part")
-            record.attempts.append((lane.name, f"{what}: {table.num_rows} rows "
-                                               f"{'handed on' if what == 'part' else 'fetched'}"))
-            return N.Scan(ArrowSource(node.schema, token=f"part-{uuid.uuid4().hex[:12]}", table=table))
-        return map_inputs(node, visit)
+    def bind(plan: N.Node, reader: Lane) -> N.Node:
+        def visit(node: N.Node) -> N.Node:
+            if isinstance(node, N.Scan) and isinstance(node.source, PartSource):
+                return N.Scan(results.source(result(parts[node.source.key]), reader))
+            return map_inputs(node, visit)
+        return visit(plan)
 
-    return visit(decision.plan)
+    def on(lane: Lane, part: Part, plan: N.Node) -> PartResult:
+        return _call(lane, lambda p: results.run(lane, p, part.key), plan)
+
+    def result(part: Part) -> PartResult:
+        if part.key in done:
+            return done[part.key]
+        lane = part.lane
+        try:
+            handle = on(lane, part, bind(part.plan, lane))
+        except UnsupportedError as e:
+            lane = decision.lane
+            plan = bind(part.plan, lane)
+            if strict or lane.supports(plan):
+                raise
+            record.attempts.append((part.lane_name, f"part unsupported: {e}"))
+            warnings.warn(f"lane {part.lane_name!r} cannot run its part of this plan ({e}); "
+                          f"{lane.name} runs it", FallbackWarning, stacklevel=6)
+            handle = on(lane, part, plan)
+        rows = "" if handle.rows is None else f"{handle.rows} rows "
+        moved = f"pushed-down part: {rows}fetched" if part.by == LOCALITY else f"part: {rows}handed on"
+        record.attempts.append((lane.name, moved))
+        done[part.key] = handle
+        return handle
+
+    return lambda lane: bind(decision.plan, lane) if parts else decision.plan
 
 
 def _handover(record: RunRecord, lane: Lane, error: UnsupportedError, remaining: bool) -> None:
@@ -99,56 +116,67 @@ def _handover(record: RunRecord, lane: Lane, error: UnsupportedError, remaining:
                   FallbackWarning, stacklevel=4)
 
 
-def run(plan: N.Node, engine: str | None = None, *, strict: bool = False) -> pa.Table:
+def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
+        results: Results | None = None) -> pa.Table:
+    """Run `plan` on the lane chosen for it; a split plan's parts hand their results on through
+    `results` (driver memory by default)."""
     decision = decide(plan, engine)
     record = RunRecord(decision)
     _last.set(record)
     start = time.perf_counter()
     lanes = _lanes_to_try(decision, strict)
-    local = _run_parts(decision, record, strict)
-    for i, lane in enumerate(lanes):
-        try:
-            table = _call(lane, lane.execute, local)
-        except UnsupportedError as e:
-            _handover(record, lane, e, remaining=i + 1 < len(lanes))
-            continue
-        record.attempts.append((lane.name, "ok"))
-        record.lane = lane.name
-        record.seconds = time.perf_counter() - start
-        return conform(table, plan.schema, lane.name)
+    results = results or DriverResults()
+    bind = _parts(decision, record, results, strict)
+    try:
+        for i, lane in enumerate(lanes):
+            local = bind(lane)
+            try:
+                table = _call(lane, lane.execute, local)
+            except UnsupportedError as e:
+                _handover(record, lane, e, remaining=i + 1 < len(lanes))
+                continue
+            record.attempts.append((lane.name, "ok"))
+            record.lane = lane.name
+            record.seconds = time.perf_counter() - start
+            return conform(table, plan.schema, lane.name)
+    finally:
+        results.release()
     raise AssertionError("unreachable: the last lane either returns or raises")
 
 
-def stream(plan: N.Node, engine: str | None = None) -> Iterator[pa.RecordBatch]:
+def stream(plan: N.Node, engine: str | None = None, *, results: Results | None = None) -> Iterator[pa.RecordBatch]:
     """Batches of the result. A lane may hand over only before its first batch."""
-    return _stream(plan, decide(plan, engine))
+    return _stream(plan, decide(plan, engine), results or DriverResults())
 
 
-def _stream(plan: N.Node, decision: Decision) -> Iterator[pa.RecordBatch]:
+def _stream(plan: N.Node, decision: Decision, results: Results) -> Iterator[pa.RecordBatch]:
     record = RunRecord(decision)
     _last.set(record)
     lanes = _lanes_to_try(decision, strict=False)
     start = time.perf_counter()
-    local = _run_parts(decision, record)
-    for i, lane in enumerate(lanes):
-        batches = _call(lane, lane.execute_stream, local)
-        try:
-            first = _call(lane, next, batches)
-        except StopIteration:
+    bind = _parts(decision, record, results)
+    try:
+        for i, lane in enumerate(lanes):
+            batches = _call(lane, lane.execute_stream, bind(lane))
+            try:
+                first = _call(lane, next, batches)
+            except StopIteration:
+                record.attempts.append((lane.name, "ok"))
+                record.lane = lane.name
+                return
+            except UnsupportedError as e:
+                _handover(record, lane, e, remaining=i + 1 < len(lanes))
+                continue
             record.attempts.append((lane.name, "ok"))
             record.lane = lane.name
+            yield conform(first, plan.schema, lane.name)
+            while True:
+                try:
+                    batch = _call(lane, next, batches)
+                except StopIteration:
+                    break
+                yield conform(batch, plan.schema, lane.name)
+            record.seconds = time.perf_counter() - start
             return
-        except UnsupportedError as e:
-            _handover(record, lane, e, remaining=i + 1 < len(lanes))
-            continue
-        record.attempts.append((lane.name, "ok"))
-        record.lane = lane.name
-        yield conform(first, plan.schema, lane.name)
-        while True:
-            try:
-                batch = _call(lane, next, batches)
-            except StopIteration:
-                break
-            yield conform(batch, plan.schema, lane.name)
-        record.seconds = time.perf_counter() - start
-        return
+    finally:
+        results.release()

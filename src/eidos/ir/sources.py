@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pyarrow as pa
 
@@ -104,8 +105,9 @@ class SqlSource(Source):
     def scheme(self) -> str:
         return self.uri.split(":", 1)[0].lower()
 
-    @property
+    @cached_property
     def safe_uri(self) -> str:
+        """Redacted once per source: the planner asks where each source lives many times a plan."""
         return redact(self.uri)
 
     @property
@@ -134,20 +136,15 @@ def redact(uri: str) -> str:
 
 
 @dataclass(frozen=True)
-class PushedSource(Source):
-    """The result of a subplan that another lane runs: a database lane where its data lives
-    (place: the database), or the GPU lane's numeric part of a plan (place "gpu") and the CPU
-    lane's part below it (place "cpu").
-
-    The planner cuts such parts out of a plan; at run time the part's Arrow result becomes an
-    in-memory source of the lane that finishes the plan.
+class PartSource(Source):
+    """The result of another part of a split plan, named by its key: the part that reads it knows
+    neither where that part ran nor where its result lives. `plan` is the subplan that computes it
+    (for size estimates and explain); the runner replaces this source by the one the part's result
+    handle gives before the reading part runs.
     """
 
-    plan: object = None   # the subplan (an eidos.ir.nodes.Node)
-    lane: str = ""
-    place: str = ""
+    key: str = ""
+    plan: object = field(default=None, compare=False, repr=False)   # an eidos.ir.nodes.Node
 
     def describe(self) -> str:
-        if self.place in ("gpu", "cpu"):   # a part of a plan split between the GPU lane and a CPU lane
-            return f"result of the part run on {self.lane} ({self.place})"
-        return f"result of the part pushed down to {self.lane} ({self.place})"
+        return f"result of part {self.key}"

@@ -228,7 +228,8 @@ def test_split_plan_runs_numeric_parts_on_the_gpu_lane(gpu_pays):
     flow = (ei.from_arrow(DATA).filter(col("b") > -2.0).group_by("k").agg(t=(col("a") * 3).sum(), n=ei.count())
             .join(other, on="k").sort("name"))
     text = flow.explain()
-    assert "rule 4" in text and "triton runs" in text and "result of the part run on triton (gpu)" in text, text
+    assert "rule 4" in text and "triton runs" in text and "Scan result of part 1" in text, text
+    assert "\n    part 1: triton   (rule 4, hardware: a GPU (Fake H100); numeric" in text, text
     got = flow.run()
     assert ei.last_run().lane != "triton"
     assert any(name == "triton" for name, _ in ei.last_run().attempts)
@@ -242,6 +243,7 @@ def test_gpu_part_over_a_cpu_part(gpu_pays):
             .group_by("k").agg(s=col("v").sum()).sort("k"))
     text = flow.explain()
     assert "triton runs" in text and "(over 1 part on" in text, text
+    assert re.search(r"\n    part 2: triton   \(rule 4, .*\n      part 1: (polars|duckdb)   \(rule 5, ", text), text
     assert_tables_equal(flow.run(), flow.run(engine="reference"), ordered=True)
 
 
