@@ -5,8 +5,9 @@ a Scan of a `PartSource` (the part's key); a part's own plan may read parts belo
 Plans are cut first by data locality (`by_locality`: the largest subtrees whose sources all live
 in one database that some lane there can run) and then by device (`by_device`: the largest
 subtrees of numeric work a GPU lane can run and that pay there, with the inputs it cannot run as
-CPU parts inside them). Parts are numbered in the order they are cut. Cutting chooses no lane; the planner decides each part by the five rules,
-and the runner hands each part's result on through a handle (eidos.hal.results).
+CPU parts inside them). Parts are numbered in the order they are cut. Cutting chooses no lane:
+the planner decides each part by the five rules, and the runner hands each part's result on
+through a handle (eidos.hal.results).
 """
 
 from __future__ import annotations

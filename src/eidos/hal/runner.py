@@ -88,8 +88,9 @@ def _parts(decision: Decision, record: RunRecord, results: Results,
         if part.key in done:
             return done[part.key]
         lane = part.lane
+        plan = bind(part.plan, lane)   # the parts below first, outside the try: their errors are theirs
         try:
-            handle = on(lane, part, bind(part.plan, lane))
+            handle = on(lane, part, plan)
         except UnsupportedError as e:
             lane = decision.lane
             plan = bind(part.plan, lane)
