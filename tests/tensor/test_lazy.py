@@ -76,6 +76,17 @@ def test_lowering_cache_reuses_programs():
     assert lower.CACHE.hits == hits + 1
 
 
+def test_kernel_nodes_are_exact_cache_keys():
+    """An input slot and a constant of the same index and dtype are different kernels (and programs)."""
+    x_plus_input = lower.Apply("add", "float32", (lower.Input(0, "float32"), lower.Input(1, "float32")))
+    x_plus_const = lower.Apply("add", "float32", (lower.Input(0, "float32"), lower.Scalar(0, "float32")))
+    assert lower.Input(1, "float32") != lower.Scalar(1, "float32")
+    a = lower.lower(lower.Kernel(x_plus_input, 2, "float32", 8))
+    b = lower.lower(lower.Kernel(x_plus_const, 1, "float32", 8))
+    assert a is not b and a.form == b.form == "map" and [p[0] for p in b.params] == [0]
+    assert lower.lower(lower.Kernel(x_plus_const, 1, "float32", 8)) is b  # the same kernel: cached
+
+
 def test_mean_var_programs():
     x = T(np.random.rand(10).astype(np.float64))
     _, n = ran(lambda: x.mean().numpy())

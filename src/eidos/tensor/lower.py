@@ -1,12 +1,12 @@
 """Tensor kernels -> ISA programs.
 
-A kernel is an element-wise expression over input slots (optionally followed by a reduction),
-written as nested tuples so it is its own cache key:
+A kernel is an element-wise expression over input slots (optionally followed by a reduction), a tree
+of three node types, each a NamedTuple so that a kernel is its own exact, fast cache key:
 
-    ("in", slot, dtype)             the slot's array (every input has the output's element count)
-    ("const", value, dtype)         a scalar (lower() replaces the value by its index: programs do not
-                                    depend on constants' values, which are bound at run time)
-    (op, dtype, *args)              an operation whose result has dtype
+    Input(slot, dtype)              the slot's array (every input has the output's element count)
+    Scalar(index, dtype)            constant number `index` of the kernel's values (programs do not depend
+                                    on constants' values, which are bound at run time)
+    Apply(op, dtype, args)          an operation on the expressions `args`, whose result has dtype
 
 Two program forms (docs/tensor.md says why):
 - map form: ParallelMap/ParallelMapBinary steps over whole arrays, fused by the ISA optimizer
@@ -70,9 +70,33 @@ def ptr_value(slot: int) -> int:
     return isa.pointer(slot_handle(slot), 0)
 
 
+class Input(NamedTuple):
+    """Input slot `slot`'s array, of dtype (a name)."""
+    slot: int
+    dtype: str
+    kind: str = "in"      # in the tuple, so that Input and Scalar never compare equal as cache keys
+
+
+class Scalar(NamedTuple):
+    """Constant number `index` of the values a kernel runs with (kernel arguments: starting registers)."""
+    index: int
+    dtype: str
+    kind: str = "const"
+
+
+class Apply(NamedTuple):
+    """Operation `op` on the expressions `args` (one to three), its result of dtype."""
+    op: str
+    dtype: str
+    args: tuple
+
+
+Expr = Input | Scalar | Apply
+
+
 class Kernel(NamedTuple):
     """What one program computes: out[m] = reduce_k expr(inputs[m * R + k]) [/ divisor] (op None: no reduction)."""
-    expr: tuple
+    expr: Expr
     n_inputs: int
     out_dtype: str
     count: int                   # output elements (m)
@@ -97,14 +121,14 @@ class Lowered:
 
 # ---- helpers on expressions --------------------------------------------------------------------
 
-def dtype_of(e: tuple) -> np.dtype:
-    return D.NAMES[e[2] if e[0] == "in" or e[0] == "const" else e[1]]
+def dtype_of(e: Expr) -> np.dtype:
+    return D.NAMES[e.dtype]
 
 
-def walk(e: tuple):
+def walk(e: Expr):
     yield e
-    if e[0] not in ("in", "const"):
-        for a in e[2:]:
+    if e.__class__ is Apply:
+        for a in e.args:
             yield from walk(a)
 
 
@@ -119,12 +143,12 @@ def map_form_ok(k: Kernel) -> bool:
     for e in walk(k.expr):
         if dtype_of(e) != dt:
             return False
-        if e[0] in ("in", "const"):
+        if e.__class__ is not Apply:
             continue
         ops += 1
-        if e[0] not in MAP1 and e[0] not in MAP2:
+        if e.op not in MAP1 and e.op not in MAP2:
             return False
-        if e[0] in FLOAT_MAP and not D.is_float(dt):
+        if e.op in FLOAT_MAP and not D.is_float(dt):
             return False
     if k.reduce is None and ops == 0:
         return False
@@ -169,30 +193,30 @@ def lower_map(k: Kernel) -> Lowered:
     def emit(e, dst):
         """Emit e's steps writing `dst` (an Address, or None for 'any'); return the operand holding it
         (an Address, or a Register for a constant: a scalar operand)."""
-        if e[0] == "in":
-            return buf(e[1])
-        if e[0] == "const":
-            if e[1] not in params:
-                if CONST_REG + e[1] > 255:
+        if e.__class__ is Input:
+            return buf(e.slot)
+        if e.__class__ is Scalar:
+            if e.index not in params:
+                if CONST_REG + e.index > 255:
                     raise EidosError("expression has too many constants for one program (more than 248); "
                                      "realize part of it first (ei.realize)")
-                params[e[1]] = (Register(CONST_REG + e[1]), e[2])
-            return params[e[1]][0]
-        args = e[2:]
+                params[e.index] = (Register(CONST_REG + e.index), e.dtype)
+            return params[e.index][0]
+        args = e.args
         first = args[0]
         # the first operand's result buffer becomes this node's when it is computed here only for us
-        if first[0] not in ("in", "const"):
+        if first.__class__ is Apply:
             a = emit(first, dst)
             target = a
         else:
             a = emit(first, None)
             target = dst if dst is not None else new_temp()
         if len(args) == 1:
-            ins.append(I.ParallelMap(target, a, n, MAP1[e[0]], ty))
+            ins.append(I.ParallelMap(target, a, n, MAP1[e.op], ty))
         else:
             second = args[1]
-            b = emit(second, None) if second[0] in ("in", "const") else emit(second, new_temp())
-            ins.append(I.ParallelMapBinary(target, a, b, n, MAP2[e[0]], ty))
+            b = emit(second, None) if second.__class__ is not Apply else emit(second, new_temp())
+            ins.append(I.ParallelMapBinary(target, a, b, n, MAP2[e.op], ty))
         return target
 
     if k.reduce is None:
@@ -200,7 +224,7 @@ def lower_map(k: Kernel) -> Lowered:
         if res != buf(out_slot):
             raise EidosError("internal: map-form result not in the output slot")
     else:
-        res = emit(k.expr, new_temp() if k.expr[0] != "in" else None)
+        res = emit(k.expr, new_temp() if k.expr.__class__ is not Input else None)
         ins.append(I.ParallelReduce(Register(0), res, n, REDUCE_OPS[k.reduce], ty))
         if npool:
             ins.insert(0, I.PoolAlloc(SCRATCH_POOL, npool * n * dt.itemsize))
@@ -243,25 +267,25 @@ class _Emitter(RegisterCode):
     def hoist_consts(self, e) -> list:
         """Registers for every user constant in e, given before a loop (kernel arguments: no code)."""
         for x in walk(e):
-            if x[0] == "const":
-                self.param(x[1], dtype_of(x))
+            if x.__class__ is Scalar:
+                self.param(x.index, dtype_of(x))
         return []
 
-    def emit(self, e) -> Register:
-        kind = e[0]
+    def emit(self, e: Expr) -> Register:
         dt = dtype_of(e)
         ty = D.isa_type(dt)
-        if kind == "in":
-            if e[1] not in self.loaded:
+        if e.__class__ is Input:
+            if e.slot not in self.loaded:
                 r = self.regs()
-                self.out.append(I.LDG(r, Address.register(self.ptrs[e[1]]), ty))
-                self.loaded[e[1]] = r
-            return self.loaded[e[1]]
-        if kind == "const":
-            return self.param(e[1], dt)
-        args = [self.emit(a) for a in e[2:]]
-        aty = [D.isa_type(dtype_of(a)) for a in e[2:]]
-        adt = [dtype_of(a) for a in e[2:]]
+                self.out.append(I.LDG(r, Address.register(self.ptrs[e.slot]), ty))
+                self.loaded[e.slot] = r
+            return self.loaded[e.slot]
+        if e.__class__ is Scalar:
+            return self.param(e.index, dt)
+        kind = e.op
+        args = [self.emit(a) for a in e.args]
+        aty = [D.isa_type(dtype_of(a)) for a in e.args]
+        adt = [dtype_of(a) for a in e.args]
         r = self.regs()
         o = self.out
         if kind == "cast":
@@ -342,8 +366,8 @@ def _slot_pointers(regs: Registers, n_slots: int, sizes: list, lane_index: Regis
 def _input_dtypes(k: Kernel) -> list:
     dts = [None] * k.n_inputs
     for e in walk(k.expr):
-        if e[0] == "in":
-            dts[e[1]] = dtype_of(e)
+        if e.__class__ is Input:
+            dts[e.slot] = dtype_of(e)
     return [d if d is not None else D.uint8 for d in dts]
 
 
@@ -485,22 +509,10 @@ class LoweringCache:
 CACHE = LoweringCache()
 
 
-def skeleton(expr: tuple, values: list) -> tuple:
-    """expr with each constant's value replaced by its index in `values` (which it is appended to)."""
-    if expr[0] == "const":
-        values.append(expr[1])
-        return ("const", len(values) - 1, expr[2])
-    if expr[0] == "in":
-        return expr
-    return (expr[0], expr[1], *[skeleton(a, values) for a in expr[2:]])
-
-
-def lower(k: Kernel) -> tuple[Lowered, list]:
-    """(the program for a kernel's structure, the kernel's constant values): map form when map_form_ok,
-    else lane form; built once per structure."""
-    values: list = []
-    sk = Kernel(skeleton(k.expr, values), k.n_inputs, k.out_dtype, k.count, k.reduce, k.length, k.divisor)
-    return CACHE.get(sk, lambda: lower_map(sk) if map_form_ok(sk) else lower_lane(sk)), values
+def lower(k: Kernel) -> Lowered:
+    """The program for a kernel (map form when map_form_ok, else lane form); built once per kernel, which
+    holds its constants' indices, not their values."""
+    return CACHE.get(k, lambda: lower_map(k) if map_form_ok(k) else lower_lane(k))
 
 
 def register_value(value, dtype: str):

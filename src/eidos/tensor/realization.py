@@ -183,12 +183,15 @@ def _realize(t: Tensor) -> np.ndarray:
 
 
 class _Leaves:
-    """A kernel's inputs: tensors, each with the shape it is viewed as (a reshape fused through), by slot."""
+    """A kernel's inputs: tensors, each with the shape it is viewed as (a reshape fused through), by slot;
+    its constants' values, by index; whether it has an operation only the map form has (pow, atan2)."""
 
     def __init__(self) -> None:
         self.by_id: dict = {}
         self.tensors: list = []
         self.views: list = []
+        self.values: list = []
+        self.map_only = False
 
     def slot(self, t: Tensor, view=None) -> int:
         key = (id(t), view)
@@ -198,6 +201,10 @@ class _Leaves:
             self.tensors.append(t)
             self.views.append(view)
         return s
+
+    def const(self, c: Const) -> L.Scalar:
+        self.values.append(c.value)
+        return L.Scalar(len(self.values) - 1, _N[c.dtype])
 
     def arrays(self):
         return [t._data if v is None else t._data.reshape(v) for t, v in zip(self.tensors, self.views)]
@@ -210,9 +217,11 @@ def _collect(u, leaves: _Leaves, split_map_only: bool, root: bool = False, view=
     """The expression of u's element-wise subgraph. Reshapes of an element-wise subgraph whose inputs all
     have its full shape are fused through: each input is viewed with the reshape's shape (`view`)."""
     if isinstance(u, Const):
-        return ("const", u.value, _N[u.dtype])
+        return leaves.const(u)
     if u._data is None and u._op in EW_OPS and not (split_map_only and u._op in MAP_ONLY and not root):
-        return (u._op, _N[u.dtype], *[_collect(a, leaves, split_map_only, False, view) for a in u._args])
+        if u._op in MAP_ONLY:
+            leaves.map_only = True
+        return L.Apply(u._op, _N[u.dtype], tuple([_collect(a, leaves, split_map_only, False, view) for a in u._args]))
     if u._data is None and u._op == "move" and u._attrs[0] in RESHAPES:
         src = u._args[0]
         while src._data is None and src._op == "move" and src._attrs[0] in RESHAPES:
@@ -220,7 +229,7 @@ def _collect(u, leaves: _Leaves, split_map_only: bool, root: bool = False, view=
         if src._data is None and src._op in EW_OPS and _uniform(src, src.shape):
             return _collect(src, leaves, split_map_only, root, view if view is not None else u.shape)
     _realize(u)
-    return ("in", leaves.slot(u, view), _N[u.dtype])
+    return L.Input(leaves.slot(u, view), _N[u.dtype])
 
 
 def _uniform(u, shape) -> bool:
@@ -234,21 +243,18 @@ def _uniform(u, shape) -> bool:
     return True
 
 
-def _has(expr, ops) -> bool:
-    return any(e[0] in ops for e in L.walk(expr))
-
-
 def _gather(t: Tensor, kernel_of):
     """Collect t's element-wise subgraph; split pow/atan2 out when the rest needs the lane form."""
     leaves = _Leaves()
     expr = _collect(t, leaves, False, True)
     k = kernel_of(expr, leaves)
-    if not _has(expr, MAP_ONLY) or L.map_form_ok(k):
+    if not leaves.map_only or L.map_form_ok(k):
         return k, leaves
     leaves = _Leaves()
     if t._op in MAP_ONLY:  # pow/atan2 itself: its operands become inputs
-        expr = (t._op, _N[t.dtype], *[("const", a.value, _N[a.dtype]) if isinstance(a, Const) else
-                                      _leaf_expr(a, leaves) for a in t._args])
+        leaves.map_only = True
+        expr = L.Apply(t._op, _N[t.dtype], tuple([leaves.const(a) if isinstance(a, Const) else
+                                                  _leaf_expr(a, leaves) for a in t._args]))
     else:
         expr = _collect(t, leaves, True, True)
     return kernel_of(expr, leaves), leaves
@@ -256,7 +262,7 @@ def _gather(t: Tensor, kernel_of):
 
 def _leaf_expr(a: Tensor, leaves: _Leaves):
     _realize(a)
-    return ("in", leaves.slot(a), _N[a.dtype])
+    return L.Input(leaves.slot(a), _N[a.dtype])
 
 
 def _run_elementwise(t: Tensor) -> None:
@@ -279,11 +285,11 @@ def _run_elementwise(t: Tensor) -> None:
     if n == 0:
         t._data = out
         return
-    if k.expr[0] == "in":
+    if k.expr.__class__ is L.Input:
         t._data = xp.layout(leaves.arrays()[0], t.shape)
         return
     args = [xp.layout(a, t.shape) for a in leaves.arrays()]
-    _execute(t, k, args, out)
+    _execute(t, k, args, out, leaves.values)
     t._data = out
 
 
@@ -300,7 +306,7 @@ def _run_reduce(t: Tensor) -> None:
 
     if x._data is None and (x._op in EW_OPS or (x._op == "move" and x._attrs[0] in RESHAPES)):
         k, leaves = _gather(x, kernel_of)
-        if not L.map_form_ok(k) and _has(k.expr, MAP_ONLY):
+        if not L.map_form_ok(k) and leaves.map_only:
             leaves = _Leaves()
             k = kernel_of(_leaf_expr(x, leaves), leaves)
     else:
@@ -311,12 +317,12 @@ def _run_reduce(t: Tensor) -> None:
     if m > 0:
         identity = perm == list(range(x.ndim))
         args = [xp.layout(a, x.shape, None if identity else perm) for a in leaves.arrays()]
-        _execute(t, k, args, out)
+        _execute(t, k, args, out, leaves.values)
     t._data = out.reshape(t.shape)
 
 
-def _execute(t: Tensor, k: L.Kernel, args: list, out: np.ndarray) -> None:
-    low, values = L.lower(k)
+def _execute(t: Tensor, k: L.Kernel, args: list, out: np.ndarray, values: list) -> None:
+    low = L.lower(k)
     full = list(args)
     full.append(out.reshape(-1))
     if low.temps:
@@ -337,7 +343,7 @@ def _describe(low: L.Lowered, what) -> str:
 
 
 def _nops(expr) -> int:
-    return sum(1 for e in L.walk(expr) if e[0] not in ("in", "const"))
+    return sum(1 for e in L.walk(expr) if e.__class__ is L.Apply)
 
 
 def _dispatch(t: Tensor, low: L.Lowered, args, kind: str, nbytes: int, what, registers=None) -> None:
