@@ -1,7 +1,9 @@
 """What a lane covers, as data; `gaps(plan)` lists everything in a plan a lane lacks.
 
 Like Ibis's operation tables: the planner knows before running what a lane
-cannot do, and explain() names it.
+cannot do, and explain() names it. Each translator says what it has a rule for
+(`translated()`, read from its own registries); a test holds every lane's table
+to it, and `markdown()` writes the support matrix, docs/coverage.md.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from eidos.ir import nodes as N
 
 # Literal values a lane may be unable to hold (SQLite has no NaN), named as coverage tables list them.
 SPECIAL_VALUES = ("NaN",)
+
+# Expression forms that are not Calls, under the pseudo-function names coverage tables list (F.FORMS).
+FORMS = {E.Case: "case", E.Cast: "cast", E.Udf: "udf"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,12 @@ class Coverage:
         return Coverage(self.nodes - set(nodes), self.functions - set(functions),
                         self.dtypes - set(dtypes), self.joins - set(joins),
                         tuple(dict.fromkeys(self.typed_gaps + tuple(typed))), self.values - set(values))
+
+    def untranslated(self, translated: Coverage) -> list[str]:
+        """What this table declares that a translator (its `translated()`) has no rule for."""
+        return ([f"node {n}" for n in sorted(self.nodes - translated.nodes)]
+                + [f"function {f}" for f in sorted(self.functions - translated.functions)]
+                + [f"dtype {t}" for t in sorted(self.dtypes - translated.dtypes)])
 
     @cached_property
     def _typed_pattern(self) -> re.Pattern | None:
@@ -158,14 +169,91 @@ def functions_used(expr: E.Expr) -> list[str]:
     """The coverage names an expression uses (Call fns, Agg fns, and the forms case/cast/udf)."""
     out = []
     for e in expr.walk():
-        if isinstance(e, E.Call):
+        if isinstance(e, (E.Call, E.Agg)):
             out.append(e.fn)
-        elif isinstance(e, E.Agg):
-            out.append(e.fn)
-        elif isinstance(e, E.Case):
-            out.append("case")
-        elif isinstance(e, E.Cast):
-            out.append("cast")
-        elif isinstance(e, E.Udf):
-            out.append("udf")
+        elif type(e) in FORMS:
+            out.append(FORMS[type(e)])
     return out
+
+
+# ---------------------------------------------------------------- what translators translate
+
+def dispatched(visitor, base: type) -> frozenset[str]:
+    """The names of the `base` classes a singledispatch visitor has a rule for (its registry)."""
+    return frozenset(cls.__name__ for cls in visitor.registry if cls is not base and issubclass(cls, base))
+
+
+def forms(visitor) -> frozenset[str]:
+    """The expression forms (case, cast, udf) an expression visitor has a rule for."""
+    return frozenset(name for cls, name in FORMS.items() if cls in visitor.registry)
+
+
+# ---------------------------------------------------------------- the support matrix (docs/coverage.md)
+
+REGENERATE = "python -c \"from eidos.hal.coverage import markdown; print(markdown(), end='')\" > docs/coverage.md"
+
+_FAMILIES = {"arithmetic": F.ARITHMETIC, "comparison": F.COMPARISON, "logic": F.LOGICAL, "math": F.MATH,
+             "nulls": F.NULLS, "membership": F.MEMBERSHIP, "text": F.STRINGS, "dates": F.TEMPORAL,
+             "aggregation": F.AGGREGATES, "form": F.FORMS}
+
+
+def builtin_lanes() -> list:
+    """The lanes eidos ships (registered ones defined under eidos.lanes), by kind (KINDS order), then name."""
+    from eidos.hal import registry
+    from eidos.hal.lane import KINDS
+
+    ours = [lane for lane in registry.lanes() if type(lane).__module__.startswith("eidos.lanes.")]
+    return sorted(ours, key=lambda lane: (KINDS.index(lane.kind), lane.name))
+
+
+def markdown(lanes: list | None = None) -> str:
+    """docs/coverage.md: for each lane (the built-in ones by default), every node, function, dtype,
+    join kind and special value of the IR, the operations it cannot compute exactly on particular
+    types, and what its coverage module says about the rest."""
+    import importlib
+    import inspect
+
+    lanes = builtin_lanes() if lanes is None else lanes
+
+    def matrix(heads: tuple[str, ...], rows: list[tuple[str, ...]], covered) -> list[str]:
+        """A table of `rows` (the name first), one column per lane: ✓ where `covered(its coverage, name)`."""
+        out = ["", "| " + " | ".join(heads + tuple(lane.name for lane in lanes)) + " |",
+               "|" + " --- |" * len(heads) + " :-: |" * len(lanes)]
+        for row in rows:
+            marks = tuple("✓" if covered(lane.coverage, row[0]) else "" for lane in lanes)
+            out.append("| " + " | ".join(row + marks) + " |")
+        return out
+
+    lines = ["# What each lane covers", "",
+             "<!-- Generated from the lanes' coverage tables by eidos.hal.coverage.markdown(); do not edit.",
+             "     tests/hal/test_coverage.py fails when it is out of date. Regenerate with:",
+             f"     {REGENERATE} -->", "",
+             "A lane runs a plan only when it covers everything the plan holds: the planner checks before",
+             "running, and `flow.explain()` names what each lane it passed over lacks. A test holds each",
+             "lane's table to what its translator has a rule for. ✓: covered."]
+    lines += ["", "## Plan nodes"]
+    lines += matrix(("node",), [(t.__name__,) for t in N.NODE_TYPES], lambda c, n: n in c.nodes)
+    lines += ["", "## Functions", "",
+              "Scalar functions, aggregations, and the expression forms when/then (`case`), `cast` and `udf`."]
+    lines += matrix(("function", "family"), [(fn, family) for family, fns in _FAMILIES.items() for fn in fns],
+                    lambda c, fn: fn in c.functions)
+    lines += ["", "## Types"]
+    lines += matrix(("dtype",), [(k,) for k in T.KINDS], lambda c, k: k in c.dtypes)
+    lines += ["", "## Join kinds"]
+    lines += matrix(("join",), [(k,) for k in N.JOIN_KINDS], lambda c, k: k in c.joins)
+    lines += ["", "## Special literal values"]
+    lines += matrix(("value",), [(v,) for v in SPECIAL_VALUES], lambda c, v: v in c.values)
+    lines += ["", "## Operations not computed exactly on particular types", "",
+              "Patterns (`fnmatch`) of an operation and the types it computes in; a plan holding one "
+              "runs elsewhere.", ""]
+    for lane in lanes:
+        gaps = ", ".join(f"`{p}`" for p in lane.coverage.typed_gaps) or "none"
+        lines.append(f"- {lane.name}: {gaps}")
+    lines += ["", "## Notes from the lanes' coverage modules"]
+    seen: dict[str, list[str]] = {}
+    for lane in lanes:
+        seen.setdefault(type(lane).__module__ + ".coverage", []).append(lane.name)
+    for module, owners in seen.items():
+        doc = inspect.cleandoc(importlib.import_module(module).__doc__ or "")
+        lines += ["", f"### {', '.join(owners)} (`{module}`)", "", doc]
+    return "\n".join(lines) + "\n"

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from eidos.lanes.polars.coverage import COVERAGE, extra_gaps
+from eidos.lanes.polars.coverage import COVERAGE
 from eidos.errors import BackendUnavailable
 from eidos.hal.memo import once
 from eidos.hal.lane import Availability, Lane, Estimate, installed
@@ -40,9 +40,6 @@ class PolarsLane(Lane):
         if not installed("polars"):
             return Availability(False, "polars is not installed: pip install 'eidos[polars]'")
         return Availability(True)
-
-    def supports(self, plan: N.Node) -> list[str]:
-        return super().supports(plan) + extra_gaps(plan)
 
     def estimate(self, plan: N.Node) -> Estimate:
         from eidos.lanes.polars.cost import estimate

@@ -21,7 +21,9 @@ import pyarrow as pa
 
 from eidos.lanes.polars import exact
 from eidos.errors import ExecutionError, UnsupportedError
+from eidos.hal import coverage as C
 from eidos.hal.arrow import batch_result
+from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import grammar as G
@@ -587,15 +589,19 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return rule(e, scope)
 
 
+def _rules(table: dict):
+    """A decorator that files a rule in `table` under each name it is given."""
+    def names(*fns: str):
+        def register(f):
+            for n in fns:
+                table[n] = f
+            return f
+        return register
+    return names
+
+
 CALLS: dict = {}
-
-
-def call(*names: str):
-    def register(f):
-        for n in names:
-            CALLS[n] = f
-        return f
-    return register
+call = _rules(CALLS)
 
 
 def _wide(t: DType, fn: str) -> pl.DataType:
@@ -959,8 +965,12 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
     """Phase one of aggregation `e` over the rows of each group, and its finish."""
     name = ctx.temp("a")
     res = infer(e, rows.schema, allow_agg=True)
-    if e.fn == "count_rows":
-        return Leaf([(name, pl.len())], lambda g: pl.col(name).cast(pl.Int64))
+    try:
+        rule = AGGREGATIONS[e.fn]
+    except KeyError:
+        raise UnsupportedError(f"the polars lane has no translation for aggregation {e.fn}") from None
+    if e.arg is None:
+        return rule(e.fn, None, None, res, name, grouped)
     t = rows.dtype(e.arg)
     x = expr(e.arg, rows)
     if not e.arg.columns():
@@ -968,25 +978,55 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
         # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
         anchor = column(rows.schema.names[0], rows.schema.names).is_null().is_not_null()
         x = pl.when(anchor).then(x)
-    fn, n = e.fn, name + "n"
-    if fn == "count":
-        return Leaf([(name, x.count())], lambda g: pl.col(name).cast(pl.Int64))
-    if fn == "n_unique":
-        # eidos: null is not a value here; NaN counts once, -0.0 with 0.0.
-        return Leaf([(name, x.drop_nulls().n_unique())], lambda g: pl.col(name).cast(pl.Int64))
+    return rule(e.fn, x, t, res, name, grouped)
+
+
+# Each rule: (fn, the argument's expression and type (None for count_rows), the result type, the
+# leaf's column name, whether rows are grouped) -> Leaf.
+AGGREGATIONS: dict = {}
+aggregation = _rules(AGGREGATIONS)
+
+
+@aggregation("count_rows")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    return Leaf([(name, pl.len())], lambda g: pl.col(name).cast(pl.Int64))
+
+
+@aggregation("count")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    return Leaf([(name, x.count())], lambda g: pl.col(name).cast(pl.Int64))
+
+
+@aggregation("n_unique")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    # eidos: null is not a value here; NaN counts once, -0.0 with 0.0.
+    return Leaf([(name, x.drop_nulls().n_unique())], lambda g: pl.col(name).cast(pl.Int64))
+
+
+@aggregation("min", "max")
+def _(fn, x, t, res, name, grouped) -> Leaf:
     if fn == "max":
         # eidos: NaN is above every number, so max of a column with NaN is NaN.
         return Leaf([(name, x.nan_max() if t.is_float else x.max())], lambda g: pl.col(name))
-    if fn == "min":
-        return Leaf([(name, x.min())], lambda g: pl.col(name))  # Polars' min ranks NaN above numbers
-    if fn in ("std", "var") or (fn in ("sum", "mean") and (t.is_float or t == T.Null)):
-        # eidos: float sums correctly rounded (math.fsum), std/var exact; Polars adds in its own
-        # order (1e308 + 1.0 - 1e308 is 0.0) and its one-pass variance loses 2**62 + 1. Each
-        # group's values are gathered, and one Python call per batch of groups finishes them.
-        values = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls()
-        return Leaf([(name, values if grouped else values.implode())],  # in a group_by: a list already
-                    lambda g: pl.col(name).map_batches(exact.exact_aggregation(fn, t if t != T.Null else T.Float64),
-                                                       return_dtype=pl.Float64))
+    return Leaf([(name, x.min())], lambda g: pl.col(name))  # Polars' min ranks NaN above numbers
+
+
+@aggregation("std", "var")
+def _exact(fn, x, t, res, name, grouped) -> Leaf:
+    # eidos: float sums correctly rounded (math.fsum), std/var exact; Polars adds in its own
+    # order (1e308 + 1.0 - 1e308 is 0.0) and its one-pass variance loses 2**62 + 1. Each
+    # group's values are gathered, and one Python call per batch of groups finishes them.
+    values = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls()
+    return Leaf([(name, values if grouped else values.implode())],  # in a group_by: a list already
+                lambda g: pl.col(name).map_batches(exact.exact_aggregation(fn, t if t != T.Null else T.Float64),
+                                                   return_dtype=pl.Float64))
+
+
+@aggregation("sum", "mean")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    if t.is_float or t == T.Null:
+        return _exact(fn, x, t, res, name, grouped)
+    n = name + "n"
     if fn == "sum" and res.is_integer:
         # eidos: overflow raises; sum in 128 bits, checked when finished (only where computed).
         return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
@@ -995,10 +1035,14 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
         # decimals: Polars raises past 38 digits, as eidos does; the sum of no values is null
         return Leaf([(name, x.cast(pl_dtype(res)).sum()), (n, x.count())],
                     lambda g: pl.when(pl.col(n) > 0).then(pl.col(name)))
-    if fn == "mean" and t.is_integer:
+    if t.is_integer:
         # the exact 128-bit total, then one division (Polars' mean adds in floats)
         return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
                     lambda g: pl.when(pl.col(n) > 0).then(pl.col(name).cast(pl.Float64) / pl.col(n)))
-    if fn == "mean":
-        return Leaf([(name, x.mean())], lambda g: pl.col(name))  # decimals: the exact total divided
-    raise UnsupportedError(f"the polars lane has no translation for aggregation {fn}")
+    return Leaf([(name, x.mean())], lambda g: pl.col(name))  # decimals: the exact total divided
+
+
+def translated() -> Coverage:
+    """What this translator has a rule for, read from its registries (tests hold coverage.py to it)."""
+    return Coverage(C.dispatched(translate, N.Node), frozenset(CALLS) | frozenset(AGGREGATIONS) | C.forms(expr),
+                    frozenset(_PL) | {"Decimal"})

@@ -2,6 +2,12 @@
 joins, and typed gaps: patterns (fnmatch) for a function on particular types, such as
 "mod Float*" or "cast String->*", where an engine cannot match eidos semantics exactly).
 Anything a dialect cannot do exactly is listed here rather than answered differently.
+
+None runs opaque Python (MapBatches, udf) or Python's full case mapping (str_to_lower/upper:
+ß -> SS), and float and timestamp text differ in all three. DuckDB divides decimals in floating
+point and reads decimal text by its own rounding; PostgreSQL has no remainder of floats and its
+power() raises where IEEE gives inf or NaN; SQLite has no exact decimals, 4-byte floats, unsigned
+64-bit integers, NaN or timestamps, no std/var, and turns NaN results into NULL.
 """
 
 from __future__ import annotations

@@ -24,8 +24,11 @@ import pyarrow as pa
 from sqlglot import exp
 
 from eidos.errors import UnsupportedError
+from eidos.hal import coverage as C
+from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
+from eidos.ir import functions as F
 from eidos.ir import nodes as N
 from eidos.ir import typing as TY
 from eidos.ir.dtypes import DType
@@ -432,6 +435,21 @@ def _(e: E.Call, x: Exprs) -> exp.Expression:
     ts = x.operand_types(e)
     args = [x.typed(a, at) for a, at in zip(e.args, ts)]
     return x.d.call(e.fn, args, ts, t, e.options)
+
+
+def translated(dialect) -> Coverage:
+    """What this translator renders in `dialect`: the node and expression visitors' registries, the
+    dialect's scalar functions (its fn_ methods, which `Dialect.call` dispatches to) and SQL types,
+    and the aggregations its `aggregate` renders (count_rows is rendered here)."""
+    functions = {name[len("fn_"):] for name in dir(dialect) if name.startswith("fn_")} | C.forms(expr)
+    for agg in F.AGGREGATES:
+        try:
+            if agg != "count_rows":
+                dialect.aggregate(agg, column("x"), T.Float64, T.Float64)
+        except UnsupportedError:
+            continue
+        functions.add(agg)
+    return Coverage(C.dispatched(node, N.Node), frozenset(functions), frozenset(dialect.types) | {"Decimal"})
 
 
 # ---------------------------------------------------------------- literals (shared by the dialects)

@@ -7,7 +7,8 @@ else (joins, sorts, strings, dates, decimals, pow inside when/then) stays on the
 lanes: the planner cuts a plan so the numeric part runs here and the rest there.
 
 `extra_gaps` adds what the name tables cannot say: a sub-expression of a type the device has no
-form for (a decimal literal inside an integer expression).
+form for (a decimal literal inside an integer expression), pow inside when/then (its operands would
+be computed for rows the branch does not take), and round of integers to negative places.
 """
 
 from __future__ import annotations

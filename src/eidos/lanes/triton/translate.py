@@ -23,9 +23,13 @@ from dataclasses import dataclass
 
 from eidos import isa
 from eidos.errors import EidosError, PlanError, UnsupportedError
+from eidos.hal import coverage as C
+from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
 from eidos.ir import evaluate as V
 from eidos.ir import expr as E
+from eidos.ir import functions as F
+from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
 from eidos.ir.typing import adapt, infer, literal_dtype, operand_dtypes, promote
 from eidos.isa import Address, Register, Type
@@ -36,6 +40,17 @@ from eidos.isa.emit import RegisterCode, Registers
 ISA_TYPES = {"Int8": Type.I8, "Int16": Type.I16, "Int32": Type.I32, "Int64": Type.I64, "UInt8": Type.U8,
              "UInt16": Type.U16, "UInt32": Type.U32, "UInt64": Type.U64, "Float32": Type.F32,
              "Float64": Type.F64, "Boolean": Type.U8}
+
+# The functions `_Code.call` computes in registers, by the branch that does; with emit's forms
+# (cast, case) they are FUNCTIONS, what `translated()` reports. Powers and aggregations are not
+# here: execute.py computes them around these programs.
+LOGIC = ("and", "or")
+NULL_TESTS = ("is_null", "is_not_null")
+ARITHMETIC = ("add", "sub", "mul", "truediv", "floordiv", "mod")
+SIGN = ("neg", "abs")
+MATH = {"sqrt": I.SQRT, "exp": I.EXP, "log": I.LOG, "sin": I.SIN, "cos": I.COS, "tanh": I.TANH}
+FUNCTIONS = frozenset(LOGIC + ("not",) + NULL_TESTS + ("is_in", "is_between", "fill_null") + F.COMPARISON
+                      + ARITHMETIC + SIGN + tuple(MATH) + ("floor", "ceil", "round", "cast", "case"))
 
 # Error kinds a site raises as (the executor maps them to exception classes).
 EXECUTION, UNSUPPORTED = "execution", "unsupported"
@@ -199,12 +214,12 @@ class _Code(RegisterCode):
     def call(self, e: E.Call) -> Value:
         fn = e.fn
         rt = infer(e, self.schema)
-        if fn in ("and", "or"):
+        if fn in LOGIC:
             return self.logic(fn, self.emit(e.args[0]), self.emit(e.args[1]))
         if fn == "not":
             a = self.emit(e.args[0])
             return Value(self.invert(a.value), a.valid, T.Boolean)
-        if fn in ("is_null", "is_not_null"):
+        if fn in NULL_TESTS:
             a = self.emit(e.args[0])
             valid = a.valid if a.valid is not None else self.const(1, Type.U8)
             return Value(valid if fn == "is_not_null" else self.invert(valid), None, T.Boolean)
@@ -225,16 +240,15 @@ class _Code(RegisterCode):
             return Value(self.sel(x.valid, xv, yv, isa_type(rt)), valid, rt)
         if rt == T.Null or any(a.dtype == T.Null for a in args):
             return self.literal(None, rt)
-        if fn in ("eq", "ne", "lt", "le", "gt", "ge"):
+        if fn in F.COMPARISON:
             return self.compare(fn, *args)
-        if fn in ("add", "sub", "mul", "truediv", "floordiv", "mod"):
+        if fn in ARITHMETIC:
             return self.arith(fn, args[0], args[1], rt, e)
-        if fn in ("neg", "abs"):
+        if fn in SIGN:
             return self.neg_abs(fn, args[0], rt, e)
-        if fn in ("sqrt", "exp", "log", "sin", "cos", "tanh"):
+        if fn in MATH:
             x = args[0]
-            ins = {"sqrt": I.SQRT, "exp": I.EXP, "log": I.LOG, "sin": I.SIN, "cos": I.COS, "tanh": I.TANH}[fn]
-            r = self.op(ins, self.convert(x, T.Float64), None, Type.F64)   # double precision, then rounded
+            r = self.op(MATH[fn], self.convert(x, T.Float64), None, Type.F64)   # double precision, then rounded
             return Value(self.cvt(r, Type.F64, isa_type(rt)), x.valid, rt)
         if fn in ("floor", "ceil"):
             x = args[0]
@@ -572,3 +586,11 @@ def _build(schema: Schema, nullable: frozenset[str], outputs: tuple[tuple[str, E
 def _sizes(code: _Code, name: str) -> list[int]:
     vp, np_ = code.pointers[name]
     return [isa_type(code.columns[name].dtype).size_bytes] + ([1] if np_ is not None else [])
+
+
+def translated() -> Coverage:
+    """What this lane translates: the nodes execute.py runs (its visitor's registry), the functions
+    map-step programs compute (FUNCTIONS), and the types with a device form (ISA_TYPES)."""
+    from eidos.lanes.triton import execute
+
+    return Coverage(C.dispatched(execute.run, N.Node), FUNCTIONS, frozenset(ISA_TYPES))
