@@ -3,15 +3,14 @@
 Run on the GPU machine:  python bench/gpu_flow.py [--rows 100000000] [--repeats 5]
                          python bench/gpu_flow.py --crossover --out triton_cost.json
 Run here (no GPU):       python bench/gpu_flow.py --smoke [--crossover --out x.json]   (a few thousand rows,
-                         Triton's interpreter; until the Triton kernel target lands the lane's programs
-                         run on the ISA reference interpreter, which the output says)
+                         Triton's interpreter)
 
 --crossover times the same Flows at growing row counts (1e4 .. 1e8; --sizes) on both lanes, prints
 min / median of each and the planner's cost-model estimates beside them, and the row count and
 input bytes from which the triton lane wins (it wins at that size and every larger one measured).
-It fits the cost model's fixed costs and copy rates to the run (eidos/backends/triton/cost.py)
+It fits the cost model's fixed costs and copy rates to the run (src/eidos/lanes/triton/cost.py)
 and writes all of it as JSON to --out: EIDOS_TRITON_COST=that.json makes the planner use the
-fitted constants; the printed provenance line goes into cost.py's PROVENANCE with them.
+fitted constants; the printed provenance line goes into bench/RESULTS.md beside the run.
 
 Each case is a Flow over in-memory Arrow columns (float64 x, y; int32 k; float64 z with 1% nulls):
 maps (exp, tanh, log, sqrt, arithmetic, a when/then), a filter, then a global aggregation or a
@@ -43,11 +42,6 @@ def setup(smoke: bool) -> str:
             sys.exit("no CUDA device: run with --smoke here, or on the GPU machine without it")
         os.environ.setdefault("TRITON_INTERPRET", "1")
         note = "Triton interpreter (no GPU)"
-    from eidos.isa.backends import triton as kernels
-
-    if "EIDOS_TRITON_KERNELS" not in os.environ and not hasattr(kernels, "TritonBackend"):
-        os.environ["EIDOS_TRITON_KERNELS"] = "reference"
-        note += "; the Triton kernel target is not built yet: programs ran on the ISA reference interpreter"
     return note or f"CUDA: {torch.cuda.get_device_name()}"
 
 
@@ -214,7 +208,7 @@ def crossover(sizes: list[int], repeats: int, where: str, smoke: bool, out: str 
                   (f"h2d {rates['h2d_bytes_per_s'] / 1e9:.2f} GB/s, d2h {rates['d2h_bytes_per_s'] / 1e9:.2f} GB/s; "
                    if rates else "not measured (no CUDA); ") +
                   f"setup_s fitted to the {min(sizes):,}-row runs; the triton lane beats the polars lane from {crossings}")
-    print("# fitted constants (paste into eidos/backends/triton/cost.py, or EIDOS_TRITON_COST=<--out file>):")
+    print("# fitted constants (paste into src/eidos/lanes/triton/cost.py, or EIDOS_TRITON_COST=<--out file>):")
     print("#   " + ", ".join(f"{k}={v:.3g}" for k, v in constants.items()))
     print(f"# provenance: {provenance}")
     if out:

@@ -11,12 +11,8 @@
 Rows flow up the plan as in DuckDB's model: both are eidos.hal.cost's row flow, with
 their own constants, so the two compare like with like.
 
-Constants fitted on the 2-vCPU development machine to the anchors in DESIGN.md, TPC-H SF1
-(6.0M lineitem rows): Q1 (a filter, then 8 aggregations over 4 groups) Polars 0.28 s, DuckDB
-0.09 s; Q6 (a selective filter and one sum) about 0.045 s on both. Polars scans and filters as
-fast as DuckDB and aggregates several times slower per expression; it pays a little more to
-start (thread pool, query optimisation). With the row flow above this model gives SF1 Q1
-0.27 s and Q6 0.067 s (DuckDB's model: 0.084 s and 0.062 s).
+The constants: fitted by bench/tpch.py; see bench/RESULTS.md, section "Where the CPU lanes'
+cost constants come from".
 """
 
 from __future__ import annotations
@@ -31,16 +27,11 @@ from eidos.ir.typing import infer
 
 MODEL = RowFlow(
     lane="polars",
-    setup_s=0.5e-3,              # query optimisation, thread pool wake-up, Arrow export: 1,000 rows, a map
-                                 # 0.33 ms, a filter and a global float sum 0.77 ms (min of 15, loaded VM,
-                                 # 2026-11-26 08:31; was 3 ms, which put a tiny plan on the GPU lane)
+    setup_s=0.5e-3,              # query optimisation, thread pool wake-up, Arrow export
     scan_bytes_per_s={"parquet": 4.0e9, "csv": 0.3e9, "arrow": 20e9, "other": 1.0e9},  # per uncompressed byte
     row_op_s=0.15e-9,            # one expression node on one row in a filter, projection or sort key
     agg_op_s=1e-9,               # one expression node on one row inside a grouped aggregation
     join_row_s=0.5e-9,           # hashing and probing one row, build and probe sides
-    # agg_op_s and join_row_s fit with the duckdb lane's constants (sql/cost.py) to the quiet VM's
-    # TPC-H SF1 run of 2026-11-26 07:26: Q3 0.078, Q5 0.077, Q6 0.052 s (lane, min of 7);
-    # the model gives 0.084, 0.114, 0.052 (Q1's 0.268 it puts at 0.144: the choice holds).
     sort_row_s=2e-9,             # one row of a sort, times log2(rows)
     udf_row_s=1e-6,              # a per-row Python function
     columnar=frozenset({"parquet"}),

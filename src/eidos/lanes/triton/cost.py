@@ -15,7 +15,9 @@ compares like with like: rule 4 takes the GPU only where this estimate beats the
 Both sides are affine in the input size (fixed_s + bytes x per-byte), so that size follows from
 the two estimates.
 
-Every constant is in COSTS below, with where it came from. `EIDOS_TRITON_COST` overrides them:
+Every constant is in COSTS below: fitted by bench/gpu_flow.py --crossover; see bench/RESULTS.md,
+section "The Triton lane's crossover" (the run and which constants remain estimates).
+`EIDOS_TRITON_COST` overrides them:
 `name=value` pairs (`setup_s=2ms,h2d_bytes_per_s=12GB/s`), or the path of the JSON that
 `bench/gpu_flow.py --crossover --out PATH` writes on the GPU machine (its "constants").
 """
@@ -61,19 +63,6 @@ class Costs:
 
 
 COSTS = Costs()
-PROVENANCE = (
-    "MEASURED 2026-11-26 10:54 UTC on CUDA: NVIDIA H100 80GB HBM3 (16 CPUs) by bench/gpu_flow.py --crossover "
-    "--sizes 1e4,1e5,1e6,1e7 (min of 3): pageable copies h2d 7.52 GB/s, d2h 1.29 GB/s; setup_s fitted to the "
-    "10,000-row runs (10.9 and 8.8 ms measured); row_op_s, agg_op_s, group_row_s and exact_row_s are the earlier "
-    "estimates scaled by 2.8, fitted by hand to the 10M-row runs (global aggregation: 56.9 ms measured, 56.9 ms "
-    "modelled; grouped: 82.4 ms measured); the triton lane beats the polars lane from 1,000,000 rows (21.1 MB) "
-    "for maps + filter + global agg and from 100,000 rows (2.81 MB) for maps + filter + group_by k. "
-    "step_s, agg_s, group_host_s: estimates (the runs cannot separate them from setup_s). The grouped model "
-    "overshoots (1.08 s modelled at 10M rows) because the shared row flow guesses groups from rows (16 here); "
-    "the polars lane's model, fitted on the 2-vCPU VM, overshoots the 16-core GPU host by 2-4x, so there rule 4 "
-    "takes the GPU from 100,000 rows, where the global aggregation measured 0.92x of the polars lane. "
-    "The parquet/csv host rates are the polars lane's.")
-
 _SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
