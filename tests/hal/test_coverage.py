@@ -101,7 +101,8 @@ def _translated(lane: str) -> Coverage:
         from eidos.lanes.triton.translate import translated
 
         return translated()
-    from eidos.lanes.reference import translate as R  # the IR's definition: every function is ir.evaluate's
+    # the reference lane is the IR's definition: every function is ir.evaluate's
+    from eidos.lanes.reference import translate as R
 
     return Coverage(C.dispatched(R.translate, N.Node), frozenset(F.SCALAR + F.AGGREGATES) | C.forms(R._expr),
                     frozenset(T.KINDS))

@@ -244,8 +244,8 @@ def markdown(lanes: list | None = None) -> str:
     lines += ["", "## Special literal values"]
     lines += matrix(("value",), [(v,) for v in SPECIAL_VALUES], lambda c, v: v in c.values)
     lines += ["", "## Operations not computed exactly on particular types", "",
-              "Patterns (`fnmatch`) of an operation and the types it computes in; a plan holding one "
-              "runs elsewhere.", ""]
+              "Patterns (`fnmatch`) of an operation and the types it computes in; a plan holding one runs elsewhere.",
+              ""]
     for lane in lanes:
         gaps = ", ".join(f"`{p}`" for p in lane.coverage.typed_gaps) or "none"
         lines.append(f"- {lane.name}: {gaps}")
