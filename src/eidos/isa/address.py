@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 NUM_REGISTERS = 256
 NUM_PREDICATES = 16
@@ -92,16 +92,21 @@ class Address:
     memory; cls(c, off) is byte `off` of class c in class memory (96 x 12,288 bytes);
     register(r) reads the address from r at run time: for LDG/STG and array instructions
     r holds a global pointer (see pointer()), for LDS/STS a shared byte offset.
+
+    reinterpret=True (buffers only) marks an access that reads or writes a typed buffer's bytes
+    as another type on purpose; it takes no part in equality, so it never changes what two
+    addresses name.
     """
 
     space: Space
     handle: int = 0
     offset: int = 0
     reg: Register | None = None
+    reinterpret: bool = field(default=False, compare=False)
 
     @classmethod
-    def buffer(cls, handle: int, offset: int = 0) -> Address:
-        return cls(Space.BUFFER, int(handle), int(offset))
+    def buffer(cls, handle: int, offset: int = 0, *, reinterpret: bool = False) -> Address:
+        return cls(Space.BUFFER, int(handle), int(offset), None, bool(reinterpret))
 
     @classmethod
     def pool(cls, handle: int, offset: int = 0) -> Address:
@@ -129,7 +134,7 @@ class Address:
         if self.space is Space.SHARED:
             return f"[shared+{self.offset}]"
         name = {Space.BUFFER: "buf", Space.POOL: "pool", Space.CLASS: "cls"}[self.space]
-        return f"[{name}{self.handle}+{self.offset}]"
+        return f"[{name}{self.handle}+{self.offset}{' reinterpret' if self.reinterpret else ''}]"
 
 
 def pointer(handle: int, offset: int = 0) -> int:

@@ -3,18 +3,33 @@
 Each backend owns one Memory. Handles are small positive ints, unique across buffers and
 pools (handle 0 names class memory in register-held pointers). Every access is checked;
 a bad handle, a freed one, or an out-of-bounds range raises BackendError before any byte
-moves, so no memory is ever corrupted.
+moves, so no memory is ever corrupted. A buffer may carry an element type (allocate_buffer's
+ty): programs that read it as another type fail before they run (validate.check_buffer_types).
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
 from eidos.errors import BackendError
 
 from .address import CLASS_MEMORY_BYTES, NUM_CLASSES
+from .types import Type
 
 PHASE_MODULUS = 768
+ALIGNMENT = 64  # bytes: every host allocation starts on a cache line (and a 512-bit vector)
+
+
+def aligned_bytes(size: int, *, zeroed: bool = True) -> np.ndarray:
+    """`size` uint8 bytes whose first byte sits at a multiple of ALIGNMENT (NumPy itself promises 16).
+
+    A slice of a slightly larger array, so zeroed memory still comes from calloc's lazily zeroed
+    pages and costs nothing until touched."""
+    raw = (np.zeros if zeroed else np.empty)(size + ALIGNMENT - 1, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + size]
 
 
 def _as_bytes(data, what: str) -> np.ndarray:
@@ -53,19 +68,22 @@ class Memory:
         self.pools: dict[int, np.ndarray] = {}
         self._freed: dict[int, str] = {}
         self._next = 1
-        self.class_memory = np.zeros(CLASS_MEMORY_BYTES, dtype=np.uint8)
+        self.types: dict[int, Type] = {}  # buffer handle -> element type, for typed buffers only
+        self._types_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # program -> generation
+        self.class_memory = aligned_bytes(CLASS_MEMORY_BYTES)
         self.accumulators = np.zeros(NUM_CLASSES, dtype=np.float64)
         self.phases = np.zeros(NUM_CLASSES, dtype=np.int64)
         self.generation = 0  # bumped by every allocation and free, so decoded programs know when to redo
 
     # ---- allocation --------------------------------------------------------------------
     def zeros(self, size: int):
-        """Fresh zeroed bytes for a buffer or pool (a device backend overrides this to allocate there)."""
-        return np.zeros(size, dtype=np.uint8)
+        """Fresh zeroed, 64-byte-aligned bytes for a buffer or pool (a device backend overrides this
+        to allocate there)."""
+        return aligned_bytes(size)
 
     def scratch(self, size: int):
         """Fresh bytes nobody will read before writing (a backend's unzeroed pool; see allocate_pool)."""
-        return np.empty(size, dtype=np.uint8)
+        return aligned_bytes(size, zeroed=False)
 
     def _new_handle(self) -> int:
         while self._next in self.buffers or self._next in self.pools or self._next in self._freed:
@@ -80,11 +98,38 @@ class Memory:
             raise BackendError(f"{what}: size must be a non-negative int, got {size!r}")
         return int(size)
 
-    def allocate_buffer(self, size: int) -> int:
+    def allocate_buffer(self, size: int, ty: Type | None = None) -> int:
+        """A zeroed buffer of `size` bytes; with `ty`, a typed buffer of size // ty.size_bytes elements."""
+        size = self._size(size, "allocate_buffer")
+        if ty is not None:
+            if not isinstance(ty, Type):
+                raise BackendError(f"allocate_buffer: ty must be an eidos.isa.Type or None, got {ty!r}")
+            if size % ty.size_bytes:
+                raise BackendError(f"allocate_buffer: {size} bytes is not a whole number of {ty.name} elements "
+                                   f"({ty.size_bytes} bytes each); allocate_typed(count, ty) takes a count")
         h = self._new_handle()
-        self.buffers[h] = self.zeros(self._size(size, "allocate_buffer"))
+        self.buffers[h] = self.zeros(size)
+        if ty is not None:
+            self.types[h] = ty
         self.generation += 1
         return h
+
+    def buffer_type(self, handle: int, what: str = "buffer_type") -> Type | None:
+        """The element type a buffer was allocated with; None for a raw (untyped) buffer."""
+        self.buffer(handle, what)
+        return self.types.get(handle)
+
+    def check_types(self, program) -> None:
+        """IsaError where `program` reads or writes a typed buffer as another type without asking to
+        reinterpret it; checked once per program and memory generation, free when no buffer is typed."""
+        if not self.types:
+            return
+        if self._types_checked.get(program) == self.generation:
+            return
+        from .validate import check_buffer_types
+
+        check_buffer_types(program.validate(), self.types)
+        self._types_checked[program] = self.generation
 
     def allocate_pool(self, size: int, handle: int | None = None, *, zeroed: bool = True) -> int:
         """A pool of size bytes. zeroed=False only where the caller has proved that no byte is read
@@ -102,6 +147,7 @@ class Memory:
     def free_buffer(self, handle: int) -> None:
         self.buffer(handle, "free_buffer")
         del self.buffers[handle]
+        self.types.pop(handle, None)
         self.generation += 1
         self._freed[handle] = "buffer"
 
@@ -153,6 +199,17 @@ class Memory:
             raise BackendError(f"{what}: bytes {offset}..{offset + nbytes} out of bounds of {size} bytes")
 
     # ---- copies ----------------------------------------------------------------------------
+    def check_host_array(self, handle: int, data, what: str) -> None:
+        """BackendError when a NumPy array of another element type meets a typed buffer (uint8 arrays and
+        bytes-like objects are raw bytes and always fit)."""
+        ty = self.types.get(handle)
+        if ty is None or not isinstance(data, np.ndarray) or data.dtype == np.uint8:
+            return
+        want = None if ty.is_extended else ty.np_dtype
+        if data.dtype != want:
+            convert = f"convert it (.astype('{want.name}')) or " if want is not None else ""
+            raise BackendError(f"{what}: buffer {handle} holds {ty.name} elements, the array is {data.dtype}; "
+                               f"{convert}pass its raw bytes (.view(np.uint8))")
     def copy_in(self, mem: np.ndarray, offset: int, data, what: str) -> None:
         src = _as_bytes(data, what)
         self.check_range(mem, int(offset), src.size, what)

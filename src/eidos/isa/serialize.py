@@ -34,6 +34,8 @@ def encode_value(v):
             if v.space is not Space.SHARED:
                 out["class_id" if v.space is Space.CLASS else "handle"] = v.handle
             out["offset"] = v.offset
+            if v.reinterpret:
+                out["reinterpret"] = True
         return out
     if isinstance(v, MapStep):
         return {"dst": encode_value(v.dst), "operation": v.operation.value, "a": encode_value(v.a),
@@ -111,7 +113,7 @@ def decode_value(hint, v):
             if space is Space.SHARED:
                 return Address.shared(v.get("offset", 0))
             handle = v["class_id"] if space is Space.CLASS else v["handle"]
-            return Address(space, int(handle), int(v.get("offset", 0)))
+            return Address(space, int(handle), int(v.get("offset", 0)), None, bool(v.get("reinterpret", False)))
         if "operation" in v:
             from .instructions import BinaryMapOperation, MapOperation
 

@@ -8,7 +8,9 @@ from eidos.errors import BackendError
 
 from .address import CLASS_BYTES, NUM_CLASSES
 from .launch import ExecutionParams, LaunchConfig
+from .program import Program
 from .memory import Memory
+from .types import Type
 
 
 class Target(abc.ABC):
@@ -31,25 +33,46 @@ class Target(abc.ABC):
     def execute_program_with_params(self, program, params: ExecutionParams) -> None:
         """Run `program` on params.config's lanes, each starting with params.registers."""
 
-    @staticmethod
-    def check_params(params) -> None:
-        """The check every backend makes of execute_program_with_params's `params` (one message)."""
+    def check_params(self, params, program=None) -> None:
+        """The checks every backend makes before running: `params` (one message), and `program`
+        against the typed buffers it names (IsaError where it reads one as another type)."""
         if not isinstance(params, ExecutionParams):
             raise BackendError(f"execute: expected ExecutionParams, got {type(params).__name__}")
+        if program is not None and self.memory.types and isinstance(program, Program):
+            self.memory.check_types(program)
 
     # ---- buffers ---------------------------------------------------------------------------
-    def allocate_buffer(self, size: int) -> int:
-        return self.memory.allocate_buffer(size)
+    def allocate_buffer(self, size: int, ty: Type | None = None) -> int:
+        """A zeroed buffer of `size` bytes: raw bytes, or with `ty` a typed buffer that programs
+        must read as ty (docs/isa.md, Typed buffers)."""
+        return self.memory.allocate_buffer(size, ty)
+
+    def allocate_typed(self, count: int, ty: Type) -> int:
+        """A zeroed buffer of `count` elements of `ty`."""
+        if not isinstance(ty, Type):
+            raise BackendError(f"allocate_typed: ty must be an eidos.isa.Type, got {ty!r}")
+        return self.memory.allocate_buffer(Memory._size(count, "allocate_typed") * ty.size_bytes, ty)
+
+    def buffer_type(self, handle: int) -> Type | None:
+        """The element type a buffer was allocated with; None for a raw buffer."""
+        return self.memory.buffer_type(handle)
+
+    def buffer_length(self, handle: int) -> int:
+        """Elements in a typed buffer; bytes in a raw one."""
+        ty = self.memory.buffer_type(handle, "buffer_length")
+        return len(self.memory.buffer(handle)) // (ty.size_bytes if ty is not None else 1)
 
     def free_buffer(self, handle: int) -> None:
         self.memory.free_buffer(handle)
 
     def copy_to_buffer(self, handle: int, data, offset: int = 0) -> None:
         """Copy bytes-like data or an array's bytes into the buffer at `offset`."""
+        self.memory.check_host_array(handle, data, f"copy_to_buffer({handle})")
         self.memory.copy_in(self.memory.buffer(handle, "copy_to_buffer"), offset, data, f"copy_to_buffer({handle})")
 
     def copy_from_buffer(self, handle: int, out, offset: int = 0) -> None:
         """Fill every byte of `out` (bytearray, memoryview, ndarray) from the buffer at `offset`."""
+        self.memory.check_host_array(handle, out, f"copy_from_buffer({handle})")
         self.memory.copy_out(self.memory.buffer(handle, "copy_from_buffer"), offset, out, f"copy_from_buffer({handle})")
 
     def buffer_size(self, handle: int) -> int:

@@ -57,6 +57,8 @@ def _check_address(name: str, a: Address, ins: Instruction) -> None:
         return
     if a.offset < 0:
         _fail(f"{name}: negative offset {a.offset}")
+    if a.reinterpret and a.space is not Space.BUFFER:
+        _fail(f"{name}: reinterpret marks a typed buffer's access; a {a.space.value} address has no element type")
     if a.space is Space.CLASS:
         if not 0 <= a.handle < NUM_CLASSES:
             _fail(f"{name}: class {a.handle} out of range 0..{NUM_CLASSES - 1}")
@@ -318,3 +320,43 @@ def validate(program) -> None:
         for reg in ins.registers_written():
             if isinstance(reg, Register):
                 writer[reg.index] = i
+
+
+# Address operands whose element type is not the instruction's ty, and the operands written.
+ELEMENT_TYPES = {I.QuantizedGEMM: {"a": Type.I8, "b": Type.I8, "c": Type.I8},
+                 I.MixedPrecisionGEMM: {"a": Type.F16, "b": Type.F16, "c": Type.F32},
+                 I.SparseGEMM: {"a_indices": Type.I32, "a_ptr": Type.I32}}
+WRITTEN_ADDRESSES = frozenset({"dst", "dst_array", "c", "output", "cache", "buffer"})
+
+
+def check_buffer_types(program, types) -> None:
+    """IsaError naming the instruction, the buffer, its element type and the type used, wherever a
+    static buffer address of `program` touches a typed buffer (`types`: handle -> Type) as another
+    type or between element boundaries, unless the address is marked reinterpret=True.
+
+    Register-held pointers name their buffer only at run time and are not checked here."""
+    from .program import disassemble
+
+    for i, ins in enumerate(program.instructions):
+        for name, a in ins.addresses():
+            if a.space is not Space.BUFFER or a.reinterpret:
+                continue
+            held = types.get(a.handle)
+            if held is None:
+                continue
+            field = name.rsplit(".", 1)[-1]
+            used = ELEMENT_TYPES.get(type(ins), {}).get(field) or getattr(ins, "ty", None)
+            if not isinstance(used, Type):
+                continue
+            verb = "writes" if field in WRITTEN_ADDRESSES else "reads"
+            if used is not held:
+                problem = f"{verb} buffer {a.handle} as {used.name}, but buffer {a.handle} holds {held.name} elements"
+                fix = f"use ty={held.name}"
+            elif a.offset % held.size_bytes:
+                problem = (f"{verb} buffer {a.handle} at byte {a.offset}, inside element {a.offset // held.size_bytes} "
+                           f"of its {held.name} elements ({held.size_bytes} bytes each)")
+                fix = f"use an offset that is a multiple of {held.size_bytes}"
+            else:
+                continue
+            raise IsaError(f"instruction {i} ({disassemble(ins)}): {name} {problem}; {fix}, or mark the access "
+                           f"Address.buffer({a.handle}, {a.offset}, reinterpret=True) to reinterpret its bytes")

@@ -203,7 +203,7 @@ class CpuBackend(Target):
         super().execute_program(program, config)
 
     def execute_program_with_params(self, program, params: ExecutionParams) -> None:
-        self.check_params(params)
+        self.check_params(params, program)
         plan = self.plan(program)
         config = params.config
         if config.total_threads() == 0:

@@ -29,7 +29,7 @@ class ReferenceBackend(Target):
     def execute_program_with_params(self, program: Program, params: ExecutionParams) -> None:
         if not isinstance(program, Program):
             raise BackendError(f"execute: expected a Program, got {type(program).__name__}")
-        self.check_params(params)
+        self.check_params(params, program)
         program.validate()
         execute(program, params, self.memory, self.max_steps, self._decoded.setdefault(program, {}))
 

@@ -549,7 +549,7 @@ class TritonBackend(Target):
         super().execute_program(program, config)
 
     def execute_program_with_params(self, program, params: ExecutionParams) -> None:
-        self.check_params(params)
+        self.check_params(params, program)
         plan = self.plan(program)
         if params.config.total_threads() == 0:
             return
