@@ -18,6 +18,7 @@ from .types import Type
 from .cache import DiskCache, ProgramCache
 from .pool import Pool
 from .stream import stream  # after the submodule import, so `isa.stream` is the function
+from .circuit import compile_circuit
 
 
 def from_json(obj_or_text) -> Program:
