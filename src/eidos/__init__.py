@@ -2,6 +2,14 @@
 
 Import is light: engines (polars, duckdb, numba, torch, ...) load only when a
 lane that needs them runs.
+
+Examples:
+    >>> import eidos as ei
+    >>> from eidos import col
+    >>> flow = ei.from_pydict({"region": ["east", "west", "east"], "amount": [10.0, 5.0, 2.5]})
+    >>> q = flow.group_by("region").agg(revenue=col("amount").sum(), orders=ei.count()).sort("region")
+    >>> q.run().to_pydict()
+    {'region': ['east', 'west'], 'revenue': [12.5, 5.0], 'orders': [2, 1]}
 """
 
 from __future__ import annotations

@@ -36,7 +36,16 @@ def name_or_expr(value: Any) -> E.Expr:
 
 
 class Expr:
-    """A column expression. Build with operators and methods; evaluate by running a Flow."""
+    """A column expression. Build with operators and methods; evaluate by running a Flow.
+
+    Operators build expressions: `+ - * / // % **`, unary `-`, `== != < <= > >=`, and `& | ~` for
+    logical and, or, not (Python's `and`/`or`/`not` cannot be overloaded, so they raise).
+
+    Examples:
+        >>> flow = ei.from_pydict({"a": [1, 2, 3], "b": [10, 20, 30]})
+        >>> flow.select((col("a") * 2 + col("b")).alias("c"), big=(col("b") > 15) & ~(col("a") == 3)).run().to_pydict()
+        {'c': [12, 24, 36], 'big': [False, True, False]}
+    """
 
     __slots__ = ("node",)
     __hash__ = None  # == builds an expression, so Exprs are not dict keys
@@ -92,19 +101,63 @@ class Expr:
 
     # naming and types
     def alias(self, name: str) -> Expr:
+        """The same expression under the output column name `name`.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2]}).select((col("a") + 1).alias("b")).run().to_pydict()
+            {'b': [2, 3]}
+        """
         if not isinstance(name, str) or not name:
             raise PlanError(f"alias needs a non-empty column name, got {name!r}")
         return Expr(E.Alias(self.node, name))
 
     def cast(self, dtype: Any) -> Expr:
+        """The value converted to `dtype` (an eidos dtype such as `ei.Float64`, or its name).
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2]}).select(col("a").cast(ei.Float64))
+            >>> flow.schema
+            Schema(a: Float64)
+            >>> flow.run().to_pydict()
+            {'a': [1.0, 2.0]}
+        """
         return Expr(E.Cast(self.node, T.coerce(dtype)))
 
     # nulls and membership
-    def is_null(self) -> Expr: return self._call("is_null")
-    def is_not_null(self) -> Expr: return self._call("is_not_null")
-    def fill_null(self, value: Any) -> Expr: return self._call("fill_null", value)
+    def is_null(self) -> Expr:
+        """True where the value is null.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, None]}).select(col("a").is_null()).run().to_pydict()
+            {'a': [False, True]}
+        """
+        return self._call("is_null")
+
+    def is_not_null(self) -> Expr:
+        """True where the value is not null.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, None]}).select(col("a").is_not_null()).run().to_pydict()
+            {'a': [True, False]}
+        """
+        return self._call("is_not_null")
+
+    def fill_null(self, value: Any) -> Expr:
+        """The value, or `value` (a literal or an expression) where it is null.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, None]}).select(col("a").fill_null(0)).run().to_pydict()
+            {'a': [1, 0]}
+        """
+        return self._call("fill_null", value)
 
     def is_in(self, values: Iterable[Any]) -> Expr:
+        """True where the value equals one of `values` (a list of literals).
+
+        Examples:
+            >>> ei.from_pydict({"a": ["x", "y", "z"]}).filter(col("a").is_in(["x", "z"])).run().to_pydict()
+            {'a': ['x', 'z']}
+        """
         if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
             raise PlanError(f"is_in takes a list of values, got {values!r}")
         values = tuple(values)
@@ -113,41 +166,200 @@ class Expr:
         return self._call("is_in", options=(values,))
 
     def is_between(self, lower: Any, upper: Any) -> Expr:
+        """True where `lower <= value <= upper` (both ends included).
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2, 3, 4]}).filter(col("a").is_between(2, 3)).run().to_pydict()
+            {'a': [2, 3]}
+        """
         return self._call("is_between", lower, upper)
 
     # math
-    def abs(self) -> Expr: return self._call("abs")
-    def sqrt(self) -> Expr: return self._call("sqrt")
-    def exp(self) -> Expr: return self._call("exp")
-    def log(self) -> Expr: return self._call("log")
-    def sin(self) -> Expr: return self._call("sin")
-    def cos(self) -> Expr: return self._call("cos")
-    def tanh(self) -> Expr: return self._call("tanh")
-    def floor(self) -> Expr: return self._call("floor")
-    def ceil(self) -> Expr: return self._call("ceil")
+    def abs(self) -> Expr:
+        """The absolute value.
+
+        Examples:
+            >>> ei.from_pydict({"a": [-1.5, 2.0]}).select(col("a").abs()).run().to_pydict()
+            {'a': [1.5, 2.0]}
+        """
+        return self._call("abs")
+
+    def sqrt(self) -> Expr:
+        """The square root (a Float64).
+
+        Examples:
+            >>> ei.from_pydict({"a": [4, 9]}).select(col("a").sqrt()).run().to_pydict()
+            {'a': [2.0, 3.0]}
+        """
+        return self._call("sqrt")
+
+    def exp(self) -> Expr:
+        """e raised to the value.
+
+        Examples:
+            >>> ei.from_pydict({"a": [0.0, 1.0]}).select(col("a").exp().round(4)).run().to_pydict()
+            {'a': [1.0, 2.7183]}
+        """
+        return self._call("exp")
+
+    def log(self) -> Expr:
+        """The natural logarithm.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1.0, 10.0]}).select(col("a").log().round(4)).run().to_pydict()
+            {'a': [0.0, 2.3026]}
+        """
+        return self._call("log")
+
+    def sin(self) -> Expr:
+        """The sine of an angle in radians.
+
+        Examples:
+            >>> ei.from_pydict({"a": [0.0, 1.0]}).select(col("a").sin().round(4)).run().to_pydict()
+            {'a': [0.0, 0.8415]}
+        """
+        return self._call("sin")
+
+    def cos(self) -> Expr:
+        """The cosine of an angle in radians.
+
+        Examples:
+            >>> ei.from_pydict({"a": [0.0, 1.0]}).select(col("a").cos().round(4)).run().to_pydict()
+            {'a': [1.0, 0.5403]}
+        """
+        return self._call("cos")
+
+    def tanh(self) -> Expr:
+        """The hyperbolic tangent.
+
+        Examples:
+            >>> ei.from_pydict({"a": [0.0, 1.0]}).select(col("a").tanh().round(4)).run().to_pydict()
+            {'a': [0.0, 0.7616]}
+        """
+        return self._call("tanh")
+
+    def floor(self) -> Expr:
+        """The largest whole number not above the value.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1.5, -1.5]}).select(col("a").floor()).run().to_pydict()
+            {'a': [1.0, -2.0]}
+        """
+        return self._call("floor")
+
+    def ceil(self) -> Expr:
+        """The smallest whole number not below the value.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1.5, -1.5]}).select(col("a").ceil()).run().to_pydict()
+            {'a': [2.0, -1.0]}
+        """
+        return self._call("ceil")
 
     def round(self, decimals: int = 0) -> Expr:
+        """The value rounded to `decimals` places, halves away from zero.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1.25, 2.5, -2.5]}).select(col("a").round(1)).run().to_pydict()
+            {'a': [1.3, 2.5, -2.5]}
+        """
         if not isinstance(decimals, int) or isinstance(decimals, bool):
             raise PlanError(f"round(decimals) takes an integer, got {decimals!r}")
         return self._call("round", options=(decimals,))
 
     # aggregations
     def _agg(self, fn: str) -> Expr: return Expr(E.Agg(fn, self.node))
-    def sum(self) -> Expr: return self._agg("sum")
-    def mean(self) -> Expr: return self._agg("mean")
-    def min(self) -> Expr: return self._agg("min")
-    def max(self) -> Expr: return self._agg("max")
-    def count(self) -> Expr: return self._agg("count")
-    def n_unique(self) -> Expr: return self._agg("n_unique")
-    def std(self) -> Expr: return self._agg("std")
-    def var(self) -> Expr: return self._agg("var")
+
+    def sum(self) -> Expr:
+        """The sum of the non-null values (in each group); an aggregation for `agg`.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2, None]}).agg(col("a").sum()).run().to_pydict()
+            {'a': [3]}
+        """
+        return self._agg("sum")
+
+    def mean(self) -> Expr:
+        """The mean of the non-null values (in each group).
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2, None]}).agg(col("a").mean()).run().to_pydict()
+            {'a': [1.5]}
+        """
+        return self._agg("mean")
+
+    def min(self) -> Expr:
+        """The smallest non-null value (in each group).
+
+        Examples:
+            >>> ei.from_pydict({"a": [3, 1, 2]}).agg(col("a").min()).run().to_pydict()
+            {'a': [1]}
+        """
+        return self._agg("min")
+
+    def max(self) -> Expr:
+        """The largest non-null value (in each group).
+
+        Examples:
+            >>> ei.from_pydict({"a": [3, 1, 2]}).agg(col("a").max()).run().to_pydict()
+            {'a': [3]}
+        """
+        return self._agg("max")
+
+    def count(self) -> Expr:
+        """The number of non-null values (in each group); `ei.count()` counts rows.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, None, 3]}).agg(col("a").count(), rows=ei.count()).run().to_pydict()
+            {'a': [2], 'rows': [3]}
+        """
+        return self._agg("count")
+
+    def n_unique(self) -> Expr:
+        """The number of distinct non-null values (in each group).
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 1, 2, None]}).agg(col("a").n_unique()).run().to_pydict()
+            {'a': [2]}
+        """
+        return self._agg("n_unique")
+
+    def std(self) -> Expr:
+        """The sample standard deviation (n - 1 in the denominator) of the non-null values.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1.0, 2.0, 3.0]}).agg(col("a").std()).run().to_pydict()
+            {'a': [1.0]}
+        """
+        return self._agg("std")
+
+    def var(self) -> Expr:
+        """The sample variance (n - 1 in the denominator) of the non-null values.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1.0, 2.0, 3.0]}).agg(col("a").var()).run().to_pydict()
+            {'a': [1.0]}
+        """
+        return self._agg("var")
 
     @property
     def str(self) -> StringMethods:
+        """String functions: `expr.str.contains(...)`, ...
+
+        Examples:
+            >>> ei.from_pydict({"s": ["Ab"]}).select(col("s").str.to_upper()).run().to_pydict()
+            {'s': ['AB']}
+        """
         return StringMethods(self)
 
     @property
     def dt(self) -> DateMethods:
+        """Date parts: `expr.dt.year()`, ...
+
+        Examples:
+            >>> ei.from_pydict({"d": [datetime.date(2024, 3, 1)]}).select(col("d").dt.year()).run().to_pydict()
+            {'d': [2024]}
+        """
         return DateMethods(self)
 
 
@@ -164,15 +376,77 @@ class StringMethods:
             raise PlanError(f"str.{fn}() takes a string, got {s!r}")
         return self._e._call(f"str_{fn}", options=(s,))
 
-    def contains(self, s: str) -> Expr: return self._text_arg("contains", s)
-    def starts_with(self, s: str) -> Expr: return self._text_arg("starts_with", s)
-    def ends_with(self, s: str) -> Expr: return self._text_arg("ends_with", s)
-    def like(self, pattern: str) -> Expr: return self._text_arg("like", pattern)
-    def to_lower(self) -> Expr: return self._e._call("str_to_lower")
-    def to_upper(self) -> Expr: return self._e._call("str_to_upper")
-    def len(self) -> Expr: return self._e._call("str_len")
+    def contains(self, s: str) -> Expr:
+        """True where the string contains `s` as it is (no pattern).
+
+        Examples:
+            >>> ei.from_pydict({"s": ["apple", "pear"]}).select(col("s").str.contains("pl")).run().to_pydict()
+            {'s': [True, False]}
+        """
+        return self._text_arg("contains", s)
+
+    def starts_with(self, s: str) -> Expr:
+        """True where the string starts with `s`.
+
+        Examples:
+            >>> ei.from_pydict({"s": ["apple", "pear"]}).select(col("s").str.starts_with("ap")).run().to_pydict()
+            {'s': [True, False]}
+        """
+        return self._text_arg("starts_with", s)
+
+    def ends_with(self, s: str) -> Expr:
+        """True where the string ends with `s`.
+
+        Examples:
+            >>> ei.from_pydict({"s": ["apple", "pear"]}).select(col("s").str.ends_with("ar")).run().to_pydict()
+            {'s': [False, True]}
+        """
+        return self._text_arg("ends_with", s)
+
+    def like(self, pattern: str) -> Expr:
+        """True where the string matches the SQL LIKE `pattern`: `%` any run of characters, `_` one.
+
+        Examples:
+            >>> ei.from_pydict({"s": ["apple", "pear", "peach"]}).select(col("s").str.like("pe_r%")).run().to_pydict()
+            {'s': [False, True, False]}
+        """
+        return self._text_arg("like", pattern)
+
+    def to_lower(self) -> Expr:
+        """The string in lower case.
+
+        Examples:
+            >>> ei.from_pydict({"s": ["Zürich"]}).select(col("s").str.to_lower()).run().to_pydict()
+            {'s': ['zürich']}
+        """
+        return self._e._call("str_to_lower")
+
+    def to_upper(self) -> Expr:
+        """The string in upper case.
+
+        Examples:
+            >>> ei.from_pydict({"s": ["Zürich"]}).select(col("s").str.to_upper()).run().to_pydict()
+            {'s': ['ZÜRICH']}
+        """
+        return self._e._call("str_to_upper")
+
+    def len(self) -> Expr:
+        """The length in code points (not bytes).
+
+        Examples:
+            >>> ei.from_pydict({"s": ["Zürich", ""]}).select(col("s").str.len()).run().to_pydict()
+            {'s': [6, 0]}
+        """
+        return self._e._call("str_len")
 
     def slice(self, offset: int, length: int | None = None) -> Expr:
+        """`length` code points from `offset` (from 0; negative counts from the end); to the end without `length`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["abcdef"]})
+            >>> flow.select(a=col("s").str.slice(1, 3), b=col("s").str.slice(-2)).run().to_pydict()
+            {'a': ['bcd'], 'b': ['ef']}
+        """
         if not isinstance(offset, int) or (length is not None and (not isinstance(length, int) or length < 0)):
             raise PlanError(f"str.slice(offset, length) takes an integer offset and a non-negative "
                             f"integer length or None, got {offset!r}, {length!r}")
@@ -187,20 +461,56 @@ class DateMethods:
     def __init__(self, e: Expr):
         self._e = e
 
-    def year(self) -> Expr: return self._e._call("dt_year")
-    def month(self) -> Expr: return self._e._call("dt_month")
-    def day(self) -> Expr: return self._e._call("dt_day")
+    def year(self) -> Expr:
+        """The year.
+
+        Examples:
+            >>> ei.from_pydict({"d": [datetime.date(2024, 3, 9)]}).select(col("d").dt.year()).run().to_pydict()
+            {'d': [2024]}
+        """
+        return self._e._call("dt_year")
+
+    def month(self) -> Expr:
+        """The month, 1 to 12.
+
+        Examples:
+            >>> ei.from_pydict({"d": [datetime.date(2024, 3, 9)]}).select(col("d").dt.month()).run().to_pydict()
+            {'d': [3]}
+        """
+        return self._e._call("dt_month")
+
+    def day(self) -> Expr:
+        """The day of the month, 1 to 31.
+
+        Examples:
+            >>> ei.from_pydict({"d": [datetime.date(2024, 3, 9)]}).select(col("d").dt.day()).run().to_pydict()
+            {'d': [9]}
+        """
+        return self._e._call("dt_day")
 
 
 def col(name: str) -> Expr:
-    """The column called `name`."""
+    """The column called `name`.
+
+    Examples:
+        >>> ei.from_pydict({"a": [1, 2], "b": [3, 4]}).select(col("b")).run().to_pydict()
+        {'b': [3, 4]}
+    """
     if not isinstance(name, str):
         raise PlanError(f"col() takes a column name (str), got {name!r}")
     return Expr(E.Column(name))
 
 
 def lit(value: Any, dtype: Any = None) -> Expr:
-    """A constant. Bare numbers adapt to the column type they meet; give `dtype` to fix it."""
+    """A constant. Bare numbers adapt to the column type they meet; give `dtype` to fix it.
+
+    Examples:
+        >>> flow = ei.from_pydict({"a": [1, 2]}).select("a", one=lit(1), half=lit(0.5, ei.Float32))
+        >>> flow.schema
+        Schema(a: Int64, one: Int64, half: Float32)
+        >>> flow.run().to_pydict()
+        {'a': [1, 2], 'one': [1, 1], 'half': [0.5, 0.5]}
+    """
     if isinstance(value, Expr):
         return value
     if dtype is None:
@@ -252,12 +562,24 @@ def _convert_literal(value: Any, target: T.DType) -> Any:
 
 
 def count() -> Expr:
-    """The number of rows (in each group)."""
+    """The number of rows (in each group), nulls included; `col(name).count()` counts non-null values.
+
+    Examples:
+        >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [1, None, 3]})
+        >>> flow.group_by("k").agg(n=count()).sort("k").run().to_pydict()
+        {'k': ['a', 'b'], 'n': [2, 1]}
+    """
     return Expr(E.Agg("count_rows"))
 
 
 def date(year: int, month: int, day: int) -> Expr:
-    """A date literal."""
+    """A date literal; a `datetime.date` works wherever a literal does.
+
+    Examples:
+        >>> flow = ei.from_pydict({"d": [datetime.date(2023, 12, 31), datetime.date(2024, 1, 2)]})
+        >>> flow.filter(col("d") >= date(2024, 1, 1)).run().to_pydict()
+        {'d': [datetime.date(2024, 1, 2)]}
+    """
     try:
         return lit(_dt.date(year, month, day))
     except (TypeError, ValueError) as e:
@@ -271,6 +593,12 @@ class _When:
         self._branches, self._cond = branches, cond
 
     def then(self, value: Any) -> Then:
+        """The value where the condition holds; chain `.when(...)` or close with `.otherwise(...)`.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 5]}).select(big=when(col("a") > 2).then(lit("yes"))).run().to_pydict()
+            {'big': [None, 'yes']}
+        """
         return Then(self._branches + ((self._cond, to_ir(value)),))
 
 
@@ -284,19 +612,49 @@ class Then(Expr):
         self._branches = branches
 
     def when(self, condition: Any) -> _When:
+        """Another branch, tried when the ones before it do not hold.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 5, 9]})
+            >>> size = when(col("a") > 8).then(lit("big")).when(col("a") > 2).then(lit("mid")).otherwise(lit("small"))
+            >>> flow.select(size=size).run().to_pydict()
+            {'size': ['small', 'mid', 'big']}
+        """
         return _When(self._branches, to_ir(condition))
 
     def otherwise(self, value: Any) -> Expr:
+        """The value where no branch holds (without it, null).
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 5]})
+            >>> flow.select(big=when(col("a") > 2).then(True).otherwise(False)).run().to_pydict()
+            {'big': [False, True]}
+        """
         return Expr(E.Case(self._branches, to_ir(value)))
 
 
 def when(condition: Any) -> _When:
-    """Start a conditional: when(cond).then(v)[.when(c).then(v)...].otherwise(v)."""
+    """Start a conditional: `when(cond).then(v)[.when(c).then(v)...].otherwise(v)`; the first branch that holds wins.
+
+    Examples:
+        >>> flow = ei.from_pydict({"a": [1, 5, None]})
+        >>> flow.select(sign=when(col("a") > 2).then(lit("big")).otherwise(lit("small"))).run().to_pydict()
+        {'sign': ['small', 'big', 'small']}
+    """
     return _When((), to_ir(condition))
 
 
 def udf(fn: Callable, return_dtype: Any) -> Callable[..., Expr]:
-    """Wrap a per-row Python function: `ei.udf(f, ei.Float64)(col("a"), col("b"))`."""
+    """Wrap a per-row Python function: `ei.udf(f, ei.Float64)(col("a"), col("b"))`.
+
+    The function is opaque to the lanes that compile plans, so the planner sends such plans to a lane
+    that can call Python. A str argument names a column.
+
+    Examples:
+        >>> hypot = udf(lambda a, b: (a * a + b * b) ** 0.5, ei.Float64)
+        >>> ei.from_pydict({"a": [3.0], "b": [4.0]}).select(h=hypot("a", col("b"))).run().to_pydict()
+        {'h': [5.0]}
+    """
     if not callable(fn):
         raise PlanError(f"udf() takes a callable, got {fn!r}")
     dtype = T.coerce(return_dtype)

@@ -44,7 +44,19 @@ def _named(exprs: tuple, named: Mapping[str, Any], *, bare_str_is_column: bool =
 
 
 class Flow:
-    """A lazy relational computation; `run()` chooses a lane, runs it and returns a pyarrow.Table."""
+    """A lazy relational computation; `run()` chooses a lane, runs it and returns a pyarrow.Table.
+
+    A Flow is immutable: each method returns a new one, and nothing runs until `run()`, `stream()`,
+    `write_parquet()` or `write_csv()`. Build one with a source (`ei.from_pydict`, `ei.read_parquet`, ...).
+
+    Examples:
+        >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+        >>> q = flow.filter(col("v") > 1).group_by("k").agg(total=col("v").sum()).sort("k")
+        >>> q.schema
+        Schema(k: String, total: Int64)
+        >>> q.run().to_pydict()
+        {'k': ['a', 'b'], 'total': [3, 2]}
+    """
 
     __slots__ = ("_plan",)
 
@@ -54,16 +66,33 @@ class Flow:
 
     @property
     def plan(self) -> N.Node:
-        """The IR plan this Flow describes."""
+        """The root node of the IR plan this Flow describes, before optimizing.
+
+        Examples:
+            >>> plan = ei.from_pydict({"a": [1, 2]}).filter(col("a") > 1).plan
+            >>> print(plan, "<-", plan.input)
+            Filter(a > 1) <- Scan arrow table arrow-... (2 rows)
+        """
         return self._plan
 
     @property
     def schema(self) -> Schema:
-        """Output column names and dtypes, known without running."""
+        """Output column names and dtypes, known without running.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2], "s": ["x", None]}).with_columns(b=col("a") / 2).schema
+            Schema(a: Int64, s: String, b: Float64)
+        """
         return self._plan.schema
 
     @property
     def columns(self) -> tuple[str, ...]:
+        """The output column names, in order.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1], "b": [2]}).columns
+            ('a', 'b')
+        """
         return self._plan.schema.names
 
     def __repr__(self) -> str:
@@ -71,31 +100,79 @@ class Flow:
 
     # relational operations
     def filter(self, predicate: Any) -> Flow:
+        """The rows where `predicate` (a Boolean expression) is true; null counts as false.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2, None, 4]})
+            >>> flow.filter((col("a") > 1) & (col("a") < 4)).run().to_pydict()
+            {'a': [2]}
+        """
         if isinstance(predicate, str):
             raise PlanError(f"filter takes a Boolean expression such as col({predicate!r}) > 0, "
                             f"not the string {predicate!r}")
         return Flow(N.Filter(self._plan, to_ir(predicate)))
 
     def select(self, *exprs: Any, **named: Any) -> Flow:
+        """Only the given columns: names, expressions (named by `.alias` or their column) and `name=expr`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2], "b": [10, 20]})
+            >>> flow.select("b", (col("a") * 2).alias("a2"), total=col("a") + col("b")).run().to_pydict()
+            {'b': [10, 20], 'a2': [2, 4], 'total': [11, 22]}
+        """
         if not exprs and not named:
             raise PlanError("select needs at least one column or expression")
         return Flow(N.Project(self._plan, _named(exprs, named)))
 
     def with_columns(self, *exprs: Any, **named: Any) -> Flow:
+        """Every column, with the given ones replaced (same name) or added at the end.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2], "b": [10, 20]})
+            >>> flow.with_columns(col("a") * 100, c=col("b") + 1).run().to_pydict()
+            {'a': [100, 200], 'b': [10, 20], 'c': [11, 21]}
+        """
         new = dict(_named(exprs, named))
         cols = [(n, new.pop(n, E.Column(n))) for n in self.schema.names]
         return Flow(N.Project(self._plan, tuple(cols) + tuple(new.items())))
 
     def group_by(self, *keys: Any) -> GroupBy:
+        """Group rows by `keys` (names or expressions); `.agg(...)` on the result makes one row per group.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+            >>> flow.group_by("k").agg(n=ei.count(), top=col("v").max()).sort("k").run().to_pydict()
+            {'k': ['a', 'b'], 'n': [2, 1], 'top': [3, 2]}
+        """
         if not keys:
             raise PlanError("group_by needs at least one key; use flow.agg(...) to aggregate everything")
         return GroupBy(self, _named(keys, {}))
 
     def agg(self, *aggs: Any, **named: Any) -> Flow:
+        """Aggregate the whole flow into one row.
+
+        Examples:
+            >>> ei.from_pydict({"v": [1, 2, 3]}).agg(total=col("v").sum(), n=ei.count()).run().to_pydict()
+            {'total': [6], 'n': [3]}
+        """
         return GroupBy(self, ()).agg(*aggs, **named)
 
     def join(self, other: Flow, on: Any = None, *, left_on: Any = None, right_on: Any = None,
              how: str = "inner", suffix: str = "_right") -> Flow:
+        """Join with `other` on key columns.
+
+        `how` is one of inner, left, right, full, semi, anti, cross; `on` (the same names on both
+        sides) or `left_on`/`right_on` take a name or a list of names. Non-key columns whose names
+        clash get `suffix`.
+
+        Examples:
+            >>> orders = ei.from_pydict({"id": [1, 2, 3], "cust": [10, 20, 30]})
+            >>> names = ei.from_pydict({"cust": [10, 20], "name": ["ann", "bob"]})
+            >>> orders.join(names, on="cust", how="left").sort("id").run().to_pydict()
+            {'id': [1, 2, 3], 'cust': [10, 20, 30], 'name': ['ann', 'bob', None]}
+            >>> orders.join(names, left_on="cust", right_on="cust", how="anti").run().to_pydict()
+            {'id': [3], 'cust': [30]}
+        """
         if not isinstance(other, Flow):
             raise PlanError(f"join takes another Flow, got {type(other).__name__}")
         if how not in N.JOIN_KINDS:
@@ -110,6 +187,15 @@ class Flow:
 
     def sort(self, *by: Any, descending: bool | Sequence[bool] = False,
              nulls_last: bool | Sequence[bool] | None = None) -> Flow:
+        """Rows ordered by `by` (names or expressions); `descending` and `nulls_last` may be one per key.
+
+        Nulls come last unless `nulls_last=False`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "a", None], "v": [1, 2, 3, 4]})
+            >>> flow.sort("k", "v", descending=[False, True]).run().to_pydict()
+            {'k': ['a', 'a', 'b', None], 'v': [3, 1, 2, 4]}
+        """
         if len(by) == 1 and isinstance(by[0], (list, tuple)):
             by = tuple(by[0])
         if not by:
@@ -121,23 +207,54 @@ class Flow:
         return Flow(N.Sort(self._plan, keys))
 
     def limit(self, n: int, offset: int = 0) -> Flow:
+        """At most `n` rows, after skipping `offset`; sort first for a defined set of rows.
+
+        Examples:
+            >>> ei.from_pydict({"a": [5, 3, 9, 1]}).sort("a").limit(2, offset=1).run().to_pydict()
+            {'a': [3, 5]}
+        """
         if not isinstance(n, int) or isinstance(n, bool) or not isinstance(offset, int):
             raise PlanError(f"limit takes a non-negative integer, got {n!r}")
         return Flow(N.Limit(self._plan, n, offset))
 
     def head(self, n: int = 5) -> Flow:
+        """The first `n` rows: `limit(n)`.
+
+        Examples:
+            >>> ei.from_pydict({"a": [5, 3, 9, 1]}).sort("a").head(2).run().to_pydict()
+            {'a': [1, 3]}
+        """
         return self.limit(n)
 
     def distinct(self) -> Flow:
+        """The rows without duplicates (nulls equal to each other); the order is not defined.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2, 1, None, None]}).distinct().sort("a").run().to_pydict()
+            {'a': [1, 2, None]}
+        """
         return Flow(N.Distinct(self._plan))
 
     def union(self, *others: Flow) -> Flow:
+        """All rows of this flow and of `others` (duplicates kept); the schemas must match.
+
+        Examples:
+            >>> a, b = ei.from_pydict({"x": [1, 2]}), ei.from_pydict({"x": [2, 3]})
+            >>> a.union(b).sort("x").run().to_pydict()
+            {'x': [1, 2, 2, 3]}
+        """
         for o in others:
             if not isinstance(o, Flow):
                 raise PlanError(f"union takes Flows, got {type(o).__name__}")
         return Flow(N.Union((self._plan,) + tuple(o._plan for o in others)))
 
     def rename(self, mapping: Mapping[str, str]) -> Flow:
+        """The same columns, those in `mapping` (old name to new name) renamed.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1], "b": [2]}).rename({"a": "x"}).columns
+            ('x', 'b')
+        """
         if not isinstance(mapping, Mapping):
             raise PlanError(f"rename takes a mapping of old name to new name, got {mapping!r}")
         for old in mapping:
@@ -146,6 +263,12 @@ class Flow:
         return Flow(N.Project(self._plan, tuple((mapping.get(n, n), E.Column(n)) for n in self.schema.names)))
 
     def drop(self, *names: str) -> Flow:
+        """Every column but `names`.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1], "b": [2], "c": [3]}).drop("a", "c").run().to_pydict()
+            {'b': [2]}
+        """
         for n in names:
             if n not in self.schema:
                 raise self.schema.missing(n, "drop")
@@ -155,49 +278,124 @@ class Flow:
         return Flow(N.Project(self._plan, kept))
 
     def map_batches(self, fn: Callable[[pa.RecordBatch], pa.RecordBatch], *, schema: Any) -> Flow:
+        """Apply an opaque Python function from `pyarrow.RecordBatch` to `pyarrow.RecordBatch`.
+
+        `schema` (a mapping of name to dtype, a pyarrow or an eidos Schema) is what `fn` returns, so
+        the plan's schema stays known without running.
+
+        Examples:
+            >>> import pyarrow as pa, pyarrow.compute as pc
+            >>> def double(batch):
+            ...     return pa.record_batch({"a": pc.multiply(batch["a"], 2)})
+            >>> ei.from_pydict({"a": [1, 2]}).map_batches(double, schema={"a": ei.Int64}).run().to_pydict()
+            {'a': [2, 4]}
+        """
         if not callable(fn):
             raise PlanError(f"map_batches takes a callable, got {fn!r}")
         return Flow(N.MapBatches(self._plan, fn, _as_schema(schema)))
 
     # running
     def run(self, engine: str | None = None, *, strict: bool = False) -> pa.Table:
-        """Run on the lane the HAL chooses (or `engine`); returns a pyarrow.Table."""
+        """Run on the lane the HAL chooses (or `engine`); returns a pyarrow.Table.
+
+        A lane that finds at run time that it cannot run the plan hands over to the next capable
+        lane with a warning; `strict=True` raises instead. `ei.last_run()` tells where it ran.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2, 3]}).filter(col("a") >= 2)
+            >>> flow.run().to_pydict()
+            {'a': [2, 3]}
+            >>> flow.run(engine="reference").num_rows
+            2
+        """
         from eidos.hal.runner import run
 
         return run(self._plan, engine=engine, strict=strict)
 
     def stream(self, engine: str | None = None) -> Iterator[pa.RecordBatch]:
-        """Run and yield the result as record batches."""
+        """Run and yield the result as pyarrow record batches (how many depends on the lane).
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2, 3]})
+            >>> sum(batch.num_rows for batch in flow.stream())
+            3
+        """
         from eidos.hal.runner import stream
 
         return stream(self._plan, engine=engine)
 
     def explain(self, engine: str | None = None) -> str:
-        """The optimized plan, the lane chosen, the deciding rule and every rejected lane with why."""
+        """The lane chosen, the deciding rule, every rejected lane with why, and the optimized plan.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2, 3]}).filter(col("a") >= 2)
+            >>> print(flow.explain(engine="reference"))
+            lane: reference   (rule 1, explicit override: engine='reference')
+            rejected:
+            ...
+            plan:
+              Filter(a >= 2)
+                Scan arrow table arrow-... (3 rows)
+        """
         from eidos.hal.planner import explain
 
         return explain(self._plan, engine=engine)
 
     def write_parquet(self, path: str, engine: str | None = None) -> None:
-        """Write the result to `path` atomically: a complete file or none (an old file stays)."""
+        """Write the result to `path` atomically: a complete file or none (an old file stays).
+
+        Examples:
+            >>> import os, tempfile
+            >>> with tempfile.TemporaryDirectory() as folder:
+            ...     path = os.path.join(folder, "out.parquet")
+            ...     ei.from_pydict({"a": [1, 2]}).write_parquet(path)
+            ...     ei.read_parquet(path).run().to_pydict()
+            {'a': [1, 2]}
+        """
         from eidos.flow.sinks import write
 
         write(self, path, "parquet", engine)
 
     def write_csv(self, path: str, engine: str | None = None) -> None:
-        """Write the result to `path` as CSV with a header, atomically."""
+        """Write the result to `path` as CSV with a header, atomically.
+
+        Examples:
+            >>> import os, tempfile
+            >>> with tempfile.TemporaryDirectory() as folder:
+            ...     path = os.path.join(folder, "out.csv")
+            ...     ei.from_pydict({"a": [1, 2], "s": ["x", "y"]}).write_csv(path)
+            ...     print(open(path).read())
+            "a","s"
+            1,"x"
+            2,"y"
+        """
         from eidos.flow.sinks import write
 
         write(self, path, "csv", engine)
 
     def to_json(self) -> str:
-        """A versioned JSON form of the plan; `Flow.from_json` reads it back."""
+        """A versioned JSON form of the plan (in-memory data included); `Flow.from_json` reads it back.
+
+        Examples:
+            >>> text = ei.from_pydict({"a": [1, 2]}).filter(col("a") > 1).to_json()
+            >>> text[:45]
+            '{"format": "eidos-plan", "version": 1, "plan"'
+            >>> ei.Flow.from_json(text).run().to_pydict()
+            {'a': [2]}
+        """
         from eidos.ir.serialize import dumps
 
         return dumps(self._plan)
 
     @classmethod
     def from_json(cls, text: str) -> Flow:
+        """The Flow that `to_json()` wrote.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [3, 1]}).sort("a")
+            >>> ei.Flow.from_json(flow.to_json()).run().to_pydict()
+            {'a': [1, 3]}
+        """
         from eidos.ir.serialize import loads
 
         return cls(loads(text))
@@ -233,6 +431,13 @@ class GroupBy:
         self._flow, self._keys = flow, keys
 
     def agg(self, *aggs: Any, **named: Any) -> Flow:
+        """One row per group: the keys, then each aggregation (positional ones named by their column).
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [1.0, 2.0, 4.0]})
+            >>> flow.group_by("k").agg(col("v").mean(), n=ei.count()).sort("k").run().to_pydict()
+            {'k': ['a', 'b'], 'v': [2.5, 2.0], 'n': [2, 1]}
+        """
         if not aggs and not named:
             raise PlanError("agg needs at least one aggregation, e.g. col('x').sum() or ei.count()")
         pairs = _named(aggs, named, bare_str_is_column=False)

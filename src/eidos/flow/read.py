@@ -19,7 +19,19 @@ from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
 
 
 def read_parquet(path: str | os.PathLike) -> Flow:
-    """A parquet file, a folder of parquet files, or a glob; read lazily."""
+    """A parquet file, a folder of parquet files (searched recursively), or a glob; read lazily.
+
+    Only the files' metadata is read now (the schema, row counts and sizes the planner weighs);
+    the data is read when the flow runs, and only the columns it uses.
+
+    Examples:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     ei.from_pydict({"a": [1, 2, 3]}).write_parquet(os.path.join(folder, "part-0.parquet"))
+        ...     ei.from_pydict({"a": [4]}).write_parquet(os.path.join(folder, "part-1.parquet"))
+        ...     ei.read_parquet(folder).agg(n=ei.count(), total=col("a").sum()).run().to_pydict()
+        {'n': [4], 'total': [10]}
+    """
     import pyarrow.parquet as pq
 
     path = os.fspath(path)
@@ -36,7 +48,18 @@ def read_parquet(path: str | os.PathLike) -> Flow:
 
 
 def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str = ",") -> Flow:
-    """A CSV file; column types are inferred from its first block."""
+    r"""A CSV file; column types are inferred from its first block, and only an empty field is null.
+
+    Examples:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "data.csv")
+        ...     with open(path, "w") as f:
+        ...         _ = f.write("name;score\nann;1.5\nbob;\n")
+        ...     flow = ei.read_csv(path, delimiter=";")
+        ...     print(flow.schema, flow.run().to_pydict())
+        Schema(name: String, score: Float64) {'name': ['ann', 'bob'], 'score': [1.5, None]}
+    """
     import pyarrow.csv as pcsv
 
     path = os.fspath(path)
@@ -76,7 +99,19 @@ def _expand(path: str, pattern: str | None) -> list[str]:
 
 
 def from_arrow(obj: Any) -> Flow:
-    """A pyarrow Table, RecordBatch, RecordBatchReader or any `__arrow_c_stream__` object."""
+    """A pyarrow Table, RecordBatch, RecordBatchReader or any `__arrow_c_stream__` object.
+
+    That covers a polars or pandas DataFrame and a DuckDB relation; the data is read into memory now.
+
+    Examples:
+        >>> import pyarrow as pa
+        >>> table = pa.table({"a": pa.array([1, 2], pa.int32()), "s": ["x", None]})
+        >>> flow = ei.from_arrow(table)
+        >>> flow.schema
+        Schema(a: Int32, s: String)
+        >>> flow.filter(col("s").is_null()).run().to_pydict()
+        {'a': [2], 's': [None]}
+    """
     if isinstance(obj, pa.RecordBatch):
         table = pa.Table.from_batches([obj])
     elif isinstance(obj, pa.Table):
@@ -107,7 +142,18 @@ def _arrow_source(table: pa.Table) -> ArrowSource:
 
 
 def from_pydict(mapping: Mapping[str, Any]) -> Flow:
-    """Columns given as a mapping of name to a list of Python values."""
+    """Columns given as a mapping of name to a list of Python values (None is null).
+
+    Types are inferred as pyarrow infers them: int is Int64, float Float64, str String,
+    `datetime.date` Date, `decimal.Decimal` a Decimal.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1, 2], "price": [9.5, None], "day": [datetime.date(2024, 1, 2)] * 2})
+        >>> flow.schema
+        Schema(id: Int64, price: Float64, day: Date)
+        >>> flow.select("id", "price").run().to_pydict()
+        {'id': [1, 2], 'price': [9.5, None]}
+    """
     if not isinstance(mapping, Mapping):
         raise PlanError(f"from_pydict takes a mapping of column name to values, got {type(mapping).__name__}")
     try:
@@ -118,7 +164,22 @@ def from_pydict(mapping: Mapping[str, Any]) -> Flow:
 
 
 def read_sql(uri: str, *, table: str | None = None, query: str | None = None) -> Flow:
-    """A table or query in a database: duckdb:///path.db, sqlite:///path.db, postgresql://user@host:port/db."""
+    """A table or query in a database: duckdb:///path.db, sqlite:///path.db, postgresql://user@host:port/db.
+
+    Give exactly one of `table` and `query`. The schema is read from the database now; when every
+    source of a plan lives in one database the whole plan runs there and only the result moves.
+
+    Examples:
+        >>> import os, sqlite3, tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "shop.db")
+        ...     with sqlite3.connect(path) as con:
+        ...         _ = con.executescript("create table t (k text, v integer); insert into t values ('a', 1), ('b', 2)")
+        ...     con.close()
+        ...     flow = ei.read_sql(f"sqlite:///{path}", table="t")
+        ...     print(flow.schema, flow.filter(col("v") > 1).run().to_pydict())
+        Schema(k: String, v: Int64) {'k': ['b'], 'v': [2]}
+    """
     from eidos.hal.describe import describe_sql
 
     if not isinstance(uri, str) or "://" not in uri:

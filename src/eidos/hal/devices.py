@@ -46,7 +46,13 @@ class DeviceInfo:
 
 @functools.cache
 def detect_devices() -> DeviceInfo:
-    """This machine's devices, detected once per process."""
+    """This machine's devices, detected once per process.
+
+    Examples:
+        >>> info = ei.detect_devices()
+        >>> info.cpu_cores >= 1, info.gpu_count == len(info.gpu_names)
+        (True, True)
+    """
     flags = _cpu_flags()
     names, memory = _gpus()
     return DeviceInfo(

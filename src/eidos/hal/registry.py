@@ -61,7 +61,19 @@ def _load_entry_points() -> None:
 
 
 def register_backend(name: str, backend: Lane | type[Lane]) -> Lane:
-    """Add (or replace) a lane under `name`; returns the lane instance."""
+    """Add (or replace) a lane under `name`; returns the lane instance.
+
+    `backend` is an `eidos.Lane` subclass (instantiated with no arguments) or instance.
+    Third-party lanes can instead register through the entry point group `eidos.backends`.
+
+    Examples:
+        >>> from eidos.lanes.reference import ReferenceLane
+        >>> lane = ei.register_backend("oracle", ReferenceLane)
+        >>> ei.from_pydict({"a": [1, 2]}).filter(col("a") > 1).run(engine="oracle").to_pydict()
+        {'a': [2]}
+        >>> from eidos.hal.registry import unregister_backend
+        >>> unregister_backend("oracle")
+    """
     if not isinstance(name, str) or not name:
         raise PlanError(f"register_backend needs a non-empty name, got {name!r}")
     _load_entry_points()
@@ -105,7 +117,13 @@ class LaneInfo:
 
 
 def backends() -> list[LaneInfo]:
-    """Every lane with its kind, whether it can run here, and why not."""
+    """Every lane with its kind, whether it can run here, and why not.
+
+    Examples:
+        >>> lanes = {info.name: info for info in ei.backends()}
+        >>> print(lanes["reference"])
+        reference (reference): available
+    """
     out = []
     for lane in lanes():
         a = lane.is_available()

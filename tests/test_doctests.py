@@ -1,0 +1,43 @@
+"""The examples in the public API's docstrings run, and print what they say."""
+
+from __future__ import annotations
+
+import datetime
+import doctest
+import importlib
+
+import pytest
+
+import eidos as ei
+
+# The modules whose docstrings carry examples; each example may use `ei`, `col`, `lit`, `when`,
+# `count`, `date`, `udf` and `datetime` without importing them, as the API pages say.
+MODULES = [
+    "eidos",
+    "eidos.flow.expr",
+    "eidos.flow.frame",
+    "eidos.flow.read",
+    "eidos.hal.registry",
+    "eidos.hal.devices",
+]
+GLOBALS = {"ei": ei, "col": ei.col, "lit": ei.lit, "when": ei.when, "count": ei.count, "date": ei.date,
+           "udf": ei.udf, "datetime": datetime}
+FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
+
+
+@pytest.fixture(autouse=True)
+def no_forced_lane(monkeypatch):
+    """The examples show the lane eidos chooses, so no lane is forced from the environment."""
+    monkeypatch.delenv("EIDOS_BACKEND", raising=False)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    tests = [t for t in finder.find(module, name, globs={}, extraglobs=GLOBALS) if t.examples]
+    for test in tests:
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples in {name} failed (above)"
