@@ -24,14 +24,16 @@ import numpy as np
 
 from eidos.errors import BackendError
 
-from ...target import Target
+from ...codegen.rows import as_int64, thread_views
+from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING
+from ...faults import (DEFAULT_MAX_STEPS, E_BARRIER, MAX_CALL_DEPTH, barrier_ids_error, divergence_error, fault_error,
+                       replay_access)
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
+from ...target import Target
 from . import kernels
-from .compile import (AT_BARRIER, AT_COLLECTIVE, E_BUDGET, E_MEMORY, E_NEIGHBOUR, E_STACK, EXITED, MAX_CALL_DEPTH,
-                      RUNNING, NotCompilable, default_cache_dir, extended_type, shape_of)
+from .compile import NotCompilable, default_cache_dir, extended_type, shape_of
 
-DEFAULT_MAX_STEPS = 10_000_000
 LANES_PAR_MIN = 4096  # lanes; fewer run in one thread (starting the pool costs more than they take)
 _NUMBA: list = []      # [module or None, reason]
 
@@ -61,38 +63,6 @@ class Plan:
     gen: object = None
     accesses: object = None
     collectives: dict | None = None
-
-
-class _Row:
-    """One lane's registers, as the reference's collective code reads and writes them (L.R[r])."""
-
-    __slots__ = ("RI", "RF", "l", "slot")
-
-    def __init__(self, RI, RF, l, slot) -> None:
-        self.RI, self.RF, self.l, self.slot = RI, RF, l, slot
-
-    def __getitem__(self, r: int):
-        return int(self.RI[self.l, self.slot[r]])
-
-    def __setitem__(self, r: int, value) -> None:
-        k = self.slot[r]
-        if isinstance(value, float):
-            self.RF[self.l, k] = value
-        else:
-            self.RI[self.l, k] = _as_int64(int(value))
-            self.RF[self.l, k] = float(value)
-
-
-class _LaneView:
-    __slots__ = ("R",)
-
-    def __init__(self, row) -> None:
-        self.R = row
-
-
-def _as_int64(v: int) -> int:
-    v &= (1 << 64) - 1
-    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 _HOW = {"array": "vectorized kernels", "lanes": "compiled to native code (numba)",
@@ -260,7 +230,7 @@ class CpuBackend(Target):
             if isinstance(v, (float, np.floating)):
                 inf[int(k)] = float(v)
             else:
-                ini[int(k)] = _as_int64(int(v))
+                ini[int(k)] = as_int64(v)
                 inf[int(k)] = float(v)
         return ini, inf
 
@@ -329,39 +299,22 @@ class CpuBackend(Target):
             st, pcs = STATE[live], PCS[live]
             if (st == AT_COLLECTIVE).all() and (pcs == pcs[0]).all():
                 i = starts[int(pcs[0])]
-                lanes = [_LaneView(_Row(RI, RF, int(l), slot)) for l in live]
-                plan.collectives[i](mem, lanes)
+                plan.collectives[i](mem, thread_views(RI, RF, live, slot, slot))
                 STATE[live] = RUNNING
                 PCS[live] = gen.blocks.of[i + 1]
                 RUN[:] = False
                 RUN[np.unique(live // bt)] = True
                 continue
-            at = {(int(s), starts[int(p)]) for s, p in zip(st, pcs)}
-            ins = program.instructions
-            where = ", ".join(sorted(
-                f"BarSync before instruction {pc}" if s == AT_BARRIER else f"{ins[pc].name} at instruction {pc}"
-                for s, pc in at))
-            raise BackendError("lanes diverged at a synchronization point: a barrier needs every live lane of its "
-                               f"block, a collective every live lane of the grid; lanes wait at: {where}")
+            waits = {(int(s), starts[int(p)]) for s, p in zip(st, pcs)}
+            raise divergence_error(waits, program.instructions, AT_BARRIER)
 
     def _raise(self, plan: Plan, params: ExecutionParams, err, WAIT):
-        code, i, lane, value = (int(x) for x in err)
-        program = plan.program
-        from ..reference.decode import barrier_ids_error, stack_overflow_error, step_limit_error
-
-        if code == -2:
+        code, i, thread, value = (int(x) for x in err)
+        if code == E_BARRIER:
             bt = params.config.block_threads()
             raise barrier_ids_error(i, {int(w) for w in WAIT[i * bt:(i + 1) * bt]})
-        if code == E_BUDGET:
-            raise step_limit_error(i)
-        if code == E_STACK:
-            raise stack_overflow_error(i)
-        if code in (E_MEMORY, E_NEIGHBOUR):
-            # Re-run that one instruction in the reference interpreter: the same BackendError, word for word.
-            from ..reference.decode import replay_access
-
-            replay_access(program, i, value, self.memory, params.config, self.max_steps)
-        raise BackendError(f"instruction {i} ({program.instructions[i].name}): failed in lane {lane} (code {code})")
+        raise fault_error(plan.program, code, i, thread, lambda: replay_access(
+            plan.program, i, value, self.memory, params.config, self.max_steps))
 
     # ---- explain ---------------------------------------------------------------------------------
     def explain(self, program: Program, config: LaunchConfig | ExecutionParams | None = None) -> str:

@@ -22,29 +22,21 @@ in `err` so Python re-raises the reference backend's exact BackendError.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import math
-import os
-import sys
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ... import instructions as I
-from ...address import CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, PAGE_BYTES, Register, Space, Special
-from ...instructions import Instruction
-from ...memory import PHASE_MODULUS
+from ...address import Register, Space, Special
+from ...codegen import Blocks, Emitter, basic_blocks, emit_block, generator_version, import_source, s64
+from ...codegen.loader import cache_root
+from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, FAILED, RUNNING
+from ...faults import E_BARRIER, E_BUDGET, E_MEMORY, E_NEIGHBOUR, E_STACK, MAX_CALL_DEPTH
 from ...types import Type
-
-EXITED, RUNNING, AT_BARRIER, AT_COLLECTIVE, FAILED = 0, 1, 2, 3, 4
-E_MEMORY, E_BUDGET, E_STACK, E_NEIGHBOUR = 1, 2, 3, 4
-MAX_CALL_DEPTH = 1024  # as the reference interpreter
 
 _HERE = Path(__file__).parent
 # Generated modules name the code that generated them, so a changed generator never loads stale code.
-GENERATOR_VERSION = hashlib.blake2b(b"".join((_HERE / f).read_bytes() for f in ("compile.py", "runtime.py")),
-                                    digest_size=6).hexdigest()
+GENERATOR_VERSION = generator_version(_HERE / "compile.py", _HERE / "runtime.py")
 
 _LOADS = {Type.I8: "ld_i8", Type.U8: "ld_u8", Type.I16: "ld_i16", Type.U16: "ld_u16", Type.I32: "ld_i32",
           Type.U32: "ld_u32", Type.I64: "ld_i64", Type.U64: "ld_i64", Type.F32: "ld_f32", Type.F64: "ld_f64",
@@ -102,24 +94,7 @@ class Site:
     size: int
 
 
-@dataclass
-class Blocks:
-    starts: list[int]                     # block id -> first instruction
-    of: dict[int, int]                    # first instruction -> block id
-    end: int                              # block id meaning "fell off the end": exit
-
-
-def basic_blocks(program) -> Blocks:
-    from ...cfg import block_starts
-
-    starts = block_starts(program)
-    of = {s: b for b, s in enumerate(starts)}
-    end = len(starts)
-    of[len(program.instructions)] = end
-    return Blocks(starts, of, end)
-
-
-# ---- code generation -----------------------------------------------------------------------------
+# ---- code generation: the primitives of the shared handler table ----------------------------------
 
 def _flit(x: float) -> str:
     if math.isnan(x):
@@ -129,69 +104,28 @@ def _flit(x: float) -> str:
     return repr(float(x))
 
 
-def _ilit(v: int) -> str:
-    v = int(v) & ((1 << 64) - 1)
-    return str(v - (1 << 64) if v >= 1 << 63 else v)
+_FUN = {"EXP": "math.exp({x})", "LOG": "flog({x})", "SQRT": "fsqrt({x})", "SIN": "ftrig(0, {x})",
+        "COS": "ftrig(1, {x})", "TAN": "ftrig(2, {x})", "TANH": "math.tanh({x})", "SIGMOID": "fsigmoid({x})",
+        "RCP": "1.0 / {x}", "RSQRT": "1.0 / fsqrt({x})", "FLOOR": "fkeep(0, {x})", "CEIL": "fkeep(1, {x})",
+        "TRUNC": "fkeep(2, {x})", "ROUND": "fkeep(3, {x})", "GELU": "fgelu({x})", "SWISH": "{x} * fsigmoid({x})"}
 
 
-def wrap(ty: Type, e: str) -> str:
-    """An int64 expression brought to ty's width (U64/I64: int64 arithmetic already wraps)."""
-    if ty.bits >= 64:
-        return e
-    mask = (1 << ty.bits) - 1
-    if ty.is_unsigned:
-        return f"(({e}) & {mask})"
-    half = 1 << (ty.bits - 1)
-    return f"(((({e}) + {half}) & {mask}) - {half})"
+class Gen(Emitter):
+    """numba code for one thread at a time: scalar locals, `if` for predicates, `break` to leave the thread."""
 
+    Unsupported = NotCompilable
 
-def rnd(ty: Type, e: str) -> str:
-    """A float64 expression rounded once to ty."""
-    return {Type.F64: f"({e})", Type.F32: f"rf32({e})", Type.F16: f"rf16({e})", Type.BF16: f"rbf16({e})"}[ty]
-
-
-def _lt(ty: Type, a: str, b: str) -> str:
-    return f"ult64({a}, {b})" if ty is Type.U64 else f"({a} < {b})"
-
-
-def _mod(ty: Type, a: str, m: int) -> str:
-    return f"umod64({a}, {m})" if ty is Type.U64 else f"({a} % {m})"
-
-
-@dataclass
-class Gen:
-    program: object
-    blocks: Blocks
-    mode: str                              # "lanes" or "rounds"
-    sites: list[Site] = field(default_factory=list)
-    regs: set[int] = field(default_factory=set)
-    preds: set[int] = field(default_factory=set)
-    specials: set[Special] = field(default_factory=set)
-    uses_call: bool = False
-    lines: list[str] = field(default_factory=list)
-    depth: int = 0
-
-    def emit(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
-
-    def i(self, r: Register) -> str:
-        self.regs.add(r.index)
-        return f"i{r.index}"
-
-    def f(self, r: Register) -> str:
-        self.regs.add(r.index)
-        return f"f{r.index}"
-
-    def p(self, p) -> str:
-        self.preds.add(p.index)
-        return f"p{p.index}"
+    def __init__(self, program, blocks: Blocks, mode: str) -> None:
+        super().__init__(program, blocks)
+        self.mode = mode                        # "threads" or "rounds"
+        self.sites: list[Site] = []
 
     def fail(self, code: int, index: int, value: str = "0") -> None:
         self.emit(f"state = fail(err, {code}, {index}, g, {value})")
         self.emit("break")
 
     def checked(self, expr: str, index: int, value: str = "0") -> str:
-        """`at = expr` (a helper returning -1 on failure), then leave the lane when it failed."""
+        """`at = expr` (a helper returning -1 on failure), then leave the thread when it failed."""
         self.emit(f"at = {expr}")
         self.emit("if at < 0:")
         self.depth += 1
@@ -199,52 +133,6 @@ class Gen:
         self.depth -= 1
         return "at"
 
-    # ---- memory operands ------------------------------------------------------------------
-    def address(self, ins: Instruction, index: int, addr, size: int) -> str:
-        """Emit the checks for one access; return the name holding the byte address."""
-        if addr.space in (Space.BUFFER, Space.POOL, Space.CLASS):
-            j = len(self.sites)
-            self.sites.append(Site(index, addr.space, addr.handle, addr.offset, size))
-            self.emit(f"if cst[{j}] < 0:")
-            self.depth += 1
-            self.fail(E_MEMORY, index)
-            self.depth -= 1
-            return f"cst[{j}]"
-        if addr.space is Space.SHARED:
-            return self.checked(f"saddr({addr.offset}, {size}, shb, shsz)", index)
-        r = self.i(addr.reg)
-        if isinstance(ins, (I.LDS, I.STS)):
-            return self.checked(f"saddr({r}, {size}, shb, shsz)", index, r)
-        # inline (a helper taking the tables would incref/decref them on every access)
-        self.emit(f"hh = {r} >> 32")
-        return self.checked(f"(tbb[hh] + ({r} & 0xFFFFFFFF)) if ({r} >= 0 and hh < ntb and "
-                            f"({r} & 0xFFFFFFFF) <= tbs[hh] - {size}) else -1", index, r)
-
-    def load(self, dst: Register, ty: Type, at: str) -> None:
-        fn = _LOADS[ty]
-        if ty is Type.F16:
-            self.emit(f"{self.f(dst)} = f16_to_f64({fn}({at}))")
-        elif ty is Type.BF16:
-            self.emit(f"{self.f(dst)} = bf16_to_f64({fn}({at}))")
-        elif ty.is_float:
-            self.emit(f"{self.f(dst)} = np.float64({fn}({at}))")
-        else:
-            self.emit(f"{self.i(dst)} = np.int64({fn}({at}))")
-
-    def store(self, src: Register, ty: Type, at: str) -> None:
-        fn = _STORES[ty]
-        if ty is Type.F16:
-            self.emit(f"{fn}({at}, np.int16(f64_to_f16({self.f(src)})))")
-        elif ty is Type.BF16:
-            self.emit(f"{fn}({at}, np.int16(f64_to_bf16({self.f(src)})))")
-        elif ty is Type.F32:
-            self.emit(f"{fn}({at}, np.float32({self.f(src)}))")
-        elif ty is Type.F64:
-            self.emit(f"{fn}({at}, {self.f(src)})")
-        else:
-            self.emit(f"{fn}({at}, {_NP_INT[ty.bits]}({self.i(src)}))")
-
-    # ---- control ------------------------------------------------------------------------------
     def goto(self, target_index: int) -> None:
         self.emit(f"pc = {self.blocks.of[target_index]}")
         self.emit("continue")
@@ -257,340 +145,188 @@ class Gen:
         self.depth -= 1
 
     def suspend(self, state: str, resume_block: int, wait: str = "0") -> None:
-        """Leave the lane (rounds mode): registers to their rows, then the lane's state."""
+        """Leave the thread (rounds): registers to their rows, then the thread's state."""
         self.emit(f"PCS[l] = {resume_block}; WAIT[l] = {wait}; state = {state}")
         self.emit("break")
 
+    # ---- expressions ------------------------------------------------------------------------------
+    def rnd(self, ty: Type, e: str) -> str:
+        return {Type.F64: f"({e})", Type.F32: f"rf32({e})", Type.F16: f"rf16({e})", Type.BF16: f"rbf16({e})"}[ty]
 
-EMIT: dict[type, object] = {}
+    def where(self, c: str, a: str, b: str) -> str:
+        return f"({a} if {c} else {b})"
 
+    def ult(self, a: str, b: str) -> str:
+        return f"ult64({a}, {b})"
 
-def emits(*classes):
-    def reg(fn):
-        for c in classes:
-            EMIT[c] = fn
-        return fn
-    return reg
+    def u64(self, a: str) -> str:
+        return f"np.uint64({a})"
 
+    def mod(self, ty: Type, a: str, m: int) -> str:
+        return f"umod64({a}, {m})" if ty is Type.U64 else f"({a} % {m})"
 
-@emits(I.LDG, I.LDS)
-def _(g: Gen, ins, i):
-    g.load(ins.dst, ins.ty, g.address(ins, i, ins.src, ins.ty.size_bytes))
+    def shift(self, ty: Type, b: str) -> str:
+        return f"{b} % {ty.bits}"
 
+    def shr_u64(self, a: str, s: str) -> str:
+        return f"ushr64({a}, {s})"
 
-@emits(I.STG, I.STS)
-def _(g: Gen, ins, i):
-    g.store(ins.src, ins.ty, g.address(ins, i, ins.dst, ins.ty.size_bytes))
+    def int_const(self, v: int) -> str:
+        return f"np.int64({v})"
 
+    def float_const(self, v: float) -> str:
+        return _flit(v)
 
-@emits(I.PoolLoad)
-def _(g: Gen, ins, i):
-    from ...address import Address
-    g.load(ins.dst, ins.ty, g.address(ins, i, Address.pool(ins.pool, ins.offset), ins.ty.size_bytes))
+    def special(self, s: Special) -> str:
+        return f"np.int64({_SPECIAL[s]})"
 
+    def int_to_float(self, src: Type, dst: Type, e: str) -> str:
+        v = f"np.uint64({e})" if src is Type.U64 else e  # one rounding (through float32 for BF16, as the reference)
+        return {Type.F64: f"np.float64({v})", Type.F32: f"np.float64(np.float32({v}))",
+                Type.F16: f"rf16(np.float64({v}))", Type.BF16: f"rbf16(np.float32({v}))"}[dst]
 
-@emits(I.PoolStore)
-def _(g: Gen, ins, i):
-    from ...address import Address
-    g.store(ins.src, ins.ty, g.address(ins, i, Address.pool(ins.pool, ins.offset), ins.ty.size_bytes))
+    def float_to_int(self, ty: Type, e: str) -> str:
+        if ty is Type.U64:
+            return f"f2u64({e})"
+        return f"f2i({e}, np.int64({s64(ty.min_value)}), np.int64({s64(ty.max_value)}))"
 
-
-@emits(I.MOV)
-def _(g: Gen, ins, i):
-    if isinstance(ins.src, Special):
-        g.specials.add(ins.src)
-        g.emit(f"{g.i(ins.dst)} = {wrap(ins.ty, 'np.int64(' + _SPECIAL[ins.src] + ')')}")
-        return
-    g.emit(f"{g.i(ins.dst)} = {g.i(ins.src)}; {g.f(ins.dst)} = {g.f(ins.src)}")
-
-
-@emits(I.MOV_IMM)
-def _(g: Gen, ins, i):
-    from ... import semantics as S
-    v = S.immediate(ins.value, ins.ty)
-    if ins.ty.is_float:
-        g.emit(f"{g.f(ins.dst)} = {_flit(v)}")
-    else:
-        g.emit(f"{g.i(ins.dst)} = np.int64({_ilit(v)})")
-
-
-@emits(I.CVT)
-def _(g: Gen, ins, i):
-    s, d = ins.src_ty, ins.dst_ty
-    if s.is_integer and d.is_integer:
-        g.emit(f"{g.i(ins.dst)} = {wrap(d, g.i(ins.src))}")
-    elif s.is_float and d.is_float:
-        g.emit(f"{g.f(ins.dst)} = {rnd(d, g.f(ins.src))}")
-    elif s.is_integer:  # int -> float: one rounding (through float32 for BF16, as the reference)
-        v = f"np.uint64({g.i(ins.src)})" if s is Type.U64 else g.i(ins.src)
-        e = {Type.F64: f"np.float64({v})", Type.F32: f"np.float64(np.float32({v}))",
-             Type.F16: f"rf16(np.float64({v}))", Type.BF16: f"rbf16(np.float32({v}))"}[d]
-        g.emit(f"{g.f(ins.dst)} = {e}")
-    else:
-        g.emit(f"{g.i(ins.dst)} = {float_to_int(d, g.f(ins.src))}")
-
-
-def float_to_int(ty: Type, e: str) -> str:
-    """CVT's float -> integer: truncate toward zero, saturate, NaN -> 0."""
-    if ty is Type.U64:
-        return f"f2u64({e})"
-    return f"f2i({e}, np.int64({_ilit(ty.min_value)}), np.int64({_ilit(ty.max_value)}))"
-
-
-_FBIN = {"ADD": "{a} + {b}", "SUB": "{a} - {b}", "MUL": "{a} * {b}", "DIV": "{a} / {b}", "REM": "frem({a}, {b})"}
-
-
-def int_binary(op: str, ty: Type, a: str, b: str) -> str:
-    u64 = ty is Type.U64
-    if op in ("ADD", "SUB", "MUL", "AND", "OR", "XOR"):
-        sym = {"ADD": "+", "SUB": "-", "MUL": "*", "AND": "&", "OR": "|", "XOR": "^"}[op]
-        return wrap(ty, f"{a} {sym} {b}")
-    if op == "DIV":
-        return f"udiv64({a}, {b})" if u64 else wrap(ty, f"sdiv({a}, {b})")
-    if op == "REM":
-        return f"urem64({a}, {b})" if u64 else wrap(ty, f"srem({a}, {b})")
-    if op in ("MIN", "MAX"):
-        lt = _lt(ty, a, b) if op == "MIN" else _lt(ty, b, a)
-        return f"({a} if {lt} else {b})"
-    if op == "SHL":
-        return wrap(ty, f"{a} << ({b} % {ty.bits})")
-    if op == "SHR":
-        return f"ushr64({a}, {b} % 64)" if u64 else f"({a} >> ({b} % {ty.bits}))"
-    raise KeyError(op)
-
-
-@emits(I.ADD, I.SUB, I.MUL, I.DIV, I.REM, I.MIN, I.MAX, I.AND, I.OR, I.XOR)
-def _(g: Gen, ins, i):
-    op, ty = ins.name, ins.ty
-    if ty.is_float:
-        a, b = g.f(ins.lhs), g.f(ins.rhs)
-        if op in ("MIN", "MAX"):
-            g.emit(f"{g.f(ins.dst)} = f{op.lower()}({a}, {b})")
-        else:
-            g.emit(f"{g.f(ins.dst)} = {rnd(ty, _FBIN[op].format(a=a, b=b))}")
-    else:
-        g.emit(f"{g.i(ins.dst)} = {int_binary(op, ty, g.i(ins.lhs), g.i(ins.rhs))}")
-
-
-@emits(I.SHL, I.SHR)
-def _(g: Gen, ins, i):
-    g.emit(f"{g.i(ins.dst)} = {int_binary(ins.name, ins.ty, g.i(ins.src), g.i(ins.amount))}")
-
-
-_FUN = {"EXP": "math.exp({x})", "LOG": "flog({x})", "SQRT": "fsqrt({x})", "SIN": "ftrig(0, {x})",
-        "COS": "ftrig(1, {x})", "TAN": "ftrig(2, {x})", "TANH": "math.tanh({x})", "SIGMOID": "fsigmoid({x})",
-        "RCP": "1.0 / {x}", "RSQRT": "1.0 / fsqrt({x})", "FLOOR": "fkeep(0, {x})", "CEIL": "fkeep(1, {x})",
-        "TRUNC": "fkeep(2, {x})", "ROUND": "fkeep(3, {x})", "GELU": "fgelu({x})", "SWISH": "{x} * fsigmoid({x})"}
-
-
-@emits(I.ABS, I.NEG, I.NOT, I.EXP, I.LOG, I.SQRT, I.SIN, I.COS, I.TAN, I.TANH, I.SIGMOID, I.RCP, I.RSQRT,
-       I.SIGN, I.FLOOR, I.CEIL, I.ROUND, I.TRUNC, I.GELU, I.SWISH)
-def _(g: Gen, ins, i):
-    op, ty = ins.name, ins.ty
-    if ty.is_float:
-        x, d = g.f(ins.src), g.f(ins.dst)
+    def float_unary(self, op: str, ty: Type, x: str) -> str:
         if op == "ABS":
-            g.emit(f"{d} = abs({x})")
-        elif op == "NEG":
-            g.emit(f"{d} = -{x}")
-        elif op == "SIGN":
-            g.emit(f"{d} = fsign({x})")
+            return f"abs({x})"
+        if op == "NEG":
+            return f"-{x}"
+        if op == "SIGN":
+            return f"fsign({x})"
+        return self.rnd(ty, _FUN[op].format(x=x))
+
+    def iabs(self, x: str) -> str:
+        return f"abs({x})"
+
+    def ineg(self, x: str) -> str:
+        return f"-{x}"
+
+    def fneg(self, x: str) -> str:
+        return f"-{x}"
+
+    def as_int(self, cond: str) -> str:
+        return f"np.int64({cond})"
+
+    def bool_or(self, a: str, b: str) -> str:
+        return f"{a} or {b}"
+
+    def int_clamp(self, ty: Type, x: str, lo: str, hi: str) -> str:
+        self.emit(f"tt = {self.where(self.lt(ty, x, lo), lo, x)}")
+        return self.where(self.lt(ty, "tt", hi), "tt", hi)
+
+    def phase(self, class_id: int) -> str:
+        return f"phase[{class_id}]"
+
+    # ---- statements -------------------------------------------------------------------------------
+    def set(self, name: str, expr: str) -> None:
+        self.emit(f"{name} = {expr}")
+
+    def move(self, dst: Register, src: Register, ty: Type) -> None:
+        self.emit(f"{self.i(dst)} = {self.i(src)}; {self.f(dst)} = {self.f(src)}")
+
+    def select(self, dst: Register, pred: str, t: Register, f: Register, ty: Type) -> None:
+        self.emit(f"if {pred}:")
+        self.emit(f"    {self.i(dst)} = {self.i(t)}; {self.f(dst)} = {self.f(t)}")
+        self.emit("else:")
+        self.emit(f"    {self.i(dst)} = {self.i(f)}; {self.f(dst)} = {self.f(f)}")
+
+    def address(self, ins, i: int, addr, size: int) -> str:
+        if addr.space in (Space.BUFFER, Space.POOL, Space.CLASS):
+            j = len(self.sites)
+            self.sites.append(Site(i, addr.space, addr.handle, addr.offset, size))
+            self.emit(f"if cst[{j}] < 0:")
+            self.depth += 1
+            self.fail(E_MEMORY, i)
+            self.depth -= 1
+            return f"cst[{j}]"
+        if addr.space is Space.SHARED:
+            return self.checked(f"saddr({addr.offset}, {size}, shb, shsz)", i)
+        r = self.i(addr.reg)
+        if isinstance(ins, (I.LDS, I.STS)):
+            return self.checked(f"saddr({r}, {size}, shb, shsz)", i, r)
+        # inline (a helper taking the tables would incref/decref them on every access)
+        self.emit(f"hh = {r} >> 32")
+        return self.checked(f"(tbb[hh] + ({r} & 0xFFFFFFFF)) if ({r} >= 0 and hh < ntb and "
+                            f"({r} & 0xFFFFFFFF) <= tbs[hh] - {size}) else -1", i, r)
+
+    def neighbour(self, ins, i: int, reg: Register) -> str:
+        n = ins.ty.size_bytes
+        a = self.i(reg)
+        return self.checked(f"naddr({a}, {ins.offset * n}, {n}, tbb[0])", i, a)
+
+    def load(self, dst: Register, ty: Type, at: str) -> None:
+        fn = _LOADS[ty]
+        if ty is Type.F16:
+            self.emit(f"{self.f(dst)} = f16_to_f64({fn}({at}))")
+        elif ty is Type.BF16:
+            self.emit(f"{self.f(dst)} = bf16_to_f64({fn}({at}))")
+        elif ty.is_float:
+            self.emit(f"{self.f(dst)} = np.float64({fn}({at}))")
         else:
-            g.emit(f"{d} = {rnd(ty, _FUN[op].format(x=x))}")
-        return
-    x, d = g.i(ins.src), g.i(ins.dst)
-    if op == "ABS":
-        g.emit(f"{d} = {x if ty.is_unsigned else wrap(ty, f'abs({x})')}")
-    elif op == "NEG":
-        g.emit(f"{d} = {wrap(ty, f'-{x}')}")
-    elif op == "NOT":
-        g.emit(f"{d} = {wrap(ty, f'~{x}')}")
-    elif op == "SIGN":
-        g.emit(f"{d} = np.int64({x} != 0)" if ty.is_unsigned else f"{d} = np.int64({x} > 0) - np.int64({x} < 0)")
-    else:
-        raise NotCompilable(f"{op} on {ty.name}")
+            self.emit(f"{self.i(dst)} = np.int64({fn}({at}))")
 
+    def store(self, src: Register, ty: Type, at: str, uniform: bool) -> None:
+        """Threads run one at a time in order, so the last thread's store wins without help."""
+        fn = _STORES[ty]
+        if ty is Type.F16:
+            self.emit(f"{fn}({at}, np.int16(f64_to_f16({self.f(src)})))")
+        elif ty is Type.BF16:
+            self.emit(f"{fn}({at}, np.int16(f64_to_bf16({self.f(src)})))")
+        elif ty is Type.F32:
+            self.emit(f"{fn}({at}, np.float32({self.f(src)}))")
+        elif ty is Type.F64:
+            self.emit(f"{fn}({at}, {self.f(src)})")
+        else:
+            self.emit(f"{fn}({at}, {_NP_INT[ty.bits]}({self.i(src)}))")
 
-@emits(I.FMA, I.FMS, I.MAD, I.CLAMP, I.LERP)
-def _(g: Gen, ins, i):
-    ops = {I.CLAMP: ("src", "min", "max"), I.LERP: ("a", "b", "t")}.get(type(ins), ("a", "b", "c"))
-    op, ty = ins.name, ins.ty
-    if ty.is_integer:
-        a, b, c = (g.i(getattr(ins, o)) for o in ops)
-        d = g.i(ins.dst)
-        if op in ("FMA", "MAD"):
-            g.emit(f"{d} = {wrap(ty, f'{a} * {b} + {c}')}")
-        elif op == "FMS":
-            g.emit(f"{d} = {wrap(ty, f'{a} * {b} - {c}')}")
-        else:  # CLAMP
-            g.emit(f"tt = {b} if {_lt(ty, a, b)} else {a}")
-            g.emit(f"{d} = tt if {_lt(ty, 'tt', c)} else {c}")
-        return
-    a, b, c = (g.f(getattr(ins, o)) for o in ops)
-    d = g.f(ins.dst)
-    if op in ("FMA", "FMS"):
-        cc = c if op == "FMA" else f"-{c}"
-        g.emit(f"{d} = fma64({a}, {b}, {cc})" if ty is Type.F64 else f"{d} = {rnd(ty, f'ffma_narrow({a}, {b}, {cc})')}")
-    elif op == "MAD":
-        g.emit(f"{d} = {rnd(ty, rnd(ty, f'{a} * {b}') + f' + {c}')}")
-    elif op == "CLAMP":
-        g.emit(f"{d} = fmin(fmax({a}, {b}), {c})")
-    else:  # LERP
-        g.emit(f"{d} = {rnd(ty, f'{a} + ' + rnd(ty, rnd(ty, f'{b} - {a}') + f' * {c}'))}")
+    def accumulate(self, class_id: int, v: str) -> str:
+        self.emit(f"acc[{class_id}] = acc[{class_id}] + {v}")
+        return f"acc[{class_id}]"
 
+    def set_phase(self, class_id: int, v: str) -> None:
+        self.emit(f"phase[{class_id}] = {v}")
 
-_CMP = {I.Condition.EQ: "==", I.Condition.NE: "!=", I.Condition.LT: "<", I.Condition.LE: "<=",
-        I.Condition.GT: ">", I.Condition.GE: ">="}
+    # ---- control ------------------------------------------------------------------------------------
+    def jump(self, cond: str | None, target: int, i: int, back: bool) -> None:
+        if cond is not None:
+            self.emit(f"if {cond}:")
+            self.depth += 1
+        if back:
+            self.back_edge(i)
+        self.goto(target)
+        if cond is not None:
+            self.depth -= 1
+            self.goto(i + 1)
 
+    def call(self, i: int, target: int) -> None:
+        self.emit(f"if sp >= {MAX_CALL_DEPTH}:")
+        self.depth += 1
+        self.fail(E_STACK, i)
+        self.depth -= 1
+        self.back_edge(i)
+        self.emit(f"stk[sp] = {self.blocks.of[i + 1]}; sp += 1")
+        self.goto(target)
 
-@emits(I.SETcc)
-def _(g: Gen, ins, i):
-    ty, p = ins.ty, g.p(ins.pred)
-    a, b = (g.f(ins.lhs), g.f(ins.rhs)) if ty.is_float else (g.i(ins.lhs), g.i(ins.rhs))
-    if ty is Type.U64 and ins.cond not in (I.Condition.EQ, I.Condition.NE):
-        a, b = f"np.uint64({a})", f"np.uint64({b})"
-    g.emit(f"{p} = {a} {_CMP[ins.cond]} {b}")
+    def ret(self) -> None:
+        self.emit("if sp == 0:")
+        self.emit("    state = EXITED")
+        self.emit("    break")
+        self.emit("sp -= 1; pc = stk[sp]")
+        self.emit("continue")
 
+    def exit(self) -> None:
+        self.emit("state = EXITED")
+        self.emit("break")
 
-@emits(I.SEL)
-def _(g: Gen, ins, i):
-    p = g.p(ins.pred)
-    g.emit(f"if {p}:")
-    g.emit(f"    {g.i(ins.dst)} = {g.i(ins.true_val)}; {g.f(ins.dst)} = {g.f(ins.true_val)}")
-    g.emit("else:")
-    g.emit(f"    {g.i(ins.dst)} = {g.i(ins.false_val)}; {g.f(ins.dst)} = {g.f(ins.false_val)}")
+    def barrier(self, i: int, barrier_id: int) -> None:
+        self.suspend("AT_BARRIER", self.blocks.of[i + 1], str(barrier_id))
 
-
-@emits(I.BRA)
-def _(g: Gen, ins, i):
-    t = g.program.labels[ins.target.name]
-    if ins.pred is not None:
-        g.emit(f"if {g.p(ins.pred)}:")
-        g.depth += 1
-    if t <= i:
-        g.back_edge(i)
-    g.goto(t)
-    if ins.pred is not None:
-        g.depth -= 1
-        g.goto(i + 1)
-
-
-@emits(I.CALL)
-def _(g: Gen, ins, i):
-    g.uses_call = True
-    g.emit(f"if sp >= {MAX_CALL_DEPTH}:")
-    g.depth += 1
-    g.fail(E_STACK, i)
-    g.depth -= 1
-    g.back_edge(i)
-    g.emit(f"stk[sp] = {g.blocks.of[i + 1]}; sp += 1")
-    g.goto(g.program.labels[ins.target.name])
-
-
-@emits(I.RET)
-def _(g: Gen, ins, i):
-    g.uses_call = True
-    g.emit("if sp == 0:")
-    g.emit("    state = EXITED")
-    g.emit("    break")
-    g.emit("sp -= 1; pc = stk[sp]")
-    g.emit("continue")
-
-
-@emits(I.LOOP)
-def _(g: Gen, ins, i):
-    c = g.i(ins.counter)
-    g.emit(f"{c} = {c} + 1")
-    g.emit(f"if {c} < {ins.iterations}:")
-    g.depth += 1
-    g.back_edge(i)
-    g.goto(g.program.labels[ins.target.name])
-    g.depth -= 1
-    g.goto(i + 1)
-
-
-@emits(I.EXIT)
-def _(g: Gen, ins, i):
-    g.emit("state = EXITED")
-    g.emit("break")
-
-
-@emits(I.BarSync)
-def _(g: Gen, ins, i):
-    g.suspend("AT_BARRIER", g.blocks.of[i + 1], str(int(ins.id)))
-
-
-@emits(I.MemFence)
-def _(g: Gen, ins, i):
-    g.emit("pass")
-
-
-@emits(I.ClsGet)
-def _(g: Gen, ins, i):
-    g.emit(f"{g.i(ins.dst)} = {wrap(ins.ty, _mod(ins.ty, g.i(ins.src), CLASS_MEMORY_BYTES) + f' // {CLASS_BYTES}')}")
-
-
-@emits(I.MIRROR)
-def _(g: Gen, ins, i):
-    g.emit(f"{g.i(ins.dst)} = {wrap(ins.ty, _mod(ins.ty, g.i(ins.src), NUM_CLASSES) + ' ^ 7')}")
-
-
-@emits(I.UnityTest)
-def _(g: Gen, ins, i):
-    g.emit(f"tt = {_mod(ins.ty, g.i(ins.src), NUM_CLASSES)}")
-    g.emit(f"{g.p(ins.pred)} = tt == 0 or tt == 7")
-
-
-@emits(I.BoundMap)
-def _(g: Gen, ins, i):
-    g.emit(f"{g.i(ins.dst)} = {wrap(ins.ty, _mod(ins.ty, g.i(ins.src), CLASS_MEMORY_BYTES))}")
-
-
-def _neighbour(g: Gen, ins, i, reg: Register) -> str:
-    n = ins.ty.size_bytes
-    a = g.i(reg)
-    return g.checked(f"naddr({a}, {ins.offset * n}, {n}, tbb[0])", i, a)
-
-
-@emits(I.NBRLoad)
-def _(g: Gen, ins, i):
-    g.load(ins.dst, ins.ty, _neighbour(g, ins, i, ins.src))
-
-
-@emits(I.NBRStore)
-def _(g: Gen, ins, i):
-    g.store(ins.src, ins.ty, _neighbour(g, ins, i, ins.dst))
-
-
-@emits(I.ResAccum)
-def _(g: Gen, ins, i):
-    ty = ins.ty
-    src = g.f(ins.src) if ty.is_float else (f"np.float64(np.uint64({g.i(ins.src)}))" if ty is Type.U64
-                                            else f"np.float64({g.i(ins.src)})")
-    g.emit(f"acc[{ins.class_id}] = acc[{ins.class_id}] + {src}")
-    v = f"acc[{ins.class_id}]"
-    if ty.is_float:
-        g.emit(f"{g.f(ins.dst)} = {rnd(ty, v)}")
-    else:
-        g.emit(f"{g.i(ins.dst)} = {float_to_int(ty, v)}")
-
-
-@emits(I.PhaseRead)
-def _(g: Gen, ins, i):
-    g.emit(f"{g.i(ins.dst)} = {wrap(ins.ty, f'phase[{ins.class_id}]')}")
-
-
-@emits(I.PhaseWrite)
-def _(g: Gen, ins, i):
-    g.emit(f"phase[{ins.class_id}] = {_mod(ins.ty, g.i(ins.src), PHASE_MODULUS)}")
-
-
-def _collective(g: Gen, ins, i):
-    # every register the collective reads or writes must have a row slot
-    for r in ins.registers_read() + ins.registers_written():
-        if isinstance(r, Register):
-            g.i(r), g.f(r)
-    g.suspend("AT_COLLECTIVE", g.blocks.of[i])
+    def wait_collective(self, i: int) -> None:
+        self.suspend("AT_COLLECTIVE", self.blocks.of[i])
 
 
 # ---- whole functions ---------------------------------------------------------------------------
@@ -602,12 +338,12 @@ import numpy as np
 from numba import njit, prange
 from eidos.isa.backends.cpu.runtime import *  # noqa: F403
 
-EXITED, RUNNING, AT_BARRIER, AT_COLLECTIVE, FAILED = 0, 1, 2, 3, 4
+EXITED, RUNNING, AT_BARRIER, AT_COLLECTIVE, FAILED = {states}
 """
 
 
 def _body(g: Gen) -> list[str]:
-    """The dispatch loop of one lane, as lines at depth 0 (the caller indents)."""
+    """The dispatch loop of one thread, as lines at depth 0 (the caller indents)."""
     program, blocks = g.program, g.blocks
     g.lines, g.depth = [], 0
     single = len(blocks.starts) == 1 and not any(
@@ -616,35 +352,19 @@ def _body(g: Gen) -> list[str]:
     g.depth += 1
     n = len(program.instructions)
     for b, start in enumerate(blocks.starts):
-        stop = blocks.starts[b + 1] if b + 1 < len(blocks.starts) else n
+        stop = blocks.stop(b, n)
         if not single:
             g.emit(f"{'if' if b == 0 else 'elif'} pc == {b}:")
             g.depth += 1
-        ended = False
-        for i in range(start, stop):
-            ins = program.instructions[i]
-            if ins.collective:
-                _collective(g, ins, i)
-                ended = True
-                break
-            fn = EMIT.get(type(ins))
-            if fn is None:
-                raise NotCompilable(f"no emitter for {ins.name}")
-            fn(g, ins, i)
-            if isinstance(ins, (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync)):
-                ended = True
-                break
-        if not ended:
+        if not emit_block(g, start, stop):
             if single or stop >= n:
-                g.emit("state = EXITED")
-                g.emit("break")
+                g.exit()
             else:
                 g.goto(stop)
         if not single:
             g.depth -= 1
     if not blocks.starts:
-        g.emit("state = EXITED")
-        g.emit("break")
+        g.exit()
     elif not single:
         g.emit("else:")
         g.emit("    state = EXITED")
@@ -671,10 +391,11 @@ def generate(program, digest: str) -> tuple[str, Gen]:
     blocks = basic_blocks(program)
     g = Gen(program, blocks, "lanes" if shape == "lanes" else "rounds")
     body = _body(g)
-    regs, preds = sorted(g.regs), sorted(g.preds)
+    regs, preds = sorted(g.kinds), sorted(g.preds)
     slot = {r: k for k, r in enumerate(regs)}
     entry = blocks.of[program.entry]
-    src = [HEADER.format(version=GENERATOR_VERSION, digest=digest)]
+    states = ", ".join(str(x) for x in (EXITED, RUNNING, AT_BARRIER, AT_COLLECTIVE, FAILED))
+    src = [HEADER.format(version=GENERATOR_VERSION, digest=digest, states=states)]
     args = "cfg, ini, inf, tbb, tbs, ntb, cst, acc, phase, err, budget0"
     if g.mode == "lanes":
         for name, par in (("run_seq", False), ("run_par", True)):
@@ -730,7 +451,7 @@ def generate(program, digest: str) -> tuple[str, Gen]:
                       "                    if wid == -1:", "                        wid = w",
                       "                    elif w != wid:", "                        mixed = True",
                       "            if live > 0 and waiting == live:",
-                      "                if mixed:", "                    err[0] = -2; err[1] = b", "                    return -1",
+                      "                if mixed:", f"                    err[0] = {E_BARRIER}; err[1] = b", "                    return -1",
                       "                RUN[b] = True", "                again = True",
                       "                for t in range(bt):",
                       "                    if STATE[b * bt + t] == AT_BARRIER:",
@@ -744,30 +465,10 @@ def generate(program, digest: str) -> tuple[str, Gen]:
 
 # ---- loading: one module file per program in the cache directory, numba's cache beside it ---------
 
-_lock = threading.Lock()
-
-
 def default_cache_dir() -> Path:
-    root = os.environ.get("EIDOS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "eidos")
-    return Path(root) / "isa-cpu"
+    return cache_root() / "isa-cpu"
 
 
 def load_module(source: str, name: str, directory: Path):
-    """Write the source once (same name, same bytes: numba's on-disk cache stays valid) and import it."""
-    with _lock:
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{name}.py"
-        if not path.exists() or path.read_text() != source:
-            tmp = directory / f".{name}.{os.getpid()}.tmp"
-            tmp.write_text(source)
-            os.replace(tmp, path)
-        modname = f"eidos_isa_cpu_{name}"
-        mod = sys.modules.get(modname)
-        if mod is not None:
-            return mod
-        spec = importlib.util.spec_from_file_location(modname, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = mod
-        spec.loader.exec_module(mod)
-        return mod
+    """The generated module `name` (written once to directory/name.py: numba's on-disk cache stays valid)."""
+    return import_source(source, directory / f"{name}.py", f"eidos_isa_cpu_{name}")

@@ -269,8 +269,8 @@ def scalar_values(regs: list, ty: Type, lanes, registers) -> list:
             vals = set()
             for L in lanes:
                 row = L.R
-                k = row.slot[r.index]
-                vals.add(float(row.RF[row.l, k]) if ty.is_float else int(row.RI[row.l, k]))
+                vals.add(float(row.RF[row.t, row.fslots[r.index]]) if ty.is_float
+                         else int(row.RI[row.t, row.islots[r.index]]))
             if len(vals) != 1:
                 raise BackendError(f"scalar operand {r} differs between lanes ({len(vals)} values); "
                                    "a collective needs one value")

@@ -15,6 +15,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ...codegen.state import FAILED
+
 OPTS = {"cache": True, "error_model": "numpy", "nogil": True}
 
 
@@ -235,7 +237,7 @@ def fpow(a, b):
 
 
 @njit(**OPTS)
-def ffma_narrow(a, b, c):
+def fma_narrow(a, b, c):
     """a * b + c for F32/F16/BF16 values: the binary64 result nudged so the final rounding is single."""
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         return a * b + c
@@ -356,7 +358,7 @@ def fail(err, code, index, lane, value):
     err[1] = index
     err[2] = lane
     err[3] = value
-    return 4
+    return FAILED
 
 
 # ---- the array instructions' NaN behaviour is NumPy's (the reference computes them with NumPy) --------

@@ -6,12 +6,11 @@ import weakref
 
 from eidos.errors import BackendError
 
-from ...target import Target
+from ...faults import DEFAULT_MAX_STEPS
 from ...launch import ExecutionParams
 from ...program import Program
+from ...target import Target
 from .execute import execute
-
-DEFAULT_MAX_STEPS = 10_000_000
 
 
 class ReferenceBackend(Target):

@@ -17,11 +17,11 @@ from eidos.errors import BackendError
 from ... import instructions as I
 from ... import semantics as S
 from ...address import CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, PAGE_BYTES, POINTER_SHIFT, Space, Special
+from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED
+from ...faults import MAX_CALL_DEPTH, stack_overflow_error, step_limit_error, store_error
 from ...memory import PHASE_MODULUS
 from ...types import Type
 
-RUNNING, EXITED, AT_BARRIER, AT_COLLECTIVE = 0, 1, 2, 3
-MAX_CALL_DEPTH = 1024
 _LOW = (1 << POINTER_SHIFT) - 1
 _FORMATS = {Type.F16: "<e", Type.F32: "<f", Type.F64: "<d", Type.I8: "<b", Type.U8: "<B", Type.I16: "<h",
             Type.U16: "<H", Type.I32: "<i", Type.U32: "<I", Type.I64: "<q", Type.U64: "<Q"}
@@ -93,10 +93,6 @@ def _fail_closure(err: BackendError):
     return step
 
 
-def _store_error(what, v, ty, e) -> BackendError:
-    return BackendError(f"{what}: cannot store {v!r} as {ty.name} ({e})")
-
-
 def _memory_access(ins, i: int, ctx: Context, addr, ty: Type, *, load: bool, reg: int):
     """A closure for one load (R[reg] <- mem) or store (mem <- R[reg]) through any address mode."""
     n, ld, st = codec(ty)
@@ -116,7 +112,7 @@ def _memory_access(ins, i: int, ctx: Context, addr, ty: Type, *, load: bool, reg
                 try:
                     st(mv, off, R[reg])
                 except (struct.error, OverflowError, TypeError, ValueError) as e:
-                    raise _store_error(what, R[reg], ty, e) from None
+                    raise store_error(what, R[reg], ty, e) from None
                 return nxt
         return step
 
@@ -176,7 +172,7 @@ def _memory_access(ins, i: int, ctx: Context, addr, ty: Type, *, load: bool, reg
             try:
                 st(mem, off, R[reg])
             except (struct.error, OverflowError, TypeError, ValueError) as e:
-                raise _store_error(what, R[reg], ty, e) from None
+                raise store_error(what, R[reg], ty, e) from None
             return nxt
     return step
 
@@ -331,37 +327,6 @@ def _(ins, i, ctx):
     return step
 
 
-def step_limit_error(i: int) -> BackendError:
-    """The error of a lane past its backward-jump budget (every backend raises these words)."""
-    return BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
-                        "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
-
-
-def stack_overflow_error(i: int) -> BackendError:
-    return BackendError(f"instruction {i}: call stack overflow ({MAX_CALL_DEPTH} nested CALLs)")
-
-
-def barrier_ids_error(block: int, ids) -> BackendError:
-    return BackendError(f"block {block}: lanes wait at BarSync with different ids {sorted(ids)}")
-
-
-def replay_access(program, i: int, value: int, memory, config, max_steps: int) -> None:
-    """Run instruction i alone over `memory`, every register it reads holding `value` (the address a
-    compiled lane failed on): it raises this interpreter's BackendError for that access, so a compiled
-    backend reports a bad access word for word as the reference does."""
-    from types import SimpleNamespace
-
-    from ...cfg import written_unsigned
-
-    ins = program.instructions[i]
-    R = [0] * 256
-    for r in ins.registers_read():
-        R[r.index] = value + (1 << 64) if value < 0 and written_unsigned(program, i, r.index) else value
-    L = SimpleNamespace(shared=memoryview(bytearray(config.shared_memory)), stack=[], budget=1,
-                        state=0, pc=i, wait=None)
-    DECODERS[type(ins)](ins, i, Context(memory, program, max_steps, config))(R, [False] * 16, L)
-
-
 def _jump_back(L, i: int) -> None:
     """Count a backward jump; past the budget the lane is taken to be in an endless loop."""
     L.budget -= 1
@@ -508,7 +473,7 @@ def _(ins, i, ctx):
         try:
             st(mv, neighbour(R[d], k, n, what), R[s])
         except (struct.error, OverflowError, TypeError, ValueError) as e:
-            raise _store_error(what, R[s], ty, e) from None
+            raise store_error(what, R[s], ty, e) from None
         return nxt
     return step
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from eidos.errors import BackendError
 
 from ...address import NUM_PREDICATES, NUM_REGISTERS, Special
+from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING
+from ...faults import barrier_ids_error, divergence_error
 from . import arrays
-from .decode import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING, Context, barrier_ids_error, decode
+from .decode import Context, decode
 
 
 class Lane:
@@ -139,16 +141,12 @@ def _schedule(blocks, code, instructions, memory) -> None:
         if runnable:
             continue
         live = [L for block in blocks for L in block]
-        at = {(L.state, L.pc) for L in live}
-        if len(at) == 1 and live[0].state == AT_COLLECTIVE:
+        waits = {(L.state, L.pc) for L in live}
+        if len(waits) == 1 and live[0].state == AT_COLLECTIVE:
             i = live[0].pc
             arrays.run(instructions[i], i, live, memory)
             for L in live:
                 L.pc = i + 1
             runnable = live
             continue
-        where = ", ".join(sorted(
-            f"{'BarSync' if s == AT_BARRIER else instructions[pc].name} before instruction {pc}"
-            if s == AT_BARRIER else f"{instructions[pc].name} at instruction {pc}" for s, pc in at))
-        raise BackendError("lanes diverged at a synchronization point: a barrier needs every live lane of its block, "
-                           f"a collective every live lane of the grid; lanes wait at: {where}")
+        raise divergence_error(waits, instructions, AT_BARRIER)

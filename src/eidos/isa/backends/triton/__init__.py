@@ -23,12 +23,12 @@ from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
 from ...address import CLASS_BYTES, NUM_PREDICATES, NUM_REGISTERS, Address, Register, Space, Special
-from ...target import Target
+from ...codegen.rows import ThreadView
+from ...faults import DEFAULT_MAX_STEPS, store_error
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
+from ...target import Target
 from . import arrays
-
-DEFAULT_MAX_STEPS = 10_000_000
 _VARYING = {Special.GLOBAL_ID, Special.THREAD_INDEX, Special.BLOCK_INDEX, Special.THREAD_X, Special.THREAD_Y,
             Special.THREAD_Z, Special.BLOCK_X, Special.BLOCK_Y, Special.BLOCK_Z}
 _NOT_UNIFORM = (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync, I.LDS, I.STS, I.NBRLoad, I.NBRStore, I.ResAccum,
@@ -125,13 +125,6 @@ def resolve(ins, index: int, memory, lanes):
     return replace(ins, **changes)
 
 
-class _Lane:
-    __slots__ = ("R",)
-
-    def __init__(self, R) -> None:
-        self.R = R
-
-
 @dataclass
 class KernelStep:
     """One generated array kernel (one instruction, or a chain and the reduction after it)."""
@@ -157,7 +150,7 @@ class KernelStep:
         if run is not None and run.pending and (self.dynamic or self.scalars):
             run.settle()  # addresses and scalar operands are read from registers on the host
         if self.dynamic:
-            group = tuple((i, resolve(ins, i, memory, [_Lane(run.R)])) for i, ins in self.group)
+            group = tuple((i, resolve(ins, i, memory, [ThreadView(run.R)])) for i, ins in self.group)
             k = self.resolved.get(group)
             if k is None:
                 if len(self.resolved) > 64:
@@ -190,7 +183,7 @@ class ExtensionStep:
         if run is not None and run.pending:
             run.settle()
         if run is not None and any(a.space is Space.REGISTER for _, a in ins.addresses()):
-            ins = resolve(ins, self.index, backend.memory, [_Lane(run.R)])
+            ins = resolve(ins, self.index, backend.memory, [ThreadView(run.R)])
         if _takes_index(self.module.run):
             self.module.run(ins, backend.memory, index=self.index)
         else:
@@ -267,7 +260,7 @@ class UniformStep:
         return code
 
     def __call__(self, backend, run) -> None:
-        L = _Lane(run.R)
+        L = ThreadView(run.R)
         memory = backend.memory
         R, P = run.R, run.P
         for i, touches_memory, step in self.code(run.config, backend.max_steps):
@@ -307,7 +300,7 @@ class UniformStep:
 
 def _memory_step(ins, i: int):
     """LDG/STG/PoolLoad/PoolStore of one lane-uniform value: the reference's codec and messages."""
-    from ..reference.decode import _store_error, codec
+    from ..reference.decode import codec
 
     load = isinstance(ins, (I.LDG, I.PoolLoad))
     ty = ins.ty
@@ -337,7 +330,7 @@ def _memory_step(ins, i: int):
             try:
                 st(buf, 0, R[reg])
             except (struct.error, OverflowError, TypeError, ValueError) as e:
-                raise _store_error(what, R[reg], ty, e) from None
+                raise store_error(what, R[reg], ty, e) from None
             memory.copy_in(mem, off, buf, what)
     return step
 

@@ -32,28 +32,25 @@ and launches again.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from eidos.errors import BackendError, UnsupportedError
 
 from ... import instructions as I
-from ...address import CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, Register, Space, Special
-from ...memory import PHASE_MODULUS
+from ...address import CLASS_BYTES, CLASS_MEMORY_BYTES, Register, Space, Special
+from ...codegen import CONTROL, HANDLERS, Blocks, Emitter, basic_blocks, emit_block, generator_version, s64, thread_views, wrap
+from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, FAILED, RUNNING
+from ...faults import (DEFAULT_MAX_STEPS, E_BARRIER, E_BUDGET, E_MEMORY, E_NEIGHBOUR, E_STACK, MAX_CALL_DEPTH,
+                       barrier_ids_error, divergence_error, fault_error, replay_access)
 from ...types import Type
 
-EXITED, RUNNING, AT_BARRIER, AT_COLLECTIVE, FAILED = 0, 1, 2, 3, 4
-E_MEMORY, E_BUDGET, E_STACK, E_NEIGHBOUR, E_BARRIER = 1, 2, 3, 4, 5
-MAX_CALL_DEPTH = 1024  # as the reference interpreter
-DEFAULT_MAX_STEPS = 10_000_000
-CONTROL = (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync)
 GUARD_MIN = 12  # blocks longer than this are skipped when no lane is in them
 
 # The generator's own text is part of every cache key, so a changed generator never reuses a kernel.
-GENERATOR_VERSION = hashlib.blake2b(Path(__file__).read_bytes(), digest_size=6).hexdigest()
+GENERATOR_VERSION = generator_version(Path(__file__))
 
 
 # ---- what a program needs, decided before generating anything ------------------------------------
@@ -66,24 +63,9 @@ def unsupported(program) -> tuple[int, str] | None:
             if isinstance(t, Type) and t.is_extended:
                 return i, (f"{t.name}: GPU integers stop at 64 bits, and the reference and cpu backends run "
                            "wider integers exactly")
-        if not ins.collective and type(ins) not in EMIT:
+        if not ins.collective and type(ins) not in HANDLERS:
             return i, "no Triton form"
     return None
-
-
-@dataclass
-class Blocks:
-    starts: list[int]          # block id -> first instruction
-    of: dict[int, int]         # first instruction -> block id ("len(program)" -> the exit id)
-
-
-def basic_blocks(program) -> Blocks:
-    from ...cfg import block_starts
-
-    starts = block_starts(program)
-    of = {s: b for b, s in enumerate(starts)}
-    of[len(program.instructions)] = len(starts)
-    return Blocks(starts, of)
 
 
 def _flit(x: float) -> str:
@@ -92,120 +74,185 @@ def _flit(x: float) -> str:
     return f"tl.full([BLOCK], {bits}, tl.int64).to(tl.float64, bitcast=True)"
 
 
-def _s64(v: int) -> int:
-    v = int(v) & ((1 << 64) - 1)
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def wrap(ty: Type, e: str) -> str:
-    """An int64 expression brought to ty's width (64-bit types wrap in int64 already)."""
-    if ty.bits >= 64:
-        return f"({e})"
-    mask = (1 << ty.bits) - 1
-    if ty.is_unsigned:
-        return f"(({e}) & {mask})"
-    half = 1 << (ty.bits - 1)
-    return f"(((({e}) + {half}) & {mask}) - {half})"
-
-
-def rnd(ty: Type, e: str) -> str:
-    """A float64 expression rounded once to ty."""
-    return {Type.F64: f"({e})", Type.F32: f"({e}).to(tl.float32).to(tl.float64)",
-            Type.F16: f"_rf16({e})", Type.BF16: f"_rbf16({e})"}[ty]
-
-
 def _u(e: str) -> str:
     return f"({e}).to(tl.uint64, bitcast=True)"
 
 
-def _lt(ty: Type, a: str, b: str) -> str:
-    return f"({_u(a)} < {_u(b)})" if ty is Type.U64 else f"({a} < {b})"
+# ---- code generation: the primitives of the shared handler table -----------------------------------
+
+_SPECIAL = {Special.GLOBAL_ID: "gid", Special.THREAD_INDEX: "tix", Special.BLOCK_INDEX: "bix",
+            Special.LANE_COUNT: "LANES", Special.BLOCK_THREADS: "BT",
+            Special.THREAD_X: "tix % BX", Special.THREAD_Y: "(tix // BX) % BY", Special.THREAD_Z: "tix // (BX * BY)",
+            Special.BLOCK_X: "bix % GX", Special.BLOCK_Y: "(bix // GX) % GY", Special.BLOCK_Z: "bix // (GX * GY)",
+            Special.BLOCK_DIM_X: "BX", Special.BLOCK_DIM_Y: "BY", Special.BLOCK_DIM_Z: "BZ",
+            Special.GRID_DIM_X: "GX", Special.GRID_DIM_Y: "GY", Special.GRID_DIM_Z: "GZ"}
+
+_FUN = {"EXP": "tl.exp({x})", "LOG": "tl.log({x})", "SQRT": "tl.sqrt({x})", "SIN": "tl.sin({x})",
+        "COS": "tl.cos({x})", "TAN": "(tl.sin({x}) / tl.cos({x}))", "TANH": "_tanh({x})",
+        "SIGMOID": "_sigmoid({x})", "RCP": "(1.0 / {x})", "RSQRT": "(1.0 / tl.sqrt({x}))",
+        "GELU": "({x} * (1.0 + tl.erf({x} / 1.4142135623730951)) / 2.0)", "SWISH": "({x} * _sigmoid({x}))",
+        "FLOOR": "_keep(tl.floor({x}), {x})", "CEIL": "_keep(tl.ceil({x}), {x})",
+        "TRUNC": "_keep(tl.where({x} < 0, tl.ceil({x}), tl.floor({x})), {x})", "ROUND": "_keep(_rint({x}), {x})"}
+_EXACT = ("FLOOR", "CEIL", "TRUNC", "ROUND")  # results already in the type
 
 
-def _mod(ty: Type, a: str, m: int) -> str:
-    """Euclidean a mod m (m > 0), as the reference's Python %."""
-    if ty is Type.U64:
-        return f"({_u(a)} % {m}).to(tl.int64, bitcast=True)"
-    if ty.is_unsigned:
-        return f"(({a}) % {m})"
-    return f"(((({a}) % {m}) + {m}) % {m})"
+class Gen(Emitter):
+    """Triton code for a block's threads at once: each register a [BLOCK] vector, the threads running
+    here a mask `m`, a thread leaving a block by its `pc`."""
 
+    prefix = "_"
+    Unsupported = UnsupportedError
 
-# ---- code generation ---------------------------------------------------------------------------
+    def __init__(self, program, blocks: Blocks, single: bool, collectives: bool) -> None:
+        super().__init__(program, blocks)
+        self.single = single                 # one straight-line block: no masks, no loop
+        self.collectives = collectives
+        self.uses_shared = False
+        self.static_handles: set[int] = set()
 
-@dataclass
-class Gen:
-    program: object
-    blocks: Blocks
-    single: bool                                  # one straight-line block: no masks, no loop
-    collectives: bool
-    kinds: dict[int, set] = field(default_factory=dict)   # register -> {"i", "f"}
-    preds: set[int] = field(default_factory=set)
-    lines: list[str] = field(default_factory=list)
-    depth: int = 0
-    uses_call: bool = False
-    uses_shared: bool = False
-    static_handles: set[int] = field(default_factory=set)
-    needs_fma64: bool = False
-
-    def emit(self, line: str) -> None:
-        self.lines.append("    " * self.depth + line)
-
-    def i(self, r: Register) -> str:
-        self.kinds.setdefault(r.index, set()).add("i")
-        return f"i{r.index}"
-
-    def f(self, r: Register) -> str:
-        self.kinds.setdefault(r.index, set()).add("f")
-        return f"f{r.index}"
-
-    def reg(self, r: Register, ty: Type) -> str:
-        return self.f(r) if ty.is_float else self.i(r)
-
-    def p(self, p) -> str:
-        self.preds.add(p.index)
-        return f"p{p.index}"
-
-    def set(self, name: str, expr: str) -> None:
-        """name = expr for the lanes in this block (every lane in straight-line code)."""
-        self.emit(f"{name} = {expr}" if self.single else f"{name} = tl.where(m, {expr}, {name})")
+    @property
+    def needs_fma64(self) -> bool:
+        return "fma64" in self.helpers
 
     def fail(self, bad: str, code: int, index: int, value: str = "0") -> None:
-        """Lanes in `bad` stop here, recording why; the rest of the block runs without them."""
+        """Threads in `bad` stop here, recording why; the rest of the block runs without them."""
         self.emit(f"bad = {bad}")
         self.emit(f"_fail(ERR, FLAG, gid, bad, {code}, {index}, {value}, seg)")
         self.emit(f"st = tl.where(bad, {FAILED}, st)")
         self.emit("m = m & ~bad")
 
-    # ---- memory operands --------------------------------------------------------------------
-    def address(self, ins, index: int, addr, size: int) -> str:
-        """Emit the bounds check for one access; return the int64 address expression's name."""
+    def goto(self, mask: str, target_index: int) -> None:
+        self.emit(f"pc = tl.where({mask}, {self.blocks.of[target_index]}, pc)")
+
+    def back_edge(self, take: str, index: int) -> None:
+        """Count the backward jumps of the threads in `take` against the step budget."""
+        self.emit(f"bud = tl.where({take}, bud - 1, bud)")
+        self.fail(f"{take} & (bud < 0)", E_BUDGET, index)
+
+    # ---- expressions ------------------------------------------------------------------------------
+    def rnd(self, ty: Type, e: str) -> str:
+        return {Type.F64: f"({e})", Type.F32: f"({e}).to(tl.float32).to(tl.float64)",
+                Type.F16: f"_rf16({e})", Type.BF16: f"_rbf16({e})"}[ty]
+
+    def where(self, c: str, a: str, b: str) -> str:
+        return f"tl.where({c}, {a}, {b})"
+
+    def ult(self, a: str, b: str) -> str:
+        return f"({_u(a)} < {_u(b)})"
+
+    def u64(self, a: str) -> str:
+        return _u(a)
+
+    def mod(self, ty: Type, a: str, m: int) -> str:
+        if ty is Type.U64:
+            return f"({_u(a)} % {m}).to(tl.int64, bitcast=True)"
+        if ty.is_unsigned:
+            return f"(({a}) % {m})"
+        return f"(((({a}) % {m}) + {m}) % {m})"  # Triton's % truncates
+
+    def shift(self, ty: Type, b: str) -> str:
+        return f"{b} & {ty.bits - 1}"
+
+    def shr_u64(self, a: str, s: str) -> str:
+        return f"({_u(a)} >> ({s}).to(tl.uint64)).to(tl.int64, bitcast=True)"
+
+    def int_const(self, v: int) -> str:
+        return f"tl.full([BLOCK], {v}, tl.int64)"
+
+    def float_const(self, v: float) -> str:
+        return _flit(v)
+
+    def special(self, s: Special) -> str:
+        return f"({_SPECIAL[s]}) + tl.full([BLOCK], 0, tl.int64)"
+
+    def int_to_float(self, src: Type, dst: Type, e: str) -> str:
+        v = _u(e) if src is Type.U64 else e  # BF16 through float32, as the reference
+        return {Type.F64: f"{v}.to(tl.float64)", Type.F32: f"{v}.to(tl.float32).to(tl.float64)",
+                Type.F16: f"_rf16({v}.to(tl.float64))", Type.BF16: f"_rbf16({v}.to(tl.float32).to(tl.float64))"}[dst]
+
+    def float_to_int(self, ty: Type, e: str) -> str:
+        if ty is Type.U64:
+            return f"_f2u64({e})"
+        return (f"_f2i({e}, {s64(ty.min_value)}, {s64(ty.max_value)}, {float(ty.min_value)!r}, "
+                f"{float(ty.max_value)!r})")
+
+    def float_unary(self, op: str, ty: Type, x: str) -> str:
+        if op == "ABS":
+            return f"tl.where(({x}).to(tl.int64, bitcast=True) < 0, _neg({x}), {x})"
+        if op == "NEG":
+            return f"_neg({x})"
+        if op == "SIGN":
+            return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, tl.where({x} == {x}, 0.0, {x})))"
+        if op in _EXACT:
+            return _FUN[op].format(x=x)
+        return self.rnd(ty, _FUN[op].format(x=x))
+
+    def iabs(self, x: str) -> str:
+        return f"tl.where({x} < 0, 0 - {x}, {x})"
+
+    def ineg(self, x: str) -> str:
+        return f"0 - {x}"
+
+    def fneg(self, x: str) -> str:
+        return f"_neg({x})"
+
+    def as_int(self, cond: str) -> str:
+        return f"({cond}).to(tl.int64)"
+
+    def bool_or(self, a: str, b: str) -> str:
+        return f"({a}) | ({b})"
+
+    def int_clamp(self, ty: Type, x: str, lo: str, hi: str) -> str:
+        mx = self.where(self.lt(ty, x, lo), lo, x)
+        return self.where(self.lt(ty, hi, mx), hi, mx)
+
+    def phase(self, class_id: int) -> str:
+        return f"tl.load(PHASE + {class_id} + tl.full([BLOCK], 0, tl.int32))"
+
+    # ---- statements -------------------------------------------------------------------------------
+    def set(self, name: str, expr: str) -> None:
+        self.emit(f"{name} = {expr}" if self.single else f"{name} = tl.where(m, {expr}, {name})")
+
+    def move(self, dst: Register, src: Register, ty: Type) -> None:
+        self.set(self.reg(dst, ty), self.reg(src, ty))
+
+    def select(self, dst: Register, pred: str, t: Register, f: Register, ty: Type) -> None:
+        self.set(self.reg(dst, ty), self.where(pred, self.reg(t, ty), self.reg(f, ty)))
+
+    def address(self, ins, i: int, addr, size: int) -> str:
         if addr.space in (Space.BUFFER, Space.POOL, Space.CLASS):
             h, off = (0, addr.handle * CLASS_BYTES + addr.offset) if addr.space is Space.CLASS else (addr.handle, addr.offset)
             self.static_handles.add(h)
             self.emit(f"hs = tl.load(TAB + {2 * h + 1})")
             self.emit(f"ok = (hs >= {off + size}) & {'True' if off >= 0 else 'False'}")
-            self.fail("m & ~ok", E_MEMORY, index)
+            self.fail("m & ~ok", E_MEMORY, i)
             self.emit(f"at = tl.load(TAB + {2 * h}) + {off} + tl.full([BLOCK], 0, tl.int64)")
             return "at"
         if addr.space is Space.SHARED or isinstance(ins, (I.LDS, I.STS)):
             self.uses_shared = True
             o = str(addr.offset) if addr.space is Space.SHARED else self.i(addr.reg)
             self.emit(f"o = {o} + tl.full([BLOCK], 0, tl.int64)")
-            self.fail(f"m & ((o < 0) | (o > SH - {size}))", E_MEMORY, index, "o")
+            self.fail(f"m & ((o < 0) | (o > SH - {size}))", E_MEMORY, i, "o")
             self.emit("at = SHB + pid.to(tl.int64) * SH + o")
             return "at"
         q = self.i(addr.reg)
         self.emit(f"hh = {q} >> 32")
         self.emit(f"inb = ({q} >= 0) & (hh < NTB)")
         self.emit("hs = tl.load(TAB + 2 * hh + 1, mask=m & inb, other=-1)")
-        self.fail(f"m & ~(inb & (({q} & 4294967295) <= hs - {size}))", E_MEMORY, index, q)
+        self.fail(f"m & ~(inb & (({q} & 4294967295) <= hs - {size}))", E_MEMORY, i, q)
         self.emit(f"at = tl.load(TAB + 2 * hh, mask=m, other=0) + ({q} & 4294967295)")
         return "at"
 
+    def neighbour(self, ins, i: int, reg: Register) -> str:
+        n = ins.ty.size_bytes
+        a = self.i(reg)
+        self.static_handles.add(0)
+        self.fail(f"m & (({a} < 0) | ({a} > {CLASS_MEMORY_BYTES - n}) | (({a} % {n}) != 0))", E_NEIGHBOUR, i, a)
+        self.emit(f"at = tl.load(TAB) + {a} - ({a} & 255) + ((({a} & 255) + {ins.offset * n}) & 255)")
+        return "at"
+
     def load(self, dst: Register, ty: Type, at: str) -> None:
-        n = ty.size_bytes
-        v = f"_ld(({at}), m, {n})"
+        v = f"_ld(({at}), m, {ty.size_bytes})"
         if ty is Type.F64:
             e = f"{v}.to(tl.float64, bitcast=True)"
         elif ty is Type.F32:
@@ -218,10 +265,9 @@ class Gen:
             e = wrap(ty, v) if ty.is_signed else v
         self.set(self.reg(dst, ty), e)
 
-    def store(self, src: Register, ty: Type, at: str, uniform: bool = False) -> None:
-        """A store of `src` at `at`; `uniform`: every lane's address is the same (a static address), so
-        only the block's last storing lane stores, as the reference's lane order leaves it (a GPU's
-        same-address scatter keeps an unspecified lane's value)."""
+    def store(self, src: Register, ty: Type, at: str, uniform: bool) -> None:
+        """A uniform store: only the block's last storing thread stores, as the reference's thread order
+        leaves it (a GPU's same-address scatter keeps an unspecified thread's value)."""
         if ty is Type.F64:
             v = f"{self.f(src)}.to(tl.int64, bitcast=True)"
         elif ty is Type.F32:
@@ -238,363 +284,50 @@ class Gen:
             mask = "last"
         self.emit(f"_st(({at}), {v}, {mask}, {ty.size_bytes})")
 
-    # ---- control ------------------------------------------------------------------------------
-    def goto(self, mask: str, target_index: int) -> None:
-        self.emit(f"pc = tl.where({mask}, {self.blocks.of[target_index]}, pc)")
-
-    def back_edge(self, take: str, index: int) -> None:
-        """Count the backward jumps of the lanes in `take` against the step budget."""
-        self.emit(f"bud = tl.where({take}, bud - 1, bud)")
-        self.fail(f"{take} & (bud < 0)", E_BUDGET, index)
-
-
-EMIT: dict[type, object] = {}
-STATIC = (Space.BUFFER, Space.POOL, Space.CLASS, Space.SHARED)  # the same address in every lane of a block
-
-
-def emits(*classes):
-    def reg(fn):
-        for c in classes:
-            EMIT[c] = fn
-        return fn
-    return reg
-
-
-@emits(I.LDG, I.LDS)
-def _(g: Gen, ins, i):
-    g.load(ins.dst, ins.ty, g.address(ins, i, ins.src, ins.ty.size_bytes))
-
-
-@emits(I.STG, I.STS)
-def _(g: Gen, ins, i):
-    g.store(ins.src, ins.ty, g.address(ins, i, ins.dst, ins.ty.size_bytes), uniform=ins.dst.space in STATIC)
-
-
-@emits(I.PoolLoad)
-def _(g: Gen, ins, i):
-    from ...address import Address
-    g.load(ins.dst, ins.ty, g.address(ins, i, Address.pool(ins.pool, ins.offset), ins.ty.size_bytes))
-
-
-@emits(I.PoolStore)
-def _(g: Gen, ins, i):
-    from ...address import Address
-    g.store(ins.src, ins.ty, g.address(ins, i, Address.pool(ins.pool, ins.offset), ins.ty.size_bytes), uniform=True)
-
-
-_SPECIAL = {Special.GLOBAL_ID: "gid", Special.THREAD_INDEX: "tix", Special.BLOCK_INDEX: "bix",
-            Special.LANE_COUNT: "LANES", Special.BLOCK_THREADS: "BT",
-            Special.THREAD_X: "tix % BX", Special.THREAD_Y: "(tix // BX) % BY", Special.THREAD_Z: "tix // (BX * BY)",
-            Special.BLOCK_X: "bix % GX", Special.BLOCK_Y: "(bix // GX) % GY", Special.BLOCK_Z: "bix // (GX * GY)",
-            Special.BLOCK_DIM_X: "BX", Special.BLOCK_DIM_Y: "BY", Special.BLOCK_DIM_Z: "BZ",
-            Special.GRID_DIM_X: "GX", Special.GRID_DIM_Y: "GY", Special.GRID_DIM_Z: "GZ"}
-
-
-@emits(I.MOV)
-def _(g: Gen, ins, i):
-    if isinstance(ins.src, Special):
-        g.set(g.i(ins.dst), wrap(ins.ty, f"({_SPECIAL[ins.src]}) + tl.full([BLOCK], 0, tl.int64)"))
-        return
-    g.set(g.reg(ins.dst, ins.ty), g.reg(ins.src, ins.ty))
-
-
-@emits(I.MOV_IMM)
-def _(g: Gen, ins, i):
-    from ... import semantics as S
-    v = S.immediate(ins.value, ins.ty)
-    if ins.ty.is_float:
-        g.set(g.f(ins.dst), _flit(v))
-    else:
-        g.set(g.i(ins.dst), f"tl.full([BLOCK], {_s64(v)}, tl.int64)")
-
-
-def float_to_int(ty: Type, e: str) -> str:
-    """CVT's float -> integer: toward zero, saturating, NaN -> 0."""
-    if ty is Type.U64:
-        return f"_f2u64({e})"
-    return f"_f2i({e}, {_s64(ty.min_value)}, {_s64(ty.max_value)}, {float(ty.min_value)!r}, {float(ty.max_value)!r})"
-
-
-def int_to_float(src: Type, dst: Type, e: str) -> str:
-    """An integer register's exact value rounded once to dst (BF16 through float32, as the reference)."""
-    v = _u(e) if src is Type.U64 else e
-    return {Type.F64: f"{v}.to(tl.float64)", Type.F32: f"{v}.to(tl.float32).to(tl.float64)",
-            Type.F16: f"_rf16({v}.to(tl.float64))", Type.BF16: f"_rbf16({v}.to(tl.float32).to(tl.float64))"}[dst]
-
-
-@emits(I.CVT)
-def _(g: Gen, ins, i):
-    s, d = ins.src_ty, ins.dst_ty
-    if s.is_integer and d.is_integer:
-        g.set(g.i(ins.dst), wrap(d, g.i(ins.src)))
-    elif s.is_float and d.is_float:
-        g.set(g.f(ins.dst), rnd(d, g.f(ins.src)))
-    elif s.is_integer:
-        g.set(g.f(ins.dst), int_to_float(s, d, g.i(ins.src)))
-    else:
-        g.set(g.i(ins.dst), float_to_int(d, g.f(ins.src)))
-
-
-def int_binary(op: str, ty: Type, a: str, b: str) -> str:
-    u64 = ty is Type.U64
-    if op in ("ADD", "SUB", "MUL", "AND", "OR", "XOR"):
-        sym = {"ADD": "+", "SUB": "-", "MUL": "*", "AND": "&", "OR": "|", "XOR": "^"}[op]
-        return wrap(ty, f"{a} {sym} {b}")
-    if op == "DIV":
-        return f"_udiv64({a}, {b})" if u64 else wrap(ty, f"_sdiv({a}, {b})")
-    if op == "REM":
-        return f"_urem64({a}, {b})" if u64 else wrap(ty, f"_srem({a}, {b})")
-    if op in ("MIN", "MAX"):
-        lt = _lt(ty, a, b) if op == "MIN" else _lt(ty, b, a)
-        return f"tl.where({lt}, {a}, {b})"
-    if op == "SHL":
-        return wrap(ty, f"{a} << ({b} & {ty.bits - 1})")
-    if op == "SHR":
-        if u64:
-            return f"({_u(a)} >> ({b} & 63).to(tl.uint64)).to(tl.int64, bitcast=True)"
-        return f"({a} >> ({b} & {ty.bits - 1}))"
-    raise KeyError(op)
-
-
-_FBIN = {"ADD": "{a} + {b}", "SUB": "{a} - {b}", "MUL": "{a} * {b}", "DIV": "{a} / {b}", "REM": "_frem({a}, {b})"}
-
-
-@emits(I.ADD, I.SUB, I.MUL, I.DIV, I.REM, I.MIN, I.MAX, I.AND, I.OR, I.XOR)
-def _(g: Gen, ins, i):
-    op, ty = ins.name, ins.ty
-    if ty.is_float:
-        a, b = g.f(ins.lhs), g.f(ins.rhs)
-        e = f"_f{op.lower()}({a}, {b})" if op in ("MIN", "MAX") else rnd(ty, _FBIN[op].format(a=a, b=b))
-        g.set(g.f(ins.dst), e)
-    else:
-        g.set(g.i(ins.dst), int_binary(op, ty, g.i(ins.lhs), g.i(ins.rhs)))
-
-
-@emits(I.SHL, I.SHR)
-def _(g: Gen, ins, i):
-    g.set(g.i(ins.dst), int_binary(ins.name, ins.ty, g.i(ins.src), g.i(ins.amount)))
-
-
-_FUN = {"EXP": "tl.exp({x})", "LOG": "tl.log({x})", "SQRT": "tl.sqrt({x})", "SIN": "tl.sin({x})",
-        "COS": "tl.cos({x})", "TAN": "(tl.sin({x}) / tl.cos({x}))", "TANH": "_tanh({x})",
-        "SIGMOID": "_sigmoid({x})", "RCP": "(1.0 / {x})", "RSQRT": "(1.0 / tl.sqrt({x}))",
-        "GELU": "({x} * (1.0 + tl.erf({x} / 1.4142135623730951)) / 2.0)", "SWISH": "({x} * _sigmoid({x}))",
-        "FLOOR": "_keep(tl.floor({x}), {x})", "CEIL": "_keep(tl.ceil({x}), {x})",
-        "TRUNC": "_keep(tl.where({x} < 0, tl.ceil({x}), tl.floor({x})), {x})", "ROUND": "_keep(_rint({x}), {x})"}
-_EXACT = ("FLOOR", "CEIL", "TRUNC", "ROUND")  # results already in the type
-
-
-@emits(I.ABS, I.NEG, I.NOT, I.EXP, I.LOG, I.SQRT, I.SIN, I.COS, I.TAN, I.TANH, I.SIGMOID, I.RCP, I.RSQRT,
-       I.SIGN, I.FLOOR, I.CEIL, I.ROUND, I.TRUNC, I.GELU, I.SWISH)
-def _(g: Gen, ins, i):
-    op, ty = ins.name, ins.ty
-    if ty.is_float:
-        x = g.f(ins.src)
-        if op == "ABS":
-            e = f"tl.where(({x}).to(tl.int64, bitcast=True) < 0, _neg({x}), {x})"
-        elif op == "NEG":
-            e = f"_neg({x})"
-        elif op == "SIGN":
-            e = f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, tl.where({x} == {x}, 0.0, {x})))"
-        elif op in _EXACT:
-            e = _FUN[op].format(x=x)
-        else:
-            e = rnd(ty, _FUN[op].format(x=x))
-        g.set(g.f(ins.dst), e)
-        return
-    x = g.i(ins.src)
-    if op == "ABS":
-        e = x if ty.is_unsigned else wrap(ty, f"tl.where({x} < 0, 0 - {x}, {x})")
-    elif op == "NEG":
-        e = wrap(ty, f"0 - {x}")
-    elif op == "NOT":
-        e = wrap(ty, f"~{x}")
-    elif op == "SIGN":
-        e = (f"({x} != 0).to(tl.int64)" if ty.is_unsigned
-             else f"({x} > 0).to(tl.int64) - ({x} < 0).to(tl.int64)")
-    else:
-        raise UnsupportedError(f"{op} on {ty.name}")
-    g.set(g.i(ins.dst), e)
-
-
-@emits(I.FMA, I.FMS, I.MAD, I.CLAMP, I.LERP)
-def _(g: Gen, ins, i):
-    ops = {I.CLAMP: ("src", "min", "max"), I.LERP: ("a", "b", "t")}.get(type(ins), ("a", "b", "c"))
-    op, ty = ins.name, ins.ty
-    if ty.is_integer:
-        a, b, c = (g.i(getattr(ins, o)) for o in ops)
-        if op in ("FMA", "MAD"):
-            e = wrap(ty, f"{a} * {b} + {c}")
-        elif op == "FMS":
-            e = wrap(ty, f"{a} * {b} - {c}")
-        else:  # CLAMP: min(max(x, lo), hi)
-            mx = f"tl.where({_lt(ty, a, b)}, {b}, {a})"
-            e = f"tl.where({_lt(ty, c, mx)}, {c}, {mx})"
-        g.set(g.i(ins.dst), e)
-        return
-    a, b, c = (g.f(getattr(ins, o)) for o in ops)
-    if op in ("FMA", "FMS"):
-        cc = c if op == "FMA" else f"_neg({c})"
-        if ty is Type.F64:
-            g.needs_fma64 = True
-            e = f"_fma64({a}, {b}, {cc})"
-        else:
-            e = rnd(ty, f"_fma_narrow({a}, {b}, {cc})")
-    elif op == "MAD":
-        e = rnd(ty, rnd(ty, f"{a} * {b}") + f" + {c}")
-    elif op == "CLAMP":
-        e = f"_fmin(_fmax({a}, {b}), {c})"
-    else:  # LERP
-        e = rnd(ty, f"{a} + " + rnd(ty, rnd(ty, f"{b} - {a}") + f" * {c}"))
-    g.set(g.f(ins.dst), e)
-
-
-_CMP = {I.Condition.EQ: "==", I.Condition.NE: "!=", I.Condition.LT: "<", I.Condition.LE: "<=",
-        I.Condition.GT: ">", I.Condition.GE: ">="}
-
-
-@emits(I.SETcc)
-def _(g: Gen, ins, i):
-    ty = ins.ty
-    a, b = g.reg(ins.lhs, ty), g.reg(ins.rhs, ty)
-    if ty is Type.U64 and ins.cond not in (I.Condition.EQ, I.Condition.NE):
-        a, b = _u(a), _u(b)
-    g.set(g.p(ins.pred), f"({a} {_CMP[ins.cond]} {b})")
-
-
-@emits(I.SEL)
-def _(g: Gen, ins, i):
-    ty = ins.ty
-    g.set(g.reg(ins.dst, ty), f"tl.where({g.p(ins.pred)}, {g.reg(ins.true_val, ty)}, {g.reg(ins.false_val, ty)})")
-
-
-@emits(I.BRA)
-def _(g: Gen, ins, i):
-    t = g.program.labels[ins.target.name]
-    take = "m" if ins.pred is None else f"(m & {g.p(ins.pred)})"
-    if ins.pred is not None:
-        g.emit(f"take = {take}")
-        take = "take"
-    if t <= i:
-        g.back_edge(take, i)
-    if ins.pred is not None:
-        g.goto("m", i + 1)
-    g.goto(take, t)
-
-
-@emits(I.CALL)
-def _(g: Gen, ins, i):
-    g.uses_call = True
-    g.fail(f"m & (sp >= {MAX_CALL_DEPTH})", E_STACK, i)
-    g.back_edge("m", i)
-    g.emit(f"tl.store(STK + gid.to(tl.int64) * {MAX_CALL_DEPTH} + sp, tl.full([BLOCK], 0, tl.int32) + "
-           f"{g.blocks.of[i + 1]}, mask=m)")
-    g.emit("sp = tl.where(m, sp + 1, sp)")
-    g.goto("m", g.program.labels[ins.target.name])
-
-
-@emits(I.RET)
-def _(g: Gen, ins, i):
-    g.uses_call = True
-    g.emit(f"st = tl.where(m & (sp == 0), {EXITED}, st)")
-    g.emit("pop = m & (sp > 0)")
-    g.emit("sp = tl.where(pop, sp - 1, sp)")
-    g.emit(f"pc = tl.where(pop, tl.load(STK + gid.to(tl.int64) * {MAX_CALL_DEPTH} + sp, mask=pop, other=0), pc)")
-
-
-@emits(I.LOOP)
-def _(g: Gen, ins, i):
-    c = g.i(ins.counter)
-    g.set(c, f"{c} + 1")
-    g.emit(f"take = m & ({c} < {ins.iterations})")
-    g.back_edge("take", i)
-    g.goto("m", i + 1)
-    g.goto("take", g.program.labels[ins.target.name])
-
-
-@emits(I.EXIT)
-def _(g: Gen, ins, i):
-    g.emit(f"st = tl.where(m, {EXITED}, st)")
-
-
-@emits(I.BarSync)
-def _(g: Gen, ins, i):
-    g.emit(f"st = tl.where(m, {AT_BARRIER}, st)")
-    g.emit(f"wid = tl.where(m, {int(ins.id)}, wid)")
-    g.goto("m", i + 1)
-
-
-@emits(I.MemFence)
-def _(g: Gen, ins, i):
-    g.emit("pass")
-
-
-@emits(I.ClsGet)
-def _(g: Gen, ins, i):
-    g.set(g.i(ins.dst), wrap(ins.ty, _mod(ins.ty, g.i(ins.src), CLASS_MEMORY_BYTES) + f" // {CLASS_BYTES}"))
-
-
-@emits(I.MIRROR)
-def _(g: Gen, ins, i):
-    g.set(g.i(ins.dst), wrap(ins.ty, _mod(ins.ty, g.i(ins.src), NUM_CLASSES) + " ^ 7"))
-
-
-@emits(I.UnityTest)
-def _(g: Gen, ins, i):
-    g.emit(f"tt = {_mod(ins.ty, g.i(ins.src), NUM_CLASSES)}")
-    g.set(g.p(ins.pred), "(tt == 0) | (tt == 7)")
-
-
-@emits(I.BoundMap)
-def _(g: Gen, ins, i):
-    g.set(g.i(ins.dst), wrap(ins.ty, _mod(ins.ty, g.i(ins.src), CLASS_MEMORY_BYTES)))
-
-
-def _neighbour(g: Gen, ins, i, reg: Register) -> str:
-    n = ins.ty.size_bytes
-    a = g.i(reg)
-    g.static_handles.add(0)
-    g.fail(f"m & (({a} < 0) | ({a} > {CLASS_MEMORY_BYTES - n}) | (({a} % {n}) != 0))", E_NEIGHBOUR, i, a)
-    g.emit(f"at = tl.load(TAB) + {a} - ({a} & 255) + ((({a} & 255) + {ins.offset * n}) & 255)")
-    return "at"
-
-
-@emits(I.NBRLoad)
-def _(g: Gen, ins, i):
-    g.load(ins.dst, ins.ty, _neighbour(g, ins, i, ins.src))
-
-
-@emits(I.NBRStore)
-def _(g: Gen, ins, i):
-    g.store(ins.src, ins.ty, _neighbour(g, ins, i, ins.dst))
-
-
-@emits(I.ResAccum)
-def _(g: Gen, ins, i):
-    ty = ins.ty
-    v = g.f(ins.src) if ty.is_float else int_to_float(ty, Type.F64, g.i(ins.src))
-    g.emit(f"v = {v}")
-    g.emit(f"old = tl.atomic_add(ACC + {ins.class_id} + tl.full([BLOCK], 0, tl.int32), v, mask=m)")
-    new = "(old + v)"
-    g.set(g.reg(ins.dst, ty), rnd(ty, new) if ty.is_float else float_to_int(ty, new))
-
-
-@emits(I.PhaseRead)
-def _(g: Gen, ins, i):
-    g.set(g.i(ins.dst), wrap(ins.ty, f"tl.load(PHASE + {ins.class_id} + tl.full([BLOCK], 0, tl.int32))"))
-
-
-@emits(I.PhaseWrite)
-def _(g: Gen, ins, i):
-    g.emit(f"tl.store(PHASE + {ins.class_id} + tl.full([BLOCK], 0, tl.int32), "
-           f"{_mod(ins.ty, g.i(ins.src), PHASE_MODULUS)}, mask=m)")
-
-
-def _collective(g: Gen, ins, i):
-    for r in ins.registers_read() + ins.registers_written():
-        if isinstance(r, Register):  # the host reads and writes them as the reference's lanes do
-            g.i(r), g.f(r)
-    g.emit(f"st = tl.where(m, {AT_COLLECTIVE}, st)")
+    def accumulate(self, class_id: int, v: str) -> str:
+        self.emit(f"v = {v}")
+        self.emit(f"old = tl.atomic_add(ACC + {class_id} + tl.full([BLOCK], 0, tl.int32), v, mask=m)")
+        return "(old + v)"
+
+    def set_phase(self, class_id: int, v: str) -> None:
+        self.emit(f"tl.store(PHASE + {class_id} + tl.full([BLOCK], 0, tl.int32), {v}, mask=m)")
+
+    # ---- control ------------------------------------------------------------------------------------
+    def jump(self, cond: str | None, target: int, i: int, back: bool) -> None:
+        take = "m"
+        if cond is not None:
+            self.emit(f"take = m & ({cond})")
+            take = "take"
+        if back:
+            self.back_edge(take, i)
+        if cond is not None:
+            self.goto("m", i + 1)
+        self.goto(take, target)
+
+    def call(self, i: int, target: int) -> None:
+        self.fail(f"m & (sp >= {MAX_CALL_DEPTH})", E_STACK, i)
+        self.back_edge("m", i)
+        self.emit(f"tl.store(STK + gid.to(tl.int64) * {MAX_CALL_DEPTH} + sp, tl.full([BLOCK], 0, tl.int32) + "
+                  f"{self.blocks.of[i + 1]}, mask=m)")
+        self.emit("sp = tl.where(m, sp + 1, sp)")
+        self.goto("m", target)
+
+    def ret(self) -> None:
+        self.emit(f"st = tl.where(m & (sp == 0), {EXITED}, st)")
+        self.emit("pop = m & (sp > 0)")
+        self.emit("sp = tl.where(pop, sp - 1, sp)")
+        self.emit(f"pc = tl.where(pop, tl.load(STK + gid.to(tl.int64) * {MAX_CALL_DEPTH} + sp, mask=pop, other=0), pc)")
+
+    def exit(self) -> None:
+        self.emit(f"st = tl.where(m, {EXITED}, st)")
+
+    def barrier(self, i: int, barrier_id: int) -> None:
+        self.emit(f"st = tl.where(m, {AT_BARRIER}, st)")
+        self.emit(f"wid = tl.where(m, {barrier_id}, wid)")
+        self.goto("m", i + 1)
+
+    def wait_collective(self, i: int) -> None:
+        self.emit(f"st = tl.where(m, {AT_COLLECTIVE}, st)")
 
 
 # ---- whole kernels -------------------------------------------------------------------------------
@@ -884,34 +617,22 @@ def _body(g: Gen) -> list[str]:
     g.lines, g.depth = [], 0
     if g.single:
         g.emit("m = live")
-        for i, ins in enumerate(program.instructions):
-            EMIT[type(ins)](g, ins, i)
+        emit_block(g, 0, n)
         return g.lines
     g.emit(f"go = _any(st == {RUNNING})")
     g.emit("while go:")
     g.depth += 1
     g.emit(f"st = tl.where((st == {RUNNING}) & (pc >= {len(blocks.starts)}), {EXITED}, st)  # past the end: exit")
     for b, start in enumerate(blocks.starts):
-        stop = blocks.starts[b + 1] if b + 1 < len(blocks.starts) else n
+        stop = blocks.stop(b, n)
         g.emit(f"m = (st == {RUNNING}) & (pc == {b})")
         guard = stop - start > GUARD_MIN or any(isinstance(x, (I.CALL, I.RET)) for x in program.instructions[start:stop])
         if guard:  # skip a block no lane is in (a CTA-wide reduction: worth it for larger blocks only)
             g.emit("if _any(m):")
             g.depth += 1
-        ended = False
-        for i in range(start, stop):
-            ins = program.instructions[i]
-            if ins.collective:
-                _collective(g, ins, i)
-                ended = True
-                break
-            EMIT[type(ins)](g, ins, i)
-            if isinstance(ins, CONTROL):
-                ended = True
-                break
-        if not ended:
+        if not emit_block(g, start, stop):
             if stop >= n:
-                g.emit(f"st = tl.where(m, {EXITED}, st)")
+                g.exit()
             else:
                 g.goto("m", stop)
         if guard:
@@ -948,8 +669,7 @@ def generate(program, digest: str, interpreted: bool) -> tuple[str, Gen]:
               and not any(isinstance(x, CONTROL) for x in program.instructions))
     g = Gen(program, blocks, single, collectives)
     body = _body(g)
-    islots = {r: k for k, r in enumerate(sorted(r for r, s in g.kinds.items() if "i" in s))}
-    fslots = {r: k for k, r in enumerate(sorted(r for r, s in g.kinds.items() if "f" in s))}
+    islots, fslots = g.slots("i"), g.slots("f")
     g.islots, g.fslots = islots, fslots  # type: ignore[attr-defined]
     entry = blocks.of.get(program.entry, len(blocks.starts))
     lines = _prologue(g, islots, fslots, entry) + body + _epilogue(g, islots, fslots)
@@ -979,33 +699,6 @@ def interpreted_fma64(a, b, c):
 
 
 # ---- compiled programs and their launches ----------------------------------------------------------
-
-class _Row:
-    """One lane's registers as the reference's collective code reads and writes them (L.R[r])."""
-
-    __slots__ = ("RI", "RF", "l", "islots", "fslots")
-
-    def __init__(self, RI, RF, l, islots, fslots) -> None:
-        self.RI, self.RF, self.l, self.islots, self.fslots = RI, RF, l, islots, fslots
-
-    def __getitem__(self, r: int):
-        if r in self.islots:
-            return int(self.RI[self.l, self.islots[r]])
-        return float(self.RF[self.l, self.fslots[r]])
-
-    def __setitem__(self, r: int, value) -> None:
-        if r in self.fslots:
-            self.RF[self.l, self.fslots[r]] = float(value)
-        if r in self.islots and not isinstance(value, float):
-            self.RI[self.l, self.islots[r]] = _s64(int(value))
-
-
-class _LaneView:
-    __slots__ = ("R",)
-
-    def __init__(self, row) -> None:
-        self.R = row
-
 
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
@@ -1064,7 +757,7 @@ class LaneKernel:
             if isinstance(v, float) or (hasattr(v, "dtype") and getattr(v.dtype, "kind", "") == "f"):
                 ini_f[k] = _bits(float(v))
             else:
-                ini_i[k] = _s64(int(v))
+                ini_i[k] = s64(v)
                 ini_f[k] = _bits(float(int(v)))
         scratch = _scratch(memory, n, g.uses_call)
         shared = (torch.zeros(nb * config.shared_memory, dtype=torch.uint8, device=dev) if config.shared_memory
@@ -1110,13 +803,8 @@ class LaneKernel:
                 RPC[live.to(dev)] = g.blocks.of[i + 1]
                 rounds += 1
                 continue
-            ins = program.instructions
-            at = {(int(s), starts[int(p)]) for s, p in zip(sts.tolist(), pcs.tolist())}
-            where = ", ".join(sorted(
-                f"BarSync before instruction {pc}" if s == AT_BARRIER else f"{ins[pc].name} at instruction {pc}"
-                for s, pc in at))
-            raise BackendError("lanes diverged at a synchronization point: a barrier needs every live lane of its "
-                               f"block, a collective every live lane of the grid; lanes wait at: {where}")
+            waits = {(int(s), starts[int(p)]) for s, p in zip(sts.tolist(), pcs.tolist())}
+            raise divergence_error(waits, program.instructions, AT_BARRIER)
 
     def _collective(self, memory, ins, i: int, live, RI, RF, run_collective) -> None:
         if isinstance(ins, I.PoolAlloc):
@@ -1129,8 +817,7 @@ class LaneKernel:
             raise UnsupportedError(f"instruction {i} ({ins.name}): a collective inside a register program needs "
                                    "the backend's array route (LaneKernel.launch(run_collective=...))")
         ri, rf = RI.cpu().numpy(), RF.cpu().numpy()
-        lanes = [_LaneView(_Row(ri, rf, int(l), self.gen.islots, self.gen.fslots)) for l in live.tolist()]
-        run_collective(ins, i, lanes)
+        run_collective(ins, i, thread_views(ri, rf, live.tolist(), self.gen.islots, self.gen.fslots))
         RI.copy_(RI.new_tensor(ri))
         RF.copy_(RF.new_tensor(rf))
 
@@ -1148,17 +835,9 @@ class LaneKernel:
         else:
             lane = min(failed, key=lambda l: (l // bt, int(err[l, 3]), l))
         code, i, value = (int(x) for x in err[lane, :3])
-        program = self.program
-        from ..reference.decode import barrier_ids_error, stack_overflow_error, step_limit_error
-
         if code == E_BARRIER:
             raise barrier_ids_error(i, {int(err[l, 2]) for l in failed if int(err[l, 0]) == E_BARRIER and int(err[l, 1]) == i})
-        if code == E_BUDGET:
-            raise step_limit_error(i)
-        if code == E_STACK:
-            raise stack_overflow_error(i)
-        replay(program, i, value, memory, params, max_steps)
-        raise BackendError(f"instruction {i} ({program.instructions[i].name}): failed in lane {lane} (code {code})")
+        raise fault_error(self.program, code, i, lane, lambda: replay(self.program, i, value, memory, params, max_steps))
 
 
 def replay(program, i: int, value: int, memory, params, max_steps: int) -> None:
@@ -1168,7 +847,6 @@ def replay(program, i: int, value: int, memory, params, max_steps: int) -> None:
     import numpy as np
 
     from ...memory import Memory
-    from ..reference.decode import replay_access
 
     shadow = Memory()
     shadow.buffers = {h: np.zeros(int(t.numel()), dtype=np.uint8) for h, t in memory.buffers.items()}
