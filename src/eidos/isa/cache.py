@@ -30,6 +30,19 @@ def library_versions(libraries: Iterable[str] = ()) -> dict[str, str]:
     return out
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename: another process never reads half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 class DiskCache:
     """Bytes by key in a directory, written atomically (temporary file, then rename)."""
 
@@ -47,16 +60,7 @@ class DiskCache:
             return None
 
     def put(self, key: str, data: bytes) -> None:
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.path(key), data)
 
     def __contains__(self, key: str) -> bool:
         return self.path(key).exists()

@@ -131,8 +131,16 @@ class Emitter(ABC):
         """CVT's float -> integer: toward zero, saturating, NaN -> 0."""
 
     @abstractmethod
-    def float_unary(self, op: str, ty: Type, x: str) -> str:
-        """A unary float instruction's result (ABS, NEG, SIGN, EXP, ..., rounded to ty)."""
+    def fabs(self, x: str) -> str:
+        """|x| for a float64 by its sign bit."""
+
+    @abstractmethod
+    def fsign(self, x: str) -> str:
+        """-1.0, 0.0 (keeping -0.0) or 1.0 by x's sign; NaN stays NaN."""
+
+    @abstractmethod
+    def float_fun(self, op: str, ty: Type, x: str) -> str:
+        """A float function's result rounded to ty (EXP, LOG, SQRT, ..., FLOOR, ROUND, GELU, SWISH)."""
 
     @abstractmethod
     def iabs(self, x: str) -> str:

@@ -173,7 +173,9 @@ def _(g: Emitter, ins, i):
 def _(g: Emitter, ins, i):
     op, ty = ins.name, ins.ty
     if ty.is_float:
-        g.set(g.f(ins.dst), g.float_unary(op, ty, g.f(ins.src)))
+        x = g.f(ins.src)
+        fixed = {"ABS": g.fabs, "NEG": g.fneg, "SIGN": g.fsign}.get(op)
+        g.set(g.f(ins.dst), fixed(x) if fixed is not None else g.float_fun(op, ty, x))
         return
     x = g.i(ins.src)
     if op == "ABS":

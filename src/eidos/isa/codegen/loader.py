@@ -12,11 +12,12 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 from eidos.errors import BackendError
+
+from ..cache import write_atomic
 
 _LOCK = threading.Lock()
 _HERE = Path(__file__).parent
@@ -42,15 +43,7 @@ def import_source(source: str, path: Path, modname: str):
         if module is not None:
             return module
         if not path.exists() or path.read_text() != source:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(source)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomic(path, source.encode())
         spec = importlib.util.spec_from_file_location(modname, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[modname] = module

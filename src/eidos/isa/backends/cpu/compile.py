@@ -190,13 +190,13 @@ class Gen(Emitter):
             return f"f2u64({e})"
         return f"f2i({e}, np.int64({s64(ty.min_value)}), np.int64({s64(ty.max_value)}))"
 
-    def float_unary(self, op: str, ty: Type, x: str) -> str:
-        if op == "ABS":
-            return f"abs({x})"
-        if op == "NEG":
-            return f"-{x}"
-        if op == "SIGN":
-            return f"fsign({x})"
+    def fabs(self, x: str) -> str:
+        return f"abs({x})"
+
+    def fsign(self, x: str) -> str:
+        return f"fsign({x})"
+
+    def float_fun(self, op: str, ty: Type, x: str) -> str:
         return self.rnd(ty, _FUN[op].format(x=x))
 
     def iabs(self, x: str) -> str:

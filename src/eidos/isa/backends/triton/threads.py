@@ -176,16 +176,15 @@ class Gen(Emitter):
         return (f"_f2i({e}, {s64(ty.min_value)}, {s64(ty.max_value)}, {float(ty.min_value)!r}, "
                 f"{float(ty.max_value)!r})")
 
-    def float_unary(self, op: str, ty: Type, x: str) -> str:
-        if op == "ABS":
-            return f"tl.where(({x}).to(tl.int64, bitcast=True) < 0, _neg({x}), {x})"
-        if op == "NEG":
-            return f"_neg({x})"
-        if op == "SIGN":
-            return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, tl.where({x} == {x}, 0.0, {x})))"
-        if op in _EXACT:
-            return _FUN[op].format(x=x)
-        return self.rnd(ty, _FUN[op].format(x=x))
+    def fabs(self, x: str) -> str:
+        return f"tl.where(({x}).to(tl.int64, bitcast=True) < 0, _neg({x}), {x})"
+
+    def fsign(self, x: str) -> str:
+        return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, tl.where({x} == {x}, 0.0, {x})))"
+
+    def float_fun(self, op: str, ty: Type, x: str) -> str:
+        e = _FUN[op].format(x=x)
+        return e if op in _EXACT else self.rnd(ty, e)
 
     def iabs(self, x: str) -> str:
         return f"tl.where({x} < 0, 0 - {x}, {x})"
