@@ -1,4 +1,4 @@
-"""Register programs over lanes (threads.py) beside what a user would write instead, on one GPU.
+"""Register programs over threads (compile.py) beside what a user would write instead, on one GPU.
 
     python bench/gpu_threads.py            # on an H100/H200: 2^26 elements, compiled
     python bench/gpu_threads.py --smoke    # tiny sizes in Triton's interpreter (checks the script)
@@ -40,7 +40,7 @@ import triton  # noqa: E402
 from eidos import isa  # noqa: E402
 from eidos.isa import Condition, ExecutionParams, Label, LaunchConfig, Predicate, Register, Special, Type  # noqa: E402
 from eidos.isa.backends.triton.device_memory import DeviceMemory  # noqa: E402
-from eidos.isa.backends.triton.threads import compile_program  # noqa: E402
+from eidos.isa.backends.triton.compile import compile_program  # noqa: E402
 
 DEVICE = "cpu" if ARGS.smoke else "cuda"
 

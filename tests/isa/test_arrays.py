@@ -167,7 +167,7 @@ def test_collective_address_must_agree_across_lanes(backend):
         isa.MOV(Register(1), isa.Special.GLOBAL_ID, Type.U64), isa.MOV_IMM(Register(2), isa.pointer(buf), Type.U64),
         isa.ADD(Register(3), Register(1), Register(2), Type.U64),
         isa.ParallelMap(Address.register(Register(3)), Address.buffer(buf), 4, MapOperation.Neg))
-    with pytest.raises(BackendError, match="differs between lanes"):
+    with pytest.raises(BackendError, match="differs between threads"):
         backend.execute_program(b.build(), LaunchConfig.linear(2))
 
 

@@ -21,7 +21,7 @@ from tests.isa.harness import assert_values
 pytest.importorskip("numba")
 from eidos.isa.backends import cpu as cpu_module  # noqa: E402
 from eidos.isa.backends.cpu import CpuBackend  # noqa: E402
-from eidos.isa.backends.cpu.hazards import Accesses  # noqa: E402
+from eidos.isa.backends.cpu.compile import Accesses  # noqa: E402
 
 U64, F32, I32 = Type.U64, Type.F32, Type.I32
 
@@ -106,11 +106,11 @@ def test_a_new_process_loads_from_disk(tmp_path):
 def test_explain_says_how_and_why(tmp_path):
     be = CpuBackend(cache_dir=tmp_path)
     text = be.explain(lane_program())
-    assert "numba" in text and "runs: lanes" in text and "compiled once to native code" in text
+    assert "numba" in text and "runs: threads" in text and "compiled once to native code" in text
     params = ExecutionParams(LaunchConfig.linear(8192), {10: isa.pointer(1), 11: isa.pointer(2)})
-    assert "lanes in parallel (prange)" in be.explain(lane_program(), params)
+    assert "threads in parallel (prange)" in be.explain(lane_program(), params)
     same = lane_program(store_at_lane=False)  # every lane stores to one address: lane order
-    assert "lanes in order" in be.explain(same, ExecutionParams(LaunchConfig.linear(8192), {10: isa.pointer(1), 11: isa.pointer(2)}))
+    assert "threads in order" in be.explain(same, ExecutionParams(LaunchConfig.linear(8192), {10: isa.pointer(1), 11: isa.pointer(2)}))
     ext = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 5, Type.I128), isa.ADD(R(1), R(0), R(0), Type.I128)).build()
     assert "runs: interpreted" in be.explain(ext) and "I128" in be.explain(ext)
     arr = isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(1), Address.buffer(1), 4, isa.MapOperation.Exp)).build()
@@ -450,5 +450,5 @@ def test_scalar_operands_are_kernel_arguments(tmp_path):
     lanes = isa.ProgramBuilder().add(isa.MOV(R(1), Special.GLOBAL_ID, U64), isa.CVT(R(5), R(1), U64, F32),
                                      *p.instructions).build()
     for be in (cpu, ref):
-        with pytest.raises(BackendError, match="differs between lanes"):
+        with pytest.raises(BackendError, match="differs between threads"):
             be.execute_program_with_params(lanes, ExecutionParams(LaunchConfig.linear(2), {6: 0.0}))

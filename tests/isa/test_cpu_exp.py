@@ -20,7 +20,7 @@ from tests.isa.harness import ulps_array
 
 pytest.importorskip("numba")
 from eidos.isa.backends.cpu import CpuBackend  # noqa: E402
-from eidos.isa.backends.cpu.kernels import FUSE_MIN  # noqa: E402
+from eidos.isa.backends.cpu.arrays import FUSE_MIN  # noqa: E402
 
 M, B, F32 = isa.MapOperation, isa.BinaryMapOperation, Type.F32
 SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, np.finfo(np.float32).max,

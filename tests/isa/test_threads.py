@@ -290,7 +290,7 @@ def test_address_registers_must_hold_integers(reference):
 
 def test_a_kernel_argument_of_the_wrong_kind_is_a_backend_error(reference):
     p = isa.ProgramBuilder().add(isa.ADD(r1, r0, r0, U32)).build()
-    with pytest.raises(BackendError, match="instruction 0: lane 0: TypeError"):
+    with pytest.raises(BackendError, match="instruction 0: thread 0: TypeError"):
         reference.execute_program_with_params(p, isa.ExecutionParams(LaunchConfig.linear(1), {0: "x"}))
 
 

@@ -18,7 +18,7 @@ pytest.importorskip("triton")
 
 from eidos.errors import BackendError, IsaError, UnsupportedError  # noqa: E402
 from eidos.isa import Address, Type  # noqa: E402
-from eidos.isa.backends.triton import source  # noqa: E402
+from eidos.isa.backends.triton import compile as source  # noqa: E402
 from eidos.isa.backends.triton.device_memory import DeviceMemory, default_device  # noqa: E402
 from eidos.isa.memory import Memory  # noqa: E402
 
@@ -447,7 +447,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from eidos.isa import Type, MapOperation as M, BinaryMapOperation as B, ReduceOperation as R
-from eidos.isa.backends.triton import arrays, source as S
+from eidos.isa.backends.triton import arrays, compile as S
 
 def build(fn, sig, const):
     return triton.compile(ASTSource(fn, sig, constexprs=const), target=GPUTarget("cuda", 90, 32),

@@ -1,4 +1,4 @@
-"""Register programs over lanes as Triton kernels (threads.py), against the reference interpreter:
+"""Register programs over threads as Triton kernels (compile.py), against the reference interpreter:
 control flow and divergence, predication, pointers, barriers, collectives between launches, errors
 word for word, and generated programs. Without a CUDA device the kernels run in Triton's
 interpreter (TRITON_INTERPRET=1, set before triton is imported), so sizes stay small."""
@@ -22,7 +22,7 @@ from eidos import isa  # noqa: E402
 from eidos.errors import BackendError, UnsupportedError  # noqa: E402
 from eidos.isa import Address, Condition, ExecutionParams, Label, LaunchConfig, Predicate, Register, Special, Type  # noqa: E402
 from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
-from eidos.isa.backends.triton import threads as lanes  # noqa: E402
+from eidos.isa.backends.triton import compile as C  # noqa: E402
 from eidos.isa.backends.triton import TritonBackend  # noqa: E402
 from tests.isa import strategies as S  # noqa: E402
 from tests.isa.conftest import generated_examples  # noqa: E402
@@ -32,27 +32,27 @@ U32, U64, I32, I64, F32, F64 = Type.U32, Type.U64, Type.I32, Type.I64, Type.F32,
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
 
-class LanesBackend(TritonBackend):
-    """The triton backend with every program through lanes.compile_program (the backend itself sends
+class ThreadsBackend(TritonBackend):
+    """The triton backend with every program through C.compile_program (the backend itself sends
     code every lane runs alike to its array route instead); collectives through its run_collective."""
 
     name = "triton-lanes"
 
     def execute_program_with_params(self, program, params) -> None:
         program.validate()
-        lanes.compile_program(program).launch(self.memory, params, max_steps=self.max_steps,
+        C.compile_program(program).launch(self.memory, params, max_steps=self.max_steps,
                                               run_collective=self.run_collective)
 
 
 @pytest.fixture
 def be():
-    return LanesBackend()
+    return ThreadsBackend()
 
 
 def _both(program, config, setup=None, registers=None, read=()):
     """Run on the reference and on the lanes kernel from the same setup; return both sets of buffers."""
     outs = []
-    for backend in (ReferenceBackend(), LanesBackend()):
+    for backend in (ReferenceBackend(), ThreadsBackend()):
         handles = setup(backend) if setup else []
         backend.execute_program_with_params(program, ExecutionParams(config, registers or {}))
         got = []
@@ -83,8 +83,8 @@ def _out_setup(n, ty=U32):
 def test_straight_line_code_is_one_block_without_a_loop():
     p = isa.ProgramBuilder().add(isa.MOV(R(1), Special.GLOBAL_ID, U32), isa.MUL(R(1), R(1), R(1), U32),
                                  *_store(R(1))).build()
-    k = lanes.compile_program(p)
-    assert "while go:" not in k.source and "def lanes(" in k.source
+    k = C.compile_program(p)
+    assert "while go:" not in k.source and "def threads(" in k.source
     ref, got = _both(p, LaunchConfig.linear(8), _out_setup(8), {100: isa.pointer(1)})
     assert got == ref and np.frombuffer(got[0], np.uint32).tolist() == [g * g for g in range(8)]
 
@@ -105,7 +105,7 @@ def test_divergent_if_else_and_per_lane_loop_counts():
     b.label("join")
     b.add(isa.ADD(R(4), R(4), R(8), I32), *_store(R(4), I32))
     p = b.build()
-    k = lanes.compile_program(p)
+    k = C.compile_program(p)
     assert "while go:" in k.source and "while loop over" in k.how()
     ref, got = _both(p, LaunchConfig(grid=(2, 1, 1), block=(5, 1, 1)), _out_setup(10, I32), {100: isa.pointer(1)})
     want = [g * (g % 4 + 1) + (2000 if g % 2 else 1000) for g in range(10)]
@@ -218,7 +218,7 @@ def test_errors_are_the_reference_errors_word_for_word(case):
         return isa.ProgramBuilder().add(*m).build()
 
     msgs = []
-    for backend in (ReferenceBackend(), LanesBackend()):
+    for backend in (ReferenceBackend(), ThreadsBackend()):
         h = backend.allocate_buffer(8)
         backend.copy_to_buffer(h, b"abcdefgh")
         backend.memory.allocate_pool(16, 7)
@@ -245,7 +245,7 @@ def test_the_reported_lane_is_the_one_the_reference_meets_first():
     b.add(isa.EXIT())
     p = b.build()
     msgs = []
-    for backend in (ReferenceBackend(), LanesBackend()):
+    for backend in (ReferenceBackend(), ThreadsBackend()):
         backend.allocate_buffer(4)
         with pytest.raises(BackendError) as e:
             backend.execute_program(p, LaunchConfig.linear(4))
@@ -259,7 +259,7 @@ def test_endless_loop_hits_the_step_budget():
     b.add(isa.BRA(top))
     p = b.build()
     with pytest.raises(BackendError, match="step limit") as e:
-        LanesBackend(max_steps=50).execute_program(p, LaunchConfig.linear(2))
+        ThreadsBackend(max_steps=50).execute_program(p, LaunchConfig.linear(2))
     with pytest.raises(BackendError) as ref:
         ReferenceBackend(max_steps=50).execute_program(p, LaunchConfig.linear(2))
     assert str(e.value) == str(ref.value)
@@ -301,20 +301,20 @@ def test_branch_to_the_end_and_a_collective_last_exit_the_lanes(be):
 def test_extended_integers_are_unsupported_by_name():
     p = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, Type.I128), isa.ADD(R(0), R(0), R(0), Type.I128)).build()
     with pytest.raises(UnsupportedError, match=r"instruction 0 \(MOV_IMM\).*I128"):
-        lanes.compile_program(p)
+        C.compile_program(p)
 
 
 def test_kernels_are_cached_by_the_program_key():
     p = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, U32)).build()
     q = isa.ProgramBuilder().add(isa.MOV_IMM(R(0), 1, U32)).build()
-    assert lanes.compile_program(p) is lanes.compile_program(q)
+    assert C.compile_program(p) is C.compile_program(q)
 
 
 _HOPPER = r"""
 import os, sys
 os.environ.pop("TRITON_INTERPRET", None)
 from tests.isa.thread_programs import hopper_programs
-from eidos.isa.backends.triton.threads import build_for
+from eidos.isa.backends.triton.compile import build_for
 for name, p in hopper_programs():
     k = build_for(p, 90)
     ptx = k.asm["ptx"]
@@ -341,7 +341,7 @@ import os, re
 os.environ.pop("TRITON_INTERPRET", None)
 from eidos import isa
 from eidos.isa import Address, Register as R, Type
-from eidos.isa.backends.triton.threads import build_for
+from eidos.isa.backends.triton.compile import build_for
 b = isa.ProgramBuilder()
 for k, ty in ((0, Type.F32), (10, Type.F64)):
     b.add(isa.LDS(R(k + 1), Address.shared(16), ty), isa.LDS(R(k + 2), Address.shared(24), ty),  # not constants
@@ -380,7 +380,7 @@ def test_a_static_address_is_stored_by_the_last_lane_only():
     scatter of one address from several threads keeps an unspecified one, so only the last lane stores."""
     p = isa.ProgramBuilder().add(isa.MOV(R(1), Special.THREAD_INDEX, U32), isa.STS(Address.shared(0), R(1), U32),
                                  isa.STS(Address.register(R(1)), R(1), U32)).build()
-    src, _ = lanes.generate(p, p.digest(), interpreted=False)
+    src, _ = C.generate(p, p.digest(), interpreted=False)
     assert src.count("last = m & (t == tl.max(tl.where(m, t, -1), 0))") == 1
     assert "_st((at), i1, last, 4)" in src and "_st((at), i1, m, 4)" in src  # a per-lane address: every lane
 
@@ -390,12 +390,12 @@ def test_a_static_address_is_stored_by_the_last_lane_only():
 @settings(max_examples=generated_examples(15), deadline=None, suppress_health_check=SLOW_OK)
 @given(gp=S.programs(transcendentals=False, max_blocks=3, wide=False))
 def test_generated_programs_store_the_reference_bytes(gp):
-    assert S.run(LanesBackend(), gp) == S.run(ReferenceBackend(), gp)
+    assert S.run(ThreadsBackend(), gp) == S.run(ReferenceBackend(), gp)
 
 
 @st.composite
 def divergent_programs(draw):
-    """Generated register code (tests/isa/strategies.py's instructions) in the shapes threads.py handles
+    """Generated register code (tests/isa/strategies.py's instructions) in the shapes compile.py handles
     beyond the shared strategy: per-lane trip counts through backward BRA, subroutines (CALL/RET,
     nested), and barrier exchanges through shared memory between the lanes of a block."""
     b = isa.ProgramBuilder(metadata={"generated": "divergent"})
@@ -439,4 +439,4 @@ def divergent_programs(draw):
 @settings(max_examples=generated_examples(10), deadline=None, suppress_health_check=SLOW_OK)
 @given(gp=divergent_programs())
 def test_generated_divergent_programs_store_the_reference_bytes(gp):
-    assert S.run(LanesBackend(), gp) == S.run(ReferenceBackend(), gp)
+    assert S.run(ThreadsBackend(), gp) == S.run(ReferenceBackend(), gp)

@@ -1,4 +1,4 @@
-"""Lane programs that between them use every emitter of the Triton lanes target (no engine imported
+"""Thread programs that between them use every handler of the Triton target (no engine imported
 here, so a process without TRITON_INTERPRET can load them and compile the kernels for a GPU)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ E_MEMORY, E_BUDGET, E_STACK, E_NEIGHBOUR, E_BARRIER = 1, 2, 3, 4, 5
 
 def step_limit_error(i: int) -> BackendError:
     """The error of a thread past its backward-jump budget."""
-    return BackendError(f"instruction {i}: lane ran past the step limit (an endless loop?); "
+    return BackendError(f"instruction {i}: thread ran past the step limit (an endless loop?); "
                         "raise ReferenceBackend(max_steps=...) if it is meant to run this long")
 
 
@@ -28,7 +28,7 @@ def stack_overflow_error(i: int) -> BackendError:
 
 
 def barrier_ids_error(block: int, ids) -> BackendError:
-    return BackendError(f"block {block}: lanes wait at BarSync with different ids {sorted(ids)}")
+    return BackendError(f"block {block}: threads wait at BarSync with different ids {sorted(ids)}")
 
 
 def store_error(what: str, v, ty, e) -> BackendError:
@@ -41,8 +41,8 @@ def divergence_error(waits, instructions, barrier: int) -> BackendError:
     instruction being the one after a BarSync (state == barrier) or the collective a thread waits at."""
     where = ", ".join(sorted(f"BarSync before instruction {pc}" if s == barrier
                              else f"{instructions[pc].name} at instruction {pc}" for s, pc in waits))
-    return BackendError("lanes diverged at a synchronization point: a barrier needs every live lane of its block, "
-                        f"a collective every live lane of the grid; lanes wait at: {where}")
+    return BackendError("threads diverged at a synchronization point: a barrier needs every live thread of its block, "
+                        f"a collective every live thread of the grid; threads wait at: {where}")
 
 
 def fault_error(program, code: int, i: int, thread: int, replay) -> BackendError:
@@ -54,7 +54,7 @@ def fault_error(program, code: int, i: int, thread: int, replay) -> BackendError
         return stack_overflow_error(i)
     if code in (E_MEMORY, E_NEIGHBOUR):
         replay()
-    return BackendError(f"instruction {i} ({program.instructions[i].name}): failed in lane {thread} (code {code})")
+    return BackendError(f"instruction {i} ({program.instructions[i].name}): failed in thread {thread} (code {code})")
 
 
 def written_unsigned(program, i: int, reg: int) -> bool:
@@ -74,7 +74,7 @@ def replay_access(program, i: int, value: int, memory, config, max_steps: int) -
     for that access."""
     from types import SimpleNamespace
 
-    from .backends.reference.decode import DECODERS, Context
+    from .backends.reference.compile import DECODERS, Context
 
     ins = program.instructions[i]
     R = [0] * 256

@@ -408,7 +408,7 @@ def small_kernel(op: str, dtype):
             sel = None
         b = _BACKENDS.get(sel.name) if sel is not None else None
         if type(b) is CPUBackend and isinstance(b.isa, isa_backends.CpuBackend):
-            from eidos.isa.backends.cpu.kernels import direct_map
+            from eidos.isa.backends.cpu.arrays import direct_map
 
             found = direct_map(operation, D.isa_type(dtype), b.isa)
             if found is not None:

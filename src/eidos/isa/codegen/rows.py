@@ -7,11 +7,7 @@ the reference's code over objects with `.R`; these views give it that without co
 
 from __future__ import annotations
 
-
-def as_int64(v: int) -> int:
-    """An integer's low 64 bits, as a signed int64 (a U64's bit pattern)."""
-    v = int(v) & ((1 << 64) - 1)
-    return v - (1 << 64) if v >= 1 << 63 else v
+from .emitter import s64
 
 
 class Row:
@@ -32,7 +28,7 @@ class Row:
         if r in self.fslots:
             self.RF[self.t, self.fslots[r]] = float(value)
         if r in self.islots and not isinstance(value, float):
-            self.RI[self.t, self.islots[r]] = as_int64(value)
+            self.RI[self.t, self.islots[r]] = s64(value)
 
 
 class ThreadView:
@@ -48,4 +44,4 @@ def thread_views(RI, RF, threads, islots: dict, fslots: dict) -> list[ThreadView
     return [ThreadView(Row(RI, RF, int(t), islots, fslots)) for t in threads]
 
 
-__all__ = ["Row", "ThreadView", "thread_views", "as_int64"]
+__all__ = ["Row", "ThreadView", "thread_views"]

@@ -3,11 +3,11 @@ instructions as vectorized kernels, BLAS for GEMMs; the reference interpreter's 
 what has no native form (integers wider than 64 bits) or when numba is absent.
 
 How a program runs (explain() says which, and why):
-- array: only collectives with constant addresses -> one bound kernel per instruction (kernels.py).
-- lanes: per-lane code without barriers, shared memory or collectives -> one numba function
-  runs every lane start to end; prange over lanes when hazards.py proves the launch's lanes
-  never touch each other's stored bytes, else in lane order (the reference's order).
-- rounds: barriers, shared memory or collectives -> numba runs each block's lanes in lockstep
+- array: only collectives with constant addresses -> one bound kernel per instruction (arrays.py).
+- threads: per-thread code without barriers, shared memory or collectives -> one numba function
+  runs every thread start to end; prange over threads when compile.Accesses proves the launch's threads
+  never touch each other's stored bytes, else in thread order (the reference's order).
+- rounds: barriers, shared memory or collectives -> numba runs each block's threads in lockstep
   phases split at barriers (blocks in parallel when hazard-free); Python runs each collective
   once for the grid between phases.
 - interpreted: the reference interpreter (extended integers, or no numba).
@@ -24,17 +24,17 @@ import numpy as np
 
 from eidos.errors import BackendError
 
-from ...codegen.rows import as_int64, thread_views
+from ...codegen import s64, thread_views
 from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING
 from ...faults import (DEFAULT_MAX_STEPS, E_BARRIER, MAX_CALL_DEPTH, barrier_ids_error, divergence_error, fault_error,
                        replay_access)
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
 from ...target import Target
-from . import kernels
+from . import arrays
 from .compile import NotCompilable, default_cache_dir, extended_type, shape_of
 
-LANES_PAR_MIN = 4096  # lanes; fewer run in one thread (starting the pool costs more than they take)
+THREADS_PAR_MIN = 4096  # threads; fewer run on one core (starting the pool costs more than they take)
 _NUMBA: list = []      # [module or None, reason]
 
 
@@ -56,16 +56,16 @@ def numba_status() -> tuple[object | None, str]:
 class Plan:
     """How one program runs here, decided once per Program object."""
     program: Program
-    kind: str                   # "array", "lanes", "rounds" or "interpreted"
+    kind: str                   # "array", "threads", "rounds" or "interpreted"
     why: str
     steps: list | None = None   # array: one bound kernel per instruction
-    compiled: object = None     # lanes/rounds: the generated module
+    compiled: object = None     # threads/rounds: the generated module
     gen: object = None
     accesses: object = None
     collectives: dict | None = None
 
 
-_HOW = {"array": "vectorized kernels", "lanes": "compiled to native code (numba)",
+_HOW = {"array": "vectorized kernels", "threads": "compiled to native code (numba)",
         "rounds": "compiled to native code (numba)", "interpreted": "by the reference interpreter"}
 
 
@@ -133,7 +133,7 @@ class CpuBackend(Target):
         ext = extended_type(program)
         shape = shape_of(program)
         if shape == "array":
-            steps = [kernels.bind(ins, i, self) for i, ins in enumerate(program.instructions)]
+            steps = [arrays.bind(ins, i, self) for i, ins in enumerate(program.instructions)]
             return Plan(program, "array", "only array instructions with constant addresses", steps=steps)
         if ext is not None:
             return Plan(program, "interpreted", f"instruction {ext[0]} uses {ext[1].name}: integers wider than "
@@ -141,7 +141,7 @@ class CpuBackend(Target):
         if self.numba is None:
             return Plan(program, "interpreted", self.numba_reason)
         from . import compile as C
-        from .hazards import Accesses
+        from .compile import Accesses
 
         def build(p):
             key = self.cache.key(p, "cpu")
@@ -152,11 +152,11 @@ class CpuBackend(Target):
             module, gen = self.cache.get_or_compile(program, build, "cpu")
         except NotCompilable as e:
             return Plan(program, "interpreted", f"not compilable: {e}")
-        collectives = {i: kernels.bind(ins, i, self) for i, ins in enumerate(program.instructions) if ins.collective}
-        kernels.fuse_sums(program, collectives, self)
-        why = ("per-lane code without barriers, shared memory or collectives: each lane runs start to end"
-               if shape == "lanes" else
-               "barriers, shared memory or collectives: lanes run in lockstep phases split at barriers, "
+        collectives = {i: arrays.bind(ins, i, self) for i, ins in enumerate(program.instructions) if ins.collective}
+        arrays.fuse_sums(program, collectives, self)
+        why = ("per-thread code without barriers, shared memory or collectives: each thread runs start to end"
+               if shape == "threads" else
+               "barriers, shared memory or collectives: threads run in lockstep phases split at barriers, "
                "collectives once per launch between phases")
         return Plan(program, shape, why, compiled=module, gen=gen, accesses=Accesses(program),
                     collectives=collectives)
@@ -186,11 +186,11 @@ class CpuBackend(Target):
             for step in plan.steps:
                 step(self.memory, (), registers)
         elif plan.kind == "interpreted":
-            from ..reference.execute import execute
+            from ..reference.runtime import execute
 
             execute(program, params, self.memory, self.max_steps)
-        elif plan.kind == "lanes":
-            self._run_lanes(plan, params)
+        elif plan.kind == "threads":
+            self._run_threads(plan, params)
         else:
             self._run_rounds(plan, params)
 
@@ -230,7 +230,7 @@ class CpuBackend(Target):
             if isinstance(v, (float, np.floating)):
                 inf[int(k)] = float(v)
             else:
-                ini[int(k)] = as_int64(v)
+                ini[int(k)] = s64(v)
                 inf[int(k)] = float(v)
         return ini, inf
 
@@ -240,17 +240,17 @@ class CpuBackend(Target):
         return np.array([config.total_threads(), bx * by * bz, bx, by, bz, gx, gy, gz], dtype=np.int64)
 
     def parallel_reason(self, plan: Plan, params: ExecutionParams) -> str | None:
-        """None when this launch may run lanes (or blocks) in parallel; else why not."""
+        """None when this launch may run threads (or blocks) in parallel; else why not."""
         if self.numba is None or self.numba.config.NUMBA_NUM_THREADS < 2:
-            return "one thread"
+            return "one numba thread"
         config = params.config
-        if plan.kind == "lanes" and config.total_threads() < LANES_PAR_MIN:
-            return f"{config.total_threads()} lanes (< {LANES_PAR_MIN}: one thread is faster)"
+        if plan.kind == "threads" and config.total_threads() < THREADS_PAR_MIN:
+            return f"{config.total_threads()} threads (< {THREADS_PAR_MIN}: one core is faster)"
         if plan.kind == "rounds" and config.num_blocks() < 2:
             return "one block"
         return plan.accesses.check(dict(params.registers), config)
 
-    def _run_lanes(self, plan: Plan, params: ExecutionParams) -> None:
+    def _run_threads(self, plan: Plan, params: ExecutionParams) -> None:
         mod, gen = plan.compiled, plan.gen
         config = params.config
         tbb, tbs = self._tables()
@@ -318,7 +318,7 @@ class CpuBackend(Target):
 
     # ---- explain ---------------------------------------------------------------------------------
     def explain(self, program: Program, config: LaunchConfig | ExecutionParams | None = None) -> str:
-        """How this backend will run `program` (and, given a launch, whether its lanes run in parallel)."""
+        """How this backend will run `program` (and, given a launch, whether its threads run in parallel)."""
         plan = self.plan(program)
         nb = self.numba
         lines = [f"cpu backend: {'numba ' + nb.__version__ + ' (LLVM; prange over ' + str(nb.config.NUMBA_NUM_THREADS) + ' threads)' if nb is not None else 'no numba: ' + self.numba_reason}",
@@ -328,7 +328,7 @@ class CpuBackend(Target):
             for i, step in enumerate(plan.steps):
                 how = step.how or self._predict(step)
                 lines.append(f"  {i}: {program.instructions[i].name} -> {how}")
-        elif plan.kind in ("lanes", "rounds"):
+        elif plan.kind in ("threads", "rounds"):
             lines.append(f"  compiled once to native code: {len(plan.gen.blocks.starts)} basic blocks, "
                          f"{len(plan.gen.slot)} registers as machine locals; cached in {self.cache_dir}")
             for i, step in (plan.collectives or {}).items():
@@ -336,22 +336,22 @@ class CpuBackend(Target):
             if config is not None:
                 params = config if isinstance(config, ExecutionParams) else ExecutionParams(config)
                 reason = self.parallel_reason(plan, params)
-                unit = "lanes" if plan.kind == "lanes" else "blocks"
+                unit = "threads" if plan.kind == "threads" else "blocks"
                 lines.append(f"  this launch: {unit} in parallel (prange)" if reason is None else
                              f"  this launch: {unit} in order ({reason})")
             else:
-                unit = "lanes" if plan.kind == "lanes" else "blocks (lanes within a block in order)"
-                lines.append(f"  {unit} in parallel (prange) when a launch's addresses prove no lane touches bytes "
-                             "another stores, else in lane order")
+                unit = "threads" if plan.kind == "threads" else "blocks (threads within a block in order)"
+                lines.append(f"  {unit} in parallel (prange) when a launch's addresses prove no thread touches bytes "
+                             "another stores, else in thread order")
         return "\n".join(lines)
 
     def _predict(self, step) -> str:
-        if isinstance(step, kernels.MapStep):
+        if isinstance(step, arrays.MapStep):
             if self.numba is not None and step.ty.name not in ("F16", "BF16"):
-                par = " in parallel (prange)" if step.count >= kernels.PAR_MIN else ""
+                par = " in parallel (prange)" if step.count >= arrays.PAR_MIN else ""
                 if len(step.steps) == 1 and not step.scalars:
                     return "numba loop" + par
-                if step.count < kernels.FUSE_MIN:
+                if step.count < arrays.FUSE_MIN:
                     return f"{len(step.steps)} numba loops, one a step (short: fusing would not pay for its compile)"
                 scal = f", {len(step.scalars)} scalar operand(s) as arguments" if step.scalars else ""
                 return f"one fused numba loop over {len(step.steps)} step(s)" + par + scal

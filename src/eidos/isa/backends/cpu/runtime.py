@@ -353,10 +353,10 @@ def naddr(a, offset_bytes, size, base):
 
 
 @njit(**OPTS)
-def fail(err, code, index, lane, value):
+def fail(err, code, index, thread, value):
     err[0] = code
     err[1] = index
-    err[2] = lane
+    err[2] = thread
     err[3] = value
     return FAILED
 

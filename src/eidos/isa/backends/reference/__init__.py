@@ -10,13 +10,13 @@ from ...faults import DEFAULT_MAX_STEPS
 from ...launch import ExecutionParams
 from ...program import Program
 from ...target import Target
-from .execute import execute
+from .runtime import execute
 
 
 class ReferenceBackend(Target):
-    """Runs each lane instruction by instruction (per-lane registers, per-block shared memory,
+    """Runs each thread instruction by instruction (per-thread registers, per-block shared memory,
     barriers honoured, every memory access bounds-checked). max_steps bounds the backward
-    jumps one lane may take, so an endless loop is an error rather than a hang."""
+    jumps one thread may take, so an endless loop is an error rather than a hang."""
 
     name = "reference"
 

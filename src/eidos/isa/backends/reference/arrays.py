@@ -25,8 +25,8 @@ _LOW = (1 << POINTER_SHIFT) - 1
 class Arrays:
     """Resolves addresses to NumPy views for one collective and checks their ranges."""
 
-    def __init__(self, memory, ins, index: int, lanes) -> None:
-        self.memory, self.ins, self.lanes = memory, ins, lanes
+    def __init__(self, memory, ins, index: int, threads) -> None:
+        self.memory, self.ins, self.threads = memory, ins, threads
         self.what = f"instruction {index} ({ins.name})"
         self.inputs: list[tuple[int, int, int, str]] = []
 
@@ -38,9 +38,9 @@ class Arrays:
         if addr.space is Space.CLASS:
             return self.memory.class_memory, addr.class_id * CLASS_BYTES + addr.offset
         if addr.space is Space.REGISTER:
-            values = {L.R[addr.reg.index] for L in self.lanes}
+            values = {L.R[addr.reg.index] for L in self.threads}
             if len(values) != 1:
-                raise BackendError(f"{self.what}: address register {addr.reg} differs between lanes "
+                raise BackendError(f"{self.what}: address register {addr.reg} differs between threads "
                                    f"({len(values)} values); a collective needs one address")
             ptr = values.pop()
             if not isinstance(ptr, int) or ptr < 0:
@@ -62,10 +62,10 @@ class Arrays:
         return arr
 
     def scalar(self, reg, ty: Type, name: str):
-        """A scalar operand: R[reg], one value in every live lane, brought to ty (rounded or wrapped)."""
-        values = {L.R[reg.index] for L in self.lanes}
+        """A scalar operand: R[reg], one value in every live thread, brought to ty (rounded or wrapped)."""
+        values = {L.R[reg.index] for L in self.threads}
         if len(values) != 1:
-            raise BackendError(f"{self.what}: scalar operand {name} ({reg}) differs between lanes "
+            raise BackendError(f"{self.what}: scalar operand {name} ({reg}) differs between threads "
                                f"({len(values)} values); a collective needs one value")
         return S.wrapper(ty)(values.pop())
 
@@ -199,8 +199,8 @@ def runs(*classes):
     return reg
 
 
-def _broadcast(lanes, reg, value) -> None:
-    for L in lanes:
+def _broadcast(threads, reg, value) -> None:
+    for L in threads:
         L.R[reg.index] = value
 
 
@@ -240,7 +240,7 @@ def _(ins, A: Arrays):
 
 @runs(I.ParallelReduce)
 def _(ins, A: Arrays):
-    _broadcast(A.lanes, ins.dst, reduce(ins.operation, A.read(ins.src_array, ins.ty, ins.count, "src_array"), ins.ty))
+    _broadcast(A.threads, ins.dst, reduce(ins.operation, A.read(ins.src_array, ins.ty, ins.count, "src_array"), ins.ty))
 
 
 _REDUCE_OF = {I.ReduceAdd: I.ReduceOperation.Sum, I.ReduceMul: I.ReduceOperation.Product,
@@ -250,7 +250,7 @@ _REDUCE_OF = {I.ReduceAdd: I.ReduceOperation.Sum, I.ReduceMul: I.ReduceOperation
 @runs(*_REDUCE_OF)
 def _(ins, A: Arrays):
     x = A.read(ins.src_array, ins.ty, ins.count, "src_array")
-    _broadcast(A.lanes, ins.dst, reduce(_REDUCE_OF[type(ins)], x, ins.ty))
+    _broadcast(A.threads, ins.dst, reduce(_REDUCE_OF[type(ins)], x, ins.ty))
 
 
 @runs(I.PoolAlloc)
@@ -456,6 +456,6 @@ def _(ins, A):
     A.output(ins.cache, ins.ty, n, "cache", skip=ins.position * n * ins.ty.size_bytes)[...] = new
 
 
-def run(ins, index: int, lanes, memory) -> None:
+def run(ins, index: int, threads, memory) -> None:
     """Execute one collective instruction once for the launch."""
-    run_one(ins, Arrays(memory, ins, index, lanes))
+    run_one(ins, Arrays(memory, ins, index, threads))

@@ -2,15 +2,15 @@
 interpreter on the CPU when TRITON_INTERPRET=1).
 
 How a program runs (decided once per program; explain() prints it with the generated source):
-- array: collectives only, or collectives with register code that is the same in every lane
-  (straight-line, no lane-varying Special, no shared memory): each element-wise chain or reduction
+- array: collectives only, or collectives with register code that is the same in every thread
+  (straight-line, no thread-varying Special, no shared memory): each element-wise chain or reduction
   is one generated kernel (arrays.py), a reduction right after the chain that wrote or read its
   range is fused into that chain's kernel; extension instructions run extensions.py's kernels; the
   uniform register code runs once on the host with the reference's semantics (its loads and stores
   move a few bytes of device memory).
-- lanes: per-lane register code: one lane kernel (threads.py); collectives among it run between
+- threads: per-thread register code: one thread kernel (compile.py); collectives among it run between
   launches of that kernel (the CPU backend's rounds), through this module's array and extension
-  routes, once for the grid with every lane's registers at hand.
+  routes, once for the grid with every thread's registers at hand.
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _threads():
-    """The register-program compiler (threads.py), imported on first use: it loads Triton's language."""
-    from . import threads
+def _compile():
+    """The register-program compiler (compile.py), imported on first use: it loads Triton's language."""
+    from . import compile
 
-    return threads
+    return compile
 
 
 def _extensions():
@@ -62,11 +62,11 @@ def _extensions():
 
 
 def varying_reason(ins) -> str | None:
-    """Why instruction `ins` may differ between lanes (None: every lane does the same)."""
+    """Why instruction `ins` may differ between threads (None: every thread does the same)."""
     if isinstance(ins, _NOT_UNIFORM):
-        return f"{ins.name} is per-lane control flow, shared memory or class state"
+        return f"{ins.name} is per-thread control flow, shared memory or class state"
     if isinstance(ins, I.MOV) and isinstance(ins.src, Special) and ins.src in _VARYING:
-        return f"it reads {ins.src}, which differs between lanes"
+        return f"it reads {ins.src}, which differs between threads"
     if any(a.space is Space.SHARED for _, a in ins.addresses()):
         return "it addresses shared memory"
     return None
@@ -75,7 +75,7 @@ def varying_reason(ins) -> str | None:
 # ---- the steps of a plan ---------------------------------------------------------------------------
 
 class Run:
-    """One launch's state: the uniform register file (as the reference's lane holds it) and predicates.
+    """One launch's state: the uniform register file (as the reference's thread holds it) and predicates.
 
     A reduction's result stays on the device until something on the host reads it (`pending`:
     register -> (one-element tensor, type)): a store of it to memory is a device copy, so map+sum+STG
@@ -99,13 +99,13 @@ class Run:
             self.R[r] = arrays.register_value(tensor, ty)
 
 
-def resolve(ins, index: int, memory, lanes):
+def resolve(ins, index: int, memory, threads):
     """ins with every register-held address replaced by the static address its pointer names in
-    `lanes` (objects with .R), checked with the reference's messages (one pointer for every lane)."""
+    `threads` (objects with .R), checked with the reference's messages (one pointer for every thread)."""
     def static(addr):
         if not isinstance(addr, Address) or addr.space is not Space.REGISTER:
             return addr  # a static address, or a scalar operand (a Register)
-        mem, off = arrays.Checks(memory, ins, index, lanes)._locate(addr)
+        mem, off = arrays.Checks(memory, ins, index, threads)._locate(addr)
         if mem is memory.class_memory:
             return Address.cls(off // CLASS_BYTES, off % CLASS_BYTES)
         for space, table in ((Space.BUFFER, memory.buffers), (Space.POOL, memory.pools)):
@@ -238,7 +238,7 @@ def _skip_zeroing(steps: list, dead: KernelStep, handle: int) -> None:
 
 @dataclass
 class UniformStep:
-    """Straight-line register code every lane runs alike: run once, on the host, by the reference's
+    """Straight-line register code every thread runs alike: run once, on the host, by the reference's
     closures; loads and stores move a few bytes of device memory."""
     program: Program
     indices: list
@@ -249,7 +249,7 @@ class UniformStep:
         if code is None:
             from types import SimpleNamespace
 
-            from ..reference.decode import Context, decoder
+            from ..reference.compile import Context, decoder
             ctx = Context(SimpleNamespace(class_memory=bytearray(0)), self.program, max_steps, config)
             ins = self.program.instructions
             code = [(i, True, _memory_step(ins[i], i)) if isinstance(ins[i], _MEMORY) else
@@ -272,7 +272,7 @@ class UniformStep:
                 else:
                     step(R, P, L)
             except (TypeError, ValueError, OverflowError, ArithmeticError) as e:
-                raise BackendError(f"instruction {i}: lane 0: {type(e).__name__}: {e} "
+                raise BackendError(f"instruction {i}: thread 0: {type(e).__name__}: {e} "
                                    "(does a register hold a value of another type?)") from e
 
     def _device_store(self, i: int, run: Run, memory) -> bool:
@@ -299,8 +299,8 @@ class UniformStep:
 
 
 def _memory_step(ins, i: int):
-    """LDG/STG/PoolLoad/PoolStore of one lane-uniform value: the reference's codec and messages."""
-    from ..reference.decode import codec
+    """LDG/STG/PoolLoad/PoolStore of one thread-uniform value: the reference's codec and messages."""
+    from ..reference.compile import codec
 
     load = isinstance(ins, (I.LDG, I.PoolLoad))
     ty = ins.ty
@@ -336,8 +336,8 @@ def _memory_step(ins, i: int):
 
 
 @dataclass
-class LanesStep:
-    """Per-lane code as one lane kernel (threads.py); its collectives run between launches, here."""
+class ThreadsStep:
+    """Per-thread code as one thread kernel (compile.py); its collectives run between launches, here."""
     program: Program
     kernel: object
 
@@ -348,14 +348,14 @@ class LanesStep:
                            run_collective=backend.run_collective, max_steps=backend.max_steps)
 
     def explain(self):
-        return "lane kernel (threads.py)", getattr(self.kernel, "source", None)
+        return "thread kernel (compile.py)", getattr(self.kernel, "source", None)
 
 
 @dataclass
 class Plan:
     """How one program runs here, decided once per program (by object and by Blake3 key)."""
     program: Program
-    kind: str                  # "array" or "lanes"
+    kind: str                  # "array" or "threads"
     why: str
     steps: list
     routes: list               # per instruction: where it goes
@@ -379,7 +379,7 @@ class TritonBackend(Target):
         self.max_steps = int(max_steps)
         self.cache = ProgramCache(512, libraries=("triton", "torch"))
         self._plans: dict[int, tuple[Program, Plan]] = {}
-        self._kernels: dict = {}  # collectives met inside lane kernels: (index, instruction) -> Kernel
+        self._kernels: dict = {}  # collectives met inside thread kernels: (index, instruction) -> Kernel
 
     # ---- what this backend can do ---------------------------------------------------------------
     def is_available(self) -> bool:
@@ -393,7 +393,7 @@ class TritonBackend(Target):
         return {"device": str(self.device), "interpreter": not self.memory.cuda, "triton": triton.__version__,
                 "torch": torch.__version__,
                 "array_instructions": "generated Triton kernels (fused chains, fused map+reduce)",
-                "register_programs": "threads.py",
+                "register_programs": "compile.py",
                 "extensions": sorted(c.__name__ for c in ext.EXTENSIONS),
                 "extended_integers": "unsupported (no GPU integers wider than 64 bits)", "devices": 1}
 
@@ -434,16 +434,16 @@ class TritonBackend(Target):
                        None)
         if varying is not None or program.entry != 0:
             routes = [self.collective_route(i, x) + ", between thread-kernel launches" if x.collective
-                      else "thread kernel (threads.py)" for i, x in enumerate(ins)]
-            why = (f"instruction {varying[0]} ({ins[varying[0]].name}) differs between lanes ({varying[1]})"
+                      else "thread kernel (compile.py)" for i, x in enumerate(ins)]
+            why = (f"instruction {varying[0]} ({ins[varying[0]].name}) differs between threads ({varying[1]})"
                    if varying is not None else "the program starts after instruction 0")
             if any(x.collective for x in ins):
                 why += "; its collectives run once for the grid between launches (rounds)"
-            return Plan(program, "lanes", why, [LanesStep(program, _threads().compile_program(program))], routes)
+            return Plan(program, "threads", why, [ThreadsStep(program, _compile().compile_program(program))], routes)
         steps, routes = self._array_steps(program)
         fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and not s.scalars and s.dst is None
                                    for s in steps) else None
-        return Plan(program, "array", "collectives, and register code that is the same in every lane",
+        return Plan(program, "array", "collectives, and register code that is the same in every thread",
                     steps, routes, fast=fast)
 
     def collective_route(self, i: int, x) -> str:
@@ -500,8 +500,8 @@ class TritonBackend(Target):
         flush()
         return steps, routes
 
-    def run_collective(self, ins, i: int, lanes) -> None:
-        """A collective met inside a lane kernel, once for the grid: `lanes` hold every live lane's
+    def run_collective(self, ins, i: int, threads) -> None:
+        """A collective met inside a thread kernel, once for the grid: `threads` hold every live thread's
         registers (.R); register-held addresses must agree between them (the reference's check)."""
         if isinstance(ins, (I.PoolAlloc, I.PoolFree)):
             PoolStep(ins)(self, None)
@@ -509,7 +509,7 @@ class TritonBackend(Target):
         self.collective_route(i, ins)
         memory = self.memory
         if any(a.space is Space.REGISTER for _, a in ins.addresses()):
-            ins = resolve(ins, i, memory, lanes)
+            ins = resolve(ins, i, memory, threads)
         if isinstance(ins, arrays.HANDLES):
             group = ((i, ins),)
             k = self._kernels.get(group)
@@ -519,10 +519,10 @@ class TritonBackend(Target):
                 k = self._kernels[group] = arrays.build(group)
             arrays.bind(k, memory)
             if k.scalar_regs:
-                arrays.set_scalars(k, arrays.scalars(k, memory, lanes))
+                arrays.set_scalars(k, arrays.scalars(k, memory, threads))
             value = arrays.launch(k)
             if value is not None:
-                for L in lanes:
+                for L in threads:
                     L.R[ins.dst.index] = value
         else:
             ExtensionStep(i, ins, _extensions())(self, None)

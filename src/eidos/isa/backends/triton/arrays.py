@@ -36,7 +36,7 @@ from ... import semantics
 from ...address import CLASS_BYTES, Register, Space
 from ...types import Type
 from ..reference import arrays as ref
-from . import source as S
+from .compile import load
 from .device_memory import interpreting, torch_dtype
 
 M, B, R = I.MapOperation, I.BinaryMapOperation, I.ReduceOperation
@@ -485,12 +485,12 @@ def scalar_names(ins) -> list:
     return []
 
 
-def scalars(k, memory, lanes) -> tuple:
-    """The scalar operands' values, one per scalar slot, each the same in every lane (the reference's
+def scalars(k, memory, threads) -> tuple:
+    """The scalar operands' values, one per scalar slot, each the same in every thread (the reference's
     check and message), rounded or wrapped to the element type."""
     out = {}
     for i, ins in k.instructions:
-        A = Checks(memory, ins, i, lanes)
+        A = Checks(memory, ins, i, threads)
         for nm, reg in scalar_names(ins):
             v = A.scalar(reg, ins.ty, nm)
             out.setdefault(reg.index, v)
@@ -498,8 +498,8 @@ def scalars(k, memory, lanes) -> tuple:
 
 
 def uniform_scalars(k, R) -> tuple:
-    """scalars() for one register file (a uniform run: one lane, so nothing can differ): R's values
-    of the scalar registers brought to the element type, without the per-lane checks' objects."""
+    """scalars() for one register file (a uniform run: one thread, so nothing can differ): R's values
+    of the scalar registers brought to the element type, without the per-thread checks' objects."""
     bring = semantics.wrapper(k.ty)
     return tuple(bring(R[r.index]) for r in k.scalar_regs)
 
@@ -607,7 +607,7 @@ def build(group, dead: bool = False) -> Kernel:
     stored = [] if dead and reduction is not None else written
     src = chain_source(ty, tuple(steps), len(slots), tuple(loads), tuple(stored), reduction, n >= WIDE, scal)
     return Kernel(tuple(group), ty, n, src, reduction, slots, stored, tuple(loads), [slots[k] for k in scal],
-                  S.load(src, "kernel"), S.load(src, "finish") if reduction is not None else None)
+                  load(src, "kernel"), load(src, "finish") if reduction is not None else None)
 
 
 def bind(k: Kernel, memory) -> Kernel:

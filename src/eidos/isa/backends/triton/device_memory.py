@@ -57,7 +57,7 @@ def torch_dtype(ty: Type):
 
 
 class DeviceMemory(Memory):
-    """One backend's allocations on `device`; the contract the lanes, arrays and extensions share."""
+    """One backend's allocations on `device`; the contract the thread kernels, arrays and extensions share."""
 
     def __init__(self, device=None) -> None:
         import torch
@@ -86,7 +86,7 @@ class DeviceMemory(Memory):
         return self.global_memory(int(handle), what)
 
     def locate(self, address, what: str = "view"):
-        """(uint8 tensor, byte offset) an address names; register and shared addresses need a lane."""
+        """(uint8 tensor, byte offset) an address names; register and shared addresses need a thread."""
         space = address.space
         if space is Space.BUFFER:
             return self.buffer(address.handle, what), address.offset

@@ -6,9 +6,9 @@ disjoint from inputs, and launches a kernel from kernels/. Instructions with a T
 GEMM, BatchedGEMM, MixedPrecisionGEMM, QuantizedGEMM, TensorContract (permuted into one GEMM),
 SparseGEMM, Softmax, LayerNorm, GroupNorm, BatchNorm, Attention, FlashAttention, RoPE, LayerScale.
 Through a vendor library (torch): Conv2D (cuDNN), FFT (cuFFT), KVCacheUpdate (a device copy).
-AllReduce and AllGather raise UnsupportedError (one device). The per-lane extensions (FMS, RCP,
+AllReduce and AllGather raise UnsupportedError (one device). The per-thread extensions (FMS, RCP,
 RSQRT, CLAMP, LERP, SIGN, FLOOR, CEIL, ROUND, TRUNC, GELU, SWISH) are register instructions and
-run in threads.py. docs/isa-triton.md says why each route was chosen.
+run in compile.py's thread kernels. docs/isa-triton.md says why each route was chosen.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Operands:
         if addr.space is Space.REGISTER:
             if addr.reg.index not in self.pointers:
                 raise BackendError(f"{self.what}: address register {addr.reg} has no pointer value; the backend "
-                                   "passes the lanes' common value in `pointers`")
+                                   "passes the threads' common value in `pointers`")
             return self.memory.locate_pointer(self.pointers[addr.reg.index], self.what)
         return self.memory.locate(addr, self.what)
 
@@ -141,7 +141,7 @@ def run(ins, memory, *, index: int = 0, pointers=None) -> None:
     """Run one extension instruction once for the launch on memory's device.
 
     `pointers` maps the index of each register an address is read from to the pointer value every
-    lane holds (the backend checks they agree); `index` is the instruction's place in its program,
+    thread holds (the backend checks they agree); `index` is the instruction's place in its program,
     for messages."""
     ops = Operands(memory, ins, index, pointers)
     _run(ins, ops)
@@ -154,7 +154,7 @@ def source(ins) -> str:
     if cls in UNSUPPORTED:
         return f"{ins.name}: unsupported ({UNSUPPORTED[cls]})"
     if cls not in ROUTES:
-        return f"{ins.name}: unsupported (no array-level form; a register instruction runs in lanes)"
+        return f"{ins.name}: unsupported (no array-level form; a register instruction runs in threads)"
     route, what = ROUTES[cls]
     head = f"{ins.name}: {'Triton kernel' if route == KERNEL else 'vendor library through torch'}: {what}"
     if route != KERNEL:

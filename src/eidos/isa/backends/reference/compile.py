@@ -1,7 +1,7 @@
 """Instruction -> closure, once per launch: the reference interpreter's whole dispatch.
 
-Each closure is `step(R, P, L) -> next pc`: R the lane's 256 registers, P its 16 predicates,
-L the lane. A negative return stops the lane, with L.state saying why (exit, barrier,
+Each closure is `step(R, P, L) -> next pc`: R the thread's 256 registers, P its 16 predicates,
+L the thread. A negative return stops the thread, with L.state saying why (exit, barrier,
 collective) and L.pc where it resumes.
 """
 
@@ -54,7 +54,7 @@ def codec(ty: Type):
 
 
 class Context:
-    """What decoding needs: the backend memory, the labels, and where each lane may go."""
+    """What decoding needs: the backend memory, the labels, and where each thread may go."""
 
     def __init__(self, memory, program, max_steps: int, config) -> None:
         self.memory = memory
@@ -222,7 +222,7 @@ def _(ins, i, ctx):
 def _(ins, i, ctx):
     d, nxt = ins.dst.index, i + 1
     if isinstance(ins.src, Special):
-        from .execute import special_getter
+        from .runtime import special_getter
         get, w = special_getter(ins.src, ctx.config), S.wrapper(ins.ty)
 
         def step(R, P, L):
@@ -328,7 +328,7 @@ def _(ins, i, ctx):
 
 
 def _jump_back(L, i: int) -> None:
-    """Count a backward jump; past the budget the lane is taken to be in an endless loop."""
+    """Count a backward jump; past the budget the thread is taken to be in an endless loop."""
     L.budget -= 1
     if L.budget < 0:
         raise step_limit_error(i)

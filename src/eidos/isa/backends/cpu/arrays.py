@@ -259,20 +259,20 @@ def map_steps(ins) -> list[tuple]:
     return [(ins.dst_array, ins.operation, ins.src_a, ins.src_b)]
 
 
-def scalar_values(regs: list, ty: Type, lanes, registers) -> list:
+def scalar_values(regs: list, ty: Type, threads, registers) -> list:
     """The scalar operands' values in ty (floats as float, integers as their int64 bit pattern): from the
-    lanes' register rows (a program that sets them), else the launch's starting registers (else 0)."""
+    threads' register rows (a program that sets them), else the launch's starting registers (else 0)."""
     w = S.wrapper(ty)
     out = []
     for r in regs:
-        if lanes:
+        if threads:
             vals = set()
-            for L in lanes:
+            for L in threads:
                 row = L.R
                 vals.add(float(row.RF[row.t, row.fslots[r.index]]) if ty.is_float
                          else int(row.RI[row.t, row.islots[r.index]]))
             if len(vals) != 1:
-                raise BackendError(f"scalar operand {r} differs between lanes ({len(vals)} values); "
+                raise BackendError(f"scalar operand {r} differs between threads ({len(vals)} values); "
                                    "a collective needs one value")
             v = vals.pop()
         else:
@@ -404,10 +404,10 @@ class MapStep:
                 return False
         return True
 
-    def __call__(self, memory, lanes=(), registers=None) -> None:
+    def __call__(self, memory, threads=(), registers=None) -> None:
         if not self.bound_to(memory):
             self._bind(memory)
-        self.run(scalar_values(self.scalars, self.ty, lanes, registers) if self.scalars else ())
+        self.run(scalar_values(self.scalars, self.ty, threads, registers) if self.scalars else ())
 
 
 def sum_fusable(ty: Type, backend) -> bool:
@@ -457,14 +457,14 @@ class SumStep:
             return k(*args, *sv)
         self.run = run
 
-    def __call__(self, memory, lanes=(), registers=None) -> None:
+    def __call__(self, memory, threads=(), registers=None) -> None:
         ok = memory is self.memory and all(table.get(h) is m for table, h, m in self.bound)
         if not ok:
             self._bind(memory)
-        sv = scalar_values(self.map.scalars, self.ty, lanes, registers) if self.map is not None and self.map.scalars else ()
+        sv = scalar_values(self.map.scalars, self.ty, threads, registers) if self.map is not None and self.map.scalars else ()
         value = S.wrapper(self.ty)(float(self.run(sv)))
-        for lane in lanes:
-            lane.R[self.ins.dst.index] = value
+        for thread in threads:
+            thread.R[self.ins.dst.index] = value
 
 
 class Deferred:
@@ -475,7 +475,7 @@ class Deferred:
         self.step = MapStep(ins, index, backend)
         self.how = "runs inside the next instruction's pass (its results are only summed, then freed)"
 
-    def __call__(self, memory, lanes=(), registers=None) -> None:
+    def __call__(self, memory, threads=(), registers=None) -> None:
         if not self.step.bound_to(memory):
             self.step._resolve(memory)
 
@@ -524,14 +524,14 @@ class ArrayStep:
         else:
             self.how = "NumPy formula (the reference's), float64 rounded once"
 
-    def __call__(self, memory, lanes=(), registers=None) -> None:
+    def __call__(self, memory, threads=(), registers=None) -> None:
         ins = self.ins
         if isinstance(ins, (I.AllReduce, I.AllGather)):
             raise UnsupportedError(f"{ins.name} needs a multi-device backend; the cpu backend has one device")
         if self.fast is not None:
-            self.fast(ins, ref.Arrays(memory, ins, self.index, lanes), memory)
+            self.fast(ins, ref.Arrays(memory, ins, self.index, threads), memory)
         else:
-            ref.run(ins, self.index, lanes, memory)
+            ref.run(ins, self.index, threads, memory)
 
 
 def _float_sum(ins) -> bool:
@@ -541,7 +541,7 @@ def _float_sum(ins) -> bool:
 
 
 def bind(ins, index: int, backend):
-    """The callable that runs one collective instruction: step(memory, lanes=(), registers=None)."""
+    """The callable that runs one collective instruction: step(memory, threads=(), registers=None)."""
     static = not any(a.space is Space.REGISTER for _, a in ins.addresses())
     if isinstance(ins, (I.ParallelMap, I.ParallelMapBinary, I.FusedMap)) and static:
         return MapStep(ins, index, backend)

@@ -1,10 +1,10 @@
-"""The lane scheduler: runs every lane of the grid, honouring barriers and collectives.
+"""The thread scheduler: runs every thread of the grid, honouring barriers and collectives.
 
-A lane runs straight through its closures until it exits, reaches a BarSync, or reaches
-a collective instruction. Lanes run in GLOBAL_ID order; without collectives the blocks run
-one after another (only one block's lanes exist at a time), with them all lanes together. A block's barrier opens when all its live lanes wait at it; a
-collective runs once when every live lane of the grid waits at it. Anything else is a
-divergence error, reported with where the lanes are.
+A thread runs straight through its closures until it exits, reaches a BarSync, or reaches
+a collective instruction. Threads run in GLOBAL_ID order; without collectives the blocks run
+one after another (only one block's threads exist at a time), with them all threads together. A block's barrier opens when all its live threads wait at it; a
+collective runs once when every live thread of the grid waits at it. Anything else is a
+divergence error, reported with where the threads are.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from ...address import NUM_PREDICATES, NUM_REGISTERS, Special
 from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING
 from ...faults import barrier_ids_error, divergence_error
 from . import arrays
-from .decode import Context, decode
+from .compile import Context, decode
 
 
-class Lane:
-    """One lane's state. `ids` is (global_id, thread_index, block_index, tx, ty, tz, bx, by, bz)."""
+class Thread:
+    """One thread's state. `ids` is (global_id, thread_index, block_index, tx, ty, tz, bx, by, bz)."""
 
     __slots__ = ("R", "P", "stack", "pc", "state", "wait", "ids", "shared", "budget", "block")
 
@@ -37,7 +37,7 @@ class Lane:
 
 
 def special_getter(key: Special, config):
-    """lane -> the value of a Special register, for this launch."""
+    """thread -> the value of a Special register, for this launch."""
     (gx, gy, gz), (bx, by, bz) = config.grid, config.block
     per_block = bx * by * bz
     constant = {Special.LANE_COUNT: per_block * gx * gy * gz, Special.BLOCK_THREADS: per_block,
@@ -61,7 +61,7 @@ def _initial_registers(registers) -> list:
 
 
 def _blocks(config, init, max_steps, entry):
-    """Each block's lanes in order, made only when asked for."""
+    """Each block's threads in order, made only when asked for."""
     (gx, gy, gz), (bx, by, bz) = config.grid, config.block
     per_block = bx * by * bz
     b = 0
@@ -70,12 +70,12 @@ def _blocks(config, init, max_steps, entry):
             for kx in range(gx):
                 shared = memoryview(bytearray(config.shared_memory))
                 base = b * per_block
-                yield [Lane(init, (base + t, t, b, t % bx, (t // bx) % by, t // (bx * by), kx, ky, kz),
+                yield [Thread(init, (base + t, t, b, t % bx, (t // bx) % by, t // (bx * by), kx, ky, kz),
                             shared, max_steps, b, entry) for t in range(per_block)]
                 b += 1
 
 
-def _run_lane(L, code) -> None:
+def _run_thread(L, code) -> None:
     R, P = L.R, L.P
     pc = L.pc
     L.state = RUNNING
@@ -84,12 +84,12 @@ def _run_lane(L, code) -> None:
             pc = code[pc](R, P, L)
     except (TypeError, ValueError, OverflowError, ArithmeticError) as e:
         # Only a register holding a value its type cannot have (a kernel argument, say) gets here.
-        raise BackendError(f"instruction {pc}: lane {L.ids[0]}: {type(e).__name__}: {e} "
+        raise BackendError(f"instruction {pc}: thread {L.ids[0]}: {type(e).__name__}: {e} "
                            "(does a register hold a value of another type?)") from e
 
 
 def _straight_collectives(program) -> bool:
-    """True when every instruction is a collective with no per-lane operand: run each once, no lanes."""
+    """True when every instruction is a collective with no per-thread operand: run each once, no threads."""
     for ins in program.instructions:
         if not ins.collective or ins.registers_read() or ins.registers_written():
             return False
@@ -116,17 +116,17 @@ def execute(program, params, memory, max_steps: int, decoded=None) -> None:
     blocks = _blocks(config, _initial_registers(params.registers), max_steps, program.entry)
     if any(ins.collective for ins in program.instructions):
         _schedule(list(blocks), code, program.instructions, memory)
-    else:  # blocks cannot wait on each other: one at a time, so only one block's lanes exist at once
+    else:  # blocks cannot wait on each other: one at a time, so only one block's threads exist at once
         for block in blocks:
             _schedule([block], code, program.instructions, memory)
 
 
 def _schedule(blocks, code, instructions, memory) -> None:
-    """Run these blocks' lanes to the end, opening barriers and running collectives as they fill."""
+    """Run these blocks' threads to the end, opening barriers and running collectives as they fill."""
     runnable = [L for block in blocks for L in block]
     while True:
         for L in runnable:
-            _run_lane(L, code)
+            _run_thread(L, code)
         blocks = [[L for L in block if L.state != EXITED] for block in blocks]
         blocks = [b for b in blocks if b]
         if not blocks:
