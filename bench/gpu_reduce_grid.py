@@ -57,7 +57,8 @@ def main() -> int:
 
     if not torch.cuda.is_available():
         sys.exit("no CUDA device: this measures generated kernels on a GPU (bench/gpu_isa.py --smoke checks the logic here)")
-    from eidos.isa.backends.triton import arrays, compile as source
+    from eidos.isa.backends.triton import arrays
+    from eidos.isa.backends.triton import compile as source
 
     n = 1 << args.log2n
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -39,8 +39,8 @@ import triton  # noqa: E402
 
 from eidos import isa  # noqa: E402
 from eidos.isa import Condition, ExecutionParams, Label, LaunchConfig, Predicate, Register, Special, Type  # noqa: E402
-from eidos.isa.backends.triton.device_memory import DeviceMemory  # noqa: E402
 from eidos.isa.backends.triton.compile import compile_program  # noqa: E402
+from eidos.isa.backends.triton.device_memory import DeviceMemory  # noqa: E402
 
 DEVICE = "cpu" if ARGS.smoke else "cuda"
 

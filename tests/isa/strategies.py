@@ -171,7 +171,7 @@ def run(backend, gp: GeneratedProgram, program: isa.Program | None = None) -> by
 # ---- one sample of every instruction class (JSON, disassembly and validation checks) -----------
 
 def _sample_value(hint, name: str):
-    from eidos.isa.instructions import MapStep, MapOperation
+    from eidos.isa.instructions import MapOperation, MapStep
     if hint is Register or name in ("dst", "src") and hint == (Register | Special):
         return Register(1)
     if hint == (Register | Special):
@@ -212,7 +212,7 @@ def every_instruction() -> list[isa.Instruction]:
     """One valid-looking instance of each instruction class (types chosen by the class's rule)."""
     from eidos.isa import instructions as I
     out = []
-    for name, cls in I.INSTRUCTIONS.items():
+    for cls in I.INSTRUCTIONS.values():
         hints = typing.get_type_hints(cls, vars(I))
         kwargs = {f.name: _sample_value(hints[f.name], f.name) for f in fields(cls)}
         if cls.types == "float" and "ty" in kwargs:

@@ -9,7 +9,7 @@ import pytest
 
 from eidos import isa
 from eidos.errors import BackendError
-from eidos.isa import (Address, BinaryMapOperation, LaunchConfig, MapOperation, ReduceOperation, Register, Type)
+from eidos.isa import Address, BinaryMapOperation, LaunchConfig, MapOperation, ReduceOperation, Register, Type
 from eidos.isa.instructions import FLOAT_ONLY_BINARY_MAPS, FLOAT_ONLY_MAPS
 from tests.isa.harness import assert_values, decode, encode, round_to
 from tests.isa.values import FLOATS, SMALL_INTS, values

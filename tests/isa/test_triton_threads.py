@@ -22,8 +22,8 @@ from eidos import isa  # noqa: E402
 from eidos.errors import BackendError, UnsupportedError  # noqa: E402
 from eidos.isa import Address, Condition, ExecutionParams, Label, LaunchConfig, Predicate, Register, Special, Type  # noqa: E402
 from eidos.isa.backends.reference import ReferenceBackend  # noqa: E402
-from eidos.isa.backends.triton import compile as C  # noqa: E402
 from eidos.isa.backends.triton import TritonBackend  # noqa: E402
+from eidos.isa.backends.triton import compile as C  # noqa: E402
 from tests.isa import strategies as S  # noqa: E402
 from tests.isa.conftest import generated_examples  # noqa: E402
 

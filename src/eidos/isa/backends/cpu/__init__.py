@@ -26,8 +26,15 @@ from eidos.errors import BackendError
 
 from ...codegen import s64, thread_views
 from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING
-from ...faults import (DEFAULT_MAX_STEPS, E_BARRIER, MAX_CALL_DEPTH, barrier_ids_error, divergence_error, fault_error,
-                       replay_access)
+from ...faults import (
+    DEFAULT_MAX_STEPS,
+    E_BARRIER,
+    MAX_CALL_DEPTH,
+    barrier_ids_error,
+    divergence_error,
+    fault_error,
+    replay_access,
+)
 from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
 from ...target import Target
@@ -97,7 +104,7 @@ class CpuBackend(Target):
 
     @property
     def numba_reason(self) -> str:
-        self.numba
+        _ = self.numba  # imported on first need
         return self._numba[1]
 
     # ---- what this backend can do --------------------------------------------------------------

@@ -228,7 +228,7 @@ def _(ins, A: Arrays):
         A.output(st.dst, ins.ty, ins.count, f"steps[{j}].dst")
         A.read(st.dst, ins.ty, ins.count, f"steps[{j}].dst")  # later outputs are checked against it too
     A.inputs.clear()
-    for j, st in enumerate(ins.steps):
+    for st in ins.steps:
         a = A.operand(st.a, ins.ty, ins.count, "a").copy()
         if st.b is None:
             r = map_unary(st.operation, a, ins.ty)

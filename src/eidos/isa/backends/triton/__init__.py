@@ -29,6 +29,7 @@ from ...launch import ExecutionParams, LaunchConfig
 from ...program import Program
 from ...target import Target
 from . import arrays
+
 _VARYING = {Special.GLOBAL_ID, Special.THREAD_INDEX, Special.BLOCK_INDEX, Special.THREAD_X, Special.THREAD_Y,
             Special.THREAD_Z, Special.BLOCK_X, Special.BLOCK_Y, Special.BLOCK_Z}
 _NOT_UNIFORM = (I.BRA, I.CALL, I.RET, I.LOOP, I.EXIT, I.BarSync, I.LDS, I.STS, I.NBRLoad, I.NBRStore, I.ResAccum,

@@ -23,8 +23,15 @@ from eidos.errors import BackendError, UnsupportedError
 from ... import instructions as I
 from ...codegen import s64, thread_views
 from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING
-from ...faults import (DEFAULT_MAX_STEPS, E_BARRIER, MAX_CALL_DEPTH, barrier_ids_error, divergence_error, fault_error,
-                       replay_access)
+from ...faults import (
+    DEFAULT_MAX_STEPS,
+    E_BARRIER,
+    MAX_CALL_DEPTH,
+    barrier_ids_error,
+    divergence_error,
+    fault_error,
+    replay_access,
+)
 from ...types import Type
 
 # ---- the helpers at the top of every kernel's source ----------------------------------------------
