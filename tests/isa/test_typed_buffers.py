@@ -146,3 +146,45 @@ def test_every_allocation_is_64_byte_aligned(backend, size):
     raw = bytearray(size)
     backend.copy_from_buffer(handles[0], raw)
     assert raw == bytes(size)
+
+
+@pytest.mark.parametrize("name", ["reference", "cpu"])
+def test_host_blocks_are_pooled_by_size_and_come_back_zeroed(name):
+    from tests.isa.conftest import make_backend
+
+    backend = make_backend(name)
+    mem = backend.memory
+    h = backend.allocate_buffer(256)
+    block = mem.buffers[h]
+    backend.copy_to_buffer(h, bytes(range(256)))
+    backend.free_buffer(h)
+    p = backend.allocate_pool(256)
+    assert mem.pools[p] is block and not mem.pools[p].any()  # the same block, zeroed again
+    backend.free_pool(p)
+    assert mem.buffers[backend.allocate_buffer(128)] is not block  # another size: a new block
+    mine = np.arange(256, dtype=np.uint8)  # an array a caller put there is never handed out again
+    h = backend.allocate_buffer(256)
+    mem.buffers[h] = mine
+    backend.free_buffer(h)
+    assert mem.buffers[backend.allocate_buffer(256)] is not mine
+    from eidos.isa.memory import POOLED_MAX
+
+    big = backend.allocate_buffer(POOLED_MAX + 64)
+    block = mem.buffers[big]
+    backend.free_buffer(big)
+    assert mem.buffers[backend.allocate_buffer(POOLED_MAX + 64)] is not block  # large blocks go back
+
+
+def test_a_pool_allocated_every_launch_reuses_its_block(backend):
+    """PoolAlloc/PoolFree on each launch (the tensor layer's scratch pools) keeps one block."""
+    a, c = backend.allocate_buffer(64), backend.allocate_buffer(64)
+    backend.copy_to_buffer(a, np.arange(-8, 8, dtype=np.float32))
+    program = ProgramBuilder().add(
+        isa.PoolAlloc(500, 64), isa.ParallelMap(Address.pool(500), Address.buffer(a), 16, MapOperation.Neg, Type.F32),
+        isa.ParallelMap(Address.buffer(c), Address.pool(500), 16, MapOperation.Relu, Type.F32),
+        isa.PoolFree(500)).build()
+    for _ in range(3):
+        backend.execute_program(program, ONE)
+    out = np.zeros(16, np.float32)
+    backend.copy_from_buffer(c, out)
+    assert out.tolist() == np.maximum(-np.arange(-8, 8, dtype=np.float32), 0).tolist()

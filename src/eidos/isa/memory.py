@@ -22,6 +22,10 @@ PHASE_MODULUS = 768
 ALIGNMENT = 64  # bytes: every host allocation starts on a cache line (and a 512-bit vector)
 
 
+POOLED_MAX = 1 << 20   # bytes: a freed block up to this size waits for reuse; larger ones go back to the system
+POOLED_KEEP = 64 << 20  # bytes of freed blocks one Memory keeps at most
+
+
 def aligned_bytes(size: int, *, zeroed: bool = True) -> np.ndarray:
     """`size` uint8 bytes whose first byte sits at a multiple of ALIGNMENT (NumPy itself promises 16).
 
@@ -30,6 +34,37 @@ def aligned_bytes(size: int, *, zeroed: bool = True) -> np.ndarray:
     raw = (np.zeros if zeroed else np.empty)(size + ALIGNMENT - 1, dtype=np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
     return raw[start:start + size]
+
+
+class HostBlocks:
+    """The host targets' allocations: 64-byte-aligned blocks, pooled by size. A freed block of at most
+    POOLED_MAX bytes serves the next allocation of its size (zeroed again when asked), so a program that
+    allocates and frees a pool on every launch reuses one block and its bound kernels stay bound.
+    Only blocks handed out here come back: an array a caller put in a Memory itself is never reused."""
+
+    def __init__(self) -> None:
+        self._free: dict[int, list[np.ndarray]] = {}
+        self._kept = 0
+        self._out: dict[int, np.ndarray] = {}  # id -> block handed out and not yet given back
+
+    def take(self, size: int, *, zeroed: bool = True) -> np.ndarray:
+        free = self._free.get(size)
+        if free:
+            block = free.pop()
+            self._kept -= size
+            if zeroed:
+                block.fill(0)
+        else:
+            block = aligned_bytes(size, zeroed=zeroed)
+        self._out[id(block)] = block
+        return block
+
+    def give(self, block) -> None:
+        size = len(block)
+        if self._out.pop(id(block), None) is not block or size > POOLED_MAX or self._kept + size > POOLED_KEEP:
+            return
+        self._free.setdefault(size, []).append(block)
+        self._kept += size
 
 
 def _as_bytes(data, what: str) -> np.ndarray:
@@ -68,6 +103,7 @@ class Memory:
         self.pools: dict[int, np.ndarray] = {}
         self._freed: dict[int, str] = {}
         self._next = 1
+        self.blocks = HostBlocks()
         self.types: dict[int, Type] = {}  # buffer handle -> element type, for typed buffers only
         self._types_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # program -> generation
         self.class_memory = aligned_bytes(CLASS_MEMORY_BYTES)
@@ -77,13 +113,13 @@ class Memory:
 
     # ---- allocation --------------------------------------------------------------------
     def zeros(self, size: int):
-        """Fresh zeroed, 64-byte-aligned bytes for a buffer or pool (a device backend overrides this
-        to allocate there)."""
-        return aligned_bytes(size)
+        """Zeroed, 64-byte-aligned bytes for a buffer or pool, from the pooled host blocks (a device
+        backend overrides this, and scratch, to allocate there)."""
+        return self.blocks.take(size)
 
     def scratch(self, size: int):
-        """Fresh bytes nobody will read before writing (a backend's unzeroed pool; see allocate_pool)."""
-        return aligned_bytes(size, zeroed=False)
+        """Bytes nobody will read before writing (a backend's unzeroed pool; see allocate_pool)."""
+        return self.blocks.take(size, zeroed=False)
 
     def _new_handle(self) -> int:
         while self._next in self.buffers or self._next in self.pools or self._next in self._freed:
@@ -146,14 +182,14 @@ class Memory:
 
     def free_buffer(self, handle: int) -> None:
         self.buffer(handle, "free_buffer")
-        del self.buffers[handle]
+        self.blocks.give(self.buffers.pop(handle))
         self.types.pop(handle, None)
         self.generation += 1
         self._freed[handle] = "buffer"
 
     def free_pool(self, handle: int) -> None:
         self.pool(handle, "free_pool")
-        del self.pools[handle]
+        self.blocks.give(self.pools.pop(handle))
         self.generation += 1
         self._freed[handle] = "pool"
 
