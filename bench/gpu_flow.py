@@ -148,10 +148,11 @@ def crossover(sizes: list[int], repeats: int, where: str, smoke: bool, out: str 
     import datetime
     import json
 
-    import eidos as ei
     import torch
-    from eidos.lanes.triton import cost
+
+    import eidos as ei
     from eidos.hal import registry
+    from eidos.lanes.triton import cost
     from eidos.testing.compare import assert_tables_equal
 
     polars_lane = any(b.name == "polars" and b.available for b in ei.backends())
@@ -235,8 +236,9 @@ def main() -> None:
         sizes = [300, 3000] if args.smoke else [int(float(x)) for x in args.sizes.split(",")]
         return crossover(sizes, repeats, where, args.smoke, args.out)
 
-    import eidos as ei
     import torch
+
+    import eidos as ei
     from eidos.testing.compare import assert_tables_equal
 
     table = data(rows)

@@ -77,7 +77,9 @@ class Timer:
 def programs(n: int, h: dict):
     """The ISA programs of the cases, over buffer handles h (x, y, z, t, out)."""
     from eidos import isa
-    from eidos.isa import Address, BinaryMapOperation as B, MapOperation as M, ReduceOperation, Register, Type
+    from eidos.isa import Address, ReduceOperation, Register, Type
+    from eidos.isa import BinaryMapOperation as B
+    from eidos.isa import MapOperation as M
 
     A = {k: Address.buffer(v) for k, v in h.items()}
     add = isa.ProgramBuilder().add(isa.ParallelMapBinary(A["z"], A["x"], A["y"], n, B.Add, Type.F32)).build()

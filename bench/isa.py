@@ -15,7 +15,8 @@ import numpy as np
 
 def _kernel(n: int, iterations: int):
     from eidos import isa
-    from eidos.isa import Address, Condition, Predicate, Register as R, Special, Type
+    from eidos.isa import Address, Condition, Predicate, Special, Type
+    from eidos.isa import Register as R
 
     U64, F32 = Type.U64, Type.F32
     b = isa.ProgramBuilder()
@@ -96,7 +97,9 @@ def bandwidth(n: int = 50_000_000, repeats: int = 7) -> dict:
 
 def _map_program(be, n: int, fused: bool):
     from eidos import isa
-    from eidos.isa import Address, BinaryMapOperation as BM, LaunchConfig, MapOperation as MO, Type
+    from eidos.isa import Address, LaunchConfig, Type
+    from eidos.isa import BinaryMapOperation as BM
+    from eidos.isa import MapOperation as MO
 
     a, b, c = (be.allocate_buffer(4 * n) for _ in range(3))
     be.copy_to_buffer(a, np.linspace(-1, 1, n, dtype=np.float32))
@@ -147,7 +150,8 @@ def elementwise(sizes=(1_000, 100_000, 10_000_000, 100_000_000), repeats: int = 
 def register_program(n: int = 10_000_000, repeats: int = 5) -> dict:
     """GB/s of a per-lane register program (two LDG, ADD, STG per lane, addresses from global_id)."""
     from eidos import isa
-    from eidos.isa import Address, Register as R, Special, Type
+    from eidos.isa import Address, Special, Type
+    from eidos.isa import Register as R
     from eidos.isa.backends import CpuBackend
 
     U64, F32 = Type.U64, Type.F32

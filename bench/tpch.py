@@ -30,11 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # the repository root (examples.tpch), not bench/
 
+import eidos as ei  # noqa: E402
 from examples.tpch import data as tpch_data  # noqa: E402
 from examples.tpch import sql as tpch_sql  # noqa: E402
 from examples.tpch.queries import QUERIES  # noqa: E402
-
-import eidos as ei  # noqa: E402
 
 LANES = ("polars", "duckdb")
 
@@ -206,8 +205,8 @@ def same(result, expected, *, native: bool = False) -> str:
 
 def eidos_sql(flow: ei.Flow) -> str:
     """The SQL the duckdb lane runs for `flow` (its sources are files: nothing to register)."""
-    from eidos.lanes.sql.execute import prepare
     from eidos.hal import planner
+    from eidos.lanes.sql.execute import prepare
 
     return prepare("duckdb", planner.decide(flow.plan, "duckdb").plan).sql
 

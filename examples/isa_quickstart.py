@@ -11,7 +11,8 @@ import sys
 import numpy as np
 
 from eidos import isa
-from eidos.isa import Address, BinaryMapOperation, LaunchConfig, MapOperation, Register as R, Special, Type
+from eidos.isa import Address, BinaryMapOperation, LaunchConfig, MapOperation, Special, Type
+from eidos.isa import Register as R
 
 
 def backend(name: str):

@@ -19,10 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
     sys.path[0] = str(ROOT)  # the repository root, not this folder (its data.py, sql.py)
 
-from examples.tpch.queries import QUERIES  # noqa: E402
-
 import eidos as ei  # noqa: E402
 from eidos.errors import EidosError  # noqa: E402
+from examples.tpch.queries import QUERIES  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

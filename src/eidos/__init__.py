@@ -20,8 +20,22 @@ from eidos.flow.frame import Flow, GroupBy
 from eidos.flow.read import from_arrow, from_pydict, read_csv, read_parquet, read_sql
 from eidos.hal.registry import backends, register_backend
 from eidos.ir.dtypes import (
-    Boolean, Date, Decimal, DType, Float32, Float64, Int8, Int16, Int32, Int64, String,
-    Timestamp, UInt8, UInt16, UInt32, UInt64,
+    Boolean,
+    Date,
+    Decimal,
+    DType,
+    Float32,
+    Float64,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    String,
+    Timestamp,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
 )
 from eidos.ir.schema import Schema
 

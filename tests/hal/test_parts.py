@@ -21,7 +21,10 @@ from eidos.hal.results import DriverResults, PartResult, Results
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
 from eidos.ir.sources import PartSource, Source, SqlSource
-from tests.hal.test_planner import Recording, lanes  # noqa: F401 - lanes is a fixture
+from tests.hal import test_planner
+from tests.hal.test_planner import Recording
+
+lanes = test_planner.lanes   # the planner tests' fixture: registers lanes for one test
 
 PG = "postgresql://u:pw@h/db"
 GPU_LACKS = Coverage.everything().without(nodes=["Join", "Sort"], dtypes=["String"])

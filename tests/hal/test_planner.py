@@ -12,8 +12,8 @@ import eidos as ei
 from eidos import col
 from eidos.errors import BackendUnavailable, FallbackWarning, UnsupportedError
 from eidos.hal import devices, registry
-from eidos.hal.lane import Availability, Backend, Estimate
 from eidos.hal.coverage import Coverage
+from eidos.hal.lane import Availability, Backend, Estimate
 from eidos.hal.planner import decide
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema

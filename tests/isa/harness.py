@@ -37,7 +37,8 @@ def lane_address(base: Register, size: int) -> list:
 
 
 def run_lanes(backend, body, in_types: list[Type], inputs: list[list], out_type: Type, *,
-              out_reg: Register = Register(0), in_regs=None, optimize: bool = False, shared_memory: int = 0):
+              out_reg: Register = Register(0), in_regs=None, optimize: bool = False,  # noqa: B008 - a frozen value
+              shared_memory: int = 0):
     """Each lane i loads inputs[k][i] into in_regs[k] (default r1, r2, ...), runs `body` (a Label in it
     binds there), and stores
     out_reg (as out_type) to output element i. Returns the outputs as Python values."""

@@ -13,7 +13,6 @@ from eidos.errors import IsaError
 from eidos.isa import CLASS_MEMORY_BYTES, LaunchConfig, Type, circuit
 from eidos.isa.backends.reference import ReferenceBackend
 from eidos.isa.circuit import GENERATORS, Call, Parallel, Sequence
-from tests.isa.conftest import generated_examples
 
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
@@ -39,7 +38,7 @@ def _valid(node) -> bool:
     return True
 
 
-def circuits(classes=st.integers(0, 95)):
+def circuits(classes=st.integers(0, 95)):  # noqa: B008 - a strategy is an immutable description
     """Valid syntax trees in the parser's normal form (nested sequences and parallels flattened)."""
     tree = st.recursive(_calls(classes), lambda inner: st.one_of(
         st.lists(inner, min_size=2, max_size=3).map(lambda xs: circuit.join(Sequence, xs)),

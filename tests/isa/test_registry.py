@@ -111,7 +111,7 @@ def test_class_names_resolve_through_the_registry(entries):
     assert backends.Renamed is Renamed
     assert backends.available() == {"renamed": None}
     with pytest.raises(AttributeError, match="no attribute 'CpuBackend'; kernel targets: renamed"):
-        backends.CpuBackend
+        _ = backends.CpuBackend
 
 
 def test_the_tensor_layer_has_a_backend_per_target(entries):

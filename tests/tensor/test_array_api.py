@@ -321,7 +321,7 @@ def test_linalg_complex():
     both(lambda ns, x, y: ns.linalg.solve(x, y), herm, np.arange(3.0) + 1j)
     both(lambda ns, x: ns.linalg.matrix_power(x, 2), a)
     for ord_ in (2, 1, math.inf, -math.inf, 0, 3):
-        both(lambda ns, x: ns.linalg.vector_norm(x, axis=1, ord=ord_), a)
+        both(lambda ns, x, ord_=ord_: ns.linalg.vector_norm(x, axis=1, ord=ord_), a)
     both(lambda ns, x: ns.linalg.matrix_norm(x, ord="nuc"), a)
     both(lambda ns, x, y: ns.linalg.outer(x, y), a[0], a[1])
     both(lambda ns, x, y: ns.linalg.cross(x, y), a, a[::-1].copy())

@@ -6,7 +6,6 @@ Generated inputs (Hypothesis) check the identities the standard states for every
 symmetry, odd/even symmetry, and "as if implemented as" (sin = -1j*sinh(x*1j), log2 = log/log 2, ...).
 """
 
-import cmath
 import math
 
 import numpy as np

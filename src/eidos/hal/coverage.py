@@ -19,7 +19,6 @@ from eidos.ir import expr as E
 from eidos.ir import functions as F
 from eidos.ir import nodes as N
 
-
 # Literal values a lane may be unable to hold (SQLite has no NaN), named as coverage tables list them.
 SPECIAL_VALUES = ("NaN",)
 

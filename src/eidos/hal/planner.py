@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 
 from eidos.errors import BackendUnavailable, UnsupportedError
 from eidos.hal import registry
-from eidos.hal.lane import Lane, Estimate
 from eidos.hal.devices import detect_devices, memory_budget
+from eidos.hal.lane import Estimate, Lane
 from eidos.hal.parts import LOCALITY, Cuts, Part, by_device, by_locality, places, reads
 from eidos.ir import expr as E
 from eidos.ir import nodes as N

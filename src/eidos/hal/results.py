@@ -53,7 +53,7 @@ class Results(ABC):
     def source(self, result: PartResult, reader: Lane) -> Source:
         """The source `reader` reads in place of the part `result` is the handle of."""
 
-    def release(self) -> None:
+    def release(self) -> None:  # noqa: B027 - optional: a store that keeps nothing has nothing to let go
         """Let go of every result kept: the run is over."""
 
 

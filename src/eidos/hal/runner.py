@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError, FallbackWarning, UnsupportedError
 from eidos.hal.arrow import conform
-from eidos.hal import registry
 from eidos.hal.lane import Lane
 from eidos.hal.parts import LOCALITY, Part
 from eidos.hal.planner import Decision, decide

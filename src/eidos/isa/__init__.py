@@ -5,20 +5,42 @@
 
 from __future__ import annotations
 
-from .address import (CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, NUM_PREDICATES, NUM_REGISTERS, PAGE_BYTES,
-                      PAGES_PER_CLASS, Address, Label, Predicate, Register, Space, Special, pointer)
-from .target import Backend, Target
+from .address import (
+    CLASS_BYTES,
+    CLASS_MEMORY_BYTES,
+    NUM_CLASSES,
+    NUM_PREDICATES,
+    NUM_REGISTERS,
+    PAGE_BYTES,
+    PAGES_PER_CLASS,
+    Address,
+    Label,
+    Predicate,
+    Register,
+    Space,
+    Special,
+    pointer,
+)
 from .builder import ProgramBuilder
-from .instructions import *  # noqa: F403  (every instruction class, by its spec name)
-from .instructions import (INSTRUCTIONS, BinaryMapOperation, Condition, Instruction, MapOperation, MapStep,
-                           MemoryScope, ReduceOperation)
-from .launch import ExecutionParams, LaunchConfig
-from .program import Program, disassemble
-from .types import Type
 from .cache import DiskCache, ProgramCache
-from .pool import Pool
-from .stream import stream  # after the submodule import, so `isa.stream` is the function
 from .circuit import compile_circuit
+from .instructions import *  # noqa: F403  (every instruction class, by its spec name)
+from .instructions import (
+    INSTRUCTIONS,
+    BinaryMapOperation,
+    Condition,
+    Instruction,
+    MapOperation,
+    MapStep,
+    MemoryScope,
+    ReduceOperation,
+)
+from .launch import ExecutionParams, LaunchConfig
+from .pool import Pool
+from .program import Program, disassemble
+from .stream import stream  # after the submodule import, so `isa.stream` is the function
+from .target import Backend, Target
+from .types import Type
 
 
 def from_json(obj_or_text) -> Program:

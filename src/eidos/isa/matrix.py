@@ -79,7 +79,8 @@ def _reduce(A, B, C, n, hs):
 def _register(A, B, C, n, hs):
     """Per-lane code: c[i] = a[i] * 0.5 + b[i], addresses from the global id."""
     from eidos import isa
-    from eidos.isa import Address, ExecutionParams, LaunchConfig, Register as R, Special, Type
+    from eidos.isa import Address, ExecutionParams, LaunchConfig, Special, Type
+    from eidos.isa import Register as R
 
     U64 = Type.U64
     program = _prog(
@@ -207,7 +208,7 @@ def measure(sizes=SIZES, repeats: int = 5, *, kinds=None, targets=None, referenc
                     be = registry.create(info.name)
                     program, launch = make(be, n)
                     sync = getattr(be, "synchronize", lambda: None)   # a target that runs asynchronously waits
-                    times = _time(lambda: _launch(be, program, launch), sync, repeats)
+                    times = _time(lambda be=be, program=program, launch=launch: _launch(be, program, launch), sync, repeats)
                     lo, med = min(times), statistics.median(times)
                     cell.update(min_s=lo, median_s=med, gbps=nbytes(n) / lo / 1e9)
                     if flops is not None:

@@ -269,7 +269,7 @@ def fusable(steps: tuple[MapStep, ...], count: int, ty: Type) -> bool:
                 return False
             ranges.add(r)
     rs = sorted(ranges)
-    for (k1, s1, e1), (k2, s2, e2) in zip(rs, rs[1:]):
+    for (k1, _s1, e1), (k2, s2, _e2) in zip(rs, rs[1:]):
         if k1 == k2 and s2 < e1:
             return False
     return True

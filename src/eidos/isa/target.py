@@ -8,8 +8,8 @@ from eidos.errors import BackendError
 
 from .address import CLASS_BYTES, NUM_CLASSES
 from .launch import ExecutionParams, LaunchConfig
-from .program import Program
 from .memory import Memory
+from .program import Program
 from .types import Type
 
 

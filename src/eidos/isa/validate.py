@@ -8,8 +8,19 @@ from dataclasses import fields
 from eidos.errors import IsaError, did_you_mean
 
 from . import instructions as I
-from .address import (CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, NUM_PREDICATES, NUM_REGISTERS, Address,
-                      Label, Predicate, Register, Space, Special)
+from .address import (
+    CLASS_BYTES,
+    CLASS_MEMORY_BYTES,
+    NUM_CLASSES,
+    NUM_PREDICATES,
+    NUM_REGISTERS,
+    Address,
+    Label,
+    Predicate,
+    Register,
+    Space,
+    Special,
+)
 from .cfg import successors
 from .instructions import Instruction, MapStep
 from .types import Type

@@ -16,10 +16,33 @@ from eidos.errors import AxisError, DTypeError, ShapeError
 from . import backend, dtypes
 from .array import *  # noqa: F403
 from .array import tensor as _make
-from .backend import (Backend, OperationProperties, get_backend_priority, register_backend, select_backend,
-                      set_backend, set_backend_priority, set_threshold)
-from .dtypes import (bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16, int32, int64,
-                     uint8, uint16, uint32, uint64)
+from .backend import (
+    Backend,
+    OperationProperties,
+    get_backend_priority,
+    register_backend,
+    select_backend,
+    set_backend,
+    set_backend_priority,
+    set_threshold,
+)
+from .dtypes import (
+    bfloat16,
+    bool_,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from .lower import CACHE as lowering_cache
 from .ops import *  # noqa: F403
 from .realization import *  # noqa: F403

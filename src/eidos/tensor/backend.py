@@ -34,8 +34,8 @@ import os
 import threading
 import warnings
 import weakref
-from typing import NamedTuple
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 

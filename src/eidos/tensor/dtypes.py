@@ -6,12 +6,11 @@ the ISA has no complex arithmetic, so complex operations run on the host (eidos/
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from eidos.errors import DTypeError
 from eidos.isa.types import Type
-
-import ml_dtypes
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(f"int{b}") for b in (8, 16, 32, 64))

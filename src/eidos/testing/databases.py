@@ -41,10 +41,10 @@ def representable(schema: Schema, uri: str) -> list[str]:
 
 def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
     """Create table `name` at `uri` holding `table` (eidos types); returns `ei.read_sql(uri, table=name)`."""
+    from eidos.flow.read import from_arrow, read_sql
     from eidos.lanes.sql.duckdb import table_ref
     from eidos.lanes.sql.execute import dialect
     from eidos.lanes.sql.translate import ident
-    from eidos.flow.read import from_arrow, read_sql
 
     lane = _lane(uri)
     table = from_arrow(table).plan.source.table  # eidos types, as the reference lane reads it

@@ -18,10 +18,10 @@ pl = pytest.importorskip("polars", reason="polars is not installed: pip install 
 
 import eidos as ei  # noqa: E402
 from eidos import col, lit, when  # noqa: E402
-from eidos.lanes.polars import PolarsLane  # noqa: E402
-from eidos.lanes.polars.translate import to_lazyframe  # noqa: E402
 from eidos.errors import ExecutionError  # noqa: E402
 from eidos.hal.lane import Estimate  # noqa: E402
+from eidos.lanes.polars import PolarsLane  # noqa: E402
+from eidos.lanes.polars.translate import to_lazyframe  # noqa: E402
 from eidos.testing.compare import assert_tables_equal  # noqa: E402
 
 D = decimal.Decimal

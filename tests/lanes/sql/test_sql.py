@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 import eidos as ei
 from eidos import col, lit, when
-from eidos.lanes.sql import DuckDBLane, PostgresLane, SQLiteLane
-from eidos.lanes.sql import execute as X
 from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
 from eidos.ir.sources import SqlSource
+from eidos.lanes.sql import DuckDBLane, PostgresLane, SQLiteLane
+from eidos.lanes.sql import execute as X
 from eidos.testing.compare import assert_tables_equal
 from eidos.testing.databases import HOLDS
 from eidos.testing.strategies import flows, profile
@@ -524,10 +524,9 @@ def test_generated_plans_match_reference(lane, data, store):
 
 
 def _stored(lane, gen, store):
-    from tests.lanes.helpers import replace_scans
-
     from eidos.ir import nodes as N
     from eidos.ir.sources import ArrowSource
+    from tests.lanes.helpers import replace_scans
 
     done = {}
 
@@ -552,7 +551,7 @@ def test_text_parses_by_eidos_rules(lane, store):
     there, here = store(lane, "texts", table), ei.from_arrow(table)
     for dst in (ei.Int64, ei.Int8, ei.UInt8, ei.Float64, ei.Float32, ei.Boolean, ei.Date, ei.Decimal(10, 2)):
         for i, text in enumerate(TEXTS):
-            def q(f):
+            def q(f, i=i, dst=dst):
                 return f.filter(col("i") == i).select(v=col("s").cast(dst))
             if LANES[lane].supports(q(there).plan):
                 continue

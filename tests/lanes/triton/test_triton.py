@@ -14,13 +14,12 @@ import pytest
 
 import eidos as ei
 from eidos import col, when
-from eidos.errors import BackendUnavailable, ExecutionError
-from eidos.lanes.triton import cost
-from eidos.errors import PlanError
+from eidos.errors import BackendUnavailable, ExecutionError, PlanError
 from eidos.hal import devices, planner
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ParquetSource
+from eidos.lanes.triton import cost
 from eidos.testing.compare import assert_tables_equal
 from tests.lanes.helpers import lane_or_skip, triton_lane_setup
 
@@ -389,8 +388,8 @@ EDGES = {
 def test_integer_overflow_at_the_edges(lane, arrow_type, monkeypatch):
     """Every pair of edge values through + - * // % and unary -: each row gets the reference's value,
     or an error code exactly where the reference raises (the codes are read instead of raised)."""
-    from eidos.lanes.triton import execute as X
     from eidos.ir import evaluate as V
+    from eidos.lanes.triton import execute as X
 
     codes = {}
     monkeypatch.setattr(X, "_raise_errors", lambda errors, frame, step, dev, where: codes.update(
@@ -430,8 +429,8 @@ CAST_EDGES = [
 def test_casts_at_the_edges(lane, arrow_type, values, monkeypatch):
     """Casts to every integer type (and floats, Boolean): the reference's value, or an error code exactly
     where the reference raises."""
-    from eidos.lanes.triton import execute as X
     from eidos.ir import evaluate as V
+    from eidos.lanes.triton import execute as X
 
     codes = {}
     monkeypatch.setattr(X, "_raise_errors", lambda errors, frame, step, dev, where: codes.update(

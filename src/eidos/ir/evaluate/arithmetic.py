@@ -12,8 +12,18 @@ from eidos.ir import dtypes as T
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
 from eidos.ir.evaluate.temporal import date_arith
-from eidos.ir.evaluate.values import (CTX, Fn, dec_exp, dec_fit, domain_converter, fail, strict1, strict2, to_f32,
-                                      wrap_conv)
+from eidos.ir.evaluate.values import (
+    CTX,
+    Fn,
+    dec_exp,
+    dec_fit,
+    domain_converter,
+    fail,
+    strict1,
+    strict2,
+    to_f32,
+    wrap_conv,
+)
 
 
 def _arith(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:

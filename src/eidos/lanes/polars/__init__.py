@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from eidos.lanes.polars.coverage import COVERAGE
 from eidos.errors import BackendUnavailable
+from eidos.hal.lane import Availability, Estimate, Lane, installed
 from eidos.hal.memo import once
-from eidos.hal.lane import Availability, Lane, Estimate, installed
 from eidos.ir import nodes as N
+from eidos.lanes.polars.coverage import COVERAGE
 
 
 class PolarsLane(Lane):

@@ -17,9 +17,9 @@ cost constants come from".
 
 from __future__ import annotations
 
-from eidos.hal.lane import Estimate
 from eidos.hal.cost import RowFlow
 from eidos.hal.cost import estimate as row_flow
+from eidos.hal.lane import Estimate
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N

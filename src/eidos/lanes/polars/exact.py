@@ -8,9 +8,9 @@ import functools
 import math
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
+import polars as pl
 from eidos.ir.dtypes import DType
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import polars as pl
 import pyarrow as pa
 
-from eidos.lanes.polars.translate import Ctx, to_lazyframe
+import polars as pl
 from eidos.errors import EidosError, ExecutionError
 from eidos.hal.arrow import conform
 from eidos.ir import nodes as N
+from eidos.lanes.polars.translate import Ctx, to_lazyframe
 
 # The streaming engine processes batches (it holds no memory limit); "auto" lets Polars choose.
 ENGINES = {False: "auto", True: "streaming"}

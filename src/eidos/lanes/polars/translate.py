@@ -16,10 +16,9 @@ import re
 from dataclasses import dataclass, field
 from functools import singledispatch
 
-import polars as pl
 import pyarrow as pa
 
-from eidos.lanes.polars import exact
+import polars as pl
 from eidos.errors import ExecutionError, UnsupportedError
 from eidos.hal import coverage as C
 from eidos.hal.arrow import batch_result
@@ -33,6 +32,7 @@ from eidos.ir.dtypes import DType
 from eidos.ir.evaluate import caster, kernel, udf_value
 from eidos.ir.schema import Schema
 from eidos.ir.typing import adapt, infer, literal_dtype, promote
+from eidos.lanes.polars import exact
 
 # --- types ------------------------------------------------------------------
 

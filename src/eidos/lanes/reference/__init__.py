@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eidos.lanes.reference.coverage import COVERAGE
 from eidos.hal.lane import Lane
 from eidos.ir import nodes as N
+from eidos.lanes.reference.coverage import COVERAGE
 
 
 class ReferenceLane(Lane):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eidos.lanes.reference.translate import Rows, function_name, translate
 from eidos.errors import EidosError, ExecutionError
 from eidos.hal.arrow import batch_result, read_local
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
+from eidos.lanes.reference.translate import Rows, function_name, translate
 
 
 def execute(plan: N.Node) -> pa.Table:

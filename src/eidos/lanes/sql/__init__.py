@@ -6,8 +6,8 @@ postgresql.py); execute.py runs it. Engines and sqlglot load only when a lane ru
 
 from __future__ import annotations
 
+from eidos.hal.lane import Availability, Estimate, Lane, installed
 from eidos.hal.memo import once
-from eidos.hal.lane import Availability, Lane, Estimate, installed
 from eidos.ir import nodes as N
 from eidos.ir.sources import SqlSource
 from eidos.lanes.sql.coverage import COVERAGE

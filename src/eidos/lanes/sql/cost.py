@@ -8,9 +8,9 @@ cost constants come from".
 
 from __future__ import annotations
 
-from eidos.hal.lane import Estimate
 from eidos.hal.cost import RowFlow
 from eidos.hal.cost import estimate as row_flow
+from eidos.hal.lane import Estimate
 from eidos.ir import nodes as N
 
 MODEL = RowFlow(

@@ -24,7 +24,15 @@ from eidos.ir.dtypes import DType
 from eidos.ir.expr import Literal
 from eidos.ir.typing import adapt, literal_dtype, promote
 from eidos.lanes.sql.translate import (
-    NULL, binop, case, column, float_literal, fn, literal_text, number, paren, string,
+    NULL,
+    binop,
+    case,
+    float_literal,
+    fn,
+    literal_text,
+    number,
+    paren,
+    string,
 )
 
 # float32's largest finite value rounds to infinity from here up (2**128 * (1 - 2**-25)).

@@ -14,7 +14,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import grammar as G
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
-from eidos.lanes.sql.dialect import Dialect, _is, _not_null, _and
+from eidos.lanes.sql.dialect import Dialect, _and, _is, _not_null
 from eidos.lanes.sql.duckdb import table_ref
 from eidos.lanes.sql.translate import by_name, case, fn, number, paren, string
 

@@ -35,7 +35,6 @@ from eidos.ir.dtypes import DType
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer, promote
 
-
 # ---------------------------------------------------------------- small builders
 
 def ident(name: str) -> exp.Identifier:

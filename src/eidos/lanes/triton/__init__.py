@@ -6,12 +6,12 @@ import os
 
 import pyarrow as pa
 
-from eidos.lanes.triton.coverage import COVERAGE, extra_gaps
 from eidos.errors import BackendUnavailable
 from eidos.hal import devices
-from eidos.hal.lane import Availability, Lane, Estimate, installed
+from eidos.hal.lane import Availability, Estimate, Lane, installed
 from eidos.hal.memo import once
 from eidos.ir import nodes as N
+from eidos.lanes.triton.coverage import COVERAGE, extra_gaps
 
 INSTALL = "pip install 'eidos[gpu]'"
 

@@ -31,10 +31,10 @@ import re
 from dataclasses import dataclass
 
 from eidos.errors import PlanError
-from eidos.hal.lane import Estimate
 from eidos.hal.cost import RowFlow, row_bytes
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.devices import parse_size
+from eidos.hal.lane import Estimate
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N

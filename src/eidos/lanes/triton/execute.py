@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from fractions import Fraction
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import singledispatch
 
 import numpy as np
 import pyarrow as pa
 
-from eidos.lanes.triton import translate as L
-from eidos.lanes.triton.target import Device
 from eidos.errors import ExecutionError, UnsupportedError
 from eidos.hal.arrow import read_local
 from eidos.ir import dtypes as T
@@ -31,7 +29,8 @@ from eidos.ir import nodes as N
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer
-
+from eidos.lanes.triton import translate as L
+from eidos.lanes.triton.target import Device
 
 # Torch holds each column in a type it fully supports: unsigned 16..64-bit integers in the signed type
 # of their width (the same bytes; the ISA programs read them as unsigned, Arrow gets them back as such).
@@ -240,7 +239,7 @@ def _powers(frame: Frame, outputs: list[tuple[str, E.Expr]], dev: Device, where:
             added[name] = Column(result, valid, rt)
         frame = Frame({**frame.columns, **added}, frame.n, frame.keep, frame.padded)
 
-        def swap(x: E.Expr) -> E.Expr:
+        def swap(x: E.Expr, inner=inner) -> E.Expr:
             return E.Column(inner[x]) if isinstance(x, E.Call) and x in inner else x
         outputs = [(n, E.transform(e, swap)) for n, e in outputs]
 

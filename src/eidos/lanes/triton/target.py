@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 
 from eidos.errors import BackendUnavailable
-from eidos.isa import ExecutionParams, LaunchConfig
-from eidos.isa import registry
+from eidos.isa import ExecutionParams, LaunchConfig, registry
 
 KERNELS_ENV = "EIDOS_TRITON_KERNELS"
 INSTALL = "pip install 'eidos[gpu]'"
