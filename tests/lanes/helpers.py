@@ -75,16 +75,12 @@ def replace_scans(plan: N.Node, fn: Callable[[N.Scan], N.Node]) -> N.Node:
 
 
 def triton_lane_setup() -> None:
-    """Let the triton lane run here: without CUDA, Triton's interpreter (set before triton is imported);
-    until the Triton kernel target exists, its programs on the ISA reference interpreter (the lowering
-    is the same; EIDOS_TRITON_KERNELS set by hand wins)."""
+    """Let the triton lane run here: without CUDA, under Triton's interpreter (set before triton is
+    imported). EIDOS_TRITON_KERNELS set by hand wins (e.g. `reference`: the lane's programs on the ISA
+    reference interpreter)."""
     if "EIDOS_TRITON_KERNELS" in os.environ or importlib.util.find_spec("torch") is None:
         return
     import torch
 
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    from eidos.isa.backends import triton as kernels
-
-    if not hasattr(kernels, "TritonBackend"):
-        os.environ["EIDOS_TRITON_KERNELS"] = "reference"

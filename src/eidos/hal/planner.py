@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from eidos.errors import BackendUnavailable, UnsupportedError
 from eidos.hal import registry
 from eidos.hal.devices import detect_devices, memory_budget
-from eidos.hal.lane import Estimate, Lane
+from eidos.hal.lane import Lane
 from eidos.hal.parts import LOCALITY, Cuts, Part, by_device, by_locality, places, reads
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
@@ -395,10 +395,6 @@ def _bytes(n: int) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
         n /= 1024
     return f"{n} B"
-
-
-def estimate_text(est: Estimate | None) -> str:
-    return "no estimate" if est is None else f"{est.seconds:.3g} s"
 
 
 def render(decision: Decision) -> str:

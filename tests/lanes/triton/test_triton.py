@@ -1,6 +1,5 @@
 """The Triton lane: nulls, filters, aggregates, value errors, split plans and explain, each against the
-reference lane. Runs on CUDA when there is one, else under Triton's interpreter; until the Triton
-kernel target lands its programs run on the ISA reference interpreter (tests/lanes/helpers.py).
+reference lane. Runs on CUDA when there is one, else under Triton's interpreter (tests/lanes/helpers.py).
 The cross-lane suite (tests/lanes) runs the generated plans on this lane too."""
 
 from __future__ import annotations

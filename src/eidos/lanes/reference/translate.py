@@ -49,13 +49,8 @@ Column = Callable[[Rows], list]
 
 # ---------------------------------------------------------------- expressions
 
-def compile_expr(e: E.Expr, schema: Schema) -> Column:
-    """A closure computing `e` for every row of a Rows with `schema`."""
-    return _expr(e, schema)
-
-
 def compile_named(name: str, e: E.Expr, schema: Schema, where: str) -> Column:
-    """compile_expr, with errors saying which output column and expression failed."""
+    """A closure computing `e` for every row of a Rows with `schema`, with errors saying which output column and expression failed."""
     f = _expr(e, schema)
 
     def run(rows: Rows) -> list:
