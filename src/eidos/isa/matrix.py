@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import registry
+from .codegen.loader import cache_root
 
 SIZES = (1_000, 100_000, 10_000_000)
 QUICK_SIZES = (1_000, 100_000)
@@ -223,9 +224,8 @@ def measure(sizes=SIZES, repeats: int = 5, *, kinds=None, targets=None, referenc
 
 
 def default_path() -> Path:
-    root = os.environ.get("EIDOS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "eidos")
-    return Path(root) / "matrix.json"
+    """matrix.json in eidos's cache folder (the one the compiled targets keep their code in)."""
+    return cache_root() / "matrix.json"
 
 
 def save(result: dict, path: str | os.PathLike | None = None) -> Path:
