@@ -374,6 +374,86 @@ def test_demo_rejects_no_rows(capsys):
     assert exit_.value.code == 2
 
 
+def test_demo_writes_into_a_folder_with_other_files(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    rc, out, err = run_cli(capsys, "demo", "--rows", "100", "--dir", str(tmp_path / "new" / "deeper"))
+    assert rc == 0, err
+    rc, out, err = run_cli(capsys, "demo", "--rows", "100", "--dir", str(tmp_path))
+    assert rc == 0, err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_demo_force_needs_dir(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["demo", "--force"])
+    assert exit_.value.code == 2
+    assert "--force goes with --dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.write_text("x"), "is a file, not a folder"),
+    (lambda p: None, "cannot make the folder"),
+])
+def test_demo_dir_that_cannot_be_a_folder(capsys, tmp_path, make, words):
+    target = tmp_path / "d"
+    make(target)
+    where = target if words != "cannot make the folder" else Path("/proc/eidos-demo")
+    rc, out, err = run_cli(capsys, "demo", "--rows", "100", "--dir", str(where))
+    assert rc == 1
+    assert err.startswith("error: ") and words in err and "Traceback" not in err
+
+
+def test_run_output_that_cannot_be_written(capsys, tmp_path, plan):
+    rc, out, err = run_cli(capsys, "run", plan, "-o", "/proc/out.csv")
+    assert (rc, out) == (1, "")
+    assert err.startswith("error: cannot write '/proc/out.csv': cannot create a file in '/proc': ")
+    (tmp_path / "out.parquet").mkdir()
+    rc, out, err = run_cli(capsys, "run", plan, "-o", str(tmp_path / "out.parquet"))
+    assert rc == 1 and "it is a folder" in err
+
+
+def test_an_os_error_is_an_error_line(capsys, monkeypatch, plan):
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device", "/data/out.parquet")
+
+    monkeypatch.setattr(ei.Flow, "run", refuse)
+    rc, out, err = run_cli(capsys, "run", plan)
+    assert (rc, err) == (1, "error: No space left on device: '/data/out.parquet'\n")
+    monkeypatch.setenv("EIDOS_DEBUG", "1")
+    rc, out, err = run_cli(capsys, "run", plan)
+    assert rc == 1 and "Traceback" in err and err.endswith("error: No space left on device: '/data/out.parquet'\n")
+
+
+def test_a_bug_keeps_its_traceback(capsys, monkeypatch, plan):
+    def bug(*args, **kwargs):
+        raise ZeroDivisionError("a bug in eidos")
+
+    monkeypatch.setattr(ei.Flow, "run", bug)
+    with pytest.raises(ZeroDivisionError):
+        main(["run", plan])
+
+
+def test_entry_point_bad_input_never_prints_a_traceback(tmp_path):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "bad.json").write_text("{not json")
+    plan = tmp_path / "plan.json"
+    plan.write_text(ei.from_pydict({"a": [1]}).to_json())
+    cases = [
+        ["demo", "--rows", "50", "--dir", str(tmp_path / "file")],
+        ["demo", "--rows", "50", "--dir", "/proc/eidos-demo"],
+        ["run", str(plan), "-o", "/proc/out.csv"],
+        ["run", str(plan), "-o", str(tmp_path)],
+        ["run", str(plan), "-o", str(tmp_path / "no" / "out.csv")],
+        ["run", str(tmp_path / "bad.json")],
+        ["run", str(tmp_path)],
+        ["explain", str(tmp_path / "missing.json")],
+    ]
+    for argv in cases:
+        result = shell(str(EIDOS), *argv)
+        assert result.returncode == 1, (argv, result.stderr)
+        assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr, (argv, result.stderr)
+
+
 # ---------------------------------------------------------------- entry points
 
 
@@ -469,6 +549,17 @@ def test_backends_matrix_prints_what_was_measured_and_where(capsys, monkeypatch,
     assert f"from {tmp_path / 'matrix.json'}" in out
     rc, out, _ = run_cli(capsys, "backends", "--matrix", "--json")
     assert json.loads(out) == result
+
+
+def test_backends_matrix_file_that_is_not_json(capsys, monkeypatch, tmp_path):
+    from eidos.isa import matrix
+
+    monkeypatch.setenv("EIDOS_CACHE_DIR", str(tmp_path))
+    path = matrix.default_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{half a file")
+    rc, _, err = run_cli(capsys, "backends", "--matrix")
+    assert rc == 1 and err.startswith(f"error: the speed matrix {str(path)!r} is not valid JSON")
 
 
 def test_backends_matrix_measure_times_every_available_target(capsys, monkeypatch, tmp_path):

@@ -1,8 +1,10 @@
 """The `eidos` command: a thin shell over the public API (`import eidos`).
 
 Tables and highlighting come from rich on a terminal; in a pipe the output is
-plain aligned text, and progress is shown only on a terminal. An EidosError
-ends the command with `error: <message>` on stderr and exit status 1.
+plain aligned text, and progress is shown only on a terminal. An EidosError, or
+an OSError (a bad path, a permission, a full disk), ends the command with
+`error: <message>` on stderr and exit status 1; EIDOS_DEBUG=1 adds the
+traceback. Any other exception is a bug in eidos and shows its traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -26,6 +29,7 @@ from eidos.errors import CommandError, EidosError, UnsupportedError
 
 HEAD_DEFAULT = 20
 FORMATS = {".parquet": "parquet", ".csv": "csv"}
+DEMO_FILES = ("orders.parquet", "customers.parquet", "plan.json")
 
 
 # ---------------------------------------------------------------- output
@@ -235,7 +239,11 @@ def show_matrix(args: argparse.Namespace, out: Out) -> int:
         path = matrix.save(result)
     else:
         path = matrix.default_path()
-        result = matrix.load(path)
+        try:
+            result = matrix.load(path)
+        except ValueError as e:
+            raise CommandError(f"the speed matrix {str(path)!r} is not valid JSON ({e}); "
+                               "'eidos backends --matrix --measure' measures it again") from e
         if result is None:
             raise CommandError(f"no speed matrix has been measured on this machine (none at {path}); "
                                "'eidos backends --matrix --measure' times every kernel target now (1e3 and 1e5 "
@@ -357,7 +365,7 @@ def tables_agree(result, expected) -> str | None:
 
 def cmd_demo(args: argparse.Namespace, out: Out) -> int:
     if args.dir:
-        os.makedirs(args.dir, exist_ok=True)
+        demo_folder(args.dir, args.force)
         folder_cm = contextlib.nullcontext(args.dir)
     else:
         folder_cm = tempfile.TemporaryDirectory(prefix="eidos-demo-")
@@ -373,6 +381,23 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
         out.line(f"data: {orders_path}, {customers_path}"
                  + (f"; plan: {os.path.join(folder, 'plan.json')}" if args.dir else " (removed afterwards)"))
         return _demo_lanes(out, flow, folder)
+
+
+def demo_folder(folder: str, force: bool) -> None:
+    """The --dir folder, made if missing; files of the user's that the demo would replace stop it unless --force."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CommandError(f"--dir {folder!r} is a file, not a folder; name a folder (it is made if missing)")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise CommandError(f"cannot make the folder {folder!r}: {e.strerror}") from e
+    there = [name for name in DEMO_FILES if os.path.lexists(os.path.join(folder, name))]
+    if there and not force:
+        raise CommandError(f"{folder!r} already holds {', '.join(there)}, which the demo would replace; "
+                           "name another folder, or pass --force to replace them")
+    for name in there:
+        if os.path.isdir(os.path.join(folder, name)):
+            raise CommandError(f"{os.path.join(folder, name)!r} is a folder; the demo writes a file there")
 
 
 def _demo_lanes(out: Out, flow: ei.Flow, folder: str) -> int:
@@ -502,7 +527,10 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=5000, metavar="N", help="orders to make (default 5000)")
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     p.add_argument("--dir", metavar="DIR",
-                   help="keep the data and the plan (plan.json) in DIR instead of a temporary folder")
+                   help="keep the data and the plan (plan.json) in DIR instead of a temporary folder; "
+                        f"files named {', '.join(DEMO_FILES)} already there stop the demo unless --force")
+    p.add_argument("--force", action="store_true",
+                   help=f"with --dir: replace {', '.join(DEMO_FILES)} when DIR already holds them")
 
 
 # name: (function, arguments, one-line help, description)
@@ -555,13 +583,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rows must be at least 1")
     if getattr(args, "measure", False) and not args.matrix:
         parser.error("--measure goes with --matrix")
+    if getattr(args, "force", False) and not args.dir:
+        parser.error("--force goes with --dir")
     try:
         rc = args.func(args, Out())
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return rc
     except EidosError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return _error(str(e))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -571,6 +600,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as e:
+        # the system refused something (a path, a permission, a full disk): its words, no traceback
+        return _error(os_message(e))
+    # Any other exception is a bug in eidos: it propagates, traceback and all.
+
+
+def _error(message: str) -> int:
+    """`error: <message>` on stderr and status 1; with EIDOS_DEBUG=1 the traceback first."""
+    if os.environ.get("EIDOS_DEBUG", "") not in ("", "0"):
+        traceback.print_exc()
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+def os_message(e: OSError) -> str:
+    """What an OSError says, with the paths it names: 'Permission denied: '/x/y''."""
+    if not e.strerror:
+        return str(e) or type(e).__name__
+    names = [repr(n) for n in (e.filename, e.filename2) if n is not None]
+    return e.strerror + (f": {' -> '.join(names)}" if names else "")
 
 
 if __name__ == "__main__":  # pragma: no cover

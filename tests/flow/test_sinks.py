@@ -78,3 +78,14 @@ def test_failure_keeps_the_earlier_file(lanes, flow, tmp_path, fmt):
 def test_missing_folder_is_a_plan_error(lanes, flow, tmp_path):
     with pytest.raises(PlanError, match="does not exist"):
         flow.write_parquet(tmp_path / "nope" / "out.parquet", engine="batches")
+
+
+def test_a_folder_is_not_a_file_name(lanes, flow, tmp_path):
+    with pytest.raises(PlanError, match="it is a folder"):
+        flow.write_parquet(tmp_path, engine="batches")
+
+
+def test_a_folder_no_file_can_be_made_in_is_a_plan_error(lanes, flow):
+    # /proc exists but takes no new files, whoever runs the test (root included)
+    with pytest.raises(PlanError, match=r"cannot write '/proc/out.csv': cannot create a file in '/proc'"):
+        flow.write_csv("/proc/out.csv", engine="batches")
