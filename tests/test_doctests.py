@@ -20,6 +20,7 @@ MODULES = [
     "eidos.flow.read",
     "eidos.hal.registry",
     "eidos.hal.devices",
+    "eidos.hal.trust",
 ]
 GLOBALS = {"ei": ei, "col": ei.col, "lit": ei.lit, "when": ei.when, "count": ei.count, "date": ei.date,
            "udf": ei.udf, "datetime": datetime}

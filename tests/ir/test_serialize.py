@@ -11,10 +11,12 @@ from eidos import col
 from eidos.errors import PlanError
 
 
+@ei.register_udf
 def double(x):
     return None if x is None else 2 * x
 
 
+@ei.register_udf
 def keep(batch):
     return batch
 
@@ -58,8 +60,10 @@ def test_versioned_and_validated():
 def test_unknown_function_reference_is_a_clear_error():
     doc = json.loads(base().with_columns(b=ei.udf(double, ei.Int64)(col("a"))).to_json())
     text = json.dumps(doc).replace("test_serialize:double", "test_serialize:nope")
-    with pytest.raises(PlanError, match="cannot import function"):
+    with pytest.raises(PlanError, match="test_serialize:nope', which this process has not allowed"):
         ei.Flow.from_json(text)
+    with pytest.raises(PlanError, match="which its module does not define"):
+        ei.Flow.from_json(text, trusted_modules=("tests.ir",))
 
 
 def test_json_of_a_bad_plan_fails_validation():

@@ -7,14 +7,14 @@ build bigger ones. Nothing here evaluates anything.
 from __future__ import annotations
 
 import datetime as _dt
-import decimal as _decimal
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from eidos.errors import PlanError
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
-from eidos.ir.typing import literal_dtype
+from eidos.ir.typing import convert_literal, literal_dtype
 
 
 def to_ir(value: Any) -> E.Expr:
@@ -518,47 +518,7 @@ def lit(value: Any, dtype: Any = None) -> Expr:
         weak = natural.is_numeric and not natural.is_decimal or natural == T.Null
         return Expr(E.Literal(value, natural, weak=weak))
     target = T.coerce(dtype)
-    return Expr(E.Literal(_convert_literal(value, target), target))
-
-
-def _convert_literal(value: Any, target: T.DType) -> Any:
-    """Check (and convert) a Python value for a literal of an explicit dtype."""
-    if value is None:
-        return None
-    bad = PlanError(f"literal {value!r} cannot be a {target}")
-    if target.is_integer:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise bad
-        lo, hi = T.int_range(target)
-        if not lo <= value <= hi:
-            raise PlanError(f"literal {value} is out of range for {target} ({lo}..{hi})")
-        return value
-    if target.is_float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad
-        return float(value)
-    if target.is_decimal:
-        if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal, str)):
-            raise bad
-        context = _decimal.Context(prec=2 * T.MAX_DECIMAL_PRECISION, rounding=_decimal.ROUND_HALF_UP)
-        try:
-            q = _decimal.Decimal(str(value)).quantize(_decimal.Decimal(1).scaleb(-target.scale), context=context)
-        except _decimal.InvalidOperation:
-            raise PlanError(f"literal {value!r} cannot be a {target}") from None
-        if len(q.as_tuple().digits) > target.precision:
-            raise PlanError(f"literal {value} does not fit in {target}")
-        return q
-    if target == T.Boolean and isinstance(value, bool):
-        return value
-    if target == T.String and isinstance(value, str):
-        return value
-    if target == T.Date and isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
-        return value
-    if target == T.Timestamp and isinstance(value, _dt.datetime):
-        if value.tzinfo is not None:
-            raise PlanError(f"timestamp literal {value} has a time zone; eidos timestamps are naive")
-        return value
-    raise bad
+    return Expr(E.Literal(convert_literal(value, target), target))
 
 
 def count() -> Expr:
@@ -644,22 +604,71 @@ def when(condition: Any) -> _When:
     return _When((), to_ir(condition))
 
 
-def udf(fn: Callable, return_dtype: Any) -> Callable[..., Expr]:
-    """Wrap a per-row Python function: `ei.udf(f, ei.Float64)(col("a"), col("b"))`.
+class Udf:
+    """A per-row Python function as an expression builder: call it with columns to get an `Expr`.
 
-    The function is opaque to the lanes that compile plans, so the planner sends such plans to a lane
-    that can call Python. A str argument names a column.
+    `ei.udf` makes one; `.fn` is the function itself, `.return_dtype` what it returns.
+    """
+
+    def __init__(self, fn: Callable, return_dtype: Any):
+        if not callable(fn):
+            raise PlanError(f"udf() takes a callable, got {fn!r}")
+        self.fn, self.return_dtype = fn, T.coerce(return_dtype)
+        functools.update_wrapper(self, fn)
+
+    @property
+    def __eidos_function__(self) -> Callable:  # what the trust model registers and resolves
+        return self.fn
+
+    def __call__(self, *args: Any) -> Expr:
+        return Expr(E.Udf(self.fn, self.return_dtype,
+                          tuple(name_or_expr(a) if isinstance(a, str) else to_ir(a) for a in args)))
+
+    def __repr__(self) -> str:
+        return f"udf({getattr(self.fn, '__qualname__', self.fn)!r}, {self.return_dtype})"
+
+
+_NO_DTYPE = object()
+
+
+def udf(fn_or_dtype: Any, return_dtype: Any = _NO_DTYPE, *, name: str | None = None,
+        replace: bool = False) -> Any:
+    """A per-row Python function as an expression: `ei.udf(f, ei.Float64)(col("a"), col("b"))`.
+
+    As a decorator, `@ei.udf(ei.Float64)` also registers the function (`ei.register_udf`, under
+    `name`, by default `module:qualname`), so a plan that names it loads in any process that
+    registered it, without importing anything. `ei.udf(f, dtype)` registers only when given a
+    `name`: its plans are stored by `module:qualname`, and another process loads them only when
+    it registers `f` or trusts its module (`Flow.from_json(text, trusted_modules=...)`).
+
+    The function is opaque to the lanes that compile plans, so the planner sends such plans to a
+    lane that can call Python. A str argument names a column.
 
     Examples:
         >>> hypot = udf(lambda a, b: (a * a + b * b) ** 0.5, ei.Float64)
         >>> ei.from_pydict({"a": [3.0], "b": [4.0]}).select(h=hypot("a", col("b"))).run().to_pydict()
         {'h': [5.0]}
+        >>> @udf(ei.Int64, name="examples:twice")
+        ... def twice(x):
+        ...     return None if x is None else 2 * x
+        >>> flow = ei.from_pydict({"a": [1, None]}).select(b=twice("a"))
+        >>> ei.Flow.from_json(flow.to_json()).run().to_pydict()
+        {'b': [2, None]}
     """
-    if not callable(fn):
-        raise PlanError(f"udf() takes a callable, got {fn!r}")
-    dtype = T.coerce(return_dtype)
+    from eidos.hal.trust import register_udf
 
-    def apply(*args: Any) -> Expr:
-        return Expr(E.Udf(fn, dtype, tuple(name_or_expr(a) if isinstance(a, str) else to_ir(a) for a in args)))
+    if return_dtype is not _NO_DTYPE:
+        if name is not None:
+            register_udf(fn_or_dtype, name, replace=replace)
+        return Udf(fn_or_dtype, return_dtype)
+    if callable(fn_or_dtype) and not isinstance(fn_or_dtype, (T.DType, type)):
+        raise PlanError(f"udf({fn_or_dtype!r}) needs the dtype the function returns: ei.udf(fn, ei.Float64), "
+                        "or @ei.udf(ei.Float64) above its definition")
+    dtype = T.coerce(fn_or_dtype)
 
-    return apply
+    def register(fn: Callable) -> Udf:
+        built = Udf(fn, dtype)
+        register_udf(fn, name, replace=replace)
+        return built
+
+    return register

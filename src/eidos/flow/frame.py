@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -376,6 +376,9 @@ class Flow:
     def to_json(self) -> str:
         """A versioned JSON form of the plan (in-memory data included); `Flow.from_json` reads it back.
 
+        A function the plan calls (`ei.udf`, `map_batches`) is stored by the name it was registered
+        under (`ei.register_udf`, `@ei.udf`), else by `module:qualname`.
+
         Examples:
             >>> text = ei.from_pydict({"a": [1, 2]}).filter(col("a") > 1).to_json()
             >>> text[:45]
@@ -383,22 +386,36 @@ class Flow:
             >>> ei.Flow.from_json(text).run().to_pydict()
             {'a': [2]}
         """
+        from eidos.hal.trust import name_of
         from eidos.ir.serialize import dumps
 
-        return dumps(self._plan)
+        return dumps(self._plan, name=name_of)
 
     @classmethod
-    def from_json(cls, text: str) -> Flow:
-        """The Flow that `to_json()` wrote.
+    def from_json(cls, text: str | bytes, *, trusted_modules: Iterable[str] = ()) -> Flow:
+        """The Flow that `to_json()` wrote; it may come from anywhere, so it names no code unless allowed.
+
+        A function the plan names must be registered in this process (`ei.register_udf`,
+        `@ei.udf`) or defined in one of `trusted_modules` (a module allows its submodules too);
+        anything else is a PlanError that names it and how to allow it. Nothing else is imported.
 
         Examples:
             >>> flow = ei.from_pydict({"a": [3, 1]}).sort("a")
             >>> ei.Flow.from_json(flow.to_json()).run().to_pydict()
             {'a': [1, 3]}
+            >>> import math
+            >>> text = ei.from_pydict({"x": [4.0]}).select(r=udf(math.sqrt, ei.Float64)("x")).to_json()
+            >>> ei.Flow.from_json(text)
+            Traceback (most recent call last):
+            ...
+            eidos.errors.PlanError: plan JSON at plan.columns[0][1].udf: the plan names function 'math:sqrt', ...
+            >>> ei.Flow.from_json(text, trusted_modules=("math",)).run().to_pydict()
+            {'r': [2.0]}
         """
+        from eidos.hal.trust import Trust
         from eidos.ir.serialize import loads
 
-        return cls(loads(text))
+        return cls(loads(text, resolve=Trust.of(trusted_modules).resolve))
 
 
 def _per_key(value: Any, n: int, what: str) -> list:

@@ -6,6 +6,7 @@ and maps them to and from Arrow.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -170,9 +171,13 @@ def from_arrow(t: pa.DataType, *, column: str = "?") -> DType:
 
 def parse(text: str) -> DType:
     """Inverse of `str(dtype)`: used by the JSON form."""
-    if text.startswith("Decimal(") and text.endswith(")"):
-        p, s = text[len("Decimal("):-1].split(",")
-        return Decimal(int(p), int(s))
+    if not isinstance(text, str):
+        raise PlanError(f"a dtype is written as a str such as 'Int64' or 'Decimal(10, 2)', got {text!r}")
+    if text.startswith("Decimal("):
+        m = re.fullmatch(r"Decimal\(\s*(\d{1,3})\s*,\s*(\d{1,3})\s*\)", text, re.ASCII)
+        if m is None:
+            raise PlanError(f"unknown dtype {text!r}; a decimal is written 'Decimal(precision, scale)'")
+        return Decimal(int(m[1]), int(m[2]))
     try:
         return BY_NAME[text]
     except KeyError:

@@ -1,31 +1,45 @@
 """The versioned JSON form of a plan; round-trips losslessly.
 
-In-memory Arrow data is embedded as base64 Arrow IPC; an opaque Python
-function is stored by importable name `module:qualname`, and one that has
-none (a lambda, a closure) is refused with a clear error.
+In-memory Arrow data is embedded as base64 Arrow IPC. An opaque Python function is stored by the
+name the writer's `name` gives it and read back only through the reader's `resolve`: this module
+never imports or calls anything a plan names (`eidos.hal.trust` decides what a name may mean).
+
+A plan may come from anywhere, so reading checks the shape of every value before using it: a
+malformed document is a PlanError that says where in it things went wrong (`plan.input.columns[1]`).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as _dt
 import decimal as _decimal
-import importlib
 import json
 import math
+import re
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
-from eidos.errors import PlanError
+from eidos.errors import PlanError, did_you_mean
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.schema import Schema
+from eidos.ir.typing import convert_literal
 
 FORMAT = "eidos-plan"
 VERSION = 1
+# Deeper documents are refused before they are read: what validation, rewriting and the lanes walk
+# recursively stays well inside Python's recursion limit (a plan node is about two levels, an operator
+# in an expression two more).
+MAX_DEPTH = 200
+MAX_COUNT = 2**63 - 1   # row counts, byte sizes, limit and offset
+
+Name = Callable[[Callable, str], str]        # (function, what it is) -> the name a plan stores
+Resolve = Callable[[str], Callable]          # a stored name -> the function; PlanError if not allowed
 
 
 # ---------------------------------------------------------------- values
@@ -49,50 +63,13 @@ def _value(v: Any) -> Any:
     raise PlanError(f"cannot store value {v!r} of type {type(v).__name__} in JSON")
 
 
-def _unvalue(j: Any) -> Any:
-    if not isinstance(j, dict):
-        return j
-    (tag, x), = j.items()
-    return {
-        "int": int, "float": float, "decimal": _decimal.Decimal,
-        "timestamp": _dt.datetime.fromisoformat, "date": _dt.date.fromisoformat,
-        "tuple": lambda xs: tuple(_unvalue(i) for i in xs),
-    }[tag](x)
-
-
-def _fn_ref(fn: Any, what: str) -> str:
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<" in qualname:
-        raise PlanError(f"{what} {fn!r} has no importable name (a lambda or a nested function); "
-                        "define it at module level so the plan can be stored as JSON")
-    if _resolve(f"{module}:{qualname}") is not fn:
-        raise PlanError(f"{what} {module}:{qualname} does not import back as the same object; "
-                        "define it at module level so the plan can be stored as JSON")
-    return f"{module}:{qualname}"
-
-
-def _resolve(ref: str) -> Any:
-    module, _, qualname = ref.partition(":")
-    try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise PlanError(f"cannot import function {ref!r} named in the plan: {e}") from e
-    return obj
-
-
 def _schema(s: Schema) -> list:
     return [[n, str(t)] for n, t in s.items()]
 
 
-def _unschema(j: list) -> Schema:
-    return Schema((n, T.parse(t)) for n, t in j)
+# ---------------------------------------------------------------- writing
 
-
-# ---------------------------------------------------------------- expressions
-
-def expr_to(e: E.Expr) -> dict:
+def expr_to(e: E.Expr, name: Name) -> dict:
     if isinstance(e, E.Column):
         return {"col": e.name}
     if isinstance(e, E.Literal):
@@ -101,60 +78,27 @@ def expr_to(e: E.Expr) -> dict:
             out["weak"] = True
         return out
     if isinstance(e, E.Alias):
-        return {"alias": e.name, "expr": expr_to(e.expr)}
+        return {"alias": e.name, "expr": expr_to(e.expr, name)}
     if isinstance(e, E.Cast):
-        return {"cast": str(e.dtype), "expr": expr_to(e.expr)}
+        return {"cast": str(e.dtype), "expr": expr_to(e.expr, name)}
     if isinstance(e, E.Call):
-        return {"call": e.fn, "args": [expr_to(a) for a in e.args], "options": [_value(o) for o in e.options]}
+        return {"call": e.fn, "args": [expr_to(a, name) for a in e.args], "options": [_value(o) for o in e.options]}
     if isinstance(e, E.Case):
-        return {"case": [[expr_to(c), expr_to(v)] for c, v in e.branches], "otherwise": expr_to(e.otherwise)}
+        return {"case": [[expr_to(c, name), expr_to(v, name)] for c, v in e.branches],
+                "otherwise": expr_to(e.otherwise, name)}
     if isinstance(e, E.Agg):
-        return {"agg": e.fn, "arg": None if e.arg is None else expr_to(e.arg)}
+        return {"agg": e.fn, "arg": None if e.arg is None else expr_to(e.arg, name)}
     if isinstance(e, E.Udf):
-        return {"udf": _fn_ref(e.fn, "udf function"), "dtype": str(e.return_dtype),
-                "args": [expr_to(a) for a in e.args]}
+        return {"udf": name(e.fn, "udf function"), "dtype": str(e.return_dtype),
+                "args": [expr_to(a, name) for a in e.args]}
     raise PlanError(f"cannot store expression {type(e).__name__} in JSON")
 
-
-def expr_from(j: dict) -> E.Expr:
-    if "col" in j:
-        return E.Column(j["col"])
-    if "lit" in j:
-        return E.Literal(_unvalue(j["lit"]), T.parse(j["dtype"]), weak=j.get("weak", False))
-    if "alias" in j:
-        return E.Alias(expr_from(j["expr"]), j["alias"])
-    if "cast" in j:
-        return E.Cast(expr_from(j["expr"]), T.parse(j["cast"]))
-    if "call" in j:
-        return E.Call(j["call"], tuple(expr_from(a) for a in j["args"]), tuple(_unvalue(o) for o in j["options"]))
-    if "case" in j:
-        return E.Case(tuple((expr_from(c), expr_from(v)) for c, v in j["case"]), expr_from(j["otherwise"]))
-    if "agg" in j:
-        return E.Agg(j["agg"], None if j["arg"] is None else expr_from(j["arg"]))
-    if "udf" in j:
-        return E.Udf(_resolve(j["udf"]), T.parse(j["dtype"]), tuple(expr_from(a) for a in j["args"]))
-    raise PlanError(f"unknown expression in plan JSON: {sorted(j)}")
-
-
-def _named(pairs: N.NamedExprs) -> list:
-    return [[n, expr_to(e)] for n, e in pairs]
-
-
-def _unnamed(j: list) -> N.NamedExprs:
-    return tuple((n, expr_from(e)) for n, e in j)
-
-
-# ---------------------------------------------------------------- sources
 
 def _ipc(table: pa.Table) -> str:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return base64.b64encode(sink.getvalue().to_pybytes()).decode("ascii")
-
-
-def _unipc(text: str) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(base64.b64decode(text))).read_all()
 
 
 def source_to(s: S.Source) -> dict:
@@ -171,95 +115,336 @@ def source_to(s: S.Source) -> dict:
     raise PlanError(f"cannot store source {type(s).__name__} in JSON")
 
 
-def source_from(j: dict) -> S.Source:
-    schema = _unschema(j["schema"])
-    kind = j["source"]
-    if kind == "parquet":
-        return S.ParquetSource(schema, path=j["path"], files=tuple(j["files"]), rows=j["rows"], nbytes=j["bytes"])
-    if kind == "csv":
-        return S.CsvSource(schema, path=j["path"], has_header=j["has_header"], delimiter=j["delimiter"],
-                           nbytes=j["bytes"])
-    if kind == "arrow":
-        return S.ArrowSource(schema, token=j["token"], table=_unipc(j["ipc"]))
-    if kind == "sql":
-        return S.SqlSource(schema, uri=j["uri"], table=j["table"], query=j["query"], rows=j["rows"])
-    raise PlanError(f"unknown source kind {kind!r} in plan JSON")
+def node_to(n: N.Node, name: Name) -> dict:
+    def named(pairs: N.NamedExprs) -> list:
+        return [[k, expr_to(e, name)] for k, e in pairs]
 
-
-# ---------------------------------------------------------------- nodes
-
-def node_to(n: N.Node) -> dict:
     if isinstance(n, N.Scan):
         return {"node": "Scan", "source": source_to(n.source),
                 "columns": None if n.columns is None else list(n.columns)}
     if isinstance(n, N.Filter):
-        return {"node": "Filter", "input": node_to(n.input), "predicate": expr_to(n.predicate)}
+        return {"node": "Filter", "input": node_to(n.input, name), "predicate": expr_to(n.predicate, name)}
     if isinstance(n, N.Project):
-        return {"node": "Project", "input": node_to(n.input), "columns": _named(n.columns)}
+        return {"node": "Project", "input": node_to(n.input, name), "columns": named(n.columns)}
     if isinstance(n, N.Aggregate):
-        return {"node": "Aggregate", "input": node_to(n.input), "keys": _named(n.keys), "aggs": _named(n.aggs)}
+        return {"node": "Aggregate", "input": node_to(n.input, name), "keys": named(n.keys), "aggs": named(n.aggs)}
     if isinstance(n, N.Join):
-        return {"node": "Join", "left": node_to(n.left), "right": node_to(n.right), "how": n.how,
+        return {"node": "Join", "left": node_to(n.left, name), "right": node_to(n.right, name), "how": n.how,
                 "left_on": list(n.left_on), "right_on": list(n.right_on), "suffix": n.suffix}
     if isinstance(n, N.Sort):
-        return {"node": "Sort", "input": node_to(n.input),
-                "keys": [[expr_to(k.expr), k.descending, k.nulls_last] for k in n.keys]}
+        return {"node": "Sort", "input": node_to(n.input, name),
+                "keys": [[expr_to(k.expr, name), k.descending, k.nulls_last] for k in n.keys]}
     if isinstance(n, N.Limit):
-        return {"node": "Limit", "input": node_to(n.input), "n": n.n, "offset": n.offset}
+        return {"node": "Limit", "input": node_to(n.input, name), "n": n.n, "offset": n.offset}
     if isinstance(n, N.Distinct):
-        return {"node": "Distinct", "input": node_to(n.input)}
+        return {"node": "Distinct", "input": node_to(n.input, name)}
     if isinstance(n, N.Union):
-        return {"node": "Union", "inputs": [node_to(i) for i in n.inputs]}
+        return {"node": "Union", "inputs": [node_to(i, name) for i in n.inputs]}
     if isinstance(n, N.MapBatches):
-        return {"node": "MapBatches", "input": node_to(n.input), "fn": _fn_ref(n.fn, "map_batches function"),
+        return {"node": "MapBatches", "input": node_to(n.input, name), "fn": name(n.fn, "map_batches function"),
                 "schema": _schema(n.output_schema)}
     raise PlanError(f"cannot store plan node {type(n).__name__} in JSON")
 
 
-def node_from(j: dict) -> N.Node:
-    kind = j.get("node")
-    if kind == "Scan":
-        cols = j["columns"]
-        return N.Scan(source_from(j["source"]), None if cols is None else tuple(cols))
-    if kind == "Filter":
-        return N.Filter(node_from(j["input"]), expr_from(j["predicate"]))
-    if kind == "Project":
-        return N.Project(node_from(j["input"]), _unnamed(j["columns"]))
-    if kind == "Aggregate":
-        return N.Aggregate(node_from(j["input"]), _unnamed(j["keys"]), _unnamed(j["aggs"]))
-    if kind == "Join":
-        return N.Join(node_from(j["left"]), node_from(j["right"]), j["how"], tuple(j["left_on"]),
-                      tuple(j["right_on"]), j["suffix"])
-    if kind == "Sort":
-        return N.Sort(node_from(j["input"]), tuple(N.SortKey(expr_from(e), d, nl) for e, d, nl in j["keys"]))
-    if kind == "Limit":
-        return N.Limit(node_from(j["input"]), j["n"], j["offset"])
-    if kind == "Distinct":
-        return N.Distinct(node_from(j["input"]))
-    if kind == "Union":
-        return N.Union(tuple(node_from(i) for i in j["inputs"]))
-    if kind == "MapBatches":
-        return N.MapBatches(node_from(j["input"]), _resolve(j["fn"]), _unschema(j["schema"]))
-    raise PlanError(f"unknown plan node {kind!r} in plan JSON")
+def dumps(plan: N.Node, *, name: Name) -> str:
+    """The JSON text of `plan`; `name(fn, what)` gives the name stored for each function it calls."""
+    return json.dumps({"format": FORMAT, "version": VERSION, "plan": node_to(plan, name)})
 
 
-def dumps(plan: N.Node) -> str:
-    return json.dumps({"format": FORMAT, "version": VERSION, "plan": node_to(plan)})
+# ---------------------------------------------------------------- reading
+
+_KINDS = {"str": (str,), "bool": (bool,), "list": (list,), "object": (dict,), "int": (int,)}
+_WHAT = {"str": "a string", "bool": "true or false", "list": "a list", "object": "an object",
+         "int": "an integer", "count": f"an integer in 0..{MAX_COUNT}"}
 
 
-def loads(text: str | bytes | dict) -> N.Node:
-    """A plan from its JSON form; PlanError for malformed JSON or an unknown version."""
+def _show(v: Any) -> str:
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        return f"an integer of {v.bit_length()} bits"
+    try:
+        text = json.dumps(v, default=repr)
+    except ValueError:  # an integer of more digits than Python converts to text, deep inside
+        return "a value too large to show"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fail(at: str, message: str) -> PlanError:
+    return PlanError(f"plan JSON at {at}: {message}")
+
+
+def _check(v: Any, kind: str, at: str) -> Any:
+    base = "int" if kind == "count" else kind
+    ok = isinstance(v, _KINDS[base]) and (base == "bool" or not isinstance(v, bool))
+    if ok and kind == "count":
+        ok = 0 <= v <= MAX_COUNT
+    if not ok:
+        raise _fail(at, f"expected {_WHAT[kind]}, got {_show(v)}")
+    return v
+
+
+def _field(j: dict, key: str, kind: str, at: str, *, null: bool = False) -> Any:
+    if key not in j:
+        raise _fail(at, f"missing {key!r}")
+    v = j[key]
+    return None if v is None and null else _check(v, kind, f"{at}.{key}")
+
+
+def _only(j: dict, keys: tuple[str, ...], at: str) -> None:
+    extra = [k for k in j if k not in keys]
+    if extra:
+        raise _fail(at, f"unknown key {extra[0]!r}; expected the keys {', '.join(keys)}")
+
+
+def _strings(j: Any, at: str) -> tuple[str, ...]:
+    return tuple(_check(x, "str", f"{at}[{i}]") for i, x in enumerate(_check(j, "list", at)))
+
+
+def _dtype(j: Any, at: str) -> T.DType:
+    try:
+        return T.parse(_check(j, "str", at))
+    except PlanError as e:
+        raise _fail(at, str(e)) from None
+
+
+def _unschema(j: Any, at: str) -> Schema:
+    fields = []
+    for i, pair in enumerate(_check(j, "list", at)):
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise _fail(f"{at}[{i}]", f"expected [name, dtype], got {_show(pair)}")
+        fields.append((_check(pair[0], "str", f"{at}[{i}][0]"), _dtype(pair[1], f"{at}[{i}][1]")))
+    try:
+        return Schema(fields)
+    except PlanError as e:
+        raise _fail(at, str(e)) from None
+
+
+_TAGS = ("int", "float", "decimal", "timestamp", "date", "tuple")
+
+
+def _unvalue(j: Any, at: str) -> Any:
+    if j is None or isinstance(j, (bool, str, int, float)):
+        return j
+    if not (isinstance(j, dict) and len(j) == 1 and next(iter(j)) in _TAGS):
+        raise _fail(at, f"expected a JSON scalar or an object with one key of {', '.join(_TAGS)}, got {_show(j)}")
+    (tag, x), = j.items()
+    if tag == "tuple":
+        return tuple(_unvalue(v, f"{at}.tuple[{i}]") for i, v in enumerate(_check(x, "list", f"{at}.tuple")))
+    text = _check(x, "str", f"{at}.{tag}")
+    try:
+        if tag == "int":
+            if not re.fullmatch(r"-?[0-9]+", text):
+                raise ValueError(text)
+            return int(text)
+        if tag == "float":
+            return float(text)
+        if tag == "decimal":
+            return _decimal.Decimal(text)
+        return _dt.datetime.fromisoformat(text) if tag == "timestamp" else _dt.date.fromisoformat(text)
+    except (ValueError, _decimal.InvalidOperation):
+        raise _fail(f"{at}.{tag}", f"{_show(text)} is not a {tag}") from None
+
+
+def _literal(j: dict, at: str) -> E.Literal:
+    dtype = _dtype(j.get("dtype"), f"{at}.dtype")
+    value = _unvalue(j["lit"], f"{at}.lit")
+    try:
+        value = convert_literal(value, dtype)
+    except PlanError as e:
+        raise _fail(at, str(e)) from None
+    return E.Literal(value, dtype, weak=_check(j.get("weak", False), "bool", f"{at}.weak"))
+
+
+# expression tag -> (required keys, optional keys)
+_EXPRS = {"col": (("col",), ()), "lit": (("lit", "dtype"), ("weak",)), "alias": (("alias", "expr"), ()),
+          "cast": (("cast", "expr"), ()), "call": (("call", "args", "options"), ()),
+          "case": (("case", "otherwise"), ()), "agg": (("agg", "arg"), ()), "udf": (("udf", "dtype", "args"), ())}
+_NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Project": ("input", "columns"),
+          "Aggregate": ("input", "keys", "aggs"), "Join": ("left", "right", "how", "left_on", "right_on", "suffix"),
+          "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
+          "Union": ("inputs",), "MapBatches": ("input", "fn", "schema")}
+_SOURCES = {"parquet": ("path", "files", "rows", "bytes"), "csv": ("path", "has_header", "delimiter", "bytes"),
+            "arrow": ("token", "ipc"), "sql": ("uri", "table", "query", "rows")}
+
+
+class _Reader:
+    """Reads one document; `resolve` turns a function's stored name into the function, or refuses."""
+
+    def __init__(self, resolve: Resolve):
+        self.resolve = resolve
+
+    def function(self, j: dict, key: str, at: str) -> Callable:
+        ref = _field(j, key, "str", at)
+        try:
+            return self.resolve(ref)
+        except PlanError as e:
+            raise _fail(f"{at}.{key}", str(e)) from None
+
+    def expr(self, j: Any, at: str) -> E.Expr:
+        _check(j, "object", at)
+        tags = [k for k in j if k in _EXPRS]
+        if len(tags) != 1:
+            raise _fail(at, f"an expression is an object with exactly one of the keys {', '.join(_EXPRS)}, "
+                            f"got the keys {', '.join(map(str, j)) or '(none)'}")
+        tag = tags[0]
+        required, optional = _EXPRS[tag]
+        _only(j, required + optional, at)
+        for key in required:
+            if key not in j:
+                raise _fail(at, f"missing {key!r}")
+        sub = self.expr
+        if tag == "col":
+            return E.Column(_field(j, "col", "str", at))
+        if tag == "lit":
+            return _literal(j, at)
+        if tag == "alias":
+            return E.Alias(sub(j["expr"], f"{at}.expr"), _field(j, "alias", "str", at))
+        if tag == "cast":
+            return E.Cast(sub(j["expr"], f"{at}.expr"), _dtype(j["cast"], f"{at}.cast"))
+        if tag == "call":
+            args = _field(j, "args", "list", at)
+            options = _field(j, "options", "list", at)
+            return E.Call(_field(j, "call", "str", at), tuple(sub(a, f"{at}.args[{i}]") for i, a in enumerate(args)),
+                          tuple(_unvalue(o, f"{at}.options[{i}]") for i, o in enumerate(options)))
+        if tag == "case":
+            branches = []
+            for i, pair in enumerate(_field(j, "case", "list", at)):
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    raise _fail(f"{at}.case[{i}]", f"expected [condition, value], got {_show(pair)}")
+                branches.append((sub(pair[0], f"{at}.case[{i}][0]"), sub(pair[1], f"{at}.case[{i}][1]")))
+            return E.Case(tuple(branches), sub(j["otherwise"], f"{at}.otherwise"))
+        if tag == "agg":
+            return E.Agg(_field(j, "agg", "str", at), None if j["arg"] is None else sub(j["arg"], f"{at}.arg"))
+        args = _field(j, "args", "list", at)
+        return E.Udf(self.function(j, "udf", at), _dtype(j["dtype"], f"{at}.dtype"),
+                     tuple(sub(a, f"{at}.args[{i}]") for i, a in enumerate(args)))
+
+    def named(self, j: Any, at: str) -> N.NamedExprs:
+        out = []
+        for i, pair in enumerate(_check(j, "list", at)):
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise _fail(f"{at}[{i}]", f"expected [name, expression], got {_show(pair)}")
+            out.append((_check(pair[0], "str", f"{at}[{i}][0]"), self.expr(pair[1], f"{at}[{i}][1]")))
+        return tuple(out)
+
+    def source(self, j: Any, at: str) -> S.Source:
+        _check(j, "object", at)
+        kind = _field(j, "source", "str", at)
+        if kind not in _SOURCES:
+            raise _fail(f"{at}.source", f"unknown source kind {kind!r}; kinds: {', '.join(_SOURCES)}")
+        _only(j, ("schema", "source", *_SOURCES[kind]), at)
+        schema = _unschema(j.get("schema"), f"{at}.schema")
+        if kind == "parquet":
+            return S.ParquetSource(schema, path=_field(j, "path", "str", at), files=_strings(j.get("files"), f"{at}.files"),
+                                   rows=_field(j, "rows", "count", at, null=True),
+                                   nbytes=_field(j, "bytes", "count", at, null=True))
+        if kind == "csv":
+            delimiter = _field(j, "delimiter", "str", at)
+            if len(delimiter) != 1:
+                raise _fail(f"{at}.delimiter", f"a csv delimiter is one character, got {_show(delimiter)}")
+            return S.CsvSource(schema, path=_field(j, "path", "str", at), has_header=_field(j, "has_header", "bool", at),
+                               delimiter=delimiter, nbytes=_field(j, "bytes", "count", at, null=True))
+        if kind == "arrow":
+            return S.ArrowSource(schema, token=_field(j, "token", "str", at),
+                                 table=_unipc(_field(j, "ipc", "str", at), schema, f"{at}.ipc"))
+        table, query = _field(j, "table", "str", at, null=True), _field(j, "query", "str", at, null=True)
+        if (table is None) == (query is None):
+            raise _fail(at, "a sql source names a table or a query (one of them, the other null)")
+        return S.SqlSource(schema, uri=_field(j, "uri", "str", at), table=table, query=query,
+                           rows=_field(j, "rows", "count", at, null=True))
+
+    def node(self, j: Any, at: str) -> N.Node:
+        _check(j, "object", at)
+        kind = _field(j, "node", "str", at)
+        if kind not in _NODES:
+            hint = did_you_mean(kind, _NODES)
+            raise _fail(f"{at}.node", f"unknown plan node {kind!r}" + (f"; {hint}" if hint else "")
+                        + f"; nodes: {', '.join(_NODES)}")
+        _only(j, ("node", *_NODES[kind]), at)
+        for key in _NODES[kind]:
+            if key not in j:
+                raise _fail(at, f"missing {key!r}")
+
+        def child(key: str = "input") -> N.Node:
+            return self.node(j[key], f"{at}.{key}")
+
+        if kind == "Scan":
+            cols = j["columns"]
+            return N.Scan(self.source(j["source"], f"{at}.source"),
+                          None if cols is None else _strings(cols, f"{at}.columns"))
+        if kind == "Filter":
+            return N.Filter(child(), self.expr(j["predicate"], f"{at}.predicate"))
+        if kind == "Project":
+            return N.Project(child(), self.named(j["columns"], f"{at}.columns"))
+        if kind == "Aggregate":
+            return N.Aggregate(child(), self.named(j["keys"], f"{at}.keys"), self.named(j["aggs"], f"{at}.aggs"))
+        if kind == "Join":
+            return N.Join(child("left"), child("right"), _field(j, "how", "str", at),
+                          _strings(j["left_on"], f"{at}.left_on"), _strings(j["right_on"], f"{at}.right_on"),
+                          _field(j, "suffix", "str", at))
+        if kind == "Sort":
+            keys = []
+            for i, k in enumerate(_field(j, "keys", "list", at)):
+                where = f"{at}.keys[{i}]"
+                if not (isinstance(k, list) and len(k) == 3):
+                    raise _fail(where, f"expected [expression, descending, nulls_last], got {_show(k)}")
+                nulls_last = None if k[2] is None else _check(k[2], "bool", f"{where}[2]")
+                keys.append(N.SortKey(self.expr(k[0], f"{where}[0]"), _check(k[1], "bool", f"{where}[1]"), nulls_last))
+            return N.Sort(child(), tuple(keys))
+        if kind == "Limit":
+            return N.Limit(child(), _field(j, "n", "count", at), _field(j, "offset", "count", at))
+        if kind == "Distinct":
+            return N.Distinct(child())
+        if kind == "Union":
+            inputs = _field(j, "inputs", "list", at)
+            if not inputs:
+                raise _fail(f"{at}.inputs", "a union needs at least one input")
+            return N.Union(tuple(self.node(x, f"{at}.inputs[{i}]") for i, x in enumerate(inputs)))
+        return N.MapBatches(child(), self.function(j, "fn", at), _unschema(j["schema"], f"{at}.schema"))
+
+
+def _unipc(text: str, schema: Schema, at: str) -> pa.Table:
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(base64.b64decode(text, validate=True))).read_all()
+    except (binascii.Error, ValueError, pa.ArrowException) as e:
+        raise _fail(at, f"not base64 Arrow IPC data: {e}") from None
+    if table.schema.names != list(schema.names) or table.schema.types != [t.to_arrow() for t in schema.dtypes]:
+        raise _fail(at, f"the data's columns ({table.schema}) are not the declared schema {schema}")
+    return table
+
+
+def _depth(doc: Any) -> int:
+    """How deeply lists and objects nest in `doc`, counted without recursion; stops past MAX_DEPTH."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if deepest > MAX_DEPTH:
+                break
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def loads(text: str | bytes | dict, *, resolve: Resolve) -> N.Node:
+    """A plan from its JSON form; `resolve(name)` gives the function a stored name means (or refuses).
+
+    PlanError for malformed JSON, an unknown version, a value of the wrong shape (naming where in
+    the document), a function `resolve` refuses, and a plan that does not validate.
+    """
     try:
         doc = json.loads(text) if isinstance(text, (str, bytes)) else text
-    except json.JSONDecodeError as e:
-        raise PlanError(f"plan JSON is malformed: {e}") from e
+    except RecursionError:
+        raise PlanError(f"plan JSON nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError as e:  # JSONDecodeError, bad UTF-8, an integer of more digits than Python converts
+        raise PlanError(f"plan JSON is malformed: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PlanError(f"not an eidos plan: expected a JSON object with \"format\": \"{FORMAT}\"")
-    if doc.get("version") != VERSION:
-        raise PlanError(f"plan JSON version {doc.get('version')!r} is not supported; this eidos reads version {VERSION}")
-    try:
-        plan = node_from(doc["plan"])
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise PlanError(f"plan JSON is malformed: {type(e).__name__}: {e}") from e
+    if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
+        raise PlanError(f"plan JSON version {_show(doc.get('version'))} is not supported; this eidos reads "
+                        f"version {VERSION}")
+    _only(doc, ("format", "version", "plan"), "the top level")
+    if _depth(doc) > MAX_DEPTH:
+        raise PlanError(f"plan JSON nests deeper than {MAX_DEPTH} levels")
+    plan = _Reader(resolve).node(doc.get("plan"), "plan")
     plan.schema  # noqa: B018 - validate
     return plan

@@ -56,6 +56,46 @@ def literal_dtype(value: object) -> DType:
                     "use int, float, str, bool, None, datetime.date, datetime.datetime or decimal.Decimal")
 
 
+def convert_literal(value: object, target: DType) -> object:
+    """Check (and convert) a Python value for a literal of an explicit dtype."""
+    if value is None:
+        return None
+    bad = PlanError(f"literal {value!r} cannot be a {target}")
+    if target.is_integer:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise bad
+        lo, hi = T.int_range(target)
+        if not lo <= value <= hi:
+            raise PlanError(f"literal {value} is out of range for {target} ({lo}..{hi})")
+        return value
+    if target.is_float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad
+        return float(value)
+    if target.is_decimal:
+        if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal, str)):
+            raise bad
+        context = _decimal.Context(prec=2 * T.MAX_DECIMAL_PRECISION, rounding=_decimal.ROUND_HALF_UP)
+        try:
+            q = _decimal.Decimal(str(value)).quantize(_decimal.Decimal(1).scaleb(-target.scale), context=context)
+        except _decimal.InvalidOperation:
+            raise PlanError(f"literal {value!r} cannot be a {target}") from None
+        if len(q.as_tuple().digits) > target.precision:
+            raise PlanError(f"literal {value} does not fit in {target}")
+        return q
+    if target == T.Boolean and isinstance(value, bool):
+        return value
+    if target == T.String and isinstance(value, str):
+        return value
+    if target == T.Date and isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
+        return value
+    if target == T.Timestamp and isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:
+            raise PlanError(f"timestamp literal {value} has a time zone; eidos timestamps are naive")
+        return value
+    raise bad
+
+
 def int_as_decimal(t: DType) -> DType:
     return T.Decimal(_INT_DIGITS[t.name], 0)
 

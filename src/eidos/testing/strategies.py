@@ -204,13 +204,16 @@ def tables(draw, schema: Schema | pa.Schema, *, min_rows: int = 0, max_rows: int
     return pa.Table.from_arrays(arrays, schema=schema.to_arrow())
 
 
-# ---------------------------------------------------------------- UDFs and batch functions (importable by name)
+# ---------------------------------------------------------------- UDFs and batch functions (registered, so plans
+# that name them load back: see eidos.hal.trust)
 
+@ei.register_udf
 def udf_is_none(x: Any) -> bool:
     """A per-row UDF for any type: whether the value is null."""
     return x is None
 
 
+@ei.register_udf
 def udf_sign(x: Any) -> int | None:
     """A per-row UDF for numbers: -1, 0 or 1; null for null and NaN."""
     if x is None or x != x:
@@ -218,11 +221,13 @@ def udf_sign(x: Any) -> int | None:
     return (x > 0) - (x < 0)
 
 
+@ei.register_udf
 def batches_identity(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A map_batches function that returns its batch unchanged."""
     return batch
 
 
+@ei.register_udf
 def batches_reversed(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A map_batches function that reverses the rows of each batch (row order is not part of the result)."""
     return batch.take(pa.array(range(batch.num_rows - 1, -1, -1), type=pa.int64()))
