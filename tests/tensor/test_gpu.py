@@ -204,6 +204,19 @@ def test_setitem_on_the_device():
         g[0] = T(np.ones(4, np.int16))
 
 
+def test_0d_tensors_on_the_device_and_host_0d_tensors_on_the_gpu_backend():
+    """A 0-d result (an integer index, a reduction) is a 0-d device tensor; a host one, run on the gpu backend,
+    is a 0-d NumPy array (never a NumPy scalar taken for device data) copied in."""
+    g = on_gpu([1.0, 2.0, 3.0])
+    for x in (g[0], g.sum(), g[1:][1], on_gpu(2.0)[()]):
+        r = x * 2 + 1
+        assert r.device == "gpu" and r.shape == () and T.layer_norm(x).shape == ()
+        assert float(r) == float(x) * 2 + 1 and r.numpy().shape == () and T.layer_norm(x).numpy().shape == ()
+    B.set_backend("gpu")
+    h = T([1.0, 2.0, 3.0])[0] + 1
+    assert float(h) == 2.0 and h.device == "cpu" and "backend: gpu (explicit backend)" in T.explain(h)
+
+
 def test_layer_norm_defaults_and_isnan_of_ints_stay_on_the_device():
     g = on_gpu(np.arange(8, dtype=np.float32).reshape(2, 4))
     assert T.layer_norm(g).device == "gpu" and T.isnan(on_gpu([1, 2])).device == "gpu"

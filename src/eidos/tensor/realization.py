@@ -160,7 +160,7 @@ def _realize(t: Tensor) -> np.ndarray:
         name, fn, _desc, param = t._attrs
         arrays = [_realize(a) for a in t._args]
         if t.device == "cpu":
-            t._data = fn(*arrays)
+            t._data = _host_array(fn(*arrays))
             t._runs.append((f"{name}", "host layout (NumPy view or copy), no program"))
         else:
             t._data = _dev.move(name, param, t.shape, arrays)
@@ -168,7 +168,7 @@ def _realize(t: Tensor) -> np.ndarray:
     elif op == "host":
         name, fn, why = t._attrs
         with np.errstate(all="ignore"):
-            t._data = fn(*[_realize(a) for a in t._args])
+            t._data = _host_array(fn(*[_realize(a) for a in t._args]))
         t._runs.append((name, why))
     elif op == "matmul":
         _run_matmul(t)
@@ -180,6 +180,13 @@ def _realize(t: Tensor) -> np.ndarray:
         raise EidosError(f"internal: no realization for {op}")
     t._args = ()
     return t._data
+
+
+def _host_array(a) -> np.ndarray:
+    """A host result as an array: NumPy gives a scalar, not a 0-d array, for an integer index of a 1-d array
+    (`x[0]`), a ufunc of 0-d arrays and `a[()]`; a tensor's host data is always an ndarray (storage.py tells
+    device data from host data by its type)."""
+    return a if a.__class__ is np.ndarray else np.asarray(a)
 
 
 class _Leaves:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 
 import numpy as np
 
@@ -25,8 +26,13 @@ from . import dtypes as D
 
 
 def is_device_array(a) -> bool:
-    """Whether a realized tensor's data lives on the device (anything that is not a NumPy array)."""
-    return not isinstance(a, np.ndarray)
+    """Whether a realized tensor's data lives on the device: a torch tensor. Recognised by what it is, not by
+    what it is not: a NumPy scalar is host data (the tensor layer stores 0-d results as 0-d arrays, and the
+    kernel targets take scalars as host bytes)."""
+    if a.__class__ is np.ndarray:
+        return False
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(a, torch.Tensor)
 
 
 @functools.cache
@@ -189,11 +195,13 @@ class _Host:
             arr = np.broadcast_to(arr, shape)
         if perm is not None:
             arr = np.transpose(arr, perm)
-        return np.ascontiguousarray(arr)
+        return _Host.contiguous(arr)
 
     @staticmethod
     def contiguous(arr, dtype=None):
-        return np.ascontiguousarray(arr, dtype=dtype)
+        """arr C-contiguous (itself when it is); a 0-d array stays 0-d (np.ascontiguousarray gives 1-d)."""
+        out = np.ascontiguousarray(arr, dtype=dtype)
+        return out if out.ndim == arr.ndim else out.reshape(arr.shape)
 
     @staticmethod
     def moveaxis(arr, src, dst):
