@@ -100,6 +100,56 @@ def test_requires_gpu_and_unknown_names():
         B.set_threshold("conv", 1)
 
 
+def test_the_documented_example_names_the_operation():
+    """OperationProperties takes an operation's name (elementwise_add, matmul, reduce_sum, ...) as well as its kind;
+    the thresholds and capabilities of the kind apply."""
+    op = B.OperationProperties(op_type="elementwise_add", input_size_bytes=1024, requires_gpu=False)
+    sel = B.select_backend(backend_name="cpu", op_props=op)
+    assert (sel.name, sel.rule) == ("cpu", "explicit backend")
+    info = gpu_machine()
+    B.set_threshold("reduction", 4096)
+    sel = B.select_backend(None, B.OperationProperties("reduce_sum", 4095), info)
+    assert sel.name == "cpu" and dict(sel.rejected)["gpu"].startswith("4095 bytes < GPU threshold 4096 for reduction")
+    for name, kind in [("add", "elementwise"), ("elementwise_subtract", "elementwise"), ("cast", "elementwise"),
+                       ("elementwise_where", "elementwise"), ("min", "reduction"), ("reduce_argmax", "reduction"),
+                       ("minimum", "elementwise"), ("matmul", "matmul"), ("gemm", "matmul"),
+                       ("batched_gemm", "matmul"), ("softmax", "softmax"), ("layer_norm", "layer_norm")]:
+        assert B.operation_kind(name) == kind
+        assert B.select_backend("cpu", B.OperationProperties(name, 10)).name == "cpu"
+
+
+def test_an_unknown_operation_name_lists_the_names():
+    with pytest.raises(PlanError, match=r"unknown tensor operation 'elementwise_addd'.*elementwise_<name>\): abs, add,"
+                                        r".*reduce_<name>\): sum, prod.*did you mean 'elementwise_add'\?"):
+        B.select_backend("cpu", B.OperationProperties("elementwise_addd", 1024))
+    with pytest.raises(PlanError, match="unknown tensor operation 'conv2d'"):
+        B.select_backend(None, B.OperationProperties("conv2d", 1024))
+
+
+def test_every_operation_that_runs_as_a_program_is_a_name_select_backend_takes():
+    """Each function of eidos.tensor whose result is an element-wise, reduction, matmul, softmax or layer_norm node is
+    accepted under its own name; so is every node name."""
+    from eidos.tensor import ops
+    from eidos.tensor.realization import EW_OPS
+
+    names = B.operation_names()
+    assert EW_OPS <= names.keys() and all(f"elementwise_{op}" in names for op in EW_OPS)
+    floats, ints = T([1.0, 2.0]), T([1, 2])
+    checked = []
+    for name in ops.__all__:
+        for args in ((floats,), (floats, "int32"), (floats, floats), (ints, ints), (ints,), (T([True]), floats, floats)):
+            try:
+                r = getattr(ops, name)(*args)
+            except Exception:
+                continue
+            if isinstance(r, T.Tensor) and r._data is None and (r._op in EW_OPS or r._op in ("reduce", *B.OPERATIONS)):
+                assert name in names, name
+                checked.append(name)
+            break
+    assert {"add", "subtract", "bitwise_left_shift", "astype", "where", "sum", "mean", "argmax", "matmul",
+            "softmax", "layer_norm"} <= set(checked)
+
+
 def test_set_backend_and_priority():
     B.set_backend("reference")
     assert B.select_backend(None, B.OperationProperties("reduction", 10)).name == "reference"

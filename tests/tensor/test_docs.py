@@ -2,17 +2,19 @@
 
 import doctest
 import inspect
+import pathlib
 
 import numpy as np
 import pytest
 
 import eidos as ei
-from eidos.tensor import array, ops, realization, shapes
+from eidos.tensor import array, backend, ops, realization, shapes
 
 MODULES = [array, ops, realization, shapes]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [*MODULES, backend], ids=lambda m: m.__name__)
 def test_docstring_examples(module, reference):
     """On the reference interpreter: the examples are tiny, and it compiles nothing."""
     with np.printoptions(precision=4, suppress=False, threshold=1000, linewidth=75):
@@ -35,3 +37,11 @@ def _public_tensor_members():
 @pytest.mark.parametrize("name,member", list(_public_tensor_members()), ids=lambda v: v if isinstance(v, str) else "")
 def test_every_public_name_has_an_example(name, member):
     assert ">>>" in (inspect.getdoc(member) or ""), f"{name} has no runnable example in its docstring"
+
+
+def test_the_guide_examples():
+    """docs/tensor.md's `>>>` examples (the dispatch example among them) run and print what they show."""
+    result = doctest.testfile(str(ROOT / "docs" / "tensor.md"), module_relative=False, optionflags=doctest.ELLIPSIS,
+                              extraglobs={"ei": ei, "np": np}, raise_on_error=False, report=True, verbose=False)
+    assert result.attempted >= 4
+    assert result.failed == 0, f"{result.failed} example(s) in docs/tensor.md failed (see the output)"

@@ -29,6 +29,7 @@ host arrays in and its outputs back; the Selection records the bytes moved.
 from __future__ import annotations
 
 import abc
+import functools
 import json
 import os
 import threading
@@ -39,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from eidos.errors import BackendUnavailable, FallbackWarning, PlanError, UnsupportedError
+from eidos.errors import BackendUnavailable, FallbackWarning, PlanError, UnsupportedError, did_you_mean
 from eidos.hal.devices import detect_devices  # the same function as ei.detect_devices
 from eidos.isa import registry as targets
 from eidos.isa.launch import ExecutionParams
@@ -118,11 +119,63 @@ def load_thresholds(source) -> dict:
 
 
 class OperationProperties(NamedTuple):
-    """What the dispatcher knows about one program before running it; `device` is where its inputs live."""
+    """What the dispatcher knows about one program before running it; `device` is where its inputs live.
+    `op_type` is an operation kind (OPERATIONS) or the name of a tensor operation (`operation_kind`)."""
     op_type: str
     input_size_bytes: int
     requires_gpu: bool = False
     device: str = "cpu"
+
+
+# The tensor operations by name, for callers that name an operation rather than its kind: the element-wise
+# node names (lower.py's UNARY, BINARY, TERNARY) and the public names that differ from them, the reductions.
+ELEMENTWISE_PUBLIC = ("subtract", "multiply", "divide", "negative", "floor_divide", "remainder", "equal", "not_equal",
+                      "less", "less_equal", "greater", "greater_equal", "bitwise_and", "bitwise_or", "bitwise_xor",
+                      "bitwise_left_shift", "bitwise_right_shift", "bitwise_invert", "astype")
+REDUCTIONS = ("sum", "prod", "min", "max", "mean", "var", "std", "argmin", "argmax", "any", "all")
+_PREFIX = {"elementwise": "elementwise_", "reduction": "reduce_"}
+
+
+@functools.cache
+def _operations() -> dict[str, tuple]:
+    """kind -> the names of its operations (besides the kind's own name)."""
+    from .lower import BINARY, TERNARY, UNARY
+
+    return {"elementwise": tuple(sorted(UNARY | BINARY | TERNARY | set(ELEMENTWISE_PUBLIC))), "reduction": REDUCTIONS,
+            "matmul": ("gemm", "batched_gemm"), "softmax": (), "layer_norm": ()}
+
+
+@functools.cache
+def operation_names() -> dict[str, str]:
+    """Every operation name select_backend accepts, with its kind: the kinds themselves; each element-wise
+    operation as `<name>` and `elementwise_<name>`; each reduction as `<name>` and `reduce_<name>`; `gemm` and
+    `batched_gemm` (the instructions matmul runs as)."""
+    names = {kind: kind for kind in OPERATIONS}
+    for kind, ops in _operations().items():
+        for op in ops:
+            names[op] = kind
+            if kind in _PREFIX:
+                names[_PREFIX[kind] + op] = kind
+    return names
+
+
+def operation_kind(op_type: str) -> str:
+    """The kind (OPERATIONS: what capabilities and THRESHOLDS are given per) of an operation name; PlanError
+    listing the names there are for an unknown one.
+
+    >>> from eidos.tensor.backend import operation_kind
+    >>> operation_kind("elementwise_add"), operation_kind("reduce_sum"), operation_kind("matmul")
+    ('elementwise', 'reduction', 'matmul')
+    """
+    kind = operation_names().get(op_type) if isinstance(op_type, str) else None
+    if kind is None:
+        ops = _operations()
+        hint = did_you_mean(str(op_type), operation_names())
+        raise PlanError(f"unknown tensor operation {op_type!r}; operation kinds: {', '.join(OPERATIONS)}; "
+                        f"element-wise operations (also as elementwise_<name>): {', '.join(ops['elementwise'])}; "
+                        f"reductions (also as reduce_<name>): {', '.join(ops['reduction'])}; "
+                        f"matmul also as: {', '.join(ops['matmul'])}" + (f"; {hint}" if hint else ""))
+    return kind
 
 
 class Backend(abc.ABC):
@@ -536,9 +589,21 @@ def _is_device(name: str) -> bool:
 
 
 def select_backend(backend_name: str | None, op_props: OperationProperties, device_info=None) -> Selection:
-    """Choose the backend for one program (rules in this module's doc). Automatic selections are memoized
-    per (operation kind, size class, inputs' device) until the configuration changes through this module's
-    functions."""
+    """Choose the backend for one program (rules in this module's doc). `op_props.op_type` is a kind or an
+    operation's name (operation_kind). Automatic selections are memoized per (operation kind, size class,
+    inputs' device) until the configuration changes through this module's functions.
+
+    >>> from eidos.tensor.backend import OperationProperties, select_backend
+    >>> op = OperationProperties(op_type="elementwise_add", input_size_bytes=1024, requires_gpu=False)
+    >>> sel = select_backend(backend_name="cpu", op_props=op)
+    >>> sel.name, sel.rule
+    ('cpu', 'explicit backend')
+    >>> select_backend("cpu", OperationProperties("elementwise_addd", 1024))
+    Traceback (most recent call last):
+    eidos.errors.PlanError: unknown tensor operation 'elementwise_addd'; ...; did you mean 'elementwise_add'?
+    """
+    if op_props.op_type not in DEFAULT_THRESHOLDS:
+        op_props = op_props._replace(op_type=operation_kind(op_props.op_type))
     if device_info is None and backend_name is None:
         big = op_props.input_size_bytes >= THRESHOLDS.get(op_props.op_type, 0)
         key = (op_props.op_type, big, op_props.requires_gpu, op_props.device, _state["version"])
@@ -654,4 +719,4 @@ __all__ = ["Backend", "IsaBackend", "CPUBackend", "GPUBackend", "ReferenceBacken
            "Selection", "select_backend", "register_backend", "unregister_backend", "get_backend", "backends",
            "set_backend", "set_backend_priority", "get_backend_priority", "set_threshold", "THRESHOLDS",
            "THRESHOLDS_PROVENANCE", "DEVICE_THRESHOLDS", "load_thresholds", "detect_devices", "reset",
-           "OPERATIONS"]
+           "OPERATIONS", "operation_kind", "operation_names"]
