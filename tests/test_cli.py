@@ -173,7 +173,9 @@ def test_terminal_run_and_explain(capsys, monkeypatch, plan):
 def test_explain(capsys, plan, flow):
     rc, out, err = run_cli(capsys, "explain", plan)
     assert rc == 0, err
-    assert out.strip() == flow.explain().strip()
+    # in-memory data read from a plan file gets labels of its own (the data is its identity)
+    same = [re.sub(r"arrow-[0-9a-f]{12}", "arrow-…", text).strip() for text in (out, flow.explain())]
+    assert same[0] == same[1]
     assert out.startswith("lane: ")
     assert "plan:" in out
 

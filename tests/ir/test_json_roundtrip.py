@@ -29,7 +29,7 @@ def test_generated_flows_round_trip_through_json(data):
     assert back.schema == gen.flow.schema
     assert back.to_json() == text
     for a, b in zip(_scans(gen.flow.plan), _scans(back.plan), strict=True):
-        # sources compare by identity token; the embedded data must come back too
+        # in-memory sources compare by their data; the embedded data must come back too
         assert_tables_equal(b.source.table, a.source.table, ordered=True, float_rel=0.0, float_abs=0.0)
     try:
         expected = gen.flow.run(engine="reference")

@@ -39,10 +39,10 @@ def load_into(tmp_path_factory):
         def swap(scan: N.Scan) -> N.Node:
             if not isinstance(scan.source, ArrowSource):
                 return scan
-            if scan.source.token not in done:
+            if scan.source not in done:
                 name = f"t{len(done)}"
-                done[scan.source.token] = loader(folder, name, scan.source.table).plan
-            return done[scan.source.token]
+                done[scan.source] = loader(folder, name, scan.source.table).plan
+            return done[scan.source]
 
         return ei.Flow(replace_scans(flow.plan, swap))
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -123,22 +122,7 @@ def from_arrow(obj: Any) -> Flow:
     else:
         raise PlanError(f"from_arrow takes a pyarrow Table, RecordBatch, RecordBatchReader or an object "
                         f"with __arrow_c_stream__ (polars/pandas DataFrame, DuckDB relation), got {type(obj).__name__}")
-    return Flow(Scan(_arrow_source(table)))
-
-
-def _arrow_source(table: pa.Table) -> ArrowSource:
-    for f in table.schema:
-        if pa.types.is_null(f.type):
-            raise PlanError(f"column {f.name!r} holds only nulls, so its type is unknown; "
-                            "give it a type (e.g. pa.table(data, schema=...))")
-    schema = Schema.from_arrow(table.schema)
-    target = schema.to_arrow()
-    if table.schema != target:
-        try:
-            table = table.cast(target)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise PlanError(f"cannot convert the Arrow data to eidos types {schema}: {e}") from e
-    return ArrowSource(schema, token=f"arrow-{uuid.uuid4().hex[:12]}", table=table)
+    return Flow(Scan(ArrowSource.of(table)))
 
 
 def from_pydict(mapping: Mapping[str, Any]) -> Flow:
@@ -160,7 +144,7 @@ def from_pydict(mapping: Mapping[str, Any]) -> Flow:
         table = pa.table(dict(mapping))
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
         raise PlanError(f"cannot build a table from the given columns: {e}") from e
-    return Flow(Scan(_arrow_source(table)))
+    return Flow(Scan(ArrowSource.of(table)))
 
 
 def read_sql(uri: str, *, table: str | None = None, query: str | None = None) -> Flow:

@@ -18,7 +18,6 @@ never holds a part's data itself, so where results live is the implementation's 
 
 from __future__ import annotations
 
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -73,4 +72,4 @@ class DriverResults(Results):
         if not isinstance(result, DriverResult):
             raise BackendError(f"part {result.key}'s result {result!r} is not one kept in the driver; "
                                "read it through the Results that ran the part")
-        return ArrowSource(result.schema, token=f"part-{uuid.uuid4().hex[:12]}", table=result.table)
+        return ArrowSource.of(result.table, result.schema, kind="part")

@@ -109,7 +109,7 @@ def source_to(s: S.Source) -> dict:
         return base | {"source": "csv", "path": s.path, "has_header": s.has_header, "delimiter": s.delimiter,
                        "bytes": s.nbytes}
     if isinstance(s, S.ArrowSource):
-        return base | {"source": "arrow", "token": s.token, "ipc": _ipc(s.table)}
+        return base | {"source": "arrow", "ipc": _ipc(s.table)}   # the data is its identity: no name
     if isinstance(s, S.SqlSource):
         return base | {"source": "sql", "uri": s.uri, "table": s.table, "query": s.query, "rows": s.rows}
     raise PlanError(f"cannot store source {type(s).__name__} in JSON")
@@ -344,8 +344,8 @@ class _Reader:
             return S.CsvSource(schema, path=_field(j, "path", "str", at), has_header=_field(j, "has_header", "bool", at),
                                delimiter=delimiter, nbytes=_field(j, "bytes", "count", at, null=True))
         if kind == "arrow":
-            return S.ArrowSource(schema, token=_field(j, "token", "str", at),
-                                 table=_unipc(_field(j, "ipc", "str", at), schema, f"{at}.ipc"))
+            # a "token" (older files have one) names nothing: the source is its data, with a new label
+            return S.ArrowSource.of(_unipc(_field(j, "ipc", "str", at), schema, f"{at}.ipc"), schema)
         table, query = _field(j, "table", "str", at, null=True), _field(j, "query", "str", at, null=True)
         if (table is None) == (query is None):
             raise _fail(at, "a sql source names a table or a query (one of them, the other null)")

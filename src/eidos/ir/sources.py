@@ -7,11 +7,13 @@ planner needs to place it: where it lives and how big it is.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import pyarrow as pa
 
+from eidos.errors import PlanError
 from eidos.ir.schema import Schema
 
 LOCAL = "local"
@@ -73,12 +75,66 @@ class CsvSource(Source):
         return f"csv {self.path!r}"
 
 
-@dataclass(frozen=True)
-class ArrowSource(Source):
-    """In-memory Arrow data. Identity is `token`; the table itself is not compared."""
+def _label(kind: str = "arrow") -> str:
+    return f"{kind}-{uuid.uuid4().hex[:12]}"
 
-    token: str = ""
-    table: pa.Table | None = field(default=None, compare=False, repr=False)
+
+@dataclass(frozen=True, eq=False)
+class ArrowSource(Source):
+    """In-memory Arrow data. Its identity is the data itself, never a name a plan could carry: two
+    sources are one when they hold the same table object, or tables of one schema and equal
+    content (`fingerprint`, computed only when two different table objects of one schema and
+    length meet). `label` names it in explain() and messages, and nothing else.
+
+    Make one with `ArrowSource.of`, which gives the table the exact Arrow types of its schema.
+    """
+
+    table: pa.Table | None = field(default=None, repr=False)
+    label: str = field(default_factory=_label)
+
+    @classmethod
+    def of(cls, table: pa.Table, schema: Schema | None = None, *, kind: str = "arrow") -> ArrowSource:
+        """A source over `table`. Without `schema` its types are read from the table (and the table
+        cast to them); with one (a plan file's, a part's), the table must already hold exactly it."""
+        if schema is not None:
+            if table.schema != schema.to_arrow():
+                raise PlanError(f"the in-memory data does not match its schema {schema}: it holds "
+                                f"{', '.join(f'{f.name}: {f.type}' for f in table.schema) or 'no columns'}")
+            return cls(schema, table=table, label=_label(kind))
+        for f in table.schema:
+            if pa.types.is_null(f.type):
+                raise PlanError(f"column {f.name!r} holds only nulls, so its type is unknown; "
+                                "give it a type (e.g. pa.table(data, schema=...))")
+        schema = Schema.from_arrow(table.schema)
+        target = schema.to_arrow()
+        if table.schema != target:
+            try:
+                table = table.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise PlanError(f"cannot convert the Arrow data to eidos types {schema}: {e}") from e
+        return cls(schema, table=table, label=_label(kind))
+
+    @cached_property
+    def fingerprint(self) -> bytes:
+        """blake3 of the table's Arrow IPC stream: equal for equal schemas, chunk lengths and values
+        (bit for bit: -0.0 is not 0.0). About 0.5 s a GB, so only computed when asked."""
+        import blake3
+
+        sink = _Digest(blake3.blake3(max_threads=blake3.blake3.AUTO))
+        with pa.ipc.new_stream(sink, self.table.schema) as writer:
+            writer.write_table(self.table)
+        return sink.digest.digest()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ArrowSource):
+            return NotImplemented
+        if self.table is other.table:
+            return self.schema == other.schema
+        return (self.schema == other.schema and self.table.num_rows == other.table.num_rows
+                and self.fingerprint == other.fingerprint)
+
+    def __hash__(self) -> int:
+        return hash((ArrowSource, self.schema, self.table.num_rows))
 
     @property
     def estimated_rows(self) -> int | None:
@@ -89,7 +145,26 @@ class ArrowSource(Source):
         return self.table.nbytes
 
     def describe(self) -> str:
-        return f"arrow table {self.token} ({self.table.num_rows} rows)"
+        return f"arrow table {self.label} ({self.table.num_rows} rows)"
+
+
+class _Digest:
+    """A write-only file for pyarrow's IPC writer that hashes what it is given instead of keeping it."""
+
+    closed = False
+
+    def __init__(self, digest):
+        self.digest = digest
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return memoryview(data).nbytes
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
 
 
 @dataclass(frozen=True)

@@ -533,9 +533,9 @@ def _stored(lane, gen, store):
     def swap(scan):
         if not isinstance(scan.source, ArrowSource):
             return scan
-        if scan.source.token not in done:
-            done[scan.source.token] = store(lane, f"g{len(done)}", scan.source.table).plan
-        return done[scan.source.token]
+        if scan.source not in done:
+            done[scan.source] = store(lane, f"g{len(done)}", scan.source.table).plan
+        return done[scan.source]
 
     return ei.Flow(replace_scans(gen.flow.plan, swap)) if any(isinstance(n, N.Scan) for n in gen.flow.plan.walk()) \
         else gen.flow
