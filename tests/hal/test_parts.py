@@ -66,11 +66,11 @@ def test_locality_parts_are_each_decided_by_rule_2(lanes):
     d = decide(f.plan)
     assert d.rule == 2 and d.lane_name == "vec"
     assert [(p.key, p.by, p.place, p.lane) for p in d.parts] == [
-        ("1", LOCALITY, "postgresql://u:***@h/db", pg), ("2", LOCALITY, "sqlite:///x.db", lite)]
+        ("1", LOCALITY, "postgresql://u@h/db", pg), ("2", LOCALITY, "sqlite:///x.db", lite)]
     for part in d.parts:
         assert part.decision.rule == 2 and "the whole part runs there; only the result moves" in part.decision.reason
         assert isinstance(part.plan, N.Aggregate) and part.inputs == []
-    assert ("2 parts pushed down to pg (postgresql://u:***@h/db), lite (sqlite:///x.db), streamed back as Arrow; "
+    assert ("2 parts pushed down to pg (postgresql://u@h/db), lite (sqlite:///x.db), streamed back as Arrow; "
             "vec finishes the plan (rule 5, logic type") in d.reason
     assert sorted(n.source.key for n in d.plan.walk() if isinstance(n.source if isinstance(n, N.Scan) else None,
                                                                       PartSource)) == ["1", "2"]
@@ -122,7 +122,7 @@ def test_explain_shows_the_part_tree_with_each_parts_lane_and_reason(lanes, gpu_
     assert re.fullmatch(r"      part 1: vec   \(rule 5, logic type: relational plan: the vector lane\)", tree[2])
     assert "Scan result of part 2\n" in text and "Scan result of part 1\n" in text
     text = names().join(database(), on="k").explain()
-    assert "    part 1: pg   (rule 2, data locality: every source lives in postgresql://u:***@h/db" in text
+    assert "    part 1: pg   (rule 2, data locality: every source lives in postgresql://u@h/db" in text
     assert "pw@" not in text
     assert "parts:" not in names().explain()
 

@@ -21,5 +21,5 @@ def describe_sql(source: SqlSource) -> tuple[Schema, int | None]:
     if candidates:
         reasons = "; ".join(f"{lane.name}: {lane.is_available().reason}" for lane in candidates)
         raise BackendUnavailable(f"no available lane reads {scheme}:// sources ({reasons})")
-    raise BackendUnavailable(f"no lane reads {scheme}:// sources ({source.safe_uri}); "
+    raise BackendUnavailable(f"no lane reads {scheme}:// sources ({source.uri}); "
                              f"the SQL lanes do: {INSTALL_HINT}")

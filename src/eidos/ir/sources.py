@@ -6,7 +6,6 @@ planner needs to place it: where it lives and how big it is.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,6 +13,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from eidos.errors import PlanError
+from eidos.ir import uri as uri_mod
 from eidos.ir.schema import Schema
 
 LOCAL = "local"
@@ -169,25 +169,34 @@ class _Digest:
 
 @dataclass(frozen=True)
 class SqlSource(Source):
-    """A table or query in a database; the uri may hold a password, so only `safe_uri` is shown."""
+    """A table or query in a database. A password in the uri given is split from it when the source
+    is made (eidos.ir.uri): `uri` holds none, so whatever shows or stores it (explain, repr, a plan's
+    JSON, messages) cannot leak one; `connection_uri()` puts it back for the driver alone."""
 
-    uri: str = field(default="", repr=False)
+    uri: str = ""
     table: str | None = None
     query: str | None = None
     rows: int | None = field(default=None, compare=False)
+    secrets: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.uri, str):
+            public, found = uri_mod.split(self.uri)
+            if found:
+                object.__setattr__(self, "uri", public)
+                object.__setattr__(self, "secrets", tuple(self.secrets) + found)
+
+    def connection_uri(self) -> str:
+        """The uri with its password: for a database driver, never for a message."""
+        return uri_mod.join(self.uri, self.secrets)
 
     @property
     def scheme(self) -> str:
         return self.uri.split(":", 1)[0].lower()
 
-    @cached_property
-    def safe_uri(self) -> str:
-        """Redacted once per source: the planner asks where each source lives many times a plan."""
-        return redact(self.uri)
-
     @property
     def location(self) -> str:
-        return self.safe_uri
+        return self.uri
 
     @property
     def estimated_rows(self) -> int | None:
@@ -195,19 +204,10 @@ class SqlSource(Source):
 
     def describe(self) -> str:
         what = f"table {self.table!r}" if self.table is not None else f"query {self.query!r}"
-        return f"{self.scheme} {what} at {self.safe_uri}"
+        return f"{self.scheme} {what} at {self.uri}"
 
     def __repr__(self) -> str:
         return f"SqlSource({self.describe()})"
-
-
-_PASSWORD = re.compile(r"(//[^/:@]*:)([^@/]*)@")
-_PASSWORD_PARAM = re.compile(r"(password=)([^&\s]*)", re.IGNORECASE)
-
-
-def redact(uri: str) -> str:
-    """The uri with any password replaced by '***': safe for messages and logs."""
-    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD.sub(r"\1***@", uri))
 
 
 @dataclass(frozen=True)

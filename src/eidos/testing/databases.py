@@ -17,7 +17,7 @@ import pyarrow as pa
 from eidos.errors import UnsupportedError
 from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
-from eidos.ir.sources import redact
+from eidos.ir.uri import redact
 
 # What each database holds exactly, so reading the table back gives the same eidos schema.
 HOLDS = {

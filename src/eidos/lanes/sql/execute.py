@@ -1,8 +1,9 @@
 """Running a translated plan: connect, run one statement, fetch Arrow, conform it to the plan's
 schema, and map every engine failure to an eidos error that names the source and the cause.
 
-Nothing that could hold a password leaves here: uris are shown by `redact`, and a password an
-engine echoes in its own message is masked (and that engine exception is then not chained).
+Nothing that could hold a password leaves here: sources show their uris without one, a uri or
+libpq keyword/value string an engine echoes has its secrets masked by parsing, and an engine
+message that still holds a password is withheld (and that engine exception is then not chained).
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import functools
 import importlib
 import re
 import threading
+import traceback
 import weakref
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import quote
 
 import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
-from eidos.ir.sources import SqlSource, redact
+from eidos.ir.sources import SqlSource
+from eidos.ir.uri import redact
 
 DIALECTS = {"duckdb": "eidos.lanes.sql.duckdb", "sqlite": "eidos.lanes.sql.sqlite",
             "postgresql": "eidos.lanes.sql.postgresql"}
@@ -36,37 +39,26 @@ def dialect(lane: str):
 
 # ---------------------------------------------------------------- secrets
 
-def secrets(sources) -> list[str]:
-    """Passwords in the sources' uris (user:password@host and password=... parameters)."""
-    out = []
+def leaks(text: str, sources) -> bool:
+    """Whether `text` holds a source's password as a token of its own (a one-letter password is not
+    found inside every word that has that letter)."""
     for s in sources:
-        uri = getattr(s, "uri", "")
-        if not uri:
-            continue
-        try:
-            parts = urlsplit(uri)
-            if parts.password:
-                out += [parts.password, unquote(parts.password)]
-            for key, values in parse_qs(parts.query).items():
-                if key.lower() == "password":
-                    out += values
-        except ValueError:
-            pass
-        m = re.search(r"//[^/:@]*:([^@/]*)@", uri)
-        if m:
-            out.append(m.group(1))
-    return sorted({p for p in out if p}, key=len, reverse=True)
+        for _, secret in getattr(s, "secrets", ()):
+            for form in {secret, quote(secret, safe="")} - {""}:
+                if re.search(rf"(?<!\w){re.escape(form)}(?!\w)", text):
+                    return True
+    return False
 
 
-def scrub(text: str, sources) -> str:
-    """`text` with every source uri redacted and every password masked."""
+def scrub(text: str, sources) -> str | None:
+    """`text` with each uri a driver was given shown as the source shows it and every other secret a
+    uri or libpq keyword/value string holds masked (by parsing: eidos.ir.uri); None when a source's
+    password is still in it, so that the caller withholds the engine's message."""
     for s in sources:
-        uri = getattr(s, "uri", "")
-        if uri:
-            text = text.replace(uri, redact(uri))
-    for p in secrets(sources):
-        text = text.replace(p, "***")
-    return redact(text)
+        if isinstance(s, SqlSource) and s.secrets:
+            text = text.replace(s.connection_uri(), s.uri)
+    text = redact(text)
+    return None if leaks(text, sources) else text
 
 
 def where(sources) -> str:
@@ -74,16 +66,28 @@ def where(sources) -> str:
     return ", ".join(dict.fromkeys(shown)) or "no sources"
 
 
+WITHHELD = "(the engine's message is withheld: it held the password)"
+NO_PASSWORD = ("; the uri names no password (a plan's JSON never stores one): give it in the uri, or "
+               "through PGPASSWORD, a password file (~/.pgpass or passfile=) or a service file")
+
+
 def engine_error(lane: str, e: BaseException, sources, doing: str, kind=ExecutionError) -> EidosError:
-    """An eidos error for an engine failure; the engine's exception is chained unless it held a secret."""
+    """An eidos error for an engine failure; the engine's exception is chained only when nothing in
+    it (its message or its own causes) held a secret."""
     raw = f"{type(e).__name__}: {e}"
     text = scrub(raw, sources)
-    m = re.search(r"eidos: ([^'\"\n]*)", text)
-    cause = m.group(1).strip() if m else re.split(r"\n\s*(?:LINE \d+:|Query was:)", text)[0].strip()
+    m = re.search(r"eidos: ([^'\"\n]*)", text or "")
+    if text is None:
+        cause = WITHHELD
+    else:
+        cause = m.group(1).strip() if m else re.split(r"\n\s*(?:LINE \d+:|Query was:)", text)[0].strip()
     if m and "NaN" in cause:
         kind = UnsupportedError
+    if "no password supplied" in cause and not any(getattr(s, "secrets", ()) for s in sources):
+        cause += NO_PASSWORD
     err = kind(f"the {lane} lane failed {doing} {where(sources)}: {cause}")
-    if text == redact(raw) and not any(p in raw for p in secrets(sources)):
+    full = "".join(traceback.format_exception(e))
+    if text == raw and scrub(full, sources) == full:
         err.__cause__ = e
     else:
         err.__suppress_context__ = True
@@ -181,9 +185,10 @@ def _guard(lane, sources, doing, thunk, kind=ExecutionError):
     try:
         return thunk()
     except EidosError as e:
-        if not any(p in str(e) for p in secrets(sources)):
+        text = scrub(str(e), sources)
+        if text == str(e):
             raise
-        err = type(e)(scrub(str(e), sources))
+        err = type(e)(text if text is not None else f"{where(sources)}: {WITHHELD}")
     except Exception as e:  # noqa: BLE001 - engines raise many types; each becomes an eidos error
         err = engine_error(lane, e, sources, doing, kind)
     raise err

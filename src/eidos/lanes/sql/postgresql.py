@@ -266,7 +266,7 @@ def _connect(uri: str):
 def describe(source: SqlSource) -> tuple[Schema, int | None]:
     """Column types from pg_attribute of a temporary view over the table or query (rolled back);
     rows from pg_class.reltuples for tables that have been analyzed."""
-    con = _connect(source.uri)
+    con = _connect(source.connection_uri())
     cur = con.cursor()
     try:
         rel = table_ref(source.table).sql("postgres") if source.table is not None else \
@@ -298,7 +298,7 @@ class Session:
     connection closed after it."""
 
     def __init__(self, query, settings=None):
-        self.con = _connect(query.sources[0].uri)
+        self.con = _connect(query.sources[0].connection_uri())
 
     def fetch(self, sql: str):
         from eidos.lanes.sql.execute import fetch_adbc

@@ -160,16 +160,10 @@ def _open(source_or_uri):
     uri = getattr(source_or_uri, "uri", source_or_uri)
     path = path_of(uri)
     if not os.path.exists(path):
-        raise PlanError(f"cannot open sqlite database {redact_path(uri)}: no such file {path!r}")
+        raise PlanError(f"cannot open sqlite database {uri}: no such file {path!r}")
     from urllib.parse import quote
 
     return adbc.connect(f"file:{quote(path)}?mode=ro")
-
-
-def redact_path(uri: str) -> str:
-    from eidos.ir.sources import redact
-
-    return redact(uri)
 
 
 def describe(source: SqlSource) -> tuple[Schema, int | None]:
