@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from eidos.errors import BackendUnavailable
-from eidos.hal import registry
+from eidos.hal import registry, sql_guard
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 
@@ -12,6 +12,7 @@ INSTALL_HINT = "pip install 'eidos[sql]'"
 
 def describe_sql(source: SqlSource) -> tuple[Schema, int | None]:
     """Schema (and a row estimate) of a database table or query, from the lane that reads its scheme."""
+    sql_guard.check(source)   # before any lane sends the plan's SQL to a database
     scheme = source.scheme
     candidates = [lane for lane in registry.lanes()
                   if scheme in lane.reads and hasattr(lane, "describe_source")]

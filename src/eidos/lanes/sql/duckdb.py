@@ -9,6 +9,7 @@ import threading
 from sqlglot import exp
 
 from eidos.errors import PlanError, UnsupportedError
+from eidos.hal import sql_guard
 from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
@@ -93,7 +94,7 @@ class DuckDBDialect(Dialect):
         if isinstance(source, SqlSource) and source.scheme == "duckdb":
             if source.table is not None:
                 return table_ref(source.table), by_name(names)
-            return ctx.raw(source.query), by_name(names)
+            return ctx.raw(source), by_name(names)
         raise UnsupportedError(f"the duckdb lane cannot read {source.describe()}")
 
     def _read_csv(self, source: CsvSource) -> exp.Expression:
@@ -124,7 +125,8 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
             raise PlanError(f"cannot read {source.describe()}: no such database file {path!r}")
     con = duckdb.connect(path, read_only=path != ":memory:")
     try:
-        rel = table_ref(source.table).sql("duckdb") if source.table is not None else f"({source.query})"
+        sandbox(con)
+        rel = table_ref(source.table).sql("duckdb") if source.table is not None else f"({sql_guard.query_sql(source)})"
         arrow = con.sql(f"SELECT * FROM {rel} AS q LIMIT 0").to_arrow_table().schema
         schema = Schema.from_arrow(arrow)
         rows = None
@@ -137,10 +139,25 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         con.close()
 
 
+def sandbox(con, files=(), folders=()) -> None:
+    """Nothing run on `con` from now on may reach a file but `files` and `folders` (a plan's own
+    data, a spill folder), attach a database, load an extension or change a setting. DuckDB would
+    otherwise read a table name that looks like a file (`FROM "x"."csv"`) as that file."""
+    def strings(items) -> str:
+        return exp.Array(expressions=[string(os.fspath(i)) for i in items]).sql("duckdb")
+
+    con.execute(f"SET allowed_paths = {strings(files)}")
+    con.execute(f"SET allowed_directories = {strings(folders)}")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
 class Session:
     """Where a translated plan runs: this thread's cursor on the lane's one in-memory database
     (kept between runs; a new connection costs more than a small query), or a connection of its
-    own for a DuckDB database file and for runs with settings (an out-of-core memory limit).
+    own for a DuckDB database file, for a plan with SQL of its own, and for runs with settings
+    (an out-of-core memory limit). A plan's SQL (a query, a table's name) never reaches the
+    shared database: it runs on a connection of its own, sandboxed to the plan's files.
 
     Database files are opened per run, read-only, and closed after it: a connection kept open
     would hold the file's lock, so neither another process nor this one (DuckDB refuses a second
@@ -155,12 +172,16 @@ class Session:
         paths = {path_of(s.uri) for s in query.sources if isinstance(s, SqlSource)}
         path = next(iter(paths)) if paths else ":memory:"
         self.views = list(query.arrow)
-        self.shared = path == ":memory:" and not settings
+        self.shared = not paths and not settings
         if self.shared:
             self.con = _cursor()
         else:
             self.con = duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {}))
         try:
+            if paths:
+                files = [f for s in query.sources for f in getattr(s, "files", ())]
+                files += [s.path for s in query.sources if isinstance(s, CsvSource)]
+                sandbox(self.con, files, [d for d in [(settings or {}).get("temp_directory")] if d])
             for name, table in query.arrow.items():
                 self.con.register(name, table)
         except BaseException:

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
+from eidos.hal import sql_guard
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
@@ -121,10 +122,13 @@ def conform(table: pa.Table, schema: Schema) -> pa.Table:
 
 # ---------------------------------------------------------------- running
 
-def fetch_adbc(con, sql: str, *, rollback: bool = False) -> pa.Table:
-    """One statement through an ADBC connection, its whole result as Arrow (read-only: rolled back)."""
+def fetch_adbc(con, sql: str, *, rollback: bool = False, read_only: bool = False) -> pa.Table:
+    """One statement through an ADBC connection, its whole result as Arrow; `rollback` rolls its
+    transaction back after it, `read_only` makes that transaction READ ONLY first (PostgreSQL)."""
     cur = con.cursor()
     try:
+        if read_only:
+            cur.execute("SET TRANSACTION READ ONLY")
         cur.execute(sql)
         return cur.fetch_arrow_table()
     finally:
@@ -155,6 +159,9 @@ def prepare(lane: str, plan: N.Node):
         cache = _PREPARED.setdefault(lane, weakref.WeakKeyDictionary())
     query = cache.get(plan)
     if query is None:
+        for n in plan.walk():
+            if isinstance(n, N.Scan) and isinstance(n.source, SqlSource):
+                sql_guard.check(n.source)   # a query's text is checked again where it is embedded
         query = to_sql(plan, _dialect(lane))
         with _prepared_lock:
             cache[plan] = query
@@ -196,5 +203,6 @@ def _guard(lane, sources, doing, thunk, kind=ExecutionError):
 
 def describe(lane: str, source: SqlSource) -> tuple[Schema, int | None]:
     """Schema and a row estimate of a database table or query, without fetching its rows."""
+    sql_guard.check(source)
     mod = module(lane)
     return _guard(lane, [source], "reading", lambda: mod.describe(source), kind=PlanError)

@@ -13,6 +13,7 @@ import sys
 from sqlglot import exp
 
 from eidos.errors import PlanError, UnsupportedError
+from eidos.hal import sql_guard
 from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
@@ -254,7 +255,7 @@ class PostgresDialect(Dialect):
         refs = by_name(source.schema.names)
         if source.table is not None:
             return table_ref(source.table), refs
-        return ctx.raw(source.query), refs
+        return ctx.raw(source), refs
 
 
 def _connect(uri: str):
@@ -270,7 +271,7 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
     cur = con.cursor()
     try:
         rel = table_ref(source.table).sql("postgres") if source.table is not None else \
-            f"({source.query.strip().rstrip(';')}) AS q"
+            f"({sql_guard.query_sql(source)}) AS q"
         cur.execute(f'CREATE TEMP VIEW "__eidos_probe" AS SELECT * FROM {rel}')
         cur.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
                     "WHERE attrelid = 'pg_temp.__eidos_probe'::regclass AND attnum > 0 AND NOT attisdropped "
@@ -294,8 +295,10 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
 
 
 class Session:
-    """One run's connection to the server, its statement rolled back (read-only) and the
-    connection closed after it."""
+    """One run's connection to the server: its statement runs in a READ ONLY transaction (so not
+    even a function the database defines can write), rolled back, and the connection is closed
+    after it. (A plan's description at build time makes a temporary view, which a read-only
+    transaction forbids; creating a view runs nothing of the query, and it is rolled back too.)"""
 
     def __init__(self, query, settings=None):
         self.con = _connect(query.sources[0].connection_uri())
@@ -303,7 +306,7 @@ class Session:
     def fetch(self, sql: str):
         from eidos.lanes.sql.execute import fetch_adbc
 
-        return fetch_adbc(self.con, sql, rollback=True)
+        return fetch_adbc(self.con, sql, rollback=True, read_only=True)
 
     def close(self) -> None:
         self.con.close()

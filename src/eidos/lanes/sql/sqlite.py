@@ -10,6 +10,7 @@ import re
 from sqlglot import exp
 
 from eidos.errors import PlanError, UnsupportedError
+from eidos.hal import sql_guard
 from eidos.ir import dtypes as T
 from eidos.ir import grammar as G
 from eidos.ir.schema import Schema
@@ -142,7 +143,7 @@ class SQLiteDialect(Dialect):
         refs = by_name(source.schema.names)
         if source.table is not None:
             return table_ref(source.table), refs
-        return ctx.raw(source.query), refs
+        return ctx.raw(source), refs
 
     def scan_column(self, e, t, source=None):
         # Int64 columns (INTEGER affinity: integers are stored as integers) are read bare, as text,
@@ -174,7 +175,7 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         name = source.table
         if name is None:
             name = "__eidos_probe"
-            cur.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM ({source.query.strip().rstrip(";")})')
+            cur.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM ({sql_guard.query_sql(source)})')
         parts = name.split(".")
         if len(parts) == 2:
             cur.execute("SELECT name, type FROM pragma_table_info(?, ?)", parameters=(parts[1], parts[0]))

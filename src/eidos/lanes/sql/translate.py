@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from eidos.errors import UnsupportedError
 from eidos.hal import coverage as C
+from eidos.hal import sql_guard
 from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
@@ -124,14 +125,12 @@ class Ctx:
         self.ctes: list[tuple[str, exp.Expression]] = []
         self.arrow: dict[str, pa.Table] = {}
         self.sources: list = []
-        self.raws: dict[str, str] = {}
         self._n = 0
 
-    def raw(self, query: str) -> exp.Table:
-        """A user's own SQL query as a table: a placeholder replaced by `(query)` after rendering."""
-        name = self.fresh("raw")
-        self.raws[name] = query.strip().rstrip(";")
-        return exp.Table(this=ident(name))
+    def raw(self, source) -> exp.Expression:
+        """A query source as a table: the tree of its checked query (eidos.hal.sql_guard), rendered
+        with the rest of the statement, so the plan's own text never reaches the database."""
+        return exp.Subquery(this=sql_guard.statement(source), alias=exp.TableAlias(this=ident(self.fresh("raw"))))
 
     def fresh(self, stem: str = "q") -> str:
         self._n += 1
@@ -152,10 +151,7 @@ def to_sql(plan: N.Node, dialect) -> Query:
         final = final.order_by(*[exp.Ordered(this=column(o), desc=False, nulls_first=False) for o in rel.order])
     with_ = exp.With(expressions=[exp.CTE(this=q, alias=exp.TableAlias(this=ident(n))) for n, q in ctx.ctes])
     final.set("with_" if "with_" in exp.Select.arg_types else "with", with_)
-    sql = final.sql(dialect=dialect.sqlglot)
-    for name, query in ctx.raws.items():
-        sql = sql.replace(f'"{name}"', f'({query}) AS "{name}"', 1)
-    return Query(sql, ctx.arrow, ctx.sources)
+    return Query(final.sql(dialect=dialect.sqlglot), ctx.arrow, ctx.sources)
 
 
 def _from(rel: Rel, alias: str | None = None) -> exp.Expression:
