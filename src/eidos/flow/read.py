@@ -152,6 +152,10 @@ def read_sql(uri: str, *, table: str | None = None, query: str | None = None) ->
 
     Give exactly one of `table` and `query`. The schema is read from the database now; when every
     source of a plan lives in one database the whole plan runs there and only the result moves.
+    `table` is a table's name (`orders`, `sales.orders`), never SQL; `query` is one read-only SELECT
+    in the database's dialect (anything else is a PlanError naming what it found). A password in
+    the uri (`postgresql://app:PASSWORD@host/db`, percent-encoded) is used to connect and never
+    shown or stored: the Flow's explain(), repr, messages and JSON show the uri without it.
 
     Examples:
         >>> import os, sqlite3, tempfile
