@@ -31,6 +31,11 @@ ARITY = {fn: 2 for fn in ARITHMETIC + COMPARISON + ("and", "or", "fill_null")}
 ARITY.update({fn: 1 for fn in ("not",) + MATH + ("is_null", "is_not_null", "is_in") + STRINGS + TEMPORAL})
 ARITY["is_between"] = 3
 
+# The constant parameters (Call.options) each scalar function takes, in order; the others take none.
+# "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values.
+OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"),
+           **{fn: ("str",) for fn in ("str_contains", "str_starts_with", "str_ends_with", "str_like")}}
+
 AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "count_rows")
 
 # Pseudo-functions a coverage table lists for expression forms that are not Calls.

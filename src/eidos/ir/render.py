@@ -12,6 +12,8 @@ from eidos.ir import nodes as N
 
 
 def literal_text(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"{'-' if value < 0 else ''}<an integer of {value.bit_length()} bits>"
     if value is None:
         return "null"
     if isinstance(value, str):
@@ -61,12 +63,11 @@ def _(e: E.Cast) -> str:
 
 @_text.register
 def _(e: E.Call) -> str:
-    if e.fn in F.BINARY_OPERATORS:
+    if e.fn in F.BINARY_OPERATORS and len(e.args) == 2:
         a, b = e.args
         return f"{_operand(a)} {F.BINARY_OPERATORS[e.fn]} {_operand(b)}"
-    if e.fn in F.UNARY_OPERATORS:
+    if e.fn in F.UNARY_OPERATORS and len(e.args) == 1:
         return f"{F.UNARY_OPERATORS[e.fn]}{_operand(e.args[0])}"
-    receiver = _operand(e.args[0])
     method = e.fn.replace("str_", "str.", 1).replace("dt_", "dt.", 1)
     params = [_text(a) for a in e.args[1:]]
     for opt in e.options:
@@ -74,7 +75,9 @@ def _(e: E.Call) -> str:
             params.append("[" + ", ".join(literal_text(v) for v in opt) + "]")
         else:
             params.append(literal_text(opt))
-    return f"{receiver}.{method}({', '.join(params)})"
+    if not e.args:  # only in a malformed plan read from JSON, which validation then names
+        return f"{e.fn}({', '.join(params)})"
+    return f"{_operand(e.args[0])}.{method}({', '.join(params)})"
 
 
 @_text.register

@@ -29,12 +29,16 @@ from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.schema import Schema
 from eidos.ir.typing import convert_literal
+from eidos.jsondoc import read
+from eidos.jsondoc import show as _show
 
 FORMAT = "eidos-plan"
 VERSION = 1
-# Deeper documents are refused before they are read: what validation, rewriting and the lanes walk
-# recursively stays well inside Python's recursion limit (a plan node is about two levels, an operator
-# in an expression two more).
+# Deeper documents are refused before they are read (eidos.jsondoc), so that what the reader, validation, rewriting,
+# explain and the lanes walk recursively stays well inside Python's recursion limit. A plan node counts
+# two levels (each node costs the recursive walks about as much as two levels of an expression), so a
+# plan may be 100 nodes deep, or an expression 100 operators deep (`{"call": ..., "args": [...]}` is two
+# levels), or any mix. Measured: 150 nodes or 150 operators deep run on every lane.
 MAX_DEPTH = 200
 MAX_COUNT = 2**63 - 1   # row counts, byte sizes, limit and offset
 
@@ -158,16 +162,6 @@ _WHAT = {"str": "a string", "bool": "true or false", "list": "a list", "object":
          "int": "an integer", "count": f"an integer in 0..{MAX_COUNT}"}
 
 
-def _show(v: Any) -> str:
-    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
-        return f"an integer of {v.bit_length()} bits"
-    try:
-        text = json.dumps(v, default=repr)
-    except ValueError:  # an integer of more digits than Python converts to text, deep inside
-        return "a value too large to show"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _fail(at: str, message: str) -> PlanError:
     return PlanError(f"plan JSON at {at}: {message}")
 
@@ -192,7 +186,7 @@ def _field(j: dict, key: str, kind: str, at: str, *, null: bool = False) -> Any:
 def _only(j: dict, keys: tuple[str, ...], at: str) -> None:
     extra = [k for k in j if k not in keys]
     if extra:
-        raise _fail(at, f"unknown key {extra[0]!r}; expected the keys {', '.join(keys)}")
+        raise _fail(at, f"unknown key {_show(extra[0])}; expected the keys {', '.join(keys)}")
 
 
 def _strings(j: Any, at: str) -> tuple[str, ...]:
@@ -284,7 +278,7 @@ class _Reader:
         tags = [k for k in j if k in _EXPRS]
         if len(tags) != 1:
             raise _fail(at, f"an expression is an object with exactly one of the keys {', '.join(_EXPRS)}, "
-                            f"got the keys {', '.join(map(str, j)) or '(none)'}")
+                            f"got the keys {', '.join(map(_show, j)) or '(none)'}")
         tag = tags[0]
         required, optional = _EXPRS[tag]
         _only(j, required + optional, at)
@@ -311,6 +305,8 @@ class _Reader:
                 if not (isinstance(pair, list) and len(pair) == 2):
                     raise _fail(f"{at}.case[{i}]", f"expected [condition, value], got {_show(pair)}")
                 branches.append((sub(pair[0], f"{at}.case[{i}][0]"), sub(pair[1], f"{at}.case[{i}][1]")))
+            if not branches:
+                raise _fail(f"{at}.case", "a case needs at least one [condition, value] branch")
             return E.Case(tuple(branches), sub(j["otherwise"], f"{at}.otherwise"))
         if tag == "agg":
             return E.Agg(_field(j, "agg", "str", at), None if j["arg"] is None else sub(j["arg"], f"{at}.arg"))
@@ -405,24 +401,15 @@ class _Reader:
 def _unipc(text: str, schema: Schema, at: str) -> pa.Table:
     try:
         table = pa.ipc.open_stream(pa.py_buffer(base64.b64decode(text, validate=True))).read_all()
-    except (binascii.Error, ValueError, pa.ArrowException) as e:
+    except (binascii.Error, ValueError, OSError, pa.ArrowException) as e:
         raise _fail(at, f"not base64 Arrow IPC data: {e}") from None
     if table.schema.names != list(schema.names) or table.schema.types != [t.to_arrow() for t in schema.dtypes]:
         raise _fail(at, f"the data's columns ({table.schema}) are not the declared schema {schema}")
     return table
 
 
-def _depth(doc: Any) -> int:
-    """How deeply lists and objects nest in `doc`, counted without recursion; stops past MAX_DEPTH."""
-    deepest, stack = 0, [(doc, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (dict, list)):
-            deepest = max(deepest, d)
-            if deepest > MAX_DEPTH:
-                break
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
+def _weight(obj: dict) -> int:
+    return 2 if "node" in obj else 1
 
 
 def loads(text: str | bytes | dict, *, resolve: Resolve) -> N.Node:
@@ -431,20 +418,15 @@ def loads(text: str | bytes | dict, *, resolve: Resolve) -> N.Node:
     PlanError for malformed JSON, an unknown version, a value of the wrong shape (naming where in
     the document), a function `resolve` refuses, and a plan that does not validate.
     """
-    try:
-        doc = json.loads(text) if isinstance(text, (str, bytes)) else text
-    except RecursionError:
-        raise PlanError(f"plan JSON nests deeper than {MAX_DEPTH} levels") from None
-    except ValueError as e:  # JSONDecodeError, bad UTF-8, an integer of more digits than Python converts
-        raise PlanError(f"plan JSON is malformed: {e}") from None
+    doc = read(text, error=PlanError, what="plan JSON", max_depth=MAX_DEPTH, weight=_weight,
+               levels=", where a plan node counts two (about 100 plan nodes, or 100 operators of an expression, "
+                      "one inside another)")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PlanError(f"not an eidos plan: expected a JSON object with \"format\": \"{FORMAT}\"")
     if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
         raise PlanError(f"plan JSON version {_show(doc.get('version'))} is not supported; this eidos reads "
                         f"version {VERSION}")
     _only(doc, ("format", "version", "plan"), "the top level")
-    if _depth(doc) > MAX_DEPTH:
-        raise PlanError(f"plan JSON nests deeper than {MAX_DEPTH} levels")
     plan = _Reader(resolve).node(doc.get("plan"), "plan")
     plan.schema  # noqa: B018 - validate
     return plan

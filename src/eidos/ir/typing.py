@@ -15,6 +15,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
 from eidos.ir.expr import Agg, Alias, Call, Case, Cast, Column, Expr, Literal, Udf
+from eidos.ir.render import literal_text
 from eidos.ir.schema import Schema
 
 # Decimal digits needed to hold every value of an integer type.
@@ -60,28 +61,32 @@ def convert_literal(value: object, target: DType) -> object:
     """Check (and convert) a Python value for a literal of an explicit dtype."""
     if value is None:
         return None
-    bad = PlanError(f"literal {value!r} cannot be a {target}")
+    bad = PlanError(f"literal {literal_text(value)} cannot be a {target}")
     if target.is_integer:
         if not isinstance(value, int) or isinstance(value, bool):
             raise bad
         lo, hi = T.int_range(target)
         if not lo <= value <= hi:
-            raise PlanError(f"literal {value} is out of range for {target} ({lo}..{hi})")
+            raise PlanError(f"literal {literal_text(value)} is out of range for {target} ({lo}..{hi})")
         return value
     if target.is_float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise PlanError(f"literal {literal_text(value)} is out of range for {target}") from None
     if target.is_decimal:
         if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal, str)):
             raise bad
         context = _decimal.Context(prec=2 * T.MAX_DECIMAL_PRECISION, rounding=_decimal.ROUND_HALF_UP)
         try:
-            q = _decimal.Decimal(str(value)).quantize(_decimal.Decimal(1).scaleb(-target.scale), context=context)
+            exact = value if isinstance(value, (int, _decimal.Decimal)) else str(value)  # a float by its shortest text
+            q = _decimal.Decimal(exact).quantize(_decimal.Decimal(1).scaleb(-target.scale), context=context)
         except _decimal.InvalidOperation:
-            raise PlanError(f"literal {value!r} cannot be a {target}") from None
+            raise bad from None
         if len(q.as_tuple().digits) > target.precision:
-            raise PlanError(f"literal {value} does not fit in {target}")
+            raise PlanError(f"literal {literal_text(value)} does not fit in {target}")
         return q
     if target == T.Boolean and isinstance(value, bool):
         return value
@@ -247,6 +252,10 @@ def _(e: Agg, ty: _Typer) -> DType:
     if not ty.allow_agg:
         raise ty.fail(e, f"aggregation {e.fn}() is allowed only inside agg(); "
                          "use flow.group_by(...).agg(...) or flow.agg(...)")
+    if e.fn not in F.AGGREGATES:
+        raise ty.fail(e, f"unknown aggregation {e.fn!r}; aggregations: {', '.join(F.AGGREGATES)}")
+    if (e.arg is None) != (e.fn == "count_rows"):
+        raise ty.fail(e, "count_rows takes no argument" if e.fn == "count_rows" else f"{e.fn}() takes one argument")
     if e.fn == "count_rows":
         return T.Int64
     inner = _Typer(ty.schema, ty.where, allow_agg=False)
@@ -278,7 +287,32 @@ def _(e: Call, ty: _Typer) -> DType:
         raise ty.fail(e, f"unknown function {e.fn!r}")
     if len(e.args) != F.ARITY[e.fn]:
         raise ty.fail(e, f"{e.fn} takes {F.ARITY[e.fn]} arguments, got {len(e.args)}")
+    _check_options(e, ty)
     return rule(e, ty)
+
+
+_OPTION_KINDS = {
+    "int": ("an integer in -2**31..2**31-1", lambda v: _is_int(v) and -(2**31) <= v < 2**31),
+    "length": ("None or an integer in 0..2**31-1", lambda v: v is None or _is_int(v) and 0 <= v < 2**31),
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "values": ("a list of values", lambda v: isinstance(v, tuple)),
+}
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_options(e: Call, ty: _Typer) -> None:
+    """A Call's constant parameters are what its function takes (a plan read from JSON may hold anything)."""
+    want = F.OPTIONS.get(e.fn, ())
+    if len(e.options) != len(want):
+        raise ty.fail(e, f"{e.fn} takes {len(want)} constant parameter(s) ({', '.join(want) or 'none'}), "
+                         f"got {len(e.options)}")
+    for kind, v in zip(want, e.options):
+        what, ok = _OPTION_KINDS[kind]
+        if not ok(v):
+            raise ty.fail(e, f"{e.fn} takes {what} as its {kind} parameter, got {literal_text(v)}")
 
 
 def _arith(e: Call, ty: _Typer) -> DType:

@@ -14,6 +14,7 @@ of LDG, register arithmetic and STG, so it runs under any LaunchConfig.
 from __future__ import annotations
 
 from eidos.errors import IsaError, did_you_mean
+from eidos.jsondoc import show as _show
 
 from . import instructions as I
 from .address import Address, Label, Predicate, Register, Special, pointer
@@ -44,8 +45,11 @@ class _Kernel:
         self.next_pred = 1  # p0 is the loop guard
         self.consts: dict[tuple, Register] = {}
         self.values: dict[str, Register] = {}
+        ty = spec.get("type", "f32")
+        if not isinstance(ty, str):
+            raise IsaError(f"JSON kernel: type must be a type name such as 'f32', got {_show(ty)}")
         try:
-            self.ty = Type.parse(spec.get("type", "f32"))
+            self.ty = Type.parse(ty)
         except ValueError as e:
             raise IsaError(f"JSON kernel: {e}") from None
 
@@ -66,7 +70,13 @@ class _Kernel:
         if isinstance(e, bool):
             raise IsaError(f"JSON kernel: {where}: booleans are not values")
         if isinstance(e, (int, float)):
-            return self.const(float(e) if self.ty.is_float else e)
+            if self.ty.is_float:
+                if isinstance(e, int) and abs(e) > 2**1023:
+                    raise IsaError(f"JSON kernel: {where}: a {e.bit_length()}-bit integer is out of the float range")
+                return self.const(float(e))
+            if not isinstance(e, int) or not self.ty.min_value <= e <= self.ty.max_value:
+                raise IsaError(f"JSON kernel: {where}: {_show(e)} is not a {self.ty.name} value")
+            return self.const(e)
         if isinstance(e, str):
             if e not in self.values:
                 hint = did_you_mean(e, self.values)
@@ -74,8 +84,11 @@ class _Kernel:
                                + (f"; {hint}" if hint else ""))
             return self.values[e]
         if not isinstance(e, dict) or "op" not in e:
-            raise IsaError(f"JSON kernel: {where}: expected a number, a name or {{\"op\": ..., \"args\": [...]}}, got {e!r}")
-        op, args = str(e["op"]).lower(), e.get("args", [])
+            raise IsaError(f"JSON kernel: {where}: expected a number, a name or {{\"op\": ..., \"args\": [...]}}, "
+                           f"got {_show(e)}")
+        if not isinstance(e["op"], str):
+            raise IsaError(f"JSON kernel: {where}: an op is named by a string, got {_show(e['op'])}")
+        op, args = e["op"].lower(), e.get("args", [])
         if not isinstance(args, list):
             raise IsaError(f"JSON kernel: {where}: args must be a list")
         want = {**{k: 2 for k in (*BINARY, *SHIFTS)}, **{k: 1 for k in (*UNARY, "relu")},
@@ -105,7 +118,8 @@ class _Kernel:
 
     def where(self, args, where: str) -> Register:
         cond = args[0]
-        if not (isinstance(cond, dict) and str(cond.get("op", "")).lower() in COMPARE and len(cond.get("args", [])) == 2):
+        if not (isinstance(cond, dict) and isinstance(cond.get("op"), str) and cond["op"].lower() in COMPARE
+                and isinstance(cond.get("args"), list) and len(cond["args"]) == 2):
             raise IsaError(f"JSON kernel: {where}: where's first argument must be a comparison "
                            f"({', '.join(COMPARE)}) of two values")
         lhs, rhs = (self.expr(a, f"{where}.where.cond") for a in cond["args"])
@@ -113,7 +127,7 @@ class _Kernel:
             raise IsaError("JSON kernel: more than 15 comparisons")
         p = Predicate(self.next_pred)
         self.next_pred += 1
-        self.body.append(I.SETcc(p, lhs, rhs, COMPARE[str(cond["op"]).lower()], self.ty))
+        self.body.append(I.SETcc(p, lhs, rhs, COMPARE[cond["op"].lower()], self.ty))
         t, f = self.expr(args[1], f"{where}.where[1]"), self.expr(args[2], f"{where}.where[2]")
         dst = self.reg()
         self.body.append(I.SEL(dst, p, t, f, self.ty))
@@ -122,11 +136,16 @@ class _Kernel:
     def build(self):
         s = self.spec
         count = s.get("count")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise IsaError(f"JSON kernel: count must be a non-negative int, got {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= U64.max_value:
+            raise IsaError(f"JSON kernel: count must be an integer in 0..2**64-1, got {_show(count)}")
         compute = s.get("compute")
         if not isinstance(compute, dict) or not compute:
             raise IsaError("JSON kernel: 'compute' must map output names to expressions")
+        for kind in ("inputs", "outputs"):
+            if not isinstance(s.get(kind, {}), dict):
+                raise IsaError(f"JSON kernel: '{kind}' must map names to buffer handles, got {_show(s[kind])}")
+        if not isinstance(s.get("let", []), list):
+            raise IsaError(f"JSON kernel: 'let' must be a list of [name, expression], got {_show(s['let'])}")
         outputs = s.get("outputs", {})
         missing = sorted(set(compute) - set(outputs))
         if missing:
@@ -142,8 +161,10 @@ class _Kernel:
                     handle, offset = where.get("buffer"), where.get("offset", 0)
                 else:
                     handle, offset = where, 0
-                if not isinstance(handle, int) or handle < 1 or not isinstance(offset, int) or offset < 0:
-                    raise IsaError(f"JSON kernel: {kind[:-1]} {name!r} needs a buffer handle >= 1 and offset >= 0, got {where!r}")
+                if not (isinstance(handle, int) and isinstance(offset, int) and 1 <= handle < 2**32
+                        and 0 <= offset < 2**32) or isinstance(handle, bool) or isinstance(offset, bool):
+                    raise IsaError(f"JSON kernel: {kind[:-1]} {name!r} needs a buffer handle in 1..2**32-1 and an offset "
+                                   f"in 0..2**32-1, got {_show(where)}")
                 ptrs[(kind, name)] = p = self.reg()
                 self.prologue.append(I.MOV_IMM(p, pointer(handle, offset), U64))
         for name in s.get("inputs", {}):
