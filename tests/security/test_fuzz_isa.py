@@ -128,6 +128,23 @@ def test_hostile_programs(text):
         isa.from_json(text)
 
 
+@pytest.mark.parametrize("instruction, words", [
+    ({"op": "LDG", "dst": "r1", "src": {"space": "buffer", "handle": 2**70, "offset": 0}, "ty": "U32"},
+     "field src: an address handle must be a 64-bit integer, got an integer of 71 bits"),
+    ({"op": "MOV_IMM", "dst": "r1", "value": 10**5000, "ty": "I32"}, "field value: a 16610-bit integer is out of range"),
+    ({"op": "GEMM", "c": {"space": "buffer", "handle": 1, "offset": 0}, "a": {"space": "buffer", "handle": 1, "offset": 0},
+      "b": {"space": "buffer", "handle": 1, "offset": 0}, "m": 1, "n": 1, "k": 1, "alpha": 2**1024, "beta": 0.0,
+      "ty": "F32"}, "field alpha: a 1025-bit integer is out of range"),
+    ({"op": "LOOP", "counter": "r1", "iterations": "r2", "target": "@start"}, "field iterations: \"r2\" is not a int"),
+    ({"op": "PoolFree", "handle": "r1"}, "field handle: \"r1\" is not a int"),
+    ({"op": "BRA", "target": "r1"}, "field target: \"r1\" is not a Label"),
+    ({"op": "ADD", "dst": "r1", "lhs": "r1", "rhs": "r1", "ty": "U32", 10**5000: 1}, "unknown field"),
+])
+def test_hostile_fields(instruction, words):
+    with pytest.raises(IsaError, match=words):
+        isa.from_json({"format": "eidos.isa.program", "version": 1, "instructions": [instruction]})
+
+
 def test_the_seeds_load_and_run():
     """The fuzzing starts from programs that load: mutations test the loader, not the seeds."""
     from eidos.isa.backends import ReferenceBackend
@@ -141,3 +158,26 @@ def test_the_seeds_load_and_run():
     assert Label("top") == _loop().instructions[6].target
     for h in (a, b, c):
         be.free_buffer(h)
+
+
+def test_names_in_a_program_never_become_code(tmp_path):
+    """Kernel targets generate source from a program; what a document names (labels, metadata) reaches
+    that source only as the numbers it resolves to, never as text."""
+    from eidos.isa.backends import CpuBackend, ReferenceBackend
+
+    marker = tmp_path / "pwned"
+    evil = f'x"]\nimport os; os.system("touch {marker}")  # '
+    text = json.dumps({
+        "format": "eidos.isa.program", "version": 1, "metadata": {"name": evil, "code": f"__import__('os').system('touch {marker}')"},
+        "labels": {evil: 2}, "entry": 0,
+        "instructions": [{"op": "MOV_IMM", "dst": "r1", "value": 3, "ty": "I32"},
+                         {"op": "BRA", "target": "@" + evil},
+                         {"op": "MOV_IMM", "dst": "r2", "value": 4, "ty": "I32"}, {"op": "EXIT"}]})
+    program = isa.from_json(text).validate()
+    for backend in (ReferenceBackend(), CpuBackend()):
+        backend.execute_program(program, LaunchConfig.linear(4))
+    assert not marker.exists()
+    doc = json.loads(text)
+    doc["instructions"][0]["value"] = "@" + evil  # a label where a number belongs
+    with pytest.raises(IsaError, match=r"instruction 0 \(MOV_IMM\): field value: .* is not a int \| float"):
+        isa.from_json(doc)

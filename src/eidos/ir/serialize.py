@@ -186,7 +186,11 @@ def _field(j: dict, key: str, kind: str, at: str, *, null: bool = False) -> Any:
 def _only(j: dict, keys: tuple[str, ...], at: str) -> None:
     extra = [k for k in j if k not in keys]
     if extra:
-        raise _fail(at, f"unknown key {_show(extra[0])}; expected the keys {', '.join(keys)}")
+        raise _fail(at, f"unknown key {_key(extra[0])}; expected the keys {', '.join(keys)}")
+
+
+def _key(k: Any) -> str:
+    return repr(k) if isinstance(k, str) else _show(k)
 
 
 def _strings(j: Any, at: str) -> tuple[str, ...]:
@@ -278,7 +282,7 @@ class _Reader:
         tags = [k for k in j if k in _EXPRS]
         if len(tags) != 1:
             raise _fail(at, f"an expression is an object with exactly one of the keys {', '.join(_EXPRS)}, "
-                            f"got the keys {', '.join(map(_show, j)) or '(none)'}")
+                            f"got the keys {', '.join(map(_key, j)) or '(none)'}")
         tag = tags[0]
         required, optional = _EXPRS[tag]
         _only(j, required + optional, at)

@@ -106,8 +106,8 @@ def _parse_ref(s):
 
 
 def _int(v, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"{what} must be an integer, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not -(2**63) <= v < 2**64:
+        raise ValueError(f"{what} must be a 64-bit integer, got {show(v)}")
     return v
 
 
@@ -155,8 +155,8 @@ def decode_value(hint, v):
     if isinstance(v, bool):
         return v
     if isinstance(v, (int, float)):
-        if hint is float and isinstance(v, int) and abs(v) > 2**1023:
-            raise ValueError(f"{v.bit_length()}-bit integer is out of the float range")
+        if isinstance(v, int) and v.bit_length() > (1023 if hint is float else 4096):  # I4096 is the widest type
+            raise ValueError(f"a {v.bit_length()}-bit integer is out of range")
         return float(v) if hint is float else v
     raise ValueError(f"cannot read {v!r}")
 
