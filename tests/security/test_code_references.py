@@ -328,3 +328,12 @@ def test_registration_is_thread_safe():
     for i in range(64):
         trust.unregister_udf(f"security-tests:t{i}")
     trust.unregister_udf("security-tests:race")
+
+
+def test_a_name_that_is_no_module_is_not_echoed_unquoted():
+    ref = "\x1b[2J\nrm -rf x:f"
+    with pytest.raises(PlanError) as info:
+        ei.Flow.from_json(udf_plan(ref))
+    message = str(info.value)
+    assert "\x1b" not in message and "\n" not in message
+    assert "trusted_modules=('mypkg',)" in message and "--trust MODULE" in message

@@ -156,6 +156,8 @@ def _within(module: str, trusted: Iterable[str]) -> bool:
 def how_to_allow(ref: str) -> str:
     """The ways to allow a reference, for error messages."""
     module = ref.partition(":")[0] if ":" in ref else ""
+    if not all(part.isidentifier() and part.isascii() for part in module.split(".")):
+        module = ""  # not a module name: not echoed (a plan's text may hold anything, terminal escapes too)
     trusted = f"('{module}',)" if module else "('mypkg',)"
     flag = module or "MODULE"
     return (f"register the function in the loading process (ei.register_udf(fn) or @ei.udf(dtype)), or trust its "
