@@ -84,3 +84,18 @@ def triton_lane_setup() -> None:
 
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def run_or_skip(flow: ei.Flow, lane_name: str):
+    """The flow's result on `lane_name`, forced; a skip when the lane is missing, lacks what the flow
+    needs (naming the gaps), or finds at run time that it cannot run it."""
+    from eidos.errors import UnsupportedError
+
+    lane = lane_or_skip(lane_name)
+    gaps = lane.supports(flow.plan)
+    if gaps:
+        pytest.skip(f"{lane_name} lacks {'; '.join(gaps)}")
+    try:
+        return flow.run(engine=lane_name, strict=True)
+    except UnsupportedError as e:
+        pytest.skip(f"{lane_name}: {e}")

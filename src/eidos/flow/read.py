@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob as _glob
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +20,9 @@ def read_parquet(path: str | os.PathLike) -> Flow:
     """A parquet file, a folder of parquet files (searched recursively), or a glob; read lazily.
 
     Only the files' metadata is read now (the schema, row counts and sizes the planner weighs);
-    the data is read when the flow runs, and only the columns it uses.
+    the data is read when the flow runs, and only the columns it uses. Every file must hold the
+    same columns, each as one type. In a folder, links are followed only inside it, each file is
+    read once, and key=value folder names are partition columns (see docs/api/sources.md).
 
     Examples:
         >>> import os, tempfile
@@ -30,24 +31,38 @@ def read_parquet(path: str | os.PathLike) -> Flow:
         ...     ei.from_pydict({"a": [4]}).write_parquet(os.path.join(folder, "part-1.parquet"))
         ...     ei.read_parquet(folder).agg(n=ei.count(), total=col("a").sum()).run().to_pydict()
         {'n': [4], 'total': [10]}
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     for year in (2023, 2024):
+        ...         os.mkdir(os.path.join(folder, f"year={year}"))
+        ...         ei.from_pydict({"a": [year % 10]}).write_parquet(os.path.join(folder, f"year={year}", "0.parquet"))
+        ...     flow = ei.read_parquet(folder)
+        ...     print(flow.schema, flow.filter(col("year") > 2023).run().to_pydict())
+        Schema(a: Int64, year: Int64) {'a': [4], 'year': [2024]}
     """
-    import pyarrow.parquet as pq
+    from eidos.flow.folders import expand, hive
+    from eidos.hal.files import parquet_footers
 
     path = os.fspath(path)
-    files = _expand(path, "*.parquet")
-    try:
-        schema = Schema.from_arrow(pq.read_schema(files[0]))
-        metadata = [pq.read_metadata(f) for f in files]
-    except (OSError, pa.ArrowInvalid) as e:
-        raise PlanError(f"cannot read parquet {path!r}: {e}") from e
+    files, root = expand(path, ".parquet")
+    schema, metadata = parquet_footers(path, files)
+    keys, values, types = hive(root, files) if root is not None else ((), [], {})
+    clash = [k for k in keys if k in schema]
+    if clash:
+        raise PlanError(f"cannot read parquet {path!r}: column {clash[0]!r} is both in the files and in the "
+                        f"folder names ({clash[0]}=...); rename the column or the folders")
     rows = sum(m.num_rows for m in metadata)
     # Uncompressed size: what the data takes in memory, which the planner weighs against the budget.
     nbytes = sum(m.row_group(i).total_byte_size for m in metadata for i in range(m.num_row_groups))
-    return Flow(Scan(ParquetSource(schema, path=path, files=tuple(files), rows=rows, nbytes=nbytes)))
+    schema = Schema(schema.items() + tuple((k, types[k]) for k in keys))
+    return Flow(Scan(ParquetSource(schema, path=path, files=tuple(files), rows=rows, nbytes=nbytes,
+                                   partitions=keys, values=tuple(values) if keys else ())))
 
 
 def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str = ",") -> Flow:
-    r"""A CSV file; column types are inferred from its first block, and only an empty field is null.
+    r"""One CSV file; column types are inferred from its first block (1 MiB), and only an empty field is null.
+
+    A later value that is not of its column's inferred type stops the run with an error that names
+    the column, the value and the type, on every lane (never a value converted to fit).
 
     Examples:
         >>> import os, tempfile
@@ -64,7 +79,12 @@ def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str
     path = os.fspath(path)
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise PlanError(f"read_csv delimiter must be one character, got {delimiter!r}")
-    _expand(path, None)
+    if os.path.isdir(path):
+        raise PlanError(f"read_csv reads one file; {path!r} is a folder: read each file and union the flows")
+    if not os.path.exists(path):
+        glob = any(ch in path for ch in "*?[")
+        raise PlanError(f"no such file: {path!r}" + ("; read_csv reads one file, not a glob: read each file "
+                                                     "and union the flows" if glob else ""))
     try:
         # Only an empty field is null (as every lane reads it), so 'nan' makes a column Float64, not Int64.
         reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(autogenerate_column_names=not has_header),
@@ -81,20 +101,6 @@ def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str
     source = CsvSource(Schema(fields), path=path, has_header=has_header, delimiter=delimiter,
                        nbytes=os.path.getsize(path))
     return Flow(Scan(source))
-
-
-def _expand(path: str, pattern: str | None) -> list[str]:
-    if any(ch in path for ch in "*?["):
-        files = sorted(_glob.glob(path, recursive=True))
-    elif os.path.isdir(path) and pattern:
-        files = sorted(_glob.glob(os.path.join(path, "**", pattern), recursive=True))
-    elif os.path.exists(path):
-        files = [path]
-    else:
-        files = []
-    if not files:
-        raise PlanError(f"no such file: {path!r}" + (" (the glob matched nothing)" if "*" in path else ""))
-    return files
 
 
 def from_arrow(obj: Any) -> Flow:

@@ -54,32 +54,91 @@ def read_local(source: Source, columns: tuple[str, ...] | None) -> pa.Table:
         if isinstance(source, ArrowSource):
             table = source.table.select(names)
         elif isinstance(source, ParquetSource):
-            table = _read_parquet(source, names, target)
+            parts = [pq_table(source, i, names, target) for i in range(len(source.files))]
+            table = pa.concat_tables(parts) if parts else target.empty_table()
         elif isinstance(source, CsvSource):
             table = _read_csv(source, names, target)
         else:
             raise UnsupportedError(f"this lane reads local sources only, not {source.describe()}")
         return table if table.schema == target else table.cast(target)
     except (OSError, pa.ArrowException) as e:
-        raise ExecutionError(f"cannot read {source.describe()}: {e}") from e
+        raise _read_error(source, e) from e
 
 
-def _read_parquet(source: ParquetSource, names: list[str], target: pa.Schema) -> pa.Table:
+def _read_error(source: Source, e: BaseException) -> EidosError:
+    from eidos.hal.files import arrow_csv_error
+
+    return (isinstance(source, CsvSource) and arrow_csv_error(source, e)) or \
+        ExecutionError(f"cannot read {source.describe()}: {e}")
+
+
+def pq_table(source: ParquetSource, i: int, names: list[str], target: pa.Schema) -> pa.Table:
+    """File `i` of `source`: its columns among `names`, and the partition columns its path gives."""
     import pyarrow.parquet as pq
 
-    parts = [pq.read_table(f, columns=names).select(names).cast(target) for f in source.files]
-    return pa.concat_tables(parts) if parts else target.empty_table()
+    stored = [n for n in names if n not in source.partitions]
+    return _with_partitions(pq.read_table(source.files[i], columns=stored), source, i, names, target)
 
 
-def _read_csv(source: CsvSource, names: list[str], target: pa.Schema) -> pa.Table:
+def _with_partitions(data, source: ParquetSource, i: int, names: list[str], target: pa.Schema):
+    if source.partitions:
+        row = dict(zip(source.partitions, source.partition_row(i)))
+        arrays = [pa.repeat(pa.scalar(row[n], target.field(n).type), data.num_rows) if n in row
+                  else data.column(n) for n in names]
+        data = type(data).from_arrays(arrays, schema=target) if isinstance(data, pa.RecordBatch) else \
+            pa.Table.from_arrays(arrays, names=names)
+    data = data.select(names)
+    return data if data.schema == target else data.cast(target)
+
+
+def parquet_batches(source: ParquetSource, names: list[str]) -> pa.RecordBatchReader:
+    """`source`'s columns `names` as a stream of batches, file by file, partition columns included."""
+    import pyarrow.parquet as pq
+
+    target = pa.schema([pa.field(n, source.schema[n].to_arrow()) for n in names])
+    stored = [n for n in names if n not in source.partitions]
+
+    def batches():
+        for i, f in enumerate(source.files):
+            try:
+                with pq.ParquetFile(f) as file:
+                    for batch in file.iter_batches(columns=stored):
+                        yield _with_partitions(batch, source, i, names, target)
+            except (OSError, pa.ArrowException) as e:
+                raise _read_error(source, e) from e
+
+    return pa.RecordBatchReader.from_batches(target, batches())
+
+
+def csv_batches(source: CsvSource, names: list[str]) -> pa.RecordBatchReader:
+    """`source`'s columns `names` as a stream of batches, parsed as every lane parses CSV (see _read_csv)."""
+    import pyarrow.csv as pcsv
+
+    target = pa.schema([pa.field(n, source.schema[n].to_arrow()) for n in names])
+
+    def batches():
+        try:
+            with pcsv.open_csv(source.path, **_csv_options(source, names)) as reader:
+                for batch in reader:
+                    yield batch.select(names)
+        except (OSError, pa.ArrowException) as e:
+            raise _read_error(source, e) from e
+
+    return pa.RecordBatchReader.from_batches(target, batches())
+
+
+def _csv_options(source: CsvSource, names: list[str]) -> dict:
     """Empty fields are null; everything else parses as the declared type (so 'NaN' is a float NaN)."""
     import pyarrow.csv as pcsv
 
     types = {n: source.schema[n].to_arrow() for n in source.schema.names}
-    table = pcsv.read_csv(
-        source.path,
-        read_options=pcsv.ReadOptions(autogenerate_column_names=not source.has_header),
-        parse_options=pcsv.ParseOptions(delimiter=source.delimiter),
-        convert_options=pcsv.ConvertOptions(column_types=types, include_columns=names,
-                                            null_values=[""], strings_can_be_null=True))
-    return table.select(names)
+    return {"read_options": pcsv.ReadOptions(autogenerate_column_names=not source.has_header),
+            "parse_options": pcsv.ParseOptions(delimiter=source.delimiter),
+            "convert_options": pcsv.ConvertOptions(column_types=types, include_columns=names,
+                                                   null_values=[""], strings_can_be_null=True)}
+
+
+def _read_csv(source: CsvSource, names: list[str], target: pa.Schema) -> pa.Table:
+    import pyarrow.csv as pcsv
+
+    return pcsv.read_csv(source.path, **_csv_options(source, names)).select(names)

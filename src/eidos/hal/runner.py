@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError, FallbackWarning, UnsupportedError
 from eidos.hal.arrow import conform
+from eidos.hal.files import check as check_files
 from eidos.hal.lane import Lane
 from eidos.hal.parts import LOCALITY, Part
 from eidos.hal.planner import Decision, decide
@@ -120,6 +121,7 @@ def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
     """Run `plan` on the lane chosen for it; a split plan's parts hand their results on through
     `results` (driver memory by default)."""
     decision = decide(plan, engine)
+    check_files(decision.plan)
     record = RunRecord(decision)
     _last.set(record)
     start = time.perf_counter()
@@ -145,7 +147,9 @@ def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
 
 def stream(plan: N.Node, engine: str | None = None, *, results: Results | None = None) -> Iterator[pa.RecordBatch]:
     """Batches of the result. A lane may hand over only before its first batch."""
-    return _stream(plan, decide(plan, engine), results or DriverResults())
+    decision = decide(plan, engine)
+    check_files(decision.plan)
+    return _stream(plan, decision, results or DriverResults())
 
 
 def _stream(plan: N.Node, decision: Decision, results: Results) -> Iterator[pa.RecordBatch]:

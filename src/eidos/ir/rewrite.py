@@ -3,16 +3,19 @@ projection pruning. Each keeps the plan's result (and its schema) identical."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from eidos.errors import EidosError
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.sources import ParquetSource
 from eidos.ir.typing import infer, operand_dtypes
 
 
 def optimize(plan: N.Node) -> N.Node:
     """The plan after folding, pushdown and pruning; same output schema."""
-    out = prune(push_filters(fold(plan)))
+    out = prune(prune_files(push_filters(fold(plan))))
     if out.schema != plan.schema:  # a rewrite bug must never change an answer silently
         raise AssertionError(f"optimizer changed the schema: {plan.schema} -> {out.schema}")
     return out
@@ -204,6 +207,45 @@ def _right_output_names(join: N.Join) -> dict[str, str]:
             continue
         out[n + join.suffix if n in taken else n] = n
     return out
+
+
+# ---------------------------------------------------------------- partition pruning
+
+def prune_files(plan: N.Node) -> N.Node:
+    """A filter right over a partitioned parquet scan drops the files whose partition values make one of
+    its conjuncts false or null (their rows would all go); the filter stays, so the answer is the same."""
+    plan = map_inputs(plan, prune_files)
+    if not (isinstance(plan, N.Filter) and isinstance(plan.input, N.Scan)
+            and isinstance(plan.input.source, ParquetSource) and plan.input.source.partitions):
+        return plan
+    source = plan.input.source
+    preds = [p for p in conjuncts(plan.predicate) if p.columns() and p.columns() <= set(source.partitions)]
+    verdicts: dict[tuple, bool] = {}
+    keep = []
+    for i in range(len(source.files)):
+        row = source.partition_row(i)
+        if row not in verdicts:
+            consts = {k: E.Literal(v, source.schema[k]) for k, v in zip(source.partitions, row)}
+            verdicts[row] = all(not _drops(fold_expr(_bind(p, consts), source.schema)) for p in preds)
+        if verdicts[row]:
+            keep.append(i)
+    if not preds or len(keep) == len(source.files):
+        return plan
+    keep = keep or [0]   # one file stays, whose rows the filter drops: every lane reads a source of files
+    share = len(keep) / len(source.files)
+    smaller = replace(source, files=tuple(source.files[i] for i in keep), values=tuple(source.values[i] for i in keep),
+                      rows=None if source.rows is None else round(source.rows * share),
+                      nbytes=None if source.nbytes is None else round(source.nbytes * share))
+    return N.Filter(N.Scan(smaller, plan.input.columns), plan.predicate)
+
+
+def _bind(e: E.Expr, consts: dict[str, E.Literal]) -> E.Expr:
+    return E.transform(e, lambda n: consts[n.name] if isinstance(n, E.Column) else n)
+
+
+def _drops(e: E.Expr) -> bool:
+    """Whether a folded predicate drops every row: the constant false or null."""
+    return isinstance(e, E.Literal) and (e.value is False or e.value is None)
 
 
 # ---------------------------------------------------------------- projection pruning

@@ -108,7 +108,9 @@ def _ipc(table: pa.Table) -> str:
 def source_to(s: S.Source) -> dict:
     base = {"schema": _schema(s.schema)}
     if isinstance(s, S.ParquetSource):
-        return base | {"source": "parquet", "path": s.path, "files": list(s.files), "rows": s.rows, "bytes": s.nbytes}
+        hive = {"partitions": list(s.partitions), "values": [list(v) for v in s.values]} if s.partitions else {}
+        return base | {"source": "parquet", "path": s.path, "files": list(s.files), "rows": s.rows,
+                       "bytes": s.nbytes} | hive
     if isinstance(s, S.CsvSource):
         return base | {"source": "csv", "path": s.path, "has_header": s.has_header, "delimiter": s.delimiter,
                        "bytes": s.nbytes}
@@ -260,7 +262,7 @@ _NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Proj
           "Aggregate": ("input", "keys", "aggs"), "Join": ("left", "right", "how", "left_on", "right_on", "suffix"),
           "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
           "Union": ("inputs",), "MapBatches": ("input", "fn", "schema")}
-_SOURCES = {"parquet": ("path", "files", "rows", "bytes"), "csv": ("path", "has_header", "delimiter", "bytes"),
+_SOURCES = {"parquet": ("path", "files", "rows", "bytes", "partitions", "values"), "csv": ("path", "has_header", "delimiter", "bytes"),
             "arrow": ("token", "ipc"), "sql": ("uri", "table", "query", "rows")}
 
 
@@ -334,9 +336,11 @@ class _Reader:
         _only(j, ("schema", "source", *_SOURCES[kind]), at)
         schema = _unschema(j.get("schema"), f"{at}.schema")
         if kind == "parquet":
-            return S.ParquetSource(schema, path=_field(j, "path", "str", at), files=_strings(j.get("files"), f"{at}.files"),
+            files = _strings(j.get("files"), f"{at}.files")
+            keys, values = self.partitions(j, schema, len(files), at)
+            return S.ParquetSource(schema, path=_field(j, "path", "str", at), files=files,
                                    rows=_field(j, "rows", "count", at, null=True),
-                                   nbytes=_field(j, "bytes", "count", at, null=True))
+                                   nbytes=_field(j, "bytes", "count", at, null=True), partitions=keys, values=values)
         if kind == "csv":
             delimiter = _field(j, "delimiter", "str", at)
             if len(delimiter) != 1:
@@ -351,6 +355,32 @@ class _Reader:
             raise _fail(at, "a sql source names a table or a query (one of them, the other null)")
         return S.SqlSource(schema, uri=_field(j, "uri", "str", at), table=table, query=query,
                            rows=_field(j, "rows", "count", at, null=True))
+
+    def partitions(self, j: dict, schema: Schema, n_files: int, at: str) -> tuple[tuple, tuple]:
+        """A parquet source's partition keys (the last columns of its schema) and, per file, their values."""
+        if "partitions" not in j and "values" not in j:
+            return (), ()
+        keys = _strings(j.get("partitions"), f"{at}.partitions")
+        if not keys or keys != schema.names[len(schema) - len(keys):]:
+            raise _fail(f"{at}.partitions", f"partition keys are the last columns of the schema, got {_show(list(keys))}")
+        for k in keys:
+            if schema[k].name not in ("Int64", "Float64", "Date", "String"):
+                raise _fail(f"{at}.partitions", f"partition column {k!r} is {schema[k]}; Int64, Float64, Date or String")
+        rows = _check(j.get("values"), "list", f"{at}.values")
+        if len(rows) != n_files:
+            raise _fail(f"{at}.values", f"one list of values per file: {n_files} files, {len(rows)} lists")
+        values = []
+        for i, row in enumerate(rows):
+            where = f"{at}.values[{i}]"
+            if not isinstance(row, list) or len(row) != len(keys) or not all(v is None or isinstance(v, str) for v in row):
+                raise _fail(where, f"expected {len(keys)} strings or nulls, got {_show(row)}")
+            for k, v in zip(keys, row):
+                try:
+                    S.partition_value(v, schema[k])
+                except ValueError:
+                    raise _fail(where, f"{v!r} is not a {schema[k]} value of partition {k!r}") from None
+            values.append(tuple(row))
+        return keys, tuple(values)
 
     def node(self, j: Any, at: str) -> N.Node:
         _check(j, "object", at)

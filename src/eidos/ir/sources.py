@@ -6,6 +6,7 @@ planner needs to place it: where it lives and how big it is.
 
 from __future__ import annotations
 
+import datetime as _dt
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,10 +44,15 @@ class Source:
 
 @dataclass(frozen=True)
 class ParquetSource(Source):
+    """Parquet files. Hive-style folders (key=value) give `partitions`, the last columns of the schema,
+    and `values`: per file, the text of each key's value in its path (None for null)."""
+
     path: str = ""                       # as the user wrote it: a file, folder or glob
     files: tuple[str, ...] = ()          # what it matched when the Flow was built
     rows: int | None = field(default=None, compare=False)
     nbytes: int | None = field(default=None, compare=False)
+    partitions: tuple[str, ...] = ()
+    values: tuple[tuple[str | None, ...], ...] = ()
 
     @property
     def estimated_rows(self) -> int | None:
@@ -56,8 +62,27 @@ class ParquetSource(Source):
     def estimated_bytes(self) -> int | None:
         return self.nbytes
 
+    @property
+    def file_schema(self) -> Schema:
+        """The columns the files hold (the schema without the partition columns)."""
+        return Schema(f for f in self.schema.items() if f[0] not in self.partitions)
+
+    def partition_row(self, i: int) -> tuple:
+        """The partition values of file `i` as Python values of the partition columns' types."""
+        return tuple(partition_value(v, self.schema[k]) for k, v in zip(self.partitions, self.values[i]))
+
     def describe(self) -> str:
-        return f"parquet {self.path!r} ({len(self.files)} file{'s' if len(self.files) != 1 else ''})"
+        by = f", partitioned by {', '.join(self.partitions)}" if self.partitions else ""
+        return f"parquet {self.path!r} ({len(self.files)} file{'s' if len(self.files) != 1 else ''}{by})"
+
+
+def partition_value(text: str | None, dtype):
+    """A partition value's text (as in key=value) as a value of `dtype`: Int64, Float64, Date or String."""
+    if text is None:
+        return None
+    if dtype.name in ("Int64", "Float64"):
+        return int(text) if dtype.name == "Int64" else float(text)
+    return _dt.date.fromisoformat(text) if dtype.name == "Date" else text
 
 
 @dataclass(frozen=True)

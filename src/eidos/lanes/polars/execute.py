@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -9,6 +10,7 @@ import pyarrow as pa
 import polars as pl
 from eidos.errors import EidosError, ExecutionError
 from eidos.hal.arrow import conform
+from eidos.hal.files import csv_value_error
 from eidos.ir import nodes as N
 from eidos.lanes.polars.translate import Ctx, to_lazyframe
 
@@ -76,7 +78,20 @@ class _errors:
             raise first.with_traceback(None) from first.__cause__
         if isinstance(error, EidosError):
             return False
+        csv = _csv_value(self.ctx, error)
+        if csv is not None:
+            raise csv from error
         raise ExecutionError(f"polars failed: {_describe(error)}") from error
+
+
+_CSV_VALUE = re.compile(r"could not parse `(.*?)` as dtype `[^`]*` at column '(.*?)'", re.DOTALL)
+
+
+def _csv_value(ctx: Ctx, error: BaseException) -> EidosError | None:
+    """The error every lane gives for a CSV value not of its column's type (hal.files.csv_value_error)."""
+    m = _CSV_VALUE.search(str(error))
+    found = [s for s in ctx.csv if m and m.group(2) in s.schema]
+    return csv_value_error(found[0], m.group(2), m.group(1)) if found else None
 
 
 def _describe(error: BaseException) -> str:

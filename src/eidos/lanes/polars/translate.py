@@ -21,7 +21,7 @@ import pyarrow as pa
 import polars as pl
 from eidos.errors import ExecutionError, UnsupportedError
 from eidos.hal import coverage as C
-from eidos.hal.arrow import batch_result
+from eidos.hal.arrow import batch_result, read_local
 from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
@@ -64,6 +64,7 @@ class Ctx:
 
     names: itertools.count = field(default_factory=itertools.count)
     failures: list[BaseException] = field(default_factory=list)
+    csv: list[S.CsvSource] = field(default_factory=list)   # read natively: execute names their bad values
 
     def temp(self, what: str) -> str:
         return f"__eidos_{what}{next(self.names)}"
@@ -89,6 +90,8 @@ def translate(node: N.Node, ctx: Ctx) -> pl.LazyFrame:
 
 @translate.register
 def _(node: N.Scan, ctx: Ctx) -> pl.LazyFrame:
+    if isinstance(node.source, S.CsvSource):
+        ctx.csv.append(node.source)
     lf = scan(node.source)
     names = node.columns if node.columns is not None else node.source.schema.names
     schema = node.schema
@@ -116,7 +119,17 @@ def scan(source: S.Source) -> pl.LazyFrame:
 
 @scan.register
 def _(source: S.ParquetSource) -> pl.LazyFrame:
-    return pl.scan_parquet(list(source.files), glob=False)
+    files = list(source.files)
+    if not source.partitions:
+        return pl.scan_parquet(files, glob=False, hive_partitioning=False)
+    # eidos's own partition values (docs/api/sources.md), mapped from each row's file, not Polars' hive reading
+    path = "__eidos_file"
+    lf = pl.scan_parquet(files, glob=False, hive_partitioning=False, include_file_paths=path)
+    rows = [source.partition_row(i) for i in range(len(files))]
+    return lf.with_columns([
+        pl.col(path).replace_strict(files, pl.Series([r[k] for r in rows], dtype=pl_dtype(source.schema[name])),
+                                    return_dtype=pl_dtype(source.schema[name])).alias(name)
+        for k, name in enumerate(source.partitions)]).drop(path)
 
 
 @scan.register
@@ -125,8 +138,16 @@ def _(source: S.CsvSource) -> pl.LazyFrame:
     if _has_blank_lines(source.path):
         # eidos reads CSV as Arrow's reader does, which skips blank lines; Polars reads them as
         # rows of nulls. Such a file is read by Arrow's reader when the plan runs.
-        return pl.LazyFrame({"__eidos_none": [0]}).map_batches(
-            lambda _: _read_csv_with_arrow(source), schema=schema, streamable=False)
+        failures = _CTX.get().failures
+
+        def read(_: pl.DataFrame) -> pl.DataFrame:
+            try:
+                return pl.from_arrow(read_local(source, None), rechunk=False)
+            except ExecutionError as error:
+                failures.append(error)
+                raise
+
+        return pl.LazyFrame({"__eidos_none": [0]}).map_batches(read, schema=schema, streamable=False)
     # The Flow's schema is given whole (by position: the header line is skipped, not matched, as
     # Polars reads quotes in header names differently), so Polars infers nothing.
     lf = pl.scan_csv(source.path, has_header=False, skip_rows=1 if source.has_header else 0,
@@ -145,18 +166,6 @@ def _has_blank_lines(path: str) -> bool:
         return False
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         return m[:1] in (b"\n", b"\r") or m.find(b"\n\n") >= 0 or m.find(b"\n\r\n") >= 0
-
-
-def _read_csv_with_arrow(source: S.CsvSource) -> pl.DataFrame:
-    import pyarrow.csv as pcsv
-
-    table = pcsv.read_csv(
-        source.path, read_options=pcsv.ReadOptions(autogenerate_column_names=not source.has_header),
-        parse_options=pcsv.ParseOptions(delimiter=source.delimiter),
-        convert_options=pcsv.ConvertOptions(column_types={n: t.to_arrow() for n, t in source.schema.items()},
-                                            null_values=[""], strings_can_be_null=True))
-    table = table.rename_columns(list(source.schema.names)).cast(source.schema.to_arrow())
-    return pl.from_arrow(table, rechunk=False)
 
 
 @scan.register

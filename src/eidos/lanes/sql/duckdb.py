@@ -8,13 +8,14 @@ import threading
 
 from sqlglot import exp
 
-from eidos.errors import PlanError, UnsupportedError
+from eidos.errors import EidosError, PlanError, UnsupportedError
 from eidos.hal import sql_guard
+from eidos.hal.arrow import csv_batches, parquet_batches
 from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
 from eidos.lanes.sql.dialect import Dialect, _div
-from eidos.lanes.sql.translate import by_name, fn, ident, positional, slots, string
+from eidos.lanes.sql.translate import by_name, column, fn, ident, positional, slots, string
 
 
 def path_of(uri: str) -> str:
@@ -87,30 +88,54 @@ class DuckDBDialect(Dialect):
             ctx.arrow[name] = source.table.rename_columns(list(slots(len(names))))
             return exp.Table(this=ident(name)), positional(names)
         if isinstance(source, CsvSource):
-            return exp.Table(this=self._read_csv(source)), positional(names)
+            read = list(ctx.reading)
+            return self._stream(ctx, lambda: csv_batches(source, read)), positional(read)
         if isinstance(source, ParquetSource):
-            files = exp.Array(expressions=[string(f) for f in source.files])
-            return exp.Table(this=fn("read_parquet", files)), by_name(names)
+            if len({n.casefold() for n in names}) < len(names):
+                # DuckDB folds identifier case, so 'price' and 'PRICE' cannot both be named: pyarrow reads them
+                read = list(ctx.reading)
+                return self._stream(ctx, lambda: parquet_batches(source, read)), positional(read)
+            return self._read_parquet(source, ctx)
         if isinstance(source, SqlSource) and source.scheme == "duckdb":
             if source.table is not None:
                 return table_ref(source.table), by_name(names)
             return ctx.raw(source), by_name(names)
         raise UnsupportedError(f"the duckdb lane cannot read {source.describe()}")
 
-    def _read_csv(self, source: CsvSource) -> exp.Expression:
-        def named(key, value):
-            return exp.EQ(this=exp.var(key), expression=value)
+    def _stream(self, ctx, make) -> exp.Table:
+        """A source read by pyarrow, as every lane reads it, and scanned by DuckDB as an Arrow stream
+        (registered under positional names; `make` gives a new stream each run)."""
+        import pyarrow as pa
 
-        columns = exp.Struct(expressions=[
-            exp.PropertyEQ(this=string(c), expression=string(self.types[t.name] if not t.is_decimal
-                                                            else f"DECIMAL({t.precision}, {t.scale})"))
-            for c, t in zip(slots(len(source.schema)), source.schema.dtypes)])
-        args = [string(source.path), named("header", exp.Boolean(this=source.has_header)),
-                named("delim", string(source.delimiter)), named("columns", columns),
-                # semantics 15: an empty field is null (quoted or not, strings too); all else is data
-                named("nullstr", string("")), named("allow_quoted_nulls", exp.Boolean(this=True)),
-                named("auto_detect", exp.Boolean(this=False))]
-        return fn("read_csv", *args)
+        def positional_stream() -> pa.RecordBatchReader:
+            reader = make()
+            schema = pa.schema([f.with_name(c) for f, c in zip(reader.schema, slots(len(reader.schema)))])
+            return pa.RecordBatchReader.from_batches(schema, (b.rename_columns(schema.names) for b in reader))
+
+        name = ctx.fresh("stream")
+        ctx.arrow[name] = positional_stream
+        return exp.Table(this=ident(name))
+
+    def _read_parquet(self, source: ParquetSource, ctx) -> tuple[exp.Expression, dict]:
+        """DuckDB's own parquet reader, columns by name (unique whatever their case); partition columns
+        joined from a VALUES list of each file's values (eidos's, not DuckDB's reading of the paths)."""
+        files = exp.Array(expressions=[string(f) for f in source.files])
+        stored = [n for n in source.schema.names if n not in source.partitions]
+        if not source.partitions:
+            return exp.Table(this=fn("read_parquet", files)), by_name(stored)
+        file, alias, parts = ctx.fresh("file"), ctx.fresh("parts"), ctx.fresh("p")
+        keys = [f"{parts}_{k}" for k in range(len(source.partitions))]
+        rows = [exp.Tuple(expressions=[string(f)] + [self.literal(v, source.schema[k]) for k, v in
+                                                     zip(source.partitions, source.partition_row(i))])
+                for i, f in enumerate(source.files)]
+        values = exp.Values(expressions=rows, alias=exp.TableAlias(this=ident(alias),
+                                                                   columns=[ident(c) for c in [file, *keys]]))
+        read = exp.Table(this=fn("read_parquet", files, exp.EQ(this=exp.var("filename"), expression=string(file))),
+                         alias=exp.TableAlias(this=ident(parts)))
+        select = (exp.select(*[column(n, parts) for n in stored], *[column(k, alias) for k in keys])
+                  .from_(read).join(values, on=exp.EQ(this=column(file, parts), expression=column(file, alias))))
+        refs = by_name(stored) | {n: column(k) for n, k in zip(source.partitions, keys)}
+        return exp.Subquery(this=select, alias=exp.TableAlias(this=ident(ctx.fresh("hive")))), refs
 
 
 def describe(source: SqlSource) -> tuple[Schema, int | None]:
@@ -177,19 +202,37 @@ class Session:
             self.con = _cursor()
         else:
             self.con = duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {}))
+        self.errors: list[BaseException] = []   # what streams read by pyarrow raised (DuckDB keeps only text)
         try:
             if paths:
                 files = [f for s in query.sources for f in getattr(s, "files", ())]
                 files += [s.path for s in query.sources if isinstance(s, CsvSource)]
                 sandbox(self.con, files, [d for d in [(settings or {}).get("temp_directory")] if d])
             for name, table in query.arrow.items():
-                self.con.register(name, table)
+                self.con.register(name, self._stream(table()) if callable(table) else table)
         except BaseException:
             self.close()
             raise
 
+    def _stream(self, reader):
+        import pyarrow as pa
+
+        def batches():
+            try:
+                yield from reader
+            except EidosError as e:
+                self.errors.append(e)
+                raise
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
     def fetch(self, sql: str):
-        return self.con.sql(sql).to_arrow_table()
+        try:
+            return self.con.sql(sql).to_arrow_table()
+        except Exception:
+            if self.errors:
+                raise self.errors[0] from None
+            raise
 
     def close(self) -> None:
         if not self.shared:

@@ -125,6 +125,7 @@ class Ctx:
         self.ctes: list[tuple[str, exp.Expression]] = []
         self.arrow: dict[str, pa.Table] = {}
         self.sources: list = []
+        self.reading: tuple[str, ...] = ()   # the columns the scan being translated reads
         self._n = 0
 
     def raw(self, source) -> exp.Expression:
@@ -185,6 +186,7 @@ def node(n: N.Node, ctx: Ctx) -> Rel:
 def _(n: N.Scan, ctx: Ctx) -> Rel:
     ctx.sources.append(n.source)
     names = n.columns if n.columns is not None else n.source.schema.names
+    ctx.reading = tuple(names)
     table, refs = ctx.dialect.scan(n.source, ctx)
     items = [ctx.dialect.scan_column(refs[c], n.source.schema[c], n.source) for c in names]
     return ctx.add(exp.select(*_outputs(items)).from_(table), len(items))

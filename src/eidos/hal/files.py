@@ -1,0 +1,192 @@
+"""Local files as a plan reads them: the answer never drifts silently from what the plan was built on.
+
+Every file of a parquet source holds the same columns, each as one type (in any order). The footers
+are read when the Flow is built, and again before each run for any file that changed since (size,
+modification time, inode): a file that no longer holds what the plan was built on stops the run
+with the column, the file and both types, instead of an answer converted into the old types. A CSV
+file's header is read again before each run; a value no lane can read as the type inferred from the
+file's first block is reported alike by every lane (`csv_value_error`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+
+from eidos.errors import EidosError, ExecutionError, PlanError
+from eidos.ir import nodes as N
+from eidos.ir.schema import Schema
+from eidos.ir.sources import CsvSource, ParquetSource, PartSource, Source
+
+CACHE_FILES = 8192
+CSV_BLOCK = "the first block (1 MiB)"
+_footers: OrderedDict[str, tuple[tuple, object, Schema]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def footer(path: str) -> tuple[object, Schema]:
+    """(pyarrow FileMetaData, eidos Schema) of one parquet file; read again only when the file changed.
+    Raises OSError, pyarrow's ArrowInvalid or PlanError (a type eidos lacks) for the caller to name."""
+    import pyarrow.parquet as pq
+
+    st = os.stat(path)
+    key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    with _lock:
+        hit = _footers.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    meta = pq.read_metadata(path)
+    schema = Schema.from_arrow(meta.schema.to_arrow_schema())
+    with _lock:
+        _footers[path] = (key, meta, schema)
+        _footers.move_to_end(path)
+        while len(_footers) > CACHE_FILES:
+            _footers.popitem(last=False)
+    return meta, schema
+
+
+def mismatch(expected: Schema, where: str, got: Schema, file: str) -> str | None:
+    """How `file`'s columns differ from `expected` (those of `where`), in words; None when they agree."""
+    for name, t in expected.items():
+        if name not in got:
+            return f"column {name!r} ({t}) of {where} is missing from {file!r}"
+        if got[name] != t:
+            return f"column {name!r} is {t} in {where} but {got[name]} in {file!r}"
+    extra = [n for n in got.names if n not in expected]
+    if extra:
+        return f"{file!r} holds column {extra[0]!r} ({got[extra[0]]}), which {where} does not"
+    return None
+
+
+def parquet_footers(path: str, files: Sequence[str]) -> tuple[Schema, list]:
+    """The columns every file holds and each file's metadata, for read_parquet; a PlanError names the
+    first file that differs from the first one, the column and both types."""
+    import pyarrow as pa
+
+    metas, first = [], None
+    for f in files:
+        try:
+            meta, schema = footer(f)
+        except (OSError, pa.ArrowInvalid) as e:
+            raise PlanError(f"cannot read parquet {path!r}: file {f!r}: {e}") from e
+        except PlanError as e:
+            raise PlanError(f"cannot read parquet {path!r}: file {f!r}: {e}") from e
+        if first is None:
+            first = schema
+        else:
+            differs = mismatch(first, repr(files[0]), schema, f)
+            if differs:
+                raise PlanError(f"cannot read parquet {path!r} as one table: {differs}; every file must hold the "
+                                "same columns (in any order), each as one type: rewrite the files so, or read "
+                                "them apart and union them after a cast")
+        metas.append(meta)
+    return first, metas
+
+
+# ---------------------------------------------------------------- before each run
+
+def check(plan: N.Node) -> None:
+    """Every local file `plan` reads still holds what the plan was built on; a PlanError says what changed."""
+    seen = set()
+    for source in _sources(plan):
+        if source in seen:
+            continue
+        seen.add(source)
+        if isinstance(source, ParquetSource):
+            _check_parquet(source)
+        elif isinstance(source, CsvSource) and source.has_header:
+            _check_csv_header(source)
+
+
+def _sources(plan: N.Node) -> Iterator[Source]:
+    for node in plan.walk():
+        if isinstance(node, N.Scan):
+            if isinstance(node.source, PartSource) and node.source.plan is not None:
+                yield from _sources(node.source.plan)
+            else:
+                yield node.source
+
+
+def _changed(source: Source, what: str) -> PlanError:
+    return PlanError(f"{source.describe()} changed since the flow was built: {what}; build the flow again "
+                     "to read the files as they are now")
+
+
+def _check_parquet(source: ParquetSource) -> None:
+    import pyarrow as pa
+
+    expected = source.file_schema
+    for f in source.files:
+        try:
+            _, got = footer(f)
+        except FileNotFoundError as e:
+            raise _changed(source, f"file {f!r} is gone") from e
+        except (OSError, pa.ArrowInvalid, PlanError) as e:
+            raise _changed(source, f"file {f!r} cannot be read: {e}") from e
+        differs = mismatch(expected, "the flow as built", got, f)
+        if differs:
+            raise _changed(source, differs)
+
+
+def csv_header(path: str, delimiter: str) -> tuple[str, ...]:
+    """The names in a CSV file's first non-empty line, quoted as Arrow's reader reads them."""
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        for row in csv.reader(f, delimiter=delimiter, quotechar='"', doublequote=True):
+            if row:
+                return tuple(row)
+    return ()
+
+
+def _check_csv_header(source: CsvSource) -> None:
+    try:
+        names = csv_header(source.path, source.delimiter)
+    except FileNotFoundError as e:
+        raise _changed(source, "the file is gone") from e
+    except (OSError, csv.Error) as e:
+        raise _changed(source, f"its header cannot be read: {e}") from e
+    if names != source.schema.names:
+        raise _changed(source, f"its header is {', '.join(names) or '(empty)'}, the flow was built on "
+                               f"{', '.join(source.schema.names)}")
+
+
+# ---------------------------------------------------------------- CSV values
+
+_ARROW_CSV = re.compile(r"In CSV column #(\d+): (?:Row #\d+: )?CSV conversion error to [^:]+: invalid value '(.*)'",
+                        re.DOTALL)
+
+
+def csv_value_error(source: CsvSource, column: str, value: str) -> ExecutionError:
+    """The error every lane gives for a CSV value that is not of its column's inferred type."""
+    expected = source.schema[column]
+    return ExecutionError(
+        f"cannot read {source.describe()}: column {column!r} holds {value!r}{_value_type(value)} past "
+        f"{CSV_BLOCK}, from which eidos inferred {expected}; make the file's first rows show the type the "
+        "column holds (e.g. 1.0 for a float), or convert it to parquet with the types you mean")
+
+
+def arrow_csv_error(source: CsvSource, error: BaseException) -> EidosError | None:
+    """csv_value_error for pyarrow's conversion error reading `source` (None for any other error)."""
+    m = _ARROW_CSV.search(str(error))
+    names = source.schema.names
+    if m is None or int(m.group(1)) >= len(names):   # Arrow counts the file's columns from 0
+        return None
+    return csv_value_error(source, names[int(m.group(1))], m.group(2))
+
+
+def _value_type(value: str) -> str:
+    """' (a Float64)': the type Arrow's reader infers for the value alone, when eidos has it."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    from eidos.ir import dtypes as T
+
+    try:
+        t = pcsv.read_csv(io.BytesIO(b"v\n" + value.encode() + b"\n")).schema.field(0).type
+        return f" (a {T.from_arrow(t, column='v')})"
+    except (pa.ArrowException, EidosError):
+        return ""
