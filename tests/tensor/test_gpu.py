@@ -217,6 +217,27 @@ def test_0d_tensors_on_the_device_and_host_0d_tensors_on_the_gpu_backend():
     assert float(h) == 2.0 and h.device == "cpu" and "backend: gpu (explicit backend)" in T.explain(h)
 
 
+def test_device_tensors_are_values():
+    """As on the host (tests/tensor/test_values.py): a write after a graph was built does not reach it, nor a
+    tensor viewing the same device memory; in-place operators change the tensor alone."""
+    g = on_gpu([1.0, 2.0, 3.0])
+    y, tail = g * 10, g[1:]
+    v = g[0:2].realize()
+    assert isinstance(v._data, torch.Tensor) and v._data.untyped_storage().data_ptr() == \
+        g._data.untyped_storage().data_ptr()
+    g[0] = 5
+    g += 1
+    v[1] = 50
+    assert y.tolist() == [10, 20, 30] and tail.tolist() == [2, 3] and v.tolist() == [1, 50] and g.tolist() == [6, 3, 4]
+    g[1:] = g[:-1]
+    assert g.tolist() == [6, 6, 3] and g.device == "gpu"
+    src = torch.zeros(3, device=T.storage.torch_device()) if CUDA else None
+    if src is not None:   # a CUDA producer: ei.tensor copies it, from_dlpack shares it
+        t, shared = T(src), ei.from_dlpack(src)
+        src[0] = 7
+        assert t.tolist() == [0, 0, 0] and shared.tolist() == [7, 0, 0]
+
+
 def test_layer_norm_defaults_and_isnan_of_ints_stay_on_the_device():
     g = on_gpu(np.arange(8, dtype=np.float32).reshape(2, 4))
     assert T.layer_norm(g).device == "gpu" and T.isnan(on_gpu([1, 2])).device == "gpu"

@@ -13,8 +13,9 @@ from eidos.errors import EidosError
 
 def test_numpy_round_trips():
     a = np.arange(6, dtype=np.int16).reshape(2, 3)
-    t = T(a)
+    t = T(a, copy=False)
     assert np.asarray(t) is a or np.shares_memory(np.asarray(t), a)
+    assert not np.shares_memory(T(a).numpy(), a)   # by default a copy: NumPy may write a later
     b = np.from_dlpack(t)
     assert np.shares_memory(b, a)
     c = ei.from_dlpack(a)

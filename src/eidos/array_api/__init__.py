@@ -54,12 +54,16 @@ def _host(fn, *xs, **kw) -> Tensor:
     arrays = [x.numpy() if isinstance(x, Tensor) else x for x in xs]
     with np.errstate(all="ignore"):
         out = fn(*arrays, **kw)
-    return _wrap(out)
+    return _wrap(out, inputs=arrays)
 
 
-def _wrap(out, why="host NumPy (no ISA instruction for it)"):
+def _wrap(out, why="host NumPy (no ISA instruction for it)", inputs=()):
+    """The result as tensors; a view of an input (np.flip, np.moveaxis, ...) is copied: results are values."""
     if isinstance(out, tuple):
-        return tuple(_wrap(o, why) for o in out)
+        return tuple(_wrap(o, why, inputs) for o in out)
+    if isinstance(out, np.ndarray) and builtins.any(isinstance(a, np.ndarray) and np.may_share_memory(out, a)
+                                                    for a in inputs):
+        out = out.copy()
     return _T.host_result(out, why)
 
 
@@ -151,7 +155,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         a = np.array(obj, copy=True) if copy else np.asarray(obj)
         if dtype is not None:
             a = a.astype(_D.as_dtype(dtype), copy=False)
-    return _T(a, dtype=dtype, device=device)
+    return _T(a, dtype=dtype, device=device, copy=False)  # copy=None: the standard's "reuse memory if possible"
 
 
 def _on(t, device):

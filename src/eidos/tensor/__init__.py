@@ -50,8 +50,8 @@ from .shapes import *  # noqa: F403
 
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, data, dtype=None, device=None):
-        return _make(data, dtype=dtype, device=device)
+    def __call__(self, data, dtype=None, device=None, *, copy=None):
+        return _make(data, dtype=dtype, device=device, copy=copy)
 
 
 sys.modules[__name__].__class__ = _CallableModule

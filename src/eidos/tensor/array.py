@@ -9,6 +9,8 @@ np.set_printoptions(precision=4) (tests/tensor/test_docs.py runs them so).
 from __future__ import annotations
 
 import math
+import operator
+import weakref
 
 import numpy as np
 
@@ -45,7 +47,7 @@ class Tensor:
         "dtype": "The element type, a NumPy dtype.\n\n>>> ei.tensor([1.0], dtype='float32').dtype\ndtype('float32')\n",
         "device": "Where the data lives (or will): 'cpu' (NumPy) or 'gpu' (torch; storage.py).\n\n"
                   ">>> ei.tensor([1]).device\n'cpu'\n",
-        "_data": "", "_op": "", "_args": "", "_attrs": "", "_runs": "", "__weakref__": ""}
+        "_data": "", "_op": "", "_args": "", "_attrs": "", "_runs": "", "_readers": "", "__weakref__": ""}
     __array_priority__ = 100
 
     def __init__(self, data=None, *, _shape=None, _dtype=None, _op="leaf", _args=(), _attrs=None,
@@ -61,6 +63,7 @@ class Tensor:
         self.device = _device
         self._op, self._args, self._attrs = _op, tuple(_args), _attrs
         self._runs: list = []
+        self._readers = None   # weak references to the tensors that read this one's value later (see _before_write)
 
     # ---- basic properties ---------------------------------------------------------------
 
@@ -280,42 +283,59 @@ class Tensor:
     def __invert__(self): return ops.bitwise_invert(self)
     __hash__ = None  # type: ignore[assignment]
 
-    # in-place forms rebind (a Tensor's graph node is immutable)
+    # in place: t[key] = v writes t's memory; t += v gives t the value t + v (lazily). Either way a graph that
+    # read t before keeps t's value as it was then (_before_write, _assign).
     def __setitem__(self, key, value):
         if self.dtype not in D.COMPLEX and (isinstance(value, (complex, np.complexfloating)) or (
                 isinstance(value, Tensor) and value.dtype in D.COMPLEX)):
             raise DTypeError(f"setitem: a complex value into a {self.dtype} tensor would drop its imaginary part; "
                              "assign real(value) or make the tensor complex")
-        a = _realize(self)
+        if isinstance(value, Tensor) and value.device != self.device:
+            raise _mixed("setitem", [self, value])
+        k = _index_key(key)
+        if isinstance(value, Tensor):
+            _realize(value)
+        _realize(self)
+        _before_write(self)  # after the key and value ran: graphs of them that read self need no copy of it
+        a = self._data
+        v = value._data if isinstance(value, Tensor) else value
         if self.device != "cpu":
-            if isinstance(value, Tensor) and value.device != self.device:
-                raise _mixed("setitem", [self, value])
             if not a.is_contiguous():
                 a = self._data = a.contiguous()
-            k = _index_key(key)
             try:
                 np.empty(self.shape, dtype=np.bool_)[k]
             except IndexError as e:
                 raise AxisError(f"setitem on a tensor of shape {self.shape}: {e}") from e
             try:
-                _dev.setitem(a, k, _realize(value) if isinstance(value, Tensor) else value)
+                _dev.setitem(a, k, v)
             except (RuntimeError, ValueError) as e:
                 raise ShapeError(f"setitem on a tensor of shape {self.shape}: {e}") from e
             self._runs.append(("setitem", "device (torch index_copy_)"))
             return
-        if isinstance(value, Tensor) and value.device != "cpu":
-            raise _mixed("setitem", [self, value])
         if not a.flags.writeable:
             a = self._data = a.copy()
-        v = _realize(value) if isinstance(value, Tensor) else value
         try:
-            a[_index_key(key)] = v
+            a[k] = v
         except (IndexError, ValueError) as e:
             raise ShapeError(f"setitem on a tensor of shape {self.shape}: {e}") from e
         self._runs.append(("setitem", "host (NumPy)"))
 
+    def __iadd__(self, o): return _inplace(self, "+=", operator.add, o)
+    def __isub__(self, o): return _inplace(self, "-=", operator.sub, o)
+    def __imul__(self, o): return _inplace(self, "*=", operator.mul, o)
+    def __itruediv__(self, o): return _inplace(self, "/=", operator.truediv, o)
+    def __ifloordiv__(self, o): return _inplace(self, "//=", operator.floordiv, o)
+    def __imod__(self, o): return _inplace(self, "%=", operator.mod, o)
+    def __ipow__(self, o): return _inplace(self, "**=", operator.pow, o)
+    def __imatmul__(self, o): return _inplace(self, "@=", operator.matmul, o)
+    def __iand__(self, o): return _inplace(self, "&=", operator.and_, o)
+    def __ior__(self, o): return _inplace(self, "|=", operator.or_, o)
+    def __ixor__(self, o): return _inplace(self, "^=", operator.xor, o)
+    def __ilshift__(self, o): return _inplace(self, "<<=", operator.lshift, o)
+    def __irshift__(self, o): return _inplace(self, ">>=", operator.rshift, o)
+
     def __getitem__(self, key):
-        k = _index_key(key)
+        k = _index_key(key, snapshot=True)
         try:
             probe = np.empty(self.shape, dtype=np.bool_)[k]
         except IndexError as e:
@@ -650,12 +670,20 @@ def _device_name(device) -> str:
     raise DeviceError(f"unknown device {device!r}; devices: 'cpu', 'gpu' (also 'cuda', 'cuda:0'; one GPU)")
 
 
-def _index_key(key):
-    if isinstance(key, Tensor):
-        return _host(key)
-    if isinstance(key, tuple):
-        return tuple(_host(k) if isinstance(k, Tensor) else k for k in key)
-    return key
+def _index_key(key, snapshot: bool = False):
+    """A key NumPy can index with (tensors in it as host arrays). `snapshot`: array parts (tensors, NumPy arrays,
+    lists) copied, for a lazy getitem: the key's values as they are now, whatever is written into them later."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if not snapshot and not any(isinstance(k, Tensor) for k in parts):
+        return key
+    out = []
+    for k in parts:
+        if isinstance(k, Tensor):
+            k = _host(k).copy() if snapshot else _host(k)
+        elif snapshot and isinstance(k, (np.ndarray, list)):
+            k = np.array(k)
+        out.append(k)
+    return tuple(out) if isinstance(key, tuple) else out[0]
 
 
 def _mixed(op: str, args) -> DeviceError:
@@ -665,37 +693,164 @@ def _mixed(op: str, args) -> DeviceError:
                        f"e.g. x.to('gpu') or x.to('cpu')")
 
 
+# ---- value semantics ----------------------------------------------------------------------------
+# A tensor's value is fixed when it is defined. Each tensor keeps weak references to its readers: the graph
+# nodes that read it while pending, and the realized tensors whose memory is a view of its memory (a layout
+# move or a host function that returned a view keeps those operands in _args). A write into a tensor first
+# gives them the value as it is (copy-on-write: one copy, only when there is a reader left).
+
+def _read_by(t: Tensor, args) -> None:
+    """Record t as a reader of the tensors among args."""
+    ref = None
+    for a in args:
+        if a.__class__ is Tensor:
+            if ref is None:
+                ref = weakref.ref(t)
+            r = a._readers
+            if r is None:
+                a._readers = [ref]
+                continue
+            r.append(ref)
+            n = len(r)
+            if n >= 32 and not n & (n - 1):  # at each power of two: drop the dead and the realized (amortized O(1))
+                a._readers = [w for w in r if (x := w()) is not None and (x._data is None or x._args)]
+
+
+def _readers(t: Tensor):
+    """The live readers of t that still read it (pending with t an operand, or a realized view of t)."""
+    for w in t._readers or ():
+        r = w()
+        if r is not None and r._args and any(a is t for a in r._args):
+            yield r
+
+
+def _retarget(readers, t: Tensor, old: Tensor) -> None:
+    """The readers read `old` in place of t; old records them."""
+    for r in readers:
+        r._args = tuple(old if a is t else a for a in r._args)
+        _read_by(r, (old,))
+
+
+def _detached(t: Tensor, data) -> Tensor:
+    """A new tensor with t's value: `data` (realized), or t's graph (pending), reading what t read."""
+    old = Tensor.__new__(Tensor)
+    old.shape, old.dtype, old.device, old._data, old._op, old._args, old._attrs, old._runs, old._readers = \
+        t.shape, t.dtype, t.device, data, t._op, t._args if data is t._data else (), t._attrs, t._runs, None
+    if old._args:
+        _read_by(old, old._args)
+    return old
+
+
+def _before_write(t: Tensor) -> None:
+    """Before t's memory (realized) is written in place: the graphs that read t get its value as it is now, and
+    no other tensor sees the write. t's memory a view of another tensor's: t takes a copy and the view (with its
+    readers) stays with the others. Else: pending readers share one copy of t's memory; views of it take their
+    own copies. Memory shared with NumPy on request (copy=False, from_dlpack, .numpy()) sees the write."""
+    if not t._readers and not t._args:
+        return
+    readers = list(_readers(t))
+    t._readers = None
+    xp = _dev.storage(t.device)
+    if t._args:
+        _retarget(readers, t, _detached(t, t._data))
+        t._data, t._args = xp.copy(t._data), ()
+        return
+    pending = [r for r in readers if r._data is None]
+    if pending:
+        _retarget(pending, t, _detached(t, xp.copy(t._data)))
+    for r in readers:
+        if r._data is not None:
+            _unshare(r, t._data, xp)
+
+
+def _unshare(r: Tensor, mem, xp) -> None:
+    """r, a realized view, and the views of it, take their own copies where they share `mem`."""
+    if not _dev.shares(r._data, mem):
+        return
+    for v in list(_readers(r)):
+        if v._data is not None:
+            _unshare(v, mem, xp)
+    r._data, r._args = xp.copy(r._data), ()
+
+
+def _assign(t: Tensor, r: Tensor) -> None:
+    """t takes r's value (an in-place operator); the graphs that read t, r among them, read its old value, held by
+    a new tensor (no copy: t's new value is computed into new memory)."""
+    readers = list(_readers(t))
+    t._readers = None
+    _retarget(readers, t, _detached(t, t._data))
+    t._data, t._op, t._args, t._attrs, t._runs = r._data, r._op, r._args, r._attrs, r._runs
+    if t._args:
+        _read_by(t, t._args)
+
+
+def _inplace(t: Tensor, sym: str, fn, o) -> Tensor:
+    """t <sym> o: t's value becomes fn(t, o), in t's dtype and shape (as NumPy: a result of another kind, as
+    float into int, or of another shape is an error)."""
+    r = fn(t, o)
+    if r.shape != t.shape:
+        raise ShapeError(f"x {sym} y: the result has shape {r.shape}, x has {t.shape}; an in-place operation keeps "
+                         f"x's shape (y broadcasts to it); write x = x {sym[:-1]} y for a new tensor")
+    if r.dtype != t.dtype:
+        if not np.can_cast(r.dtype, t.dtype, "same_kind"):
+            raise DTypeError(f"x {sym} y: the result is {r.dtype}, which x's dtype {t.dtype} cannot take (NumPy's "
+                             f"same-kind rule); write x = x {sym[:-1]} y for a new tensor")
+        r = ops.astype(r, t.dtype)
+    if r is not t:
+        _assign(t, r)
+    return t
+
+
 # ---- construction -----------------------------------------------------------------------------
 
-def tensor(data, dtype=None, device=None) -> Tensor:
+_CONVERTED = (list, tuple, range, bool, int, float, complex, np.generic)   # data np.asarray puts in new memory
+
+
+def tensor(data, dtype=None, device=None, *, copy=None) -> Tensor:
     """A tensor from nested lists, scalars, NumPy arrays, DLPack producers or other tensors, on `device`
     (default: where the data is: the host, or the gpu for a producer on the device). `ei.tensor(...)` calls it.
+
+    copy=None (the default) copies memory something else can write (a NumPy array, a DLPack producer), so a
+    graph built on the tensor computes with the values it had here, as NumPy would; nothing is copied twice
+    (lists, scalars and a dtype change make new memory anyway; a tensor is itself). copy=False shares that
+    memory: no copy, and a graph that has not run yet reads the memory when it runs. copy=True always copies.
 
     >>> ei.tensor([[1, 2], [3, 4]], dtype="float32")
     Tensor([[1., 2.],
             [3., 4.]], dtype=float32, device='cpu')
+    >>> a = np.array([1.0, 2.0])
+    >>> t, shared = ei.tensor(a), ei.tensor(a, copy=False)
+    >>> a[0] = 5.0
+    >>> t.tolist(), shared.tolist()
+    ([1.0, 2.0], [5.0, 2.0])
     """
-    if device is not None:
-        name = _device_name(device)
-        t = tensor(data, dtype)
-        return t if t.device == name else t.to(name)
-    if isinstance(data, Tensor):
-        return data if dtype is None else ops.astype(data, dtype)
+    t, shares = _wrap(data, dtype)
+    if device is not None and t.device != (name := _device_name(device)):
+        return t.to(name)  # a copy on the other device
+    if shares and (copy or (copy is None and not isinstance(data, Tensor))):
+        a = _realize(t)
+        t = Tensor(a.copy()) if t.device == "cpu" else Tensor(a.clone(), _device=t.device)
+    return t
+
+
+def _wrap(data, dtype):
+    """(a tensor of data, whether its memory is data's own)."""
+    if isinstance(data, Tensor) or _dev.is_device_producer(data):
+        t = data if isinstance(data, Tensor) else from_dlpack(data)
+        r = t if dtype is None else ops.astype(t, dtype)
+        return r, r is t
     if hasattr(data, "__dlpack__") and not isinstance(data, np.ndarray):
-        if _dev.is_device_producer(data):
-            t = from_dlpack(data)
-            return t if dtype is None else ops.astype(t, dtype)
-        arr = np.from_dlpack(data)
+        arr, shares = np.from_dlpack(data), True
     else:
-        arr = np.asarray(data)
+        arr, shares = np.asarray(data), not isinstance(data, _CONVERTED)
+    new = arr
     if dtype is not None:
-        dt = D.as_dtype(dtype)
-        arr = arr.astype(dt, copy=False)
+        new = arr.astype(D.as_dtype(dtype), copy=False)
     elif arr.dtype.kind in "iu" and arr.dtype not in D.DTYPES:
-        arr = arr.astype(np.int64)
-    if arr.dtype not in D.DTYPES:
-        raise DTypeError(f"tensor: dtype {arr.dtype} is not supported; dtypes: {', '.join(D.NAMES)}")
-    return Tensor(arr)
+        new = arr.astype(np.int64)
+    if new.dtype not in D.DTYPES:
+        raise DTypeError(f"tensor: dtype {new.dtype} is not supported; dtypes: {', '.join(D.NAMES)}")
+    return Tensor(new), shares and new is arr
 
 
 def from_dlpack(x, *, device=None, copy=None) -> Tensor:
@@ -785,7 +940,7 @@ def arange(start, stop=None, step=1, dtype=None) -> Tensor:
     Tensor([1, 3, 5], dtype=int64, device='cpu')
     """
     a = np.arange(start, stop, step) if stop is not None else np.arange(start)
-    return tensor(a, dtype=dtype)
+    return tensor(a, dtype=dtype, copy=False)
 
 
 def rand(*shape, seed=None) -> Tensor:

@@ -17,8 +17,8 @@ from . import backend as _backend
 from . import complex as C
 from . import dtypes as D
 from . import storage as _dev
-from .array import Const, Tensor, _mixed, host_result, tensor
-from .realization import _SMALL_MAX, _counters, _local, _realize, _small_data, _small_kernel, is_eager
+from .array import Const, Tensor, _mixed, _read_by, host_result, tensor
+from .realization import _SMALL_MAX, _counters, _local, _realize, _small_data, _small_kernel
 from .shapes import broadcast_shapes, normalize_axes
 
 __all__ = [
@@ -67,7 +67,8 @@ def _node(op, args, shape, dtype, attrs=None) -> Tensor:
                              f"gpu tensors stay on the device; move the operands with .to('cpu') first")
         return _host_node(op, args, shape, dtype, attrs)
     t = Tensor(_op=op, _args=args, _shape=shape, _dtype=dtype, _attrs=attrs, _device=device)
-    if is_eager():
+    _read_by(t, args)
+    if _local.eager:
         _realize(t)
     return t
 
@@ -125,8 +126,8 @@ def _eager_binary(op: str, slow=None, floats_only: bool = False):
                         k[0](da.size, k[1], out.reshape(-1), da.reshape(-1), db.reshape(-1))
                     counters["programs"] += 1
                     t = new(Tensor)
-                    t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs = \
-                        self.shape, dt, "cpu", out, op, (), None, [k[2]]
+                    t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs, t._readers = \
+                        self.shape, dt, "cpu", out, op, (), None, [k[2]], None
                     return t
         return _binary(op, self, o) if slow is None else slow(self, o)
     method.__name__ = method.__qualname__ = f"__{op}__"
@@ -144,8 +145,8 @@ def _small(op: str, a: Tensor, b) -> Tensor | None:
     if r is None:
         return None
     t = Tensor.__new__(Tensor)
-    t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs = \
-        a.shape, a.dtype, "cpu", r[0], op, (), None, [r[1]]
+    t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs, t._readers = \
+        a.shape, a.dtype, "cpu", r[0], op, (), None, [r[1]], None
     return t
 
 

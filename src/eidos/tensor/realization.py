@@ -165,11 +165,14 @@ def _realize(t: Tensor) -> np.ndarray:
         else:
             t._data = _dev.move(name, param, t.shape, arrays)
             t._runs.append((f"{name}", "device layout (torch view or copy), no program"))
+        return _viewing(t, arrays)
     elif op == "host":
         name, fn, why = t._attrs
+        arrays = [_realize(a) for a in t._args]
         with np.errstate(all="ignore"):
-            t._data = _host_array(fn(*[_realize(a) for a in t._args]))
+            t._data = _host_array(fn(*arrays))
         t._runs.append((name, why))
+        return _viewing(t, arrays)
     elif op == "matmul":
         _run_matmul(t)
     elif op == "softmax":
@@ -179,6 +182,13 @@ def _realize(t: Tensor) -> np.ndarray:
     else:
         raise EidosError(f"internal: no realization for {op}")
     t._args = ()
+    return t._data
+
+
+def _viewing(t: Tensor, arrays) -> np.ndarray:
+    """A layout move or host call realized: its operands whose memory t's is a view of stay in t._args (t is a
+    reader of them: a write into one first gives t its own copy, array.py's _before_write); the others go."""
+    t._args = tuple(a for a, arr in zip(t._args, arrays) if _dev.shares(t._data, arr))
     return t._data
 
 

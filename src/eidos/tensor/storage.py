@@ -5,7 +5,7 @@ A gpu tensor's data is a torch tensor on `torch_device()`: CUDA on a GPU; under 
 interpreter (TRITON_INTERPRET=1, no CUDA) a torch CPU tensor stands in for device memory, so the
 same code runs and is tested on a CPU. torch is imported only here and only when a gpu tensor is
 made. Host tensors keep NumPy arrays; `HOST` and `GPU` give both the same few functions
-(`empty`, `full`, `layout`, `contiguous`, `moveaxis`, `astype`), so realization code is written once.
+(`empty`, `full`, `layout`, `contiguous`, `copy`, `moveaxis`, `astype`), so realization code is written once.
 
 Layout moves (reshape, transpose, slicing, broadcasting, concatenation) run on the device in torch,
 on an integer view of the same width (a move copies bits; torch lacks many operations for
@@ -204,6 +204,10 @@ class _Host:
         return out if out.ndim == arr.ndim else out.reshape(arr.shape)
 
     @staticmethod
+    def copy(arr):
+        return arr.copy()
+
+    @staticmethod
     def moveaxis(arr, src, dst):
         return np.moveaxis(arr, src, dst)
 
@@ -253,6 +257,10 @@ class _Gpu:
         return arr.contiguous()
 
     @staticmethod
+    def copy(arr):
+        return arr.clone()
+
+    @staticmethod
     def moveaxis(arr, src, dst):
         return arr.movedim(src, dst)
 
@@ -266,6 +274,13 @@ class _Gpu:
 
 
 HOST, GPU = _Host(), _Gpu()
+
+
+def shares(a, b) -> bool:
+    """Whether two arrays of one device may share memory (False positives possible: then a needless copy)."""
+    if a.__class__ is np.ndarray:
+        return b.__class__ is np.ndarray and np.may_share_memory(a, b)
+    return is_device_array(a) and is_device_array(b) and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def storage(device: str):
