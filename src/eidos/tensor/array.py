@@ -679,7 +679,7 @@ def _index_key(key, snapshot: bool = False):
     out = []
     for k in parts:
         if isinstance(k, Tensor):
-            k = _host(k).copy() if snapshot else _host(k)
+            k = _host(k).copy() if snapshot and k.device == "cpu" else _host(k)   # (a device key's is a copy)
         elif snapshot and isinstance(k, (np.ndarray, list)):
             k = np.array(k)
         out.append(k)
@@ -711,9 +711,13 @@ def _read_by(t: Tensor, args) -> None:
                 a._readers = [ref]
                 continue
             r.append(ref)
-            n = len(r)
-            if n >= 32 and not n & (n - 1):  # at each power of two: drop the dead and the realized (amortized O(1))
-                a._readers = [w for w in r if (x := w()) is not None and (x._data is None or x._args)]
+            if len(r) >= 32 and not len(r) & (len(r) - 1):
+                _prune_readers(a)
+
+
+def _prune_readers(a: Tensor) -> None:
+    """Drop the dead and the realized non-views from a's readers: at each power of two of its length (amortized O(1))."""
+    a._readers = [w for w in a._readers if (x := w()) is not None and (x._data is None or x._args)]
 
 
 def _readers(t: Tensor):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins as _builtins
 import math
+from weakref import ref as _weakref
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from . import backend as _backend
 from . import complex as C
 from . import dtypes as D
 from . import storage as _dev
-from .array import Const, Tensor, _mixed, _read_by, host_result, tensor
+from .array import Const, Tensor, _mixed, _prune_readers, host_result, tensor
 from .realization import _SMALL_MAX, _counters, _local, _realize, _small_data, _small_kernel
 from .shapes import broadcast_shapes, normalize_axes
 
@@ -67,7 +68,16 @@ def _node(op, args, shape, dtype, attrs=None) -> Tensor:
                              f"gpu tensors stay on the device; move the operands with .to('cpu') first")
         return _host_node(op, args, shape, dtype, attrs)
     t = Tensor(_op=op, _args=args, _shape=shape, _dtype=dtype, _attrs=attrs, _device=device)
-    _read_by(t, args)
+    ref = _weakref(t)
+    for a in args:  # array._read_by written out (the hot path of every lazy operation)
+        if a.__class__ is Tensor:
+            r = a._readers
+            if r is None:
+                a._readers = [ref]
+            else:
+                r.append(ref)
+                if len(r) >= 32 and not len(r) & (len(r) - 1):
+                    _prune_readers(a)
     if _local.eager:
         _realize(t)
     return t
