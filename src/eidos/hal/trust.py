@@ -154,8 +154,12 @@ def _within(module: str, trusted: Iterable[str]) -> bool:
 
 
 def how_to_allow(ref: str) -> str:
-    """The ways to allow a reference, for error messages."""
+    """The ways to allow a reference, for error messages. Trusting a standard-library module (os,
+    subprocess, builtins) would allow everything it defines, so for those only registration is offered."""
     module = ref.partition(":")[0] if ":" in ref else ""
+    if module.split(".")[0] in sys.stdlib_module_names:
+        return (f"{module!r} is part of Python's standard library, whose modules a plan should never be trusted "
+                "with; to allow one function, register it in the loading process: ei.register_udf(fn)")
     if not all(part.isidentifier() and part.isascii() for part in module.split(".")):
         module = ""  # not a module name: not echoed (a plan's text may hold anything, terminal escapes too)
     trusted = f"('{module}',)" if module else "('mypkg',)"
