@@ -15,7 +15,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import grammar as G
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
-from eidos.lanes.sql.dialect import Dialect, _and, _is, _not_null
+from eidos.lanes.sql.dialect import Dialect, _and, _is, _not_null, _or
 from eidos.lanes.sql.duckdb import table_ref
 from eidos.lanes.sql.translate import by_name, case, fn, number, paren, string
 
@@ -123,7 +123,10 @@ class SQLiteDialect(Dialect):
             a, b = b, a
         n = b if cls is exp.Add else exp.Neg(this=paren(b))
         shift = fn("printf", string("%+d days"), n)
-        return fn("date", a, shift)
+        r = fn("date", a, shift)
+        # Past 9999 SQLite's date() gives null, before year 1 text such as '0000-12-28': both raise (semantics 12)
+        bad = _or(_and(_is(r), _not_null(a), _not_null(b)), exp.LT(this=r, expression=string("0001-01-01")))
+        return case([(bad, self.error("date out of range (years 1..9999)", a, T.Date))], r)
 
     def agg_sum(self, arg, at, t):
         total = exp.Sum(this=arg)  # raises "integer overflow" on integers
