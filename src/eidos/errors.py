@@ -26,6 +26,11 @@ class ExecutionError(EidosError):
     """The engine failed while running; the engine's exception is chained with `from`."""
 
 
+class ResourceError(ExecutionError):
+    """A run needs more memory than the budget allows (EIDOS_MEMORY_BUDGET); names the budget, what the
+    run needed it for and the smallest budget that would do."""
+
+
 class IsaError(EidosError):
     """A bad ISA program; names the instruction index and the problem."""
 

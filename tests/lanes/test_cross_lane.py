@@ -358,6 +358,26 @@ ERRORS = [
      .agg(s=(col("d") * col("d") * col("d")).cast(ei.Decimal(3, 1)).sum())),
     ("bad_cast", lambda: ei.from_pydict({"s": ["12", "x"]}).select(n=col("s").cast(ei.Int64))),
     ("cast_out_of_range", lambda: ei.from_pydict({"a": [300]}).select(n=col("a").cast(ei.Int8))),
+    ("mul_overflow", lambda: ei.from_pydict({"a": [2**62, 1]}).select(b=col("a") * 4)),
+    ("abs_overflow", lambda: ei.from_pydict({"a": [1, -(2**63)]}).select(b=col("a").abs())),
+    ("floordiv_overflow", lambda: ei.from_pydict({"a": [-(2**63)], "b": [-1]}).select(q=col("a") // col("b"))),
+    ("round_overflow", lambda: ei.from_arrow(pa.table({"a": pa.array([125], pa.int8())})).select(r=col("a").round(-1))),
+    ("unsigned_below_zero", lambda: ei.from_arrow(pa.table({"a": pa.array([1], pa.uint8()),
+                                                            "b": pa.array([2], pa.uint8())})).select(d=col("a") - col("b"))),
+    ("nan_to_int", lambda: ei.from_pydict({"x": [1.0, NAN]}).select(n=col("x").cast(ei.Int64))),
+    ("inf_to_int", lambda: ei.from_pydict({"x": [INF]}).select(n=col("x").cast(ei.Int32))),
+    ("float_to_decimal", lambda: ei.from_pydict({"x": [12345.5]}).select(n=col("x").cast(ei.Decimal(4, 1)))),
+    ("decimal_to_int", lambda: ei.from_arrow(pa.table({"d": pa.array([D("300.5")], pa.decimal128(5, 1))}))
+     .select(n=col("d").cast(ei.Int8))),
+    ("bad_float_text", lambda: ei.from_pydict({"s": ["1.5", "one"]}).select(n=col("s").cast(ei.Float64))),
+    ("bad_bool_text", lambda: ei.from_pydict({"s": ["true", "yes"]}).select(n=col("s").cast(ei.Boolean))),
+    ("invalid_date", lambda: ei.from_pydict({"s": ["2021-02-28", "2021-02-30"]}).select(n=col("s").cast(ei.Date))),
+    ("bad_timestamp_text", lambda: ei.from_pydict({"s": ["2021-02-28 10:00", "noon"]}).select(n=col("s").cast(ei.Timestamp))),
+    ("bad_decimal_text", lambda: ei.from_pydict({"s": ["1.5", "x"]}).select(n=col("s").cast(ei.Decimal(5, 2)))),
+    ("date_past_9999", lambda: ei.from_pydict({"d": [date(9999, 12, 30)]}).select(e=col("d") + 5)),
+    ("date_before_1", lambda: ei.from_pydict({"d": [date(1, 1, 2)]}).select(e=col("d") - 5)),
+    ("in_a_filter_after_a_join", lambda: ei.from_pydict({"k": [1, 2], "s": ["7", "x"]})
+     .join(ei.from_pydict({"k": [1, 2], "w": [10, 20]}), on="k").filter(col("s").cast(ei.Int64) > col("w"))),
 ]
 
 
@@ -373,6 +393,32 @@ def test_value_errors_raise(lane_name, build, load_into):
     _covered(lane, flow)
     with pytest.raises(ExecutionError):
         _run(flow, lane_name)
+
+
+@pytest.mark.parametrize("build", [b for _, b in ERRORS], ids=[n for n, _ in ERRORS])
+@pytest.mark.parametrize("lane_name", LANES)
+def test_value_errors_name_what_the_reference_lane_names(lane_name, build, load_into):
+    """Each lane's message names the value, the operation, the column and the expression, as the
+    reference lane's does (semantics section 17): it is the reference lane's message, never the
+    engine's encoding of the plan (a lane re-runs the plan on the reference lane for it)."""
+    lane = lane_or_skip(lane_name)
+    if lane.names_failing_values and lane_name != "reference":
+        pytest.skip(f"lane {lane_name!r} words its own run-time errors")
+    flow = build()
+    with pytest.raises(ExecutionError) as ref:
+        _run(flow, "reference")
+    try:
+        there = load_into(lane, flow)
+    except UnsupportedError as e:
+        pytest.skip(f"the data cannot be stored where lane {lane_name!r} reads: {e}")
+    _covered(lane, there)
+    with pytest.raises(ExecutionError) as got:
+        _run(there, lane_name)
+    assert str(got.value).startswith(str(ref.value))
+    if lane_name != "reference":
+        assert f"lane {lane_name} failed on this plan" in str(got.value)
+        for leak in ("__eidos", "literal", "c0", "c1", "i128", "__POLARS"):
+            assert leak not in str(got.value)
 
 
 # Float arithmetic at the ends of the range, every operand against every other: overflow gives

@@ -74,6 +74,18 @@ def row_bytes(schema) -> float:
     return float(sum(t.bits // 8 if t.bits else 1 if t.name == "Boolean" else ROW_WIDTH for t in schema.dtypes))
 
 
+def scanned_bytes(scan: N.Scan) -> int:
+    """Bytes a scan reads, by its source's estimate (0 when it has none), only the columns read."""
+    size = scan.source.estimated_bytes or 0
+    total = len(scan.source.schema)
+    return size * len(scan.columns) // total if scan.columns is not None and total else size
+
+
+def input_bytes(plan: N.Node) -> int:
+    """Bytes `plan` reads from its sources, estimated (scanned_bytes of each scan)."""
+    return sum(scanned_bytes(n) for n in plan.walk() if isinstance(n, N.Scan))
+
+
 def source_size(source: S.Source, model: RowFlow) -> tuple[float, float, str]:
     """Rows, bytes and format of a source, each estimated when the source does not say."""
     fmt = _FORMATS.get(type(source), "other")

@@ -104,6 +104,11 @@ class Lane(ABC):
     memory_limited: bool = False
     out_of_core_how: str = "out of core"
 
+    # Whether this lane's run-time errors name the failing value, the operation and the column and
+    # expression in the plan's own terms, as the reference lane's do (docs/semantics.md, section 17).
+    # When not, the runner re-runs a failed plan on the reference lane for the message (hal/replay.py).
+    names_failing_values: bool = False
+
     @abstractmethod
     def execute(self, plan: N.Node) -> pa.Table:
         """Run `plan` and return its result as Arrow, with the plan's schema."""

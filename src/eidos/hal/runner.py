@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError, FallbackWarning, UnsupportedError
+from eidos.hal import replay
 from eidos.hal.arrow import conform
 from eidos.hal.files import check as check_files
 from eidos.hal.lane import Lane
@@ -56,13 +57,25 @@ def _lanes_to_try(decision: Decision, strict: bool) -> tuple[Lane, ...]:
     return (decision.lane,) + decision.fallbacks
 
 
-def _call(lane: Lane, fn, plan: N.Node):
+def _call(lane: Lane, fn, plan: N.Node, record: RunRecord | None = None, ran: N.Node | None = None):
+    """fn(plan) for `lane`: an engine's own exception type never reaches the user, and with `record`
+    an ExecutionError is put in the user's terms (replay.explain re-runs `ran`, the plan the lane was
+    running, on the reference lane for the message) and recorded."""
     try:
-        return fn(plan)
-    except (EidosError, StopIteration):
-        raise
-    except Exception as e:  # an engine's own exception type never reaches the user
-        raise ExecutionError(f"lane {lane.name!r} failed: {type(e).__name__}: {e}") from e
+        try:
+            return fn(plan)
+        except (EidosError, StopIteration):
+            raise
+        except Exception as e:
+            raise ExecutionError(f"lane {lane.name!r} failed: {type(e).__name__}: {e}") from e
+    except ExecutionError as e:
+        if record is None:
+            raise
+        err, outcome = replay.explain(lane, plan if ran is None else ran, e)
+        record.attempts.append((lane.name, outcome))
+        if err is e:
+            raise
+        raise err from e
 
 
 def _parts(decision: Decision, record: RunRecord, results: Results,
@@ -81,7 +94,7 @@ def _parts(decision: Decision, record: RunRecord, results: Results,
         return visit(plan)
 
     def on(lane: Lane, part: Part, plan: N.Node) -> PartResult:
-        return _call(lane, lambda p: results.run(lane, p, part.key), plan)
+        return _call(lane, lambda p: results.run(lane, p, part.key), plan, record)
 
     def result(part: Part) -> PartResult:
         if part.key in done:
@@ -132,7 +145,7 @@ def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
         for i, lane in enumerate(lanes):
             local = bind(lane)
             try:
-                table = _call(lane, lane.execute, local)
+                table = _call(lane, lane.execute, local, record)
             except UnsupportedError as e:
                 _handover(record, lane, e, remaining=i + 1 < len(lanes))
                 continue
@@ -160,9 +173,10 @@ def _stream(plan: N.Node, decision: Decision, results: Results) -> Iterator[pa.R
     bind = _parts(decision, record, results)
     try:
         for i, lane in enumerate(lanes):
-            batches = _call(lane, lane.execute_stream, bind(lane))
+            local = bind(lane)
+            batches = _call(lane, lane.execute_stream, local, record)
             try:
-                first = _call(lane, next, batches)
+                first = _call(lane, next, batches, record, local)
             except StopIteration:
                 record.attempts.append((lane.name, "ok"))
                 record.lane = lane.name
@@ -175,7 +189,7 @@ def _stream(plan: N.Node, decision: Decision, results: Results) -> Iterator[pa.R
             yield conform(first, plan.schema, lane.name)
             while True:
                 try:
-                    batch = _call(lane, next, batches)
+                    batch = _call(lane, next, batches, record, local)
                 except StopIteration:
                     break
                 yield conform(batch, plan.schema, lane.name)

@@ -16,6 +16,7 @@ class ReferenceLane(Lane):
     kind = "reference"
     coverage = COVERAGE
     reads = frozenset({"local"})
+    names_failing_values = True   # its messages are the ones docs/semantics.md promises
 
     def execute(self, plan: N.Node) -> pa.Table:
         from eidos.lanes.reference.execute import execute

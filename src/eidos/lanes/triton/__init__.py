@@ -30,6 +30,7 @@ class TritonLane(Lane):
     kind = "gpu"
     coverage = COVERAGE
     reads = frozenset({"local"})
+    names_failing_values = True   # its faults name the operation, the values and the row (execute.py)
 
     def is_available(self) -> Availability:
         missing = self._missing()
