@@ -101,7 +101,7 @@ def _readable(plan: N.Node, lane: Lane, reference: Lane, bound: int) -> N.Node:
                 raise _Over(f"more than {_mib(bound)}")
             batches.append(batch)
         table = pa.Table.from_batches(batches, schema=node.schema.to_arrow())
-        return N.Scan(ArrowSource(node.schema, token=f"replay-{id(table):x}", table=table))
+        return N.Scan(ArrowSource.of(table, node.schema, kind="replay"))
 
     return visit(plan)
 
