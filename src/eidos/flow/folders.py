@@ -4,8 +4,9 @@ A folder is walked recursively, every name that starts with '.' skipped (as a gl
 is followed only when its target lies inside the folder, and each file is read once however many
 links lead to it (by the path without links when there is one): a link to a sibling folder adds
 nothing, a loop ends, and a link out of the folder, or one whose target is missing, is a PlanError
-naming it. A glob is the folder before its first wildcard, walked so, keeping the paths the pattern
-matches (`**` matches any number of folders).
+naming it; so is a name that is no regular file (a FIFO, a device: eidos.hal.files.regular_file).
+A glob is the folder before its first wildcard, walked so, keeping the paths the pattern matches
+(`**` matches any number of folders).
 
 Folder names key=value below that folder are partition columns (`hive`): their values are
 URL-decoded, `__HIVE_DEFAULT_PARTITION__` and an empty value are null, and a key's type is the
@@ -21,6 +22,7 @@ import re
 from urllib.parse import unquote
 
 from eidos.errors import PlanError
+from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
 
 WILDCARDS = "*?["
@@ -38,6 +40,7 @@ def expand(path: str, suffix: str) -> tuple[list[str], str | None]:
     if os.path.exists(path) or not any(ch in path for ch in WILDCARDS):
         if not os.path.exists(path):
             raise PlanError(f"no such file: {path!r}")
+        regular_file(path)
         return [path], None
     parts = path.split(os.sep)
     fixed = next(i for i, p in enumerate(parts) if any(ch in p for ch in WILDCARDS))
@@ -103,6 +106,7 @@ def walk(root: str, want, descend) -> list[str]:
                     if not os.path.exists(target):
                         raise PlanError(f"{entry.path!r} is a link to {target!r}, which does not exist")
                     _inside(entry.path, target, top, root)
+                regular_file(entry.path)
                 through = via_link or is_link
                 if target not in found or (found[target][0] and not through):
                     found[target] = (through, entry.path)

@@ -76,6 +76,8 @@ def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str
     """
     import pyarrow.csv as pcsv
 
+    from eidos.hal.files import regular_file
+
     path = os.fspath(path)
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise PlanError(f"read_csv delimiter must be one character, got {delimiter!r}")
@@ -85,6 +87,7 @@ def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str
         glob = any(ch in path for ch in "*?[")
         raise PlanError(f"no such file: {path!r}" + ("; read_csv reads one file, not a glob: read each file "
                                                      "and union the flows" if glob else ""))
+    regular_file(path)
     try:
         # Only an empty field is null (as every lane reads it), so 'nan' makes a column Float64, not Int64.
         reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(autogenerate_column_names=not has_header),

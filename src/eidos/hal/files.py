@@ -6,6 +6,10 @@ modification time, inode): a file that no longer holds what the plan was built o
 with the column, the file and both types, instead of an answer converted into the old types. A CSV
 file's header is read again before each run; a value no lane can read as the type inferred from the
 file's first block is reported alike by every lane (`csv_value_error`).
+
+A source reads regular files only (a link to one is followed): a FIFO, a device, a socket or a file of
+the kernel's /proc or /sys is a PlanError naming it, when the Flow is built and again before each run,
+before anything opens it (reading one may block forever, never end, or show the process's secrets).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import csv
 import io
 import os
 import re
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -27,6 +32,29 @@ CACHE_FILES = 8192
 CSV_BLOCK = "the first block (1 MiB)"
 _footers: OrderedDict[str, tuple[tuple, object, Schema]] = OrderedDict()
 _lock = threading.Lock()
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+PSEUDO = ("proc", "sys")   # the kernel's pseudo-filesystems: their files say they are regular
+
+
+def regular_file(path: str) -> None:
+    """A PlanError unless `path` is a regular file (a link is followed) outside /proc and /sys; a path that
+    cannot be stat'ed is left to the caller's open, which names why."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        raise PlanError(f"{path!r} is {kind}, not a regular file; eidos reads sources only from regular files "
+                        "(a link to one is followed), since a pipe, device or socket may block or never end")
+    real = os.path.realpath(path)
+    top = real.split(os.sep)[1] if real.startswith(os.sep) else ""
+    if top in PSEUDO:
+        raise PlanError(f"{path!r} is {real!r}, a file of the kernel's /{top} pseudo-filesystem, not data on "
+                        "disk; eidos reads sources only from regular files: copy what you need into a file")
 
 
 def footer(path: str) -> tuple[object, Schema]:
@@ -99,8 +127,10 @@ def check(plan: N.Node) -> None:
         seen.add(source)
         if isinstance(source, ParquetSource):
             _check_parquet(source)
-        elif isinstance(source, CsvSource) and source.has_header:
-            _check_csv_header(source)
+        elif isinstance(source, CsvSource):
+            regular_file(source.path)
+            if source.has_header:
+                _check_csv_header(source)
 
 
 def _sources(plan: N.Node) -> Iterator[Source]:
@@ -122,6 +152,7 @@ def _check_parquet(source: ParquetSource) -> None:
 
     expected = source.file_schema
     for f in source.files:
+        regular_file(f)
         try:
             _, got = footer(f)
         except FileNotFoundError as e:
