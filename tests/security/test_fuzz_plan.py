@@ -222,3 +222,34 @@ def test_the_seeds_round_trip_and_run(fuzz):
         flow.explain()
         if _runnable(flow.plan, folder):
             assert isinstance(flow.run(engine="reference"), pa.Table)
+
+
+def _edited(flow: ei.Flow, **changes) -> dict:
+    doc = json.loads(flow.to_json())
+    doc["plan"].update(changes)
+    return doc
+
+
+@pytest.mark.parametrize("build, changes, words", [
+    (lambda f: f.select("a"), {"columns": []}, r"Project \[\] has no columns"),
+    (lambda f: f.agg(n=ei.count()), {"aggs": []}, "Aggregate has no columns"),
+    (lambda f: f, {"columns": []}, "has no columns"),
+    (lambda f: f.map_batches(batches_identity, schema={"a": ei.Int64}), {"schema": []}, "MapBatches .* has no columns"),
+    (lambda f: f.sort("a"), {"keys": []}, "sort needs at least one column"),
+    (lambda f: f.limit(1), {"n": 2**63 - 1, "offset": 2**63}, r"at plan\.offset: expected an integer in 0\.\."),
+], ids=["select", "agg", "scan", "map_batches", "sort", "limit"])
+def test_plans_the_flow_methods_cannot_build_are_refused(build, changes, words):
+    """What select(), agg(), sort() and the sources refuse, a plan from JSON cannot ask for either: every step
+    has a column (lanes could not agree on rows without columns) and a Sort a key."""
+    with pytest.raises(PlanError, match=words):
+        ei.Flow.from_json(_edited(build(ei.from_pydict({"a": [1, 2]})), **changes))
+
+
+def test_a_source_without_columns_and_a_limit_past_int64_are_refused():
+    with pytest.raises(PlanError, match="has no columns"):
+        ei.from_arrow(pa.table({"a": [1, 2]}).select([]))
+    with pytest.raises(PlanError, match="has no columns"):
+        ei.from_pydict({})
+    with pytest.raises(PlanError, match=r"up to 2\*\*63 - 1, got limit 18446744073709551616"):
+        ei.from_pydict({"a": [1]}).limit(2**64)
+    assert ei.from_pydict({"a": [1, 2]}).limit(2**63 - 1, 2**63 - 1).run(engine="reference").num_rows == 0

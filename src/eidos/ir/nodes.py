@@ -16,6 +16,7 @@ from eidos.ir.sources import Source
 
 NamedExprs = tuple[tuple[str, Expr], ...]
 
+MAX_COUNT = 2**63 - 1   # the most rows a plan counts (Int64): limit, offset, row estimates, byte sizes
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti", "cross")
 
 

@@ -108,7 +108,8 @@ def _fold_call(node: E.Call, schema) -> E.Expr:
 def fold(plan: N.Node) -> N.Node:
     plan = map_inputs(plan, fold)
     if isinstance(plan, N.Filter):
-        predicate = fold_expr(plan.predicate, plan.input.schema)
+        # a predicate of type Null (`lit(None)`) is a Boolean null, as every lane's filter takes it
+        predicate = _boolean(fold_expr(plan.predicate, plan.input.schema), plan.input.schema)
         if _is_bool(predicate, True):
             return plan.input
         if predicate != plan.predicate:

@@ -40,7 +40,7 @@ VERSION = 1
 # plan may be 100 nodes deep, or an expression 100 operators deep (`{"call": ..., "args": [...]}` is two
 # levels), or any mix. Measured: 150 nodes or 150 operators deep run on every lane.
 MAX_DEPTH = 200
-MAX_COUNT = 2**63 - 1   # row counts, byte sizes, limit and offset
+MAX_COUNT = N.MAX_COUNT
 
 Name = Callable[[Callable, str], str]        # (function, what it is) -> the name a plan stores
 Resolve = Callable[[str], Callable]          # a stored name -> the function; PlanError if not allowed

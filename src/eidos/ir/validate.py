@@ -1,7 +1,9 @@
 """Schema inference and validation of plan nodes.
 
 Each node's output schema follows from its inputs' schemas; any problem is a
-PlanError naming the node, the column and what exists.
+PlanError naming the node, the column and what exists. A plan read from JSON is held
+to what the Flow methods allow: every node has at least one column, a Sort at least
+one key, a Limit counts within Int64 (no table holds more rows).
 """
 
 from __future__ import annotations
@@ -17,12 +19,21 @@ from eidos.ir.schema import Schema
 from eidos.ir.typing import infer, promote
 
 
-@singledispatch
 def infer_schema(node: N.Node) -> Schema:
+    """The node's output schema; a PlanError when the node is invalid."""
+    schema = _infer(node)
+    if not len(schema):
+        raise PlanError(f"{node_label(node).strip()} has no columns; every step of a plan has at least one (a source "
+                        "with columns, a select of at least one, an agg of at least one aggregation)")
+    return schema
+
+
+@singledispatch
+def _infer(node: N.Node) -> Schema:
     raise PlanError(f"unknown plan node {type(node).__name__}")
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Scan) -> Schema:
     schema = node.source.schema
     if node.columns is None:
@@ -31,7 +42,7 @@ def _(node: N.Scan) -> Schema:
     return Schema((c, schema.dtype(c, where=where)) for c in node.columns)
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Filter) -> Schema:
     schema = node.input.schema
     t = infer(node.predicate, schema, node_label(node))
@@ -41,14 +52,14 @@ def _(node: N.Filter) -> Schema:
     return schema
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Project) -> Schema:
     schema = node.input.schema
     where = node_label(node)
     return Schema((name, infer(e, schema, where)) for name, e in node.columns)
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Aggregate) -> Schema:
     schema = node.input.schema
     where = node_label(node)
@@ -88,7 +99,7 @@ def _columns_outside_aggs(e) -> set[str]:
     return out
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Join) -> Schema:
     left, right = node.left.schema, node.right.schema
     where = node_label(node)
@@ -122,27 +133,30 @@ def _(node: N.Join) -> Schema:
     return Schema(fields)
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Sort) -> Schema:
     schema = node.input.schema
+    if not node.keys:
+        raise PlanError(f"sort needs at least one column or expression: {node_label(node)} has no keys")
     for k in node.keys:
         infer(k.expr, schema, node_label(node))
     return schema
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Limit) -> Schema:
-    if node.n < 0 or node.offset < 0:
-        raise PlanError(f"limit and offset must be non-negative, got limit {node.n}, offset {node.offset}")
+    if not (0 <= node.n <= N.MAX_COUNT and 0 <= node.offset <= N.MAX_COUNT):
+        raise PlanError(f"limit and offset must be non-negative integers up to 2**63 - 1, got limit {node.n}, "
+                        f"offset {node.offset}")
     return node.input.schema
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Distinct) -> Schema:
     return node.input.schema
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.Union) -> Schema:
     first = node.inputs[0].schema
     for other in node.inputs[1:]:
@@ -156,7 +170,7 @@ def _fields(s: Schema) -> str:
     return ", ".join(f"{n}: {t}" for n, t in s.items())
 
 
-@infer_schema.register
+@_infer.register
 def _(node: N.MapBatches) -> Schema:
     node.input.schema  # noqa: B018 - validates the input
     return node.output_schema

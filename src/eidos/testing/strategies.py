@@ -1091,7 +1091,7 @@ class _Plans(_Builder):
     def step_limit(self, s: _State) -> _State | None:
         """limit only after a total sort on every column, so the rows kept are defined."""
         flow = self._sort_all(s) if not s.ordered else s.flow
-        n = self.pick((0, 1, 2, 3, 5, 100))
+        n = self.pick((0, 1, 2, 3, 5, 100, 2**63 - 1))   # the last: n + offset past Int64 (and UInt32)
         offset = self.pick((0, 0, 0, 1, 2))
         flow = flow.limit(n, offset) if offset else flow.limit(n)
         return self._new_state(s, flow, rows=min(s.rows, n), ordered=True)

@@ -279,7 +279,10 @@ def _(node: N.Sort, ctx: Ctx) -> pl.LazyFrame:
 
 @translate.register
 def _(node: N.Limit, ctx: Ctx) -> pl.LazyFrame:
-    return translate(node.input, ctx).slice(node.offset, node.n)
+    # Polars takes a length up to its index type (UInt32 unless built for 64-bit rows), which also bounds
+    # how many rows a frame holds: a longer limit reads to the end.
+    most = 2**32 - 1 if pl.get_index_type() == pl.UInt32 else N.MAX_COUNT
+    return translate(node.input, ctx).slice(node.offset, node.n if node.n <= most else None)
 
 
 @translate.register

@@ -223,7 +223,10 @@ def _(n: N.Aggregate, ctx: Ctx) -> Rel:
     ax = Exprs(ctx.dialect, _with_keys(schema, n), stage.refs(schema), outside_agg=key_refs)
     out = [column(keys[name]) for name, _ in n.keys]
     out += [ax.typed(e, n.schema[name]) for name, e in n.aggs]
-    sel = exp.select(*_outputs(out)).from_(_from(stage))
+    # Without keys it is one row, also when no aggregate is left in the SQL (the sum of a null literal is
+    # a constant): a hidden COUNT(*) beyond the node's columns makes the SELECT an aggregate.
+    hidden = [] if keys else [exp.Count(this=exp.Star())]
+    sel = exp.select(*_outputs(out + hidden)).from_(_from(stage))
     if keys:
         sel = sel.group_by(*[column(k) for k in keys.values()])
     return ctx.add(sel, len(out))
