@@ -739,7 +739,7 @@ def _detached(t: Tensor, data) -> Tensor:
     """A new tensor with t's value: `data` (realized), or t's graph (pending), reading what t read."""
     old = Tensor.__new__(Tensor)
     old.shape, old.dtype, old.device, old._data, old._op, old._args, old._attrs, old._runs, old._readers = \
-        t.shape, t.dtype, t.device, data, t._op, t._args if data is t._data else (), t._attrs, t._runs, None
+        t.shape, t.dtype, t.device, data, t._op, t._args if data is t._data else (), t._attrs, list(t._runs), None
     if old._args:
         _read_by(old, old._args)
     return old
