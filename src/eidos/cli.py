@@ -25,7 +25,7 @@ from dataclasses import asdict
 from typing import Any
 
 import eidos as ei
-from eidos.errors import CommandError, EidosError, UnsupportedError
+from eidos.errors import CommandError, EidosError, UnsupportedError, shown
 
 HEAD_DEFAULT = 20
 FORMATS = {".parquet": "parquet", ".csv": "csv"}
@@ -91,7 +91,8 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Se
 
 
 def cell(v: Any) -> str:
-    """One value as table text: null for None, ISO dates, floats to about 10 significant digits."""
+    """One value as table text: null for None, ISO dates, floats to about 10 significant digits; text holding
+    a character that is not printable (a terminal escape, a newline) as its repr (errors.shown)."""
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -100,7 +101,7 @@ def cell(v: Any) -> str:
         return repr(v) if not math.isfinite(v) else f"{v:.10g}"
     if isinstance(v, (_dt.date, _dt.datetime)):
         return v.isoformat()
-    return str(v)
+    return shown(str(v))
 
 
 def _is_numeric(t) -> bool:
@@ -111,21 +112,21 @@ def _is_numeric(t) -> bool:
 
 def show_table(out: Out, table, head: int, *, title: str | None = None) -> None:
     """The first `head` rows of an Arrow table (all when head is 0), then the row count."""
-    shown = table if head <= 0 else table.slice(0, head)
+    top = table if head <= 0 else table.slice(0, head)
     if out.rich:  # eidos dtypes under the names; a type eidos does not know shows as Arrow's
         try:
             types = [str(t) for t in ei.Schema.from_arrow(table.schema).dtypes]
         except EidosError:
             types = [str(f.type) for f in table.schema]
-        headers = [f"{f.name}\n{t}" for f, t in zip(table.schema, types)]
+        headers = [f"{shown(f.name)}\n{t}" for f, t in zip(table.schema, types)]
     else:
-        headers = table.schema.names
-    rows = [[cell(v) for v in row.values()] for row in shown.to_pylist()]
+        headers = [shown(name) for name in table.schema.names]
+    rows = [[cell(v) for v in row.values()] for row in top.to_pylist()]
     out.table(headers, rows, title=title, right=[_is_numeric(f.type) for f in table.schema])
     n = table.num_rows
     note = f"{n:,} row{'s' if n != 1 else ''} x {table.num_columns} column{'s' if table.num_columns != 1 else ''}"
-    if shown.num_rows < n:
-        note += f" (showing the first {shown.num_rows:,}; --head 0 shows all)"
+    if top.num_rows < n:
+        note += f" (showing the first {top.num_rows:,}; --head 0 shows all)"
     out.line(note, style="dim")
 
 

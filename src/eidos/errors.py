@@ -7,7 +7,26 @@ from collections.abc import Iterable
 
 
 class EidosError(Exception):
-    """Root of every error eidos raises on purpose."""
+    """Root of every error eidos raises on purpose. Its text holds no control character but newlines and
+    tabs: any other (a terminal escape in a column name, in a file or in an engine's message) shows as its
+    escape, `\\x1b`, so printing an error never drives the terminal."""
+
+    def __str__(self) -> str:
+        return escaped(super().__str__())
+
+
+def escaped(text: str) -> str:
+    """`text` with each character that is not printable, other than a newline or a tab, as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
+def shown(name: str) -> str:
+    """A name from a plan, a file or data (a column, a key, a uri) as messages and explain() show it: as
+    written when every character is printable, else its repr (`'a\\x1b[2Jb'`): an escape, a newline or a
+    bidirectional control in a name never reaches a terminal, nor passes for another name."""
+    return name if isinstance(name, str) and name.isprintable() else repr(name)
 
 
 class PlanError(EidosError):

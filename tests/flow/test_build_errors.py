@@ -30,7 +30,7 @@ def test_missing_column_lists_columns_and_suggests(orders):
         orders.filter(col("l_shipdat") <= ei.date(1998, 9, 2))
     text = message(e)
     assert "column 'l_shipdat' does not exist in Filter(l_shipdat <= 1998-09-02)" in text
-    assert "columns: l_shipdate, l_quantity, l_comment" in text
+    assert "columns: 'l_shipdate', 'l_quantity', 'l_comment'" in text
     assert "did you mean 'l_shipdate'?" in text
 
 

@@ -192,8 +192,8 @@ def test_a_csv_header_changed_after_the_build_stops_the_run(tmp_path, lane_name)
     path.write_text("b,a\n10,1\n20,2\n")
     with pytest.raises(PlanError) as error:
         flow.run(engine=lane_name, strict=True)
-    assert str(error.value) == (f"csv {str(path)!r} changed since the flow was built: its header is b, a, the flow "
-                                "was built on a, b; build the flow again to read the files as they are now")
+    assert str(error.value) == (f"csv {str(path)!r} changed since the flow was built: its header is 'b', 'a', the "
+                                "flow was built on 'a', 'b'; build the flow again to read the files as they are now")
 
 
 def test_read_csv_takes_one_file(tmp_path):

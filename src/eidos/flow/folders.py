@@ -21,7 +21,7 @@ import os
 import re
 from urllib.parse import unquote
 
-from eidos.errors import PlanError
+from eidos.errors import PlanError, shown
 from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
 
@@ -144,7 +144,7 @@ def hive(root: str, files: list[str]) -> tuple[tuple[str, ...], list[tuple[str |
 
 
 def _keys(keys: tuple[str, ...]) -> str:
-    return "key=value folders " + "/".join(f"{k}=..." for k in keys) if keys else "no key=value folders"
+    return "key=value folders " + "/".join(f"{shown(k)}=..." for k in keys) if keys else "no key=value folders"
 
 
 _INT = re.compile(r"[+-]?[0-9]+")

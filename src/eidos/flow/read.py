@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from eidos.errors import PlanError
+from eidos.errors import PlanError, shown
 from eidos.flow.frame import Flow
 from eidos.ir import dtypes as T
 from eidos.ir.nodes import Scan
@@ -49,7 +49,7 @@ def read_parquet(path: str | os.PathLike) -> Flow:
     clash = [k for k in keys if k in schema]
     if clash:
         raise PlanError(f"cannot read parquet {path!r}: column {clash[0]!r} is both in the files and in the "
-                        f"folder names ({clash[0]}=...); rename the column or the folders")
+                        f"folder names ({shown(clash[0])}=...); rename the column or the folders")
     rows = sum(m.num_rows for m in metadata)
     # Uncompressed size: what the data takes in memory, which the planner weighs against the budget.
     nbytes = sum(m.row_group(i).total_byte_size for m in metadata for i in range(m.num_row_groups))

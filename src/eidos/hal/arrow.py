@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eidos.errors import EidosError, ExecutionError, UnsupportedError
+from eidos.errors import EidosError, ExecutionError, UnsupportedError, shown
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, Source
 
@@ -34,15 +34,12 @@ def batch_result(out: object, expected: Schema, fn_name: str) -> pa.Table | pa.R
     except EidosError as e:
         got, why = None, str(e)
     if got != expected:
-        shown = _fields(got) if got is not None else f"{out.schema} ({why})"
+        arrow = ", ".join(f"{shown(f.name)}: {f.type}" for f in out.schema)
+        returned = got.text() if got is not None else f"{arrow} ({why})"
         raise ExecutionError(f"map_batches function {fn_name} returned the wrong schema\n"
-                             f"  expected: {_fields(expected)}\n  got:      {shown}")
+                             f"  expected: {expected.text()}\n  got:      {returned}")
     target = expected.to_arrow()
     return out if out.schema == target else out.cast(target)
-
-
-def _fields(s: Schema) -> str:
-    return ", ".join(f"{n}: {t}" for n, t in s.items()) or "(no columns)"
 
 
 def read_local(source: Source, columns: tuple[str, ...] | None) -> pa.Table:

@@ -181,8 +181,8 @@ def _check_csv_header(source: CsvSource) -> None:
     except (OSError, csv.Error) as e:
         raise _changed(source, f"its header cannot be read: {e}") from e
     if names != source.schema.names:
-        raise _changed(source, f"its header is {', '.join(names) or '(empty)'}, the flow was built on "
-                               f"{', '.join(source.schema.names)}")
+        raise _changed(source, f"its header is {', '.join(map(repr, names)) or '(empty)'}, the flow was built on "
+                               f"{', '.join(map(repr, source.schema.names))}")
 
 
 # ---------------------------------------------------------------- CSV values

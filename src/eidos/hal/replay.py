@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eidos.errors import EidosError, ExecutionError, ResourceError
+from eidos.errors import EidosError, ExecutionError, ResourceError, shown
 from eidos.hal import registry
 from eidos.hal.cost import scanned_bytes
 from eidos.hal.devices import memory_budget
@@ -110,7 +110,7 @@ def _outcome(table: pa.Table) -> str:
     rows = f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}"
     if not table.num_rows:
         return rows
-    first = ", ".join(f"{k}={v!r}" for k, v in table.slice(0, 1).to_pylist()[0].items())
+    first = ", ".join(f"{shown(k)}={v!r}" for k, v in table.slice(0, 1).to_pylist()[0].items())
     return f"{rows}, the first: {first[:200]}"
 
 

@@ -1,4 +1,7 @@
-"""Text forms of expressions and plans, for explain() and error messages."""
+"""Text forms of expressions and plans, for explain() and error messages.
+
+Names (columns, aliases, keys) are shown as written when every character is printable, else as their
+repr (errors.shown): a plan's text never carries a terminal escape or a newline into either."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import datetime as _dt
 import math
 from functools import singledispatch
 
+from eidos.errors import shown
 from eidos.ir import expr as E
 from eidos.ir import functions as F
 from eidos.ir import nodes as N
@@ -43,7 +47,7 @@ def _text(e: E.Expr) -> str:
 
 @_text.register
 def _(e: E.Column) -> str:
-    return e.name
+    return shown(e.name)
 
 
 @_text.register
@@ -53,7 +57,7 @@ def _(e: E.Literal) -> str:
 
 @_text.register
 def _(e: E.Alias) -> str:
-    return f"{_text(e.expr)} AS {e.name}"
+    return f"{_text(e.expr)} AS {shown(e.name)}"
 
 
 @_text.register
@@ -102,7 +106,7 @@ def _(e: E.Udf) -> str:
 def _named(pairs: N.NamedExprs) -> str:
     out = []
     for name, e in pairs:
-        out.append(name if isinstance(e, E.Column) and e.name == name else f"{name}={_text(e)}")
+        out.append(shown(name) if isinstance(e, E.Column) and e.name == name else f"{shown(name)}={_text(e)}")
     return ", ".join(out)
 
 
@@ -114,7 +118,7 @@ def node_label(node: N.Node) -> str:
 
 @node_label.register
 def _(node: N.Scan) -> str:
-    cols = "" if node.columns is None else f" [{', '.join(node.columns)}]"
+    cols = "" if node.columns is None else f" [{', '.join(map(shown, node.columns))}]"
     return f"Scan {node.source.describe()}{cols}"
 
 
@@ -138,7 +142,7 @@ def _(node: N.Aggregate) -> str:
 def _(node: N.Join) -> str:
     if node.how == "cross":
         return "Join cross"
-    pairs = ", ".join(f"{lk} = {rk}" for lk, rk in zip(node.left_on, node.right_on))
+    pairs = ", ".join(f"{shown(lk)} = {shown(rk)}" for lk, rk in zip(node.left_on, node.right_on))
     return f"Join {node.how} [{pairs}]"
 
 

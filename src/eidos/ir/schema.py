@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from eidos.errors import PlanError, did_you_mean
+from eidos.errors import PlanError, did_you_mean, shown
 from eidos.ir import dtypes
 from eidos.ir.dtypes import DType
 
@@ -64,8 +64,8 @@ class Schema:
     def missing(self, name: str, where: str = "") -> PlanError:
         place = f" in {where}" if where else ""
         hint = did_you_mean(name, self.names)
-        shown = ", ".join(self.names) if self._fields else "(none)"
-        lines = [f"column {name!r} does not exist{place}", f"  columns: {shown}"]
+        names = ", ".join(map(repr, self.names)) if self._fields else "(none)"
+        lines = [f"column {name!r} does not exist{place}", f"  columns: {names}"]
         if hint:
             lines.append(f"  {hint}")
         return PlanError("\n".join(lines))
@@ -76,5 +76,9 @@ class Schema:
     def __hash__(self) -> int:
         return hash(self._fields)
 
+    def text(self) -> str:
+        """'a: Int64, b: String' for messages, each name as errors.shown shows it; '(no columns)' when empty."""
+        return ", ".join(f"{shown(n)}: {t}" for n, t in self._fields) or "(no columns)"
+
     def __repr__(self) -> str:
-        return "Schema(" + ", ".join(f"{n}: {t}" for n, t in self._fields) + ")"
+        return f"Schema({self.text() if self._fields else ''})"

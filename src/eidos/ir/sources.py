@@ -13,7 +13,7 @@ from functools import cached_property
 
 import pyarrow as pa
 
-from eidos.errors import PlanError
+from eidos.errors import PlanError, shown
 from eidos.ir import uri as uri_mod
 from eidos.ir.schema import Schema
 
@@ -72,7 +72,7 @@ class ParquetSource(Source):
         return tuple(partition_value(v, self.schema[k]) for k, v in zip(self.partitions, self.values[i]))
 
     def describe(self) -> str:
-        by = f", partitioned by {', '.join(self.partitions)}" if self.partitions else ""
+        by = f", partitioned by {', '.join(map(shown, self.partitions))}" if self.partitions else ""
         return f"parquet {self.path!r} ({len(self.files)} file{'s' if len(self.files) != 1 else ''}{by})"
 
 
@@ -124,7 +124,7 @@ class ArrowSource(Source):
         if schema is not None:
             if table.schema != schema.to_arrow():
                 raise PlanError(f"the in-memory data does not match its schema {schema}: it holds "
-                                f"{', '.join(f'{f.name}: {f.type}' for f in table.schema) or 'no columns'}")
+                                f"{', '.join(f'{shown(f.name)}: {f.type}' for f in table.schema) or 'no columns'}")
             return cls(schema, table=table, label=_label(kind))
         for f in table.schema:
             if pa.types.is_null(f.type):
@@ -229,7 +229,7 @@ class SqlSource(Source):
 
     def describe(self) -> str:
         what = f"table {self.table!r}" if self.table is not None else f"query {self.query!r}"
-        return f"{self.scheme} {what} at {self.uri}"
+        return f"{self.scheme} {what} at {shown(self.uri)}"
 
     def __repr__(self) -> str:
         return f"SqlSource({self.describe()})"

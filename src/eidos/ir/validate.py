@@ -162,12 +162,8 @@ def _(node: N.Union) -> Schema:
     for other in node.inputs[1:]:
         if other.schema != first:
             raise PlanError("union needs inputs with the same columns and types in the same order\n"
-                            f"  left:  {_fields(first)}\n  right: {_fields(other.schema)}")
+                            f"  left:  {first.text()}\n  right: {other.schema.text()}")
     return first
-
-
-def _fields(s: Schema) -> str:
-    return ", ".join(f"{n}: {t}" for n, t in s.items())
 
 
 @_infer.register

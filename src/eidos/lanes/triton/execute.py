@@ -21,7 +21,7 @@ from functools import singledispatch
 import numpy as np
 import pyarrow as pa
 
-from eidos.errors import ExecutionError, UnsupportedError
+from eidos.errors import ExecutionError, UnsupportedError, shown
 from eidos.hal.arrow import read_local
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
@@ -250,8 +250,8 @@ def _raise_errors(errors, frame: Frame, step: L.Step, dev: Device, where: str) -
         return
     row = int(bad.nonzero()[0, 0])
     site = step.sites[int(errors[row]) - 1]
-    shown = ", ".join(f"{name}={_value_at(frame.columns[name], row)}" for name, _, _ in step.inputs)
-    message = f"{site.text}\n  in {where}, on the row where {shown}"
+    values = ", ".join(f"{shown(name)}={_value_at(frame.columns[name], row)}" for name, _, _ in step.inputs)
+    message = f"{site.text}\n  in {where}, on the row where {values}"
     raise (UnsupportedError if site.kind == L.UNSUPPORTED else ExecutionError)(message)
 
 
