@@ -26,6 +26,7 @@ from typing import Any
 
 import eidos as ei
 from eidos.errors import CommandError, EidosError, UnsupportedError, shown
+from eidos.flow.sinks import atomic
 
 HEAD_DEFAULT = 20
 FORMATS = {".parquet": "parquet", ".csv": "csv"}
@@ -298,7 +299,8 @@ def _ran_on() -> str:
 
 
 def demo_data(folder: str, orders: int, seed: int) -> tuple[str, str]:
-    """Two small parquet files, orders and customers, with nulls, decimals, dates and strings."""
+    """Two small parquet files, orders and customers, with nulls, decimals, dates and strings; each written
+    atomically, as the sinks write (a complete file or none, a file of the same name untouched)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -329,8 +331,9 @@ def demo_data(folder: str, orders: int, seed: int) -> tuple[str, str]:
     })
     orders_path = os.path.join(folder, "orders.parquet")
     customers_path = os.path.join(folder, "customers.parquet")
-    pq.write_table(orders_t, orders_path)
-    pq.write_table(customers, customers_path)
+    for table, path in ((orders_t, orders_path), (customers, customers_path)):
+        with atomic(path, "parquet") as tmp:
+            pq.write_table(table, tmp)
     return orders_path, customers_path
 
 
@@ -374,7 +377,7 @@ def cmd_demo(args: argparse.Namespace, out: Out) -> int:
             orders_path, customers_path = demo_data(folder, args.rows, args.seed)
             flow = demo_flow(orders_path, customers_path)
         if args.dir:
-            with open(os.path.join(folder, "plan.json"), "w", encoding="utf-8") as f:
+            with atomic(os.path.join(folder, "plan.json"), "json") as tmp, open(tmp, "w", encoding="utf-8") as f:
                 f.write(flow.to_json())
         out.line(f"eidos demo: {args.rows:,} orders joined with their customers, revenue per region in 2024",
                  style="bold")

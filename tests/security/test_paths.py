@@ -323,3 +323,21 @@ def test_demo_files_follow_the_umask(capsys, tmp_path):
         os.umask(old)
     for name in ("orders.parquet", "customers.parquet", "plan.json"):
         assert stat.S_IMODE(os.stat(tmp_path / "demo" / name).st_mode) == 0o640
+
+
+def test_demo_files_are_written_atomically(capsys, tmp_path, monkeypatch):
+    """A demo that fails while writing its data leaves the files that were there as they were, and no other."""
+    for name in ("orders.parquet", "customers.parquet", "plan.json"):
+        (tmp_path / name).write_bytes(b"mine")
+
+    def half_written(table, where, **kwargs):
+        with open(where, "wb") as f:
+            f.write(b"PAR1 half a file")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", half_written)
+    assert main(["demo", "--rows", "100", "--dir", str(tmp_path), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: writing parquet to {str(tmp_path / 'orders.parquet')!r} failed: OSError: ")
+    assert sorted(os.listdir(tmp_path)) == ["customers.parquet", "orders.parquet", "plan.json"]
+    assert all((tmp_path / name).read_bytes() == b"mine" for name in os.listdir(tmp_path))

@@ -4,14 +4,17 @@ The result streams into a temporary file beside the target, which is renamed
 over it only when complete: after any failure there is no partial file, and
 a file that was there before is untouched. A new file gets the mode the umask
 gives (as any tool's would); a file written over keeps its mode; a symbolic
-link is written through, to the file it names.
+link is written through, to the file it names. `atomic` does the same for
+any writer (the command's demo files).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 
 from eidos.errors import EidosError, ExecutionError, PlanError
 
@@ -20,18 +23,9 @@ def write(flow, path: str | os.PathLike, fmt: str, engine: str | None) -> None:
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
-    path = os.fspath(path)
-    target = os.path.realpath(path) if os.path.islink(path) else path
-    if os.path.isdir(target):
-        raise PlanError(f"cannot write {path!r}: it is a folder; give a file name such as "
-                        f"{os.path.join(path, 'out.' + fmt)!r}")
-    folder = os.path.dirname(os.path.abspath(target))
-    if not os.path.isdir(folder):
-        raise PlanError(f"cannot write {path!r}: folder {folder!r} does not exist")
-    batches = flow.stream(engine)
-    schema = flow.schema.to_arrow()
-    tmp = _temporary(target, folder, path)
-    try:
+    with atomic(path, fmt) as tmp:
+        batches = flow.stream(engine)
+        schema = flow.schema.to_arrow()
         if fmt == "parquet":
             with pq.ParquetWriter(tmp, schema) as writer:
                 for batch in batches:
@@ -40,9 +34,27 @@ def write(flow, path: str | os.PathLike, fmt: str, engine: str | None) -> None:
             with pcsv.CSVWriter(tmp, schema) as writer:
                 for batch in batches:
                     writer.write_batch(batch)
+
+
+@contextlib.contextmanager
+def atomic(path: str | os.PathLike, fmt: str) -> Iterator[str]:
+    """The name of a new temporary file beside `path` to write `fmt` data into; renamed over `path` when
+    the block ends, removed when it raises (any error but an EidosError becomes an ExecutionError)."""
+    path = os.fspath(path)
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.isdir(target):
+        raise PlanError(f"cannot write {path!r}: it is a folder; give a file name such as "
+                        f"{os.path.join(path, 'out.' + fmt)!r}")
+    folder = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(folder):
+        raise PlanError(f"cannot write {path!r}: folder {folder!r} does not exist")
+    tmp = _temporary(target, folder, path)
+    try:
+        yield tmp
         os.replace(tmp, target)
     except BaseException as e:
-        os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         if isinstance(e, (EidosError, KeyboardInterrupt, SystemExit, GeneratorExit)):
             raise
         raise ExecutionError(f"writing {fmt} to {path!r} failed: {type(e).__name__}: {e}") from e
