@@ -145,3 +145,26 @@ def test_a_plan_naming_a_special_file_does_not_run(tmp_path, target, kind):
     refused(lambda: loaded.run(), repr(target))
     refused(lambda: loaded.write_parquet(tmp_path / "out.parquet"), repr(target))
     assert not os.path.exists(tmp_path / "out.parquet")
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "duckdb"])
+def test_a_database_file_that_is_no_regular_file_is_refused(tmp_path, scheme):
+    pytest.importorskip("adbc_driver_sqlite" if scheme == "sqlite" else "duckdb")
+    path = str(tmp_path / f"db.{scheme}")
+    if scheme == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(path) as con:
+            con.execute("create table t (x integer)")
+        con.close()
+    else:
+        import duckdb
+
+        with duckdb.connect(path) as con:
+            con.execute("create table t (x integer)")
+    flow = ei.read_sql(f"{scheme}:///{path}", table="t")
+    os.unlink(path)
+    os.mkfifo(path)
+    refused(lambda: flow.run(engine=scheme), "FIFO")          # the run opens it again: refused first
+    refused(lambda: ei.read_sql(f"{scheme}:///{path}", table="t"), repr(path), "FIFO")
+    refused(lambda: ei.read_sql(f"{scheme}:////dev/zero", table="t"), "character device")

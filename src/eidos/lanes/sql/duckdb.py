@@ -11,6 +11,7 @@ from sqlglot import exp
 from eidos.errors import EidosError, PlanError, UnsupportedError
 from eidos.hal import sql_guard
 from eidos.hal.arrow import csv_batches, parquet_batches
+from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
@@ -148,6 +149,7 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
 
         if not os.path.exists(path):
             raise PlanError(f"cannot read {source.describe()}: no such database file {path!r}")
+        regular_file(path)   # a FIFO or a device would block the open or never end
     con = duckdb.connect(path, read_only=path != ":memory:")
     try:
         sandbox(con)
@@ -201,6 +203,8 @@ class Session:
         if self.shared:
             self.con = _cursor()
         else:
+            if path != ":memory:":
+                regular_file(path)
             self.con = duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {}))
         self.errors: list[BaseException] = []   # what streams read by pyarrow raised (DuckDB keeps only text)
         try:

@@ -11,6 +11,7 @@ from sqlglot import exp
 
 from eidos.errors import PlanError, UnsupportedError
 from eidos.hal import sql_guard
+from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
 from eidos.ir import grammar as G
 from eidos.ir.schema import Schema
@@ -165,6 +166,7 @@ def _open(source_or_uri):
     path = path_of(uri)
     if not os.path.exists(path):
         raise PlanError(f"cannot open sqlite database {uri}: no such file {path!r}")
+    regular_file(path)   # a FIFO or a device would block the open or never end
     from urllib.parse import quote
 
     return adbc.connect(f"file:{quote(path)}?mode=ro")
