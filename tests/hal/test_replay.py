@@ -45,8 +45,7 @@ def wrong():
 def test_the_message_is_the_reference_lanes_and_the_record_says_why():
     with pytest.raises(ExecutionError) as e:
         OVERFLOW.run(engine="polars")
-    assert str(e.value).startswith(REFERENCE)
-    assert "lane polars failed on this plan; the reference lane re-ran it" in str(e.value)
+    assert str(e.value) == REFERENCE
     assert "i128" not in str(e.value) and "literal" not in str(e.value)
     engine = e.value.__cause__
     assert isinstance(engine, ExecutionError) and "polars failed" in str(engine)   # the engine's own, kept
@@ -111,7 +110,7 @@ def test_database_sources_are_read_through_the_lane_that_failed(tmp_path):
         flow.run()
     assert str(e.value).startswith("integer overflow: 4611686018427387904 * 4 = 18446744073709551616 does not fit "
                                    "in Int64")
-    assert "lane sqlite failed on this plan" in str(e.value)
+    assert ei.last_run().attempts[-1][0] == "sqlite" and "re-ran" in ei.last_run().attempts[-1][1]
     # a pushed-down part that fails: the same message
     names = ei.from_pydict({"b": [4], "name": ["four"]})
     with pytest.raises(ExecutionError) as e:

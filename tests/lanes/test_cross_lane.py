@@ -437,11 +437,7 @@ def test_value_errors_name_what_the_reference_lane_names(lane_name, build, load_
     _covered(lane, there)
     with pytest.raises(ExecutionError) as got:
         _run(there, lane_name)
-    assert str(got.value).startswith(str(ref.value))
-    if lane_name != "reference":
-        assert f"lane {lane_name} failed on this plan" in str(got.value)
-        for leak in ("__eidos", "literal", "c0", "c1", "i128", "__POLARS"):
-            assert leak not in str(got.value)
+    assert str(got.value) == str(ref.value)
 
 
 # Float arithmetic at the ends of the range, every operand against every other: overflow gives

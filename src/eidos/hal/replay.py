@@ -7,8 +7,9 @@ and expression where it happened. Engines word their failures in their own encod
 itself (`Lane.names_failing_values`) raises ExecutionError, the runner re-runs the plan on the
 reference lane, only to get the message:
 
-- the reference lane raises ExecutionError: that error is raised, chained from the lane's, and
-  saying which lane failed;
+- the reference lane raises ExecutionError: its message is raised, word for word (the same on every
+  lane), chained from the lane's error; the run's record (`ei.last_run()`) says which lane failed and
+  that the reference lane re-ran the plan;
 - the reference lane succeeds: the lane is wrong, and that is raised, with both outcomes in short;
   the reference lane's answer is never returned in the lane's place;
 - the plan's input is over `limit()`: no re-run (the reference lane holds rows as Python objects,
@@ -70,9 +71,7 @@ def explain(lane: Lane, plan: N.Node, error: ExecutionError) -> tuple[EidosError
     try:
         table = reference.execute(local)
     except ExecutionError as e:
-        return (type(e)(f"{e}\n  (lane {lane.name} failed on this plan; the reference lane re-ran it to "
-                        "name the value, the operation and the column)"),
-                f"failed: {_gist(error)}; the reference lane re-ran it for the message")
+        return type(e)(str(e)), f"failed: {_gist(error)}; the reference lane re-ran it for the message"
     except EidosError:
         return error, f"failed: {_gist(error)}"
     return (ExecutionError(f"lane {lane.name!r} failed, but the reference lane ran the same plan without "
