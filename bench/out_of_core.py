@@ -7,7 +7,9 @@ same Flow twice, each in a fresh subprocess so peak RSS is the run's own:
   a streaming lane);
 - in memory: no budget override, engine=None.
 
-Prints the lane chosen, wall time and peak RSS (VmHWM) of each, against the budget.
+Prints the lane chosen, wall time and peak RSS (VmHWM) of each, against the budget plus the
+process's own (the peak of a child that ran a one-row plan on the duckdb lane: the interpreter and
+libraries, which the budget does not count).
 
     python bench/out_of_core.py [--budget 512MiB] [--factor 4] [--repeat 3]
 """
@@ -33,9 +35,12 @@ from eidos import col
 flow = (ei.read_parquet(sys.argv[1])
         .group_by("key")
         .agg(total=col("value").sum(), mean=col("value").mean(), n=ei.count()))
+idle = sys.argv[2:] == ["idle"]   # the process's own: a one-row plan on the duckdb lane
+if idle:
+    flow = ei.from_pydict({"a": [1]})
 start = time.perf_counter()
 rows = 0
-for batch in flow.stream():
+for batch in flow.stream("duckdb" if idle else None):
     rows += batch.num_rows
 seconds = time.perf_counter() - start
 record = ei.last_run()
@@ -70,12 +75,12 @@ def generate(target_bytes: int) -> tuple[Path, int]:
     return folder, int(done.read_text())
 
 
-def run_child(folder: Path, budget: str | None) -> dict:
+def run_child(folder: Path, budget: str | None, *extra: str) -> dict:
     env = dict(os.environ)
     env.pop("EIDOS_MEMORY_BUDGET", None)
     if budget:
         env["EIDOS_MEMORY_BUDGET"] = budget
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder)], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(folder), *extra], env=env, capture_output=True, text=True,
                          check=False)
     if out.returncode != 0:
         raise SystemExit(f"child failed:\n{out.stderr}")
@@ -96,6 +101,8 @@ def main() -> None:
     folder, size = generate(int(budget * args.factor))
     print(f"dataset: {folder} ({size / 2**30:.2f} GiB in memory, {size / budget:.1f}x the budget; "
           f"generated or found in {time.perf_counter() - t0:.1f} s)")
+    allowance = run_child(folder, None, "idle")["peak_rss"]
+    print(f"the process's own (a one-row plan on the duckdb lane): peak RSS {allowance / 2**20:.0f} MiB")
     results = {}
     for mode, value in (("out of core", args.budget), ("in memory", None)):
         runs = [run_child(folder, value) for _ in range(args.repeat)]
@@ -104,12 +111,12 @@ def main() -> None:
         peak = max(r["peak_rss"] for r in runs)
         print(f"{mode:12s} lane={runs[0]['lane']:10s} rule {runs[0]['rule']}  time min {min(secs):.2f} s "
               f"median {statistics.median(secs):.2f} s  peak RSS {peak / 2**20:.0f} MiB "
-              f"({peak / budget:.2f}x budget)  groups={runs[0]['rows']}")
+              f"({(peak - allowance) / budget:.2f}x budget over the process's own)  groups={runs[0]['rows']}")
         print(f"{'':12s} reason: {runs[0]['reason']}")
     ooc, mem = (min(r["seconds"] for r in results[m]) for m in ("out of core", "in memory"))
     print(f"out-of-core / in-memory time: {ooc / mem:.2f}x")
-    under = max(r["peak_rss"] for r in results["out of core"]) < budget
-    print(f"out-of-core peak RSS under the budget: {'yes' if under else 'NO'}")
+    under = max(r["peak_rss"] for r in results["out of core"]) - allowance <= budget
+    print(f"out-of-core peak RSS over the process's own within the budget: {'yes' if under else 'NO'}")
 
 
 if __name__ == "__main__":

@@ -184,3 +184,12 @@ def memory_budget() -> int:
     if text:
         return parse_size(text)
     return int(detect_devices().memory_limit_bytes * DEFAULT_BUDGET_FRACTION)
+
+
+def budget_text(budget: int) -> str:
+    """How a user would name `budget` for messages: 'EIDOS_MEMORY_BUDGET=64MiB' when it came from there."""
+    text = os.environ.get("EIDOS_MEMORY_BUDGET")
+    if text and parse_size(text) == budget:
+        return f"EIDOS_MEMORY_BUDGET={text.strip()}"
+    return (f"the memory budget {budget / 2**20:.0f} MiB (by default half the memory limit eidos detects; "
+            "EIDOS_MEMORY_BUDGET sets it)")

@@ -6,6 +6,9 @@ postgresql.py); execute.py runs it. Engines and sqlglot load only when a lane ru
 
 from __future__ import annotations
 
+import contextlib
+
+from eidos.errors import ResourceError
 from eidos.hal.lane import Availability, Estimate, Lane, installed
 from eidos.hal.memo import once
 from eidos.ir import nodes as N
@@ -45,6 +48,11 @@ class SqlLane(Lane):
 
         return run(self.name, plan)
 
+    def execute_stream(self, plan: N.Node):
+        from eidos.lanes.sql.execute import stream
+
+        yield from stream(self.name, plan)
+
     def describe_source(self, source: SqlSource):
         """(Schema, estimated rows or None) of a table or query, read from the database's catalog."""
         from eidos.lanes.sql.execute import describe
@@ -55,9 +63,11 @@ class SqlLane(Lane):
 class DuckDBLane(SqlLane):
     """Embedded DuckDB: a local vector engine (parquet, CSV, Arrow) that also reads DuckDB files.
 
-    `out_of_core(budget)` gives a DuckDB lane with a hard memory limit that spills to a temporary
-    folder: DuckDB keeps its own memory under the limit, which Polars' streaming engine does not
-    promise (bench/out_of_core.py measures both).
+    `out_of_core(budget)` gives a DuckDB lane that keeps a run within the memory budget: a hard
+    memory limit, as many threads as fit under it, spilling to a temporary folder of the run's own
+    (lanes/sql/memory.py has the rule and where its figures come from); a budget below what the plan
+    needs raises ResourceError naming the budget that would do. DuckDB keeps its own memory under
+    the limit, which Polars' streaming engine does not promise (bench/out_of_core.py measures both).
     """
 
     name = "duckdb"
@@ -65,45 +75,65 @@ class DuckDBLane(SqlLane):
     coverage = COVERAGE["duckdb"]
     reads = frozenset({"local", "duckdb"})
     packages = ("duckdb", "sqlglot")
-    # Of the budget, what DuckDB may use: the rest is the interpreter, Arrow results and the lanes' code.
-    MEMORY_SHARE = 0.5
-    MIN_MEMORY = 32 * 2**20  # below this DuckDB cannot even hold its buffers
 
-    def __init__(self, *, memory_limit: int | None = None, spill_dir: str | None = None):
-        self.memory_limit, self.spill_dir = memory_limit, spill_dir
+    def __init__(self, *, budget: int | None = None, spill_dir: str | None = None):
+        self.budget, self.spill_dir = budget, spill_dir
 
     @property
     def memory_limited(self) -> bool:
-        return self.memory_limit is not None
+        return self.budget is not None
 
     @property
     def out_of_core_how(self) -> str:
-        if self.memory_limit is None:
+        if self.budget is None:
             return "in memory"
-        return (f"with a hard memory limit of {self.memory_limit // 2**20} MiB, spilling to a temporary "
-                f"folder in {self.spill_dir}")
+        return (f"within the budget: a hard memory limit and as many threads as fit under it, spilling to a "
+                f"temporary folder in {self.spill_dir}")
 
     def out_of_core(self, budget_bytes: int) -> Lane:
         import tempfile
 
-        return DuckDBLane(memory_limit=max(self.MIN_MEMORY, int(budget_bytes * self.MEMORY_SHARE)),
-                          spill_dir=tempfile.gettempdir())
+        return DuckDBLane(budget=budget_bytes, spill_dir=tempfile.gettempdir())
 
     def execute(self, plan: N.Node):
         from eidos.lanes.sql.execute import run
 
-        if self.memory_limit is None:
+        if self.budget is None:
             return run(self.name, plan)
+        with self._within_budget(plan) as settings:
+            return run(self.name, plan, settings)
+
+    def execute_stream(self, plan: N.Node):
+        from eidos.lanes.sql.execute import stream
+
+        if self.budget is None:
+            yield from stream(self.name, plan)
+            return
+        with self._within_budget(plan) as settings:
+            yield from stream(self.name, plan, settings)
+
+    @contextlib.contextmanager
+    def _within_budget(self, plan: N.Node):
+        """DuckDB's settings for one run within the budget, with a spill folder of the run's own (DuckDB
+        names its spill files alike) that is removed after it."""
         import tempfile
 
-        # A folder of this run's own (DuckDB names its spill files alike), removed after it.
+        from eidos.hal.cost import input_bytes
+        from eidos.hal.devices import budget_text, detect_devices
+        from eidos.lanes.sql.memory import settings
+
+        text = budget_text(self.budget)
+        chosen = settings(plan, self.budget, detect_devices().cpu_cores, input_bytes(plan), text)
         with tempfile.TemporaryDirectory(prefix="eidos-duckdb-spill-", dir=self.spill_dir) as spill:
-            return run(self.name, plan, {"memory_limit": f"{self.memory_limit // 2**20}MB",
-                                         "temp_directory": spill, "preserve_insertion_order": False})
+            try:
+                yield {**chosen, "temp_directory": spill, "preserve_insertion_order": False}
+            except ResourceError as e:
+                raise ResourceError(f"{e} (out of core within {text}: DuckDB's memory limit "
+                                    f"{chosen['memory_limit']}, {chosen['threads']} threads)") from e
 
     def __repr__(self) -> str:
-        limit = f", memory limit {self.memory_limit // 2**20} MiB" if self.memory_limit else ""
-        return f"<lane duckdb (vector{limit})>"
+        budget = f", memory budget {self.budget // 2**20} MiB" if self.budget else ""
+        return f"<lane duckdb (vector{budget})>"
 
     def estimate(self, plan: N.Node) -> Estimate:
         from eidos.lanes.sql.cost import estimate

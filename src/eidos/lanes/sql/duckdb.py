@@ -193,19 +193,21 @@ class Session:
     cursor holds no user data between runs.
     """
 
-    def __init__(self, query, settings: dict | None = None):
+    def __init__(self, query, settings: dict | None = None, *, private: bool = False):
         import duckdb
 
         paths = {path_of(s.uri) for s in query.sources if isinstance(s, SqlSource)}
         path = next(iter(paths)) if paths else ":memory:"
         self.views = list(query.arrow)
-        self.shared = not paths and not settings
+        self.shared = not paths and not settings and not private
         if self.shared:
             self.con = _cursor()
-        else:
+        else:   # a stream's own cursor (a run meanwhile cannot end its result), or a connection of its own
             if path != ":memory:":
                 regular_file(path)
-            self.con = duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {}))
+            self.con = (_cursor().cursor() if not paths and not settings else
+                        duckdb.connect(path, read_only=path != ":memory:", config=dict(settings or {})))
+            quiet(self.con)
         self.errors: list[BaseException] = []   # what streams read by pyarrow raised (DuckDB keeps only text)
         try:
             if paths:
@@ -238,6 +240,20 @@ class Session:
                 raise self.errors[0] from None
             raise
 
+    def batches(self, sql: str):
+        """The result, batch by batch, as DuckDB produces it (a streaming result)."""
+        reader = self.con.sql(sql).to_arrow_reader(BATCH_ROWS)
+
+        def read():
+            try:
+                yield from reader
+            except Exception:
+                if self.errors:
+                    raise self.errors[0] from None
+                raise
+
+        return read()
+
     def close(self) -> None:
         if not self.shared:
             self.con.close()
@@ -268,10 +284,27 @@ def _cursor():
                 _database.clear()  # a parent's connection after fork() is not ours to use
                 con = _database[pid] = duckdb.connect(":memory:")
             cur = con.cursor()
+            quiet(cur)
         _local.__dict__.clear()
         _local.__dict__[pid] = cur
     return cur
 
 
+def quiet(con) -> None:
+    """No progress bar: DuckDB draws one on stdout for a query that takes over two seconds, into the
+    output of whatever program runs eidos (a pipe, `eidos run` without -o)."""
+    con.execute("SET enable_progress_bar = false")
+
+
 def connect(query, settings: dict | None = None) -> Session:
     return Session(query, settings)
+
+
+def open_stream(query, settings: dict | None = None) -> Session:
+    """A session for one streamed run: the in-memory database through a cursor of its own."""
+    return Session(query, settings, private=True)
+
+
+# Rows per streamed batch: 60 of DuckDB's 2,048-row vectors (its row group), so a batch comes as soon
+# as a row group's worth is ready and a consumer holds little at a time.
+BATCH_ROWS = 122_880

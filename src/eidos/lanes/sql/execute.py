@@ -14,11 +14,12 @@ import re
 import threading
 import traceback
 import weakref
+from collections.abc import Iterator
 from urllib.parse import quote
 
 import pyarrow as pa
 
-from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
+from eidos.errors import EidosError, ExecutionError, PlanError, ResourceError, UnsupportedError
 from eidos.hal import sql_guard
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
@@ -86,6 +87,11 @@ def engine_error(lane: str, e: BaseException, sources, doing: str, kind=Executio
         kind = UnsupportedError
     if "no password supplied" in cause and not any(getattr(s, "secrets", ()) for s in sources):
         cause += NO_PASSWORD
+    if "Out of Memory Error:" in raw:   # DuckDB's (an OSError from its Arrow stream); its advice is not the user's
+        full = "max_temp_directory_size" in raw   # the spill folder's disk, not the memory limit
+        kind, cause = ResourceError, cause.split("\n", 1)[0] + (
+            "; the disk of the spill folder is full: point TMPDIR at one with more room" if full else
+            "; a larger memory budget (EIDOS_MEMORY_BUDGET) gives the engine more memory")
     err = kind(f"the {lane} lane failed {doing} {where(sources)}: {cause}")
     full = "".join(traceback.format_exception(e))
     if text == raw and scrub(full, sources) == full:
@@ -183,6 +189,36 @@ def run(lane: str, plan: N.Node, settings: dict | None = None) -> pa.Table:
         except Exception:  # noqa: BLE001, S110 - closing after a failure must not hide it
             pass
     return conform(table, plan.schema)
+
+
+def stream(lane: str, plan: N.Node, settings: dict | None = None) -> Iterator[pa.RecordBatch]:
+    """`run`, batch by batch. Where the dialect's module can open a session that reads the result as
+    the engine produces it (`open_stream`: DuckDB's), each batch is conformed and yielded as it comes,
+    so neither the engine nor this process holds the whole result; elsewhere the result is fetched
+    whole first. An empty result is one batch of no rows (a consumer always learns the schema)."""
+    mod = module(lane)
+    opener = getattr(mod, "open_stream", None)
+    empty = pa.RecordBatch.from_pylist([], schema=plan.schema.to_arrow())
+    if opener is None:
+        yield from run(lane, plan, settings).to_batches() or [empty]
+        return
+    sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
+    query = _guard(lane, sources, "translating the plan over", lambda: prepare(lane, plan))
+    con = _guard(lane, sources, "connecting to", lambda: opener(query, settings))
+    try:
+        reader = _guard(lane, sources, "running the plan over", lambda: con.batches(query.sql))
+        rows = 0
+        while (batch := _guard(lane, sources, "running the plan over", lambda: next(reader, None))) is not None:
+            if batch.num_rows:
+                rows += batch.num_rows
+                yield from conform(pa.Table.from_batches([batch]), plan.schema).to_batches()
+        if not rows:
+            yield empty
+    finally:
+        try:
+            con.close()
+        except Exception:  # noqa: BLE001, S110 - closing after a failure must not hide it
+            pass
 
 
 def _guard(lane, sources, doing, thunk, kind=ExecutionError):
