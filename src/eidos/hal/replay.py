@@ -74,8 +74,8 @@ def explain(lane: Lane, plan: N.Node, error: ExecutionError) -> tuple[EidosError
         return type(e)(str(e)), f"failed: {_gist(error)}; the reference lane re-ran it for the message"
     except EidosError:
         return error, f"failed: {_gist(error)}"
-    return (ExecutionError(f"lane {lane.name!r} failed, but the reference lane ran the same plan without "
-                           f"error ({_outcome(table)}): a bug in the {lane.name} lane\n  {lane.name}: {error}"),
+    return (ExecutionError(f"{error}\n  (lane {lane.name!r} failed, but the reference lane ran the same plan "
+                           f"without error, {_outcome(table)}: a bug in the {lane.name} lane, not in the plan)"),
             f"failed: {_gist(error)}; the reference lane ran it without error")
 
 
