@@ -11,7 +11,7 @@ import pytest
 import eidos as ei
 from eidos import col
 from eidos.errors import BackendUnavailable, FallbackWarning, UnsupportedError
-from eidos.hal import devices, registry
+from eidos.hal import devices, planner, registry
 from eidos.hal.coverage import Coverage
 from eidos.hal.lane import Availability, Backend, Estimate
 from eidos.hal.planner import decide
@@ -170,6 +170,18 @@ def test_rule3_prefers_a_cluster_lane(lanes, flow, monkeypatch):
     cluster = lanes(Recording("ray", kind="cluster"))
     monkeypatch.setenv("EIDOS_MEMORY_BUDGET", "10B")
     assert decide(flow.plan).lane is cluster
+
+
+def test_a_lane_running_pieces_here_plans_them_without_its_kind(lanes, flow, monkeypatch):
+    """Inside `without("cluster")` (the cluster lane's workers) rule 3 cannot hand a piece back to it."""
+    monkeypatch.setattr("eidos.hal.planner.memory_budget", lambda: 1)
+    lanes(Recording("ray", kind="cluster"))
+    vec = lanes(Recording("vec", out_of_core_ok=True))
+    with planner.without("cluster"):
+        d = decide(flow.plan)
+    assert d.lane is vec
+    assert rejected(d)["ray"] == "a cluster lane is running this plan's pieces here"
+    assert decide(flow.plan).lane.name == "ray"   # outside, as before
 
 
 def test_rule3_without_capable_lane_notes_it(lanes, flow, monkeypatch):

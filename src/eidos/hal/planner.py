@@ -13,9 +13,12 @@ decided by the same rules, and the decision of the plan that reads them lists th
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from eidos.errors import BackendUnavailable, UnsupportedError
@@ -72,6 +75,21 @@ def describe_gaps(gaps: list[str]) -> str:
     return "; ".join((["lacks " + ", ".join(lacks)] if lacks else []) + other)
 
 
+# Lane kinds the planner leaves out in this context (`without`).
+_left_out: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("eidos_left_out_kinds", default=frozenset())
+
+
+@contextlib.contextmanager
+def without(*kinds: str) -> Iterator[None]:
+    """Plan without lanes of `kinds` while inside: a lane that runs pieces of a plan on this machine's
+    own lanes (the cluster lane, inside its workers) must not be handed those pieces back."""
+    token = _left_out.set(_left_out.get() | frozenset(kinds))
+    try:
+        yield
+    finally:
+        _left_out.reset(token)
+
+
 class _Survey:
     """Each lane's availability and gaps for one plan, computed once."""
 
@@ -79,7 +97,11 @@ class _Survey:
         self.plan = plan
         self.rejected: dict[str, str] = {}
         self.capable: list[Lane] = []
+        left_out = _left_out.get()
         for lane in sorted(registry.lanes(), key=lambda l: (KIND_ORDER.get(l.kind, 8), l.name)):
+            if lane.kind in left_out:
+                self.rejected[lane.name] = f"a {lane.kind} lane is running this plan's pieces here"
+                continue
             a = lane.is_available()
             if not a:
                 self.rejected[lane.name] = a.reason or "unavailable"
