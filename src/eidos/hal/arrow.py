@@ -74,7 +74,10 @@ def pq_table(source: ParquetSource, i: int, names: list[str], target: pa.Schema)
     import pyarrow.parquet as pq
 
     stored = [n for n in names if n not in source.partitions]
-    return _with_partitions(pq.read_table(source.files[i], columns=stored), source, i, names, target)
+    # partitioning=None: the path's key=value folders are source.partitions, read by eidos; pyarrow 24
+    # inferred them again from the file's path and failed on a partition that is null everywhere
+    data = pq.read_table(source.files[i], columns=stored, partitioning=None)
+    return _with_partitions(data, source, i, names, target)
 
 
 def _with_partitions(data, source: ParquetSource, i: int, names: list[str], target: pa.Schema):
