@@ -182,6 +182,8 @@ def test_postgresql_runs_a_query_in_a_read_only_transaction(db):
 
 
 def test_the_shared_duckdb_connection_is_never_a_plans(db):
+    pytest.importorskip("duckdb")
+    pytest.importorskip("sqlglot")
     from eidos.lanes.sql import duckdb as D
 
     def state():
