@@ -24,7 +24,7 @@ from eidos.testing.databases import load_table
 from examples.tpch.queries import QUERIES, parquet_tables, sql_tables
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tpch-sf0.01"
-LANES = ["reference", "polars", "duckdb", "sqlite", "postgresql"]
+LANES = ["reference", "polars", "duckdb", "sqlite", "postgresql", "ray"]
 TABLES = ("region", "nation", "supplier", "customer", "orders", "lineitem")
 PG_SERVER = os.environ.get("EIDOS_TEST_POSTGRESQL", "postgresql://postgres@127.0.0.1:5432")
 
@@ -53,14 +53,17 @@ def _ddl(table: str) -> str:
 
 
 def _lane(name: str):
-    """The lane's LaneInfo, or skip with the reason it cannot run."""
-    found = {info.name: info for info in ei.backends()}
+    """The lane, or skip with the reason it cannot run when named (engine=name)."""
+    from eidos.hal import registry
+
+    found = {info.name for info in ei.backends()}
     if name not in found:
         pytest.skip(f"lane {name!r} is not registered (registered: {', '.join(sorted(found)) or 'none'})")
-    info = found[name]
-    if not info.available:
-        pytest.skip(f"lane {name!r} is unavailable: {info.reason}")
-    return info
+    lane = registry.get(name)
+    available = lane.is_available_when_named()
+    if not available:
+        pytest.skip(f"lane {name!r} is unavailable: {available.reason}")
+    return lane
 
 
 def _table(name: str) -> pa.Table:

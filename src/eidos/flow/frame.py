@@ -295,11 +295,12 @@ class Flow:
         return Flow(N.MapBatches(self._plan, fn, _as_schema(schema)))
 
     # running
-    def run(self, engine: str | None = None, *, strict: bool = False) -> pa.Table:
+    def run(self, engine: str | None = None, *, strict: bool = False, address: str | None = None) -> pa.Table:
         """Run on the lane the HAL chooses (or `engine`); returns a pyarrow.Table.
 
         A lane that finds at run time that it cannot run the plan hands over to the next capable
         lane with a warning; `strict=True` raises instead. `ei.last_run()` tells where it ran.
+        `address` says where a lane that runs elsewhere runs: `run(engine="ray", address="host:6379")`.
 
         Examples:
             >>> flow = ei.from_pydict({"a": [1, 2, 3]}).filter(col("a") >= 2)
@@ -310,9 +311,9 @@ class Flow:
         """
         from eidos.hal.runner import run
 
-        return run(self._plan, engine=engine, strict=strict)
+        return run(self._plan, engine=engine, strict=strict, address=address)
 
-    def stream(self, engine: str | None = None) -> Iterator[pa.RecordBatch]:
+    def stream(self, engine: str | None = None, *, address: str | None = None) -> Iterator[pa.RecordBatch]:
         """Run and yield the result as pyarrow record batches (how many depends on the lane).
 
         Examples:
@@ -322,9 +323,9 @@ class Flow:
         """
         from eidos.hal.runner import stream
 
-        return stream(self._plan, engine=engine)
+        return stream(self._plan, engine=engine, address=address)
 
-    def explain(self, engine: str | None = None) -> str:
+    def explain(self, engine: str | None = None, *, address: str | None = None) -> str:
         """The lane chosen, the deciding rule, every rejected lane with why, and the optimized plan.
 
         Examples:
@@ -339,9 +340,9 @@ class Flow:
         """
         from eidos.hal.planner import explain
 
-        return explain(self._plan, engine=engine)
+        return explain(self._plan, engine=engine, address=address)
 
-    def write_parquet(self, path: str, engine: str | None = None) -> None:
+    def write_parquet(self, path: str, engine: str | None = None, *, address: str | None = None) -> None:
         """Write the result to `path` atomically: a complete file or none (an old file stays).
 
         Examples:
@@ -354,9 +355,9 @@ class Flow:
         """
         from eidos.flow.sinks import write
 
-        write(self, path, "parquet", engine)
+        write(self, path, "parquet", engine, address)
 
-    def write_csv(self, path: str, engine: str | None = None) -> None:
+    def write_csv(self, path: str, engine: str | None = None, *, address: str | None = None) -> None:
         """Write the result to `path` as CSV with a header, atomically.
 
         Examples:
@@ -371,7 +372,7 @@ class Flow:
         """
         from eidos.flow.sinks import write
 
-        write(self, path, "csv", engine)
+        write(self, path, "csv", engine, address)
 
     def to_json(self) -> str:
         """A versioned JSON form of the plan (in-memory data included); `Flow.from_json` reads it back.

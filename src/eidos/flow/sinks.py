@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from eidos.errors import EidosError, ExecutionError, PlanError
 
 
-def write(flow, path: str | os.PathLike, fmt: str, engine: str | None) -> None:
+def write(flow, path: str | os.PathLike, fmt: str, engine: str | None, address: str | None = None) -> None:
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
 
     with atomic(path, fmt) as tmp:
-        batches = flow.stream(engine)
+        batches = flow.stream(engine, address=address)
         schema = flow.schema.to_arrow()
         if fmt == "parquet":
             with pq.ParquetWriter(tmp, schema) as writer:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from eidos.errors import PlanError
 from eidos.hal.coverage import Coverage
 from eidos.ir import nodes as N
 from eidos.ir.sources import Source
@@ -108,6 +109,16 @@ class Lane(ABC):
     # expression in the plan's own terms, as the reference lane's do (docs/semantics.md, section 17).
     # When not, the runner re-runs a failed plan on the reference lane for the message (hal/replay.py).
     names_failing_values: bool = False
+
+    def at(self, address: str) -> Lane:
+        """This lane running at `address` (`run(engine=..., address=...)`): a lane that runs elsewhere
+        (a cluster) gives a copy of itself that runs there; a lane that runs in this process has none."""
+        raise PlanError(f"lane {self.name!r} runs in this process, so address={address!r} means nothing to it; "
+                        "address= says where a lane that runs elsewhere (a cluster lane) runs")
+
+    def describe(self, plan: N.Node) -> list[str]:
+        """Lines explain() adds after the plan: how this lane runs it (a cluster lane's stages); none by default."""
+        return []
 
     @abstractmethod
     def execute(self, plan: N.Node) -> pa.Table:

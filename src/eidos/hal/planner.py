@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from eidos.errors import BackendUnavailable, UnsupportedError
+from eidos.errors import BackendUnavailable, PlanError, UnsupportedError
 from eidos.hal import registry
 from eidos.hal.devices import detect_devices, memory_budget
 from eidos.hal.lane import Lane
@@ -116,13 +116,18 @@ class _Survey:
         return [lane for lane in self.capable if lane.kind in kinds]
 
 
-def decide(plan: N.Node, engine: str | None = None) -> Decision:
+def decide(plan: N.Node, engine: str | None = None, *, address: str | None = None) -> Decision:
     """Optimize `plan`, cut it into parts where its sources or its work call for it, and choose the
-    lane of each part and of the plan that reads them by the five rules."""
+    lane of each part and of the plan that reads them by the five rules. `address` says where the
+    named lane runs (Lane.at)."""
     plan = plan.optimized
-    forced = engine or os.environ.get("EIDOS_BACKEND") or None
+    forced = engine or _env_backend()
+    if address is not None and not forced:
+        raise PlanError(f"address={address!r} says where the lane named by engine= runs; name one "
+                        "(a lane that runs elsewhere, such as a cluster lane)")
     if forced:
-        return _forced(plan, forced, "engine=" + repr(forced) if engine else f"EIDOS_BACKEND={forced}")
+        how = "engine=" + repr(forced) if engine else f"EIDOS_BACKEND={forced}"
+        return _forced(plan, forced, how + (f", address={address!r}" if address is not None else ""), address)
     notes: list[str] = []
     remote = _remote_places(plan)
     whole = _locality(plan, _Survey(plan), notes) if remote else None
@@ -138,6 +143,16 @@ def decide(plan: N.Node, engine: str | None = None) -> Decision:
             return _with_parts(decision, cuts)
     gaps = "\n".join(f"  {name}: {why}" for name, why in survey.rejected.items())
     raise UnsupportedError(f"no lane can run this plan:\n{gaps}")
+
+
+def _env_backend() -> str | None:
+    """EIDOS_BACKEND, unless it names a lane of a kind left out here (`without`): it forces the user's
+    plans, not the pieces a cluster lane runs on this machine's lanes."""
+    name = os.environ.get("EIDOS_BACKEND") or None
+    left_out = _left_out.get()
+    if name and left_out and any(l.name == name and l.kind in left_out for l in registry.lanes()):
+        return None
+    return name
 
 
 def _remote_places(plan: N.Node) -> set[str]:
@@ -176,8 +191,10 @@ def _with_parts(decision: Decision, cuts: Cuts) -> Decision:
     return replace(decision, rule=2, reason=reason)
 
 
-def _forced(plan: N.Node, name: str, how: str) -> Decision:
+def _forced(plan: N.Node, name: str, how: str, address: str | None = None) -> Decision:
     lane = registry.get(name)
+    if address is not None:
+        lane = lane.at(address)
     a = lane.is_available_when_named()
     if not a:
         raise BackendUnavailable(f"lane {name!r} ({how}) is unavailable: {a.reason}")
@@ -189,7 +206,7 @@ def _forced(plan: N.Node, name: str, how: str) -> Decision:
     if gaps:
         raise UnsupportedError(f"lane {name!r} ({how}) cannot run this plan: {describe_gaps(gaps)}; "
                                "run with engine=None to let eidos choose a lane that can")
-    others = tuple((l.name, f"not chosen: {how} asked for {name}") for l in registry.lanes() if l is not lane)
+    others = tuple((l.name, f"not chosen: {how} asked for {name}") for l in registry.lanes() if l.name != lane.name)
     return _with_parts(Decision(lane, 1, f"{how}", plan, rejected=others), cuts)
 
 
@@ -432,6 +449,7 @@ def render(decision: Decision) -> str:
         lines += part_tree(decision, "  ")
     lines.append("plan:")
     lines.append(tree(decision.plan, "  "))
+    lines += decision.lane.describe(decision.plan)
     return "\n".join(lines)
 
 
@@ -452,5 +470,5 @@ def part_tree(decision: Decision, indent: str = "") -> list[str]:
     return lines
 
 
-def explain(plan: N.Node, engine: str | None = None) -> str:
-    return render(decide(plan, engine))
+def explain(plan: N.Node, engine: str | None = None, *, address: str | None = None) -> str:
+    return render(decide(plan, engine, address=address))

@@ -130,10 +130,10 @@ def _handover(record: RunRecord, lane: Lane, error: UnsupportedError, remaining:
 
 
 def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
-        results: Results | None = None) -> pa.Table:
-    """Run `plan` on the lane chosen for it; a split plan's parts hand their results on through
-    `results` (driver memory by default)."""
-    decision = decide(plan, engine)
+        results: Results | None = None, address: str | None = None) -> pa.Table:
+    """Run `plan` on the lane chosen for it (`engine` running at `address` when given); a split plan's
+    parts hand their results on through `results` (driver memory by default)."""
+    decision = decide(plan, engine, address=address)
     check_files(decision.plan)
     record = RunRecord(decision)
     _last.set(record)
@@ -158,9 +158,10 @@ def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
     raise AssertionError("unreachable: the last lane either returns or raises")
 
 
-def stream(plan: N.Node, engine: str | None = None, *, results: Results | None = None) -> Iterator[pa.RecordBatch]:
+def stream(plan: N.Node, engine: str | None = None, *, results: Results | None = None,
+           address: str | None = None) -> Iterator[pa.RecordBatch]:
     """Batches of the result. A lane may hand over only before its first batch."""
-    decision = decide(plan, engine)
+    decision = decide(plan, engine, address=address)
     check_files(decision.plan)
     return _stream(plan, decision, results or DriverResults())
 
