@@ -321,6 +321,8 @@ CASES = [
     Case("udf", lambda s: people(s).select("id", sg=ei.udf(udf_sign, ei.Int8)(col("score")),
                                            nul=ei.udf(udf_is_none, ei.Boolean)(col("name"))),
          {"id": IDS, "sg": [1, None, 0, None, 1, 1], "nul": [False, False, False, False, True, False]}),
+    Case("null_conjunct_pushed_alone", lambda s: people(s).with_columns(old=col("age") > 26)
+         .filter(col("old") & lit(None)).select("id"), {"id": []}),
     Case("odd_column_names", lambda s: s("odd_names").filter(col("select") > 1).select('x"y', "列", "a b", "A"),
          {'x"y': ["b"], "列": [2.0], "a b": [False], "A": [20]}),
     Case("empty_filter_and_join", lambda s: s("empty").filter(col("age") > 1).select("id", "dept").join(

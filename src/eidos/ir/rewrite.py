@@ -148,7 +148,8 @@ def push_filters(plan: N.Node) -> N.Node:
 
 
 def _filtered(child: N.Node, preds: list[E.Expr]) -> N.Node:
-    return N.Filter(child, conjoin(preds)) if preds else child
+    # a conjunct of type Null (the `null` of `a & null`) pushed on its own is a Boolean null, as in fold
+    return N.Filter(child, _boolean(conjoin(preds), child.schema)) if preds else child
 
 
 def _push(child: N.Node, preds: list[E.Expr]) -> N.Node:
