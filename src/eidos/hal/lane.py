@@ -110,6 +110,10 @@ class Lane(ABC):
     # When not, the runner re-runs a failed plan on the reference lane for the message (hal/replay.py).
     names_failing_values: bool = False
 
+    # A free lane that runs only the opaque Python functions of a plan (udf calls, map_batches steps):
+    # the planner cuts each out as a part for it (eidos.hal.parts.by_opaque) and runs the rest elsewhere.
+    python_steps_only: bool = False
+
     def at(self, address: str) -> Lane:
         """This lane running at `address` (`run(engine=..., address=...)`): a lane that runs elsewhere
         (a cluster) gives a copy of itself that runs there; a lane that runs in this process has none."""

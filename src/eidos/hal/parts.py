@@ -3,20 +3,24 @@
 A split plan is a tree of parts. The plan that finishes the work reads each part below it through
 a Scan of a `PartSource` (the part's key); a part's own plan may read parts below it the same way.
 Plans are cut first by data locality (`by_locality`: the largest subtrees whose sources all live
-in one database that some lane there can run) and then by device (`by_device`: the largest
-subtrees of numeric work a GPU lane can run and that pay there, with the inputs it cannot run as
-CPU parts inside them). Parts are numbered in the order they are cut. Cutting chooses no lane:
+in one database that some lane there can run), then around opaque Python functions (`by_opaque`:
+each `udf` call and `map_batches` step becomes a part of its own for the free lane, over a part
+that computes its arguments) and then by device (`by_device`: the largest subtrees of numeric work
+a GPU lane can run and that pay there, with the inputs it cannot run as CPU parts inside them).
+Parts are numbered in the order they are cut. Cutting chooses no lane:
 the planner decides each part by the five rules, and the runner hands each part's result on
 through a handle (eidos.hal.results).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from eidos.hal.lane import Lane
+from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.rewrite import map_inputs
@@ -26,13 +30,14 @@ from eidos.ir.sources import LOCAL, PartSource
 if TYPE_CHECKING:
     from eidos.hal.planner import Decision
 
-LOCALITY, DEVICE = "locality", "device"
+LOCALITY, DEVICE, OPAQUE = "locality", "device", "opaque"
 
 
 @dataclass(frozen=True)
 class Part:
-    """One piece of a split plan: its subplan, what cut it (`by`: locality or device) and where
-    (`place`: the database its sources live in, or the device: "gpu", "cpu"), what the cut found
+    """One piece of a split plan: its subplan, what cut it (`by`: locality, device or opaque) and where
+    (`place`: the database its sources live in, the device: "gpu", "cpu", or "free": the Python
+    functions of an opaque cut, whose inputs are its "cpu" parts), what the cut found
     (`why`), and once the planner has decided it, its `decision` (lane, rule, reason)."""
 
     key: str
@@ -165,3 +170,157 @@ def read_by(node: N.Node, child: N.Node) -> Schema:
         used = used or set(child.schema.names[:1])   # a row count needs one column to carry the rows
         return Schema([(n, t) for n, t in child.schema.items() if n in used])
     return child.schema
+
+
+def by_opaque(plan: N.Node, cuts: Cuts, reads: Callable[[N.Scan], bool]) -> N.Node:
+    """Cut out every opaque Python function of `plan` as a part of its own (place "free"): a
+    MapBatches step over its input, and each `udf` call as a Project that adds the call's result as a
+    column, its arguments already columns of the input. That input (place "cpu": the arguments and
+    the rest of the plan below) is a part too, unless it is a Scan the free lane `reads`; the rest
+    of each expression is computed above, from the column. A call under a when/then runs only on the
+    rows that reach it, as the reference lane calls it: the part is given a guard column, true there.
+    Calls whose arguments call other functions are cut after them, in rounds."""
+    taken = {name for node in plan.walk() for name in node.schema.names}
+    counter = itertools.count()
+
+    def fresh(kind: str) -> str:
+        name = next(n for n in (f"__{kind}{i}" for i in counter) if n not in taken)
+        taken.add(name)
+        return name
+
+    def below(node: N.Node) -> N.Node:
+        return node if isinstance(node, N.Scan) and reads(node) else cuts.cut(node, OPAQUE, "cpu")
+
+    def hoist(node: N.Node, computed: N.NamedExprs) -> tuple[N.Node, dict[str, E.Expr]]:
+        """`node` with `computed` as columns of it, each udf call cut out; the rest of each
+        expression, over those columns, by name."""
+        exprs = dict(computed)
+        while ready := _ready(exprs.values()):
+            extra: list[tuple[str, E.Expr]] = []
+            calls: list[tuple[str, E.Expr]] = []
+            done: dict[E.Expr, E.Expr] = {}
+            for call, guard in ready.items():
+                args = []
+                for a in call.args:
+                    if not isinstance(a, E.Column):
+                        extra.append((fresh("arg"), a))
+                        a = E.Column(extra[-1][0])
+                    args.append(a)
+                free: E.Expr = E.Udf(call.fn, call.return_dtype, tuple(args))
+                if guard is not None:
+                    extra.append((fresh("guard"), guard))
+                    free = E.Case(((E.Column(extra[-1][0]), free),), E.Literal(None, call.return_dtype))
+                calls.append((fresh("udf"), free))
+                done[call] = E.Column(calls[-1][0])
+            if extra:
+                node = N.Project(node, _keep(node.schema.names) + tuple(extra))
+            node = below(node)
+            node = cuts.cut(N.Project(node, _keep(node.schema.names) + tuple(calls)), OPAQUE, "free")
+            exprs = {n: E.transform(e, lambda x, done=done: done.get(x, x)) for n, e in exprs.items()}
+        return node, exprs
+
+    def computing(node: N.Node, named: N.NamedExprs) -> tuple[N.Node, dict[str, E.Expr]]:
+        """`node` with those expressions of `named` that call a udf added as hidden columns (their
+        calls cut out); each expression by its key, a hidden column where it called one."""
+        hidden = {key: fresh("col") for key, e in named if _calls_udf(e)}
+        if not hidden:
+            return node, dict(named)
+        top, exprs = hoist(node, tuple((hidden[key], e) for key, e in named if key in hidden))
+        top = N.Project(top, _keep(node.schema.names) + tuple(exprs.items()))
+        return top, {key: E.Column(hidden[key]) if key in hidden else e for key, e in named}
+
+    def rewrite(node: N.Node) -> N.Node:
+        if isinstance(node, N.MapBatches):
+            return cuts.cut(N.MapBatches(below(node.input), node.fn, node.output_schema), OPAQUE, "free")
+        if not any(_calls_udf(e) for e in node.expressions()):
+            return node
+        if isinstance(node, N.Project):
+            inner, exprs = hoist(node.input, node.columns)
+            return N.Project(inner, tuple(exprs.items()))
+        names = node.input.schema.names
+        if isinstance(node, N.Filter):
+            inner, exprs = computing(node.input, (("p", node.predicate),))
+            return N.Project(N.Filter(inner, exprs["p"]), _keep(names))
+        if isinstance(node, N.Sort):
+            inner, exprs = computing(node.input, tuple((str(i), k.expr) for i, k in enumerate(node.keys)))
+            keys = tuple(replace(k, expr=exprs[str(i)]) for i, k in enumerate(node.keys))
+            return N.Project(N.Sort(inner, keys), _keep(names))
+        return aggregate(node)
+
+    def aggregate(node: N.Aggregate) -> N.Node:
+        """Calls in keys and in aggregations' arguments are computed below the Aggregate (over its
+        input rows: an argument naming a computed key reads the key's expression); calls over
+        aggregated values in a Project above it (over its groups)."""
+        computed = {n: e for n, e in node.keys if n not in node.input.schema}
+        args = {a: E.transform(a.arg, lambda x: computed.get(x.name, x) if isinstance(x, E.Column) else x)
+                for _, e in node.aggs for a in e.walk()
+                if isinstance(a, E.Agg) and a.arg is not None and _calls_udf(a.arg)}
+        inner, exprs = computing(node.input, tuple((f"k{i}", e) for i, (_, e) in enumerate(node.keys))
+                                 + tuple((f"a{i}", arg) for i, arg in enumerate(args.values())))
+        keys = tuple((n, exprs[f"k{i}"]) for i, (n, _) in enumerate(node.keys))
+        swap = {a: E.Agg(a.fn, exprs[f"a{i}"]) for i, a in enumerate(args)}
+        aggs = [(n, E.transform(e, lambda x: swap.get(x, x))) for n, e in node.aggs]
+        lifted: dict[E.Expr, str] = {}
+
+        def lift(x: E.Expr) -> E.Expr:
+            return E.Column(lifted.setdefault(x, fresh("agg"))) if isinstance(x, E.Agg) else x
+
+        tops = tuple((n, E.transform(e, lift)) for n, e in aggs if _calls_udf(e))
+        plain = tuple((n, e) for n, e in aggs if not _calls_udf(e))
+        grouped = N.Aggregate(inner, keys, plain + tuple((h, a) for a, h in lifted.items()))
+        if not tops:
+            return grouped
+        top, exprs = hoist(grouped, tops)
+        return N.Project(top, _keep(n for n, _ in keys) + tuple((n, exprs.get(n, E.Column(n))) for n, _ in aggs))
+
+    def visit(node: N.Node) -> N.Node:
+        return rewrite(map_inputs(node, visit))
+
+    return visit(plan)
+
+
+def opaque(plan: N.Node) -> bool:
+    """Whether `plan` calls an opaque Python function: a udf, a map_batches step."""
+    return any(isinstance(n, N.MapBatches) or any(map(_calls_udf, n.expressions())) for n in plan.walk())
+
+
+def _keep(names) -> N.NamedExprs:
+    return tuple((n, E.Column(n)) for n in names)
+
+
+def _calls_udf(e: E.Expr) -> bool:
+    return any(isinstance(x, E.Udf) for x in e.walk())
+
+
+def _ready(exprs) -> dict[E.Udf, E.Expr | None]:
+    """The udf calls of `exprs` whose arguments call no other udf and whose guard calls none: each with
+    its guard, the condition under which the reference lane calls it (None: on every row)."""
+    found: dict[E.Udf, E.Expr | None] = {}
+
+    def visit(e: E.Expr, guard: E.Expr | None) -> None:
+        if isinstance(e, E.Udf) and not any(map(_calls_udf, e.args)) and not (guard and _calls_udf(guard)):
+            if e in found:
+                had = found[e]
+                found[e] = None if had is None or guard is None else E.Call("or", (had, guard))
+            else:
+                found[e] = guard
+            return
+        if isinstance(e, E.Case):
+            reached = guard
+            for cond, value in e.branches:
+                visit(cond, reached)
+                true = E.Call("fill_null", (cond, E.Literal(False, T.Boolean)))
+                visit(value, _both(reached, true))
+                reached = _both(reached, E.Call("not", (true,)))
+            visit(e.otherwise, reached)
+            return
+        for child in e.children():
+            visit(child, guard)
+
+    for e in exprs:
+        visit(e, None)
+    return found
+
+
+def _both(a: E.Expr | None, b: E.Expr) -> E.Expr:
+    return b if a is None else E.Call("and", (a, b))

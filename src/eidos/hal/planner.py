@@ -6,9 +6,10 @@
 4. hardware (a GPU and numeric map work: the GPU lane)
 5. logic type (opaque Python: the free lane; relational: the vector lane by cost model)
 
-Every lane not chosen is recorded with why. A plan whose sources live in several places, or that
-holds numeric work a GPU lane can take, is first cut into parts (eidos.hal.parts); each part is
-decided by the same rules, and the decision of the plan that reads them lists them.
+Every lane not chosen is recorded with why. A plan whose sources live in several places, that calls
+opaque Python functions a free lane runs as steps (`Lane.python_steps_only`), or that holds numeric
+work a GPU lane can take, is first cut into parts (eidos.hal.parts); each part is decided by the
+same rules, and the decision of the plan that reads them lists them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from eidos.errors import BackendUnavailable, PlanError, UnsupportedError
 from eidos.hal import registry
 from eidos.hal.devices import detect_devices, memory_budget
 from eidos.hal.lane import Lane
-from eidos.hal.parts import LOCALITY, Cuts, Part, by_device, by_locality, places, reads
+from eidos.hal.parts import LOCALITY, OPAQUE, Cuts, Part, by_device, by_locality, by_opaque, opaque, places, reads
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import node_label, tree
@@ -137,10 +138,15 @@ def decide(plan: N.Node, engine: str | None = None, *, address: str | None = Non
     if remote:
         plan = _cut_by_locality(plan, cuts)
     survey = _Survey(plan)
-    for rule in (_volume, lambda *a: _hardware(*a, cuts=cuts), _logic):
-        decision = rule(plan, survey, notes)
-        if decision is not None:
-            return _with_parts(decision, cuts)
+    decision = _volume(plan, survey, notes)
+    free = _steps_lane(plan, survey) if decision is None else None
+    if free is not None:   # rule 5 for the Python functions, before rule 4 looks at the rest
+        plan = _cut_opaque(plan, cuts, free, 5, "opaque Python, the free lane runs it")
+        survey = _Survey(plan)
+    if decision is None:
+        decision = _hardware(plan, survey, notes, cuts=cuts) or _logic(plan, survey, notes)
+    if decision is not None:
+        return _with_parts(decision, cuts)
     gaps = "\n".join(f"  {name}: {why}" for name, why in survey.rejected.items())
     raise UnsupportedError(f"no lane can run this plan:\n{gaps}")
 
@@ -153,6 +159,37 @@ def _env_backend() -> str | None:
     if name and left_out and any(l.name == name and l.kind in left_out for l in registry.lanes()):
         return None
     return name
+
+
+def _steps_lane(plan: N.Node, survey: _Survey) -> Lane | None:
+    """The free lane that runs the plan's Python functions as steps, when it calls any (rule 5)."""
+    if not opaque(plan):
+        return None
+    lanes = [l for l in survey.capable if l.kind == "free" and l.python_steps_only]
+    return lanes[0] if lanes else None
+
+
+def _cut_opaque(plan: N.Node, cuts: Cuts, free: Lane, rule: int, why: str) -> N.Node:
+    """`plan` with its Python functions cut out as parts on `free` (decided by `rule`, `why`), each
+    over a part that computes its input, decided by rule 5 (eidos.hal.parts.by_opaque)."""
+    before = set(cuts.parts)
+    rest = by_opaque(plan, cuts, lambda scan: free.can_read(scan.source) is None)
+    for key in [k for k in cuts.parts if k not in before]:
+        part = cuts.parts[key]
+        if part.place == "free":
+            calls = [node_label(part.plan)] if isinstance(part.plan, N.MapBatches) else [
+                f"udf:{getattr(e.fn, '__qualname__', e.fn)}" for n in part.plan.walk()
+                for x in n.expressions() for e in x.walk() if isinstance(e, E.Udf)]
+            cuts.decide(key, Decision(free, rule, f"{why}: {', '.join(calls)}", part.plan))
+            continue
+        survey = _Survey(part.plan)
+        decision = _logic(part.plan, survey, [])
+        if decision is None:
+            gaps = "; ".join(f"{name}: {w}" for name, w in survey.rejected.items())
+            raise UnsupportedError(f"no lane can compute the input of a Python function, {node_label(part.plan)}: "
+                                   f"{gaps}")
+        cuts.decide(key, decision)
+    return rest
 
 
 def _remote_places(plan: N.Node) -> set[str]:
@@ -181,6 +218,13 @@ def _with_parts(decision: Decision, cuts: Cuts) -> Decision:
     if not parts:
         return decision
     decision = replace(decision, parts=parts)
+    free = [p for p in parts if p.by == OPAQUE and p.place == "free"]
+    if free and decision.rule != 1:
+        n = len(free)
+        reason = (f"opaque Python functions: {n} part{'s' if n > 1 else ''} on the free lane "
+                  f"{', '.join(sorted({p.lane_name for p in free}))}, handed on as Arrow; {decision.lane_name} runs "
+                  f"the rest (rule {decision.rule}, {RULES[decision.rule]}: {decision.reason})")
+        decision = replace(decision, rule=5, reason=reason)
     pushed = [p for p in parts if p.by == LOCALITY]
     if not pushed:
         return decision
@@ -206,6 +250,15 @@ def _forced(plan: N.Node, name: str, how: str, address: str | None = None) -> De
     if gaps:
         raise UnsupportedError(f"lane {name!r} ({how}) cannot run this plan: {describe_gaps(gaps)}; "
                                "run with engine=None to let eidos choose a lane that can")
+    if lane.python_steps_only:   # it runs the Python functions; the rest runs where rule 5 puts it
+        rest = _cut_opaque(plan, cuts, lane, 1, f"{how}, the plan's opaque Python")
+        decision = _logic(rest, _Survey(rest), [])
+        if decision is None:
+            raise UnsupportedError(f"lane {name!r} ({how}) runs only the plan's Python functions, and no lane "
+                                   "can run the rest of it")
+        reason = (f"{how}: {name} runs the plan's opaque Python functions; {decision.lane_name} runs the rest "
+                  f"(rule 5, {RULES[5]}: {decision.reason})")
+        return _with_parts(replace(decision, rule=1, reason=reason), cuts)
     others = tuple((l.name, f"not chosen: {how} asked for {name}") for l in registry.lanes() if l.name != lane.name)
     return _with_parts(Decision(lane, 1, f"{how}", plan, rejected=others), cuts)
 
@@ -387,18 +440,9 @@ def describe_part(part: Part, parts: dict[str, Part]) -> str:
     return f"{part.lane_name} runs {node_label(part.plan)}" + (over if below else "")
 
 
-def _has_opaque(plan: N.Node) -> bool:
-    for node in plan.walk():
-        if isinstance(node, N.MapBatches):
-            return True
-        if any(isinstance(e, E.Udf) for x in node.expressions() for e in x.walk()):
-            return True
-    return False
-
-
 def _logic(plan: N.Node, survey: _Survey, notes: list[str]) -> Decision | None:
-    if _has_opaque(plan):
-        free = survey.of_kind("free")
+    if opaque(plan):
+        free = [l for l in survey.of_kind("free") if not l.python_steps_only]
         if free:
             return _finish(plan, survey, free[0], 5, "opaque Python functions: the free lane", notes)
         notes.append("rule 5: the plan calls opaque Python functions, but no free lane is available")
@@ -450,6 +494,7 @@ def render(decision: Decision) -> str:
     lines.append("plan:")
     lines.append(tree(decision.plan, "  "))
     lines += decision.lane.describe(decision.plan)
+    lines += dict.fromkeys(line for p in decision.parts for line in p.lane.describe(p.plan))
     return "\n".join(lines)
 
 
