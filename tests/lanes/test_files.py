@@ -21,7 +21,7 @@ from eidos import col
 from eidos.errors import ExecutionError, PlanError
 from eidos.testing.compare import assert_tables_equal
 from tests.lanes.conftest import LANES
-from tests.lanes.helpers import run_or_skip
+from tests.lanes.helpers import lane_or_skip, run_or_skip
 
 # Lanes that read local files; the database lanes do not (they say so and are skipped).
 READERS = [name for name in LANES if name not in ("sqlite", "postgresql")]
@@ -124,6 +124,7 @@ def test_a_file_changed_after_the_build_stops_the_run(tmp_path, lane_name, chang
 
 @pytest.mark.parametrize("lane_name", READERS)
 def test_a_file_gone_after_the_build_stops_the_run(tmp_path, lane_name):
+    lane_or_skip(lane_name)
     write(tmp_path / "d" / "a.parquet", x=pa.array([1, 2]))
     write(tmp_path / "d" / "b.parquet", x=pa.array([3, 4]))
     flow = ei.read_parquet(tmp_path / "d")
@@ -142,6 +143,7 @@ def test_a_plan_read_from_json_is_checked_too(tmp_path):
 
 @pytest.mark.parametrize("lane_name", READERS)
 def test_stream_checks_the_files_too(tmp_path, lane_name):
+    lane_or_skip(lane_name)
     write(tmp_path / "a.parquet", x=pa.array([1, 2]))
     flow = ei.read_parquet(tmp_path / "a.parquet")
     write(tmp_path / "a.parquet", x=pa.array(["1", "2"]))

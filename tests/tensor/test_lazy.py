@@ -145,6 +145,7 @@ def test_reshape_fuses_when_nothing_broadcasts_inside():
 def test_small_eager_operations_call_the_cpu_kernel_and_equal_the_map_form(dtype):
     """Eager element-wise operations on small realized operands take the small path (explain says so, one
     program each) and give the map form's bytes; everything else takes the general path."""
+    pytest.importorskip("numba", reason="the small path calls the cpu backend's kernels, which numba compiles")
     rng = np.random.default_rng(3)
     raw = rng.standard_normal((4, 25)) * 50
     xs, ys = raw.astype(dtype), (raw[::-1] + 1).astype(dtype)
@@ -167,6 +168,7 @@ def test_small_eager_operations_call_the_cpu_kernel_and_equal_the_map_form(dtype
 
 
 def test_the_small_path_only_where_it_applies():
+    pytest.importorskip("numba", reason="the small path calls the cpu backend's kernels, which numba compiles")
     x = T(np.arange(12, dtype=np.float32).reshape(3, 4))
     with ei.eager():
         assert "small eager path" in T.explain(x + x)

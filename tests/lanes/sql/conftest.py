@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from eidos.testing.databases import POSTGRES_URI, postgres_available
+from tests.lanes.helpers import lane_or_skip
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +52,15 @@ def pg_exec(pg_uri):
             return out
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _lane_runs_here(request):
+    """A test parametrized by a SQL lane skips, with the reason, where that lane cannot run (duckdb on a
+    free-threaded CPython, which no DuckDB wheel supports)."""
+    params = getattr(request.node, "callspec", None)
+    if params is not None and "lane" in params.params:
+        lane_or_skip(params.params["lane"])
 
 
 @pytest.fixture

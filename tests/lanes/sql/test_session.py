@@ -14,11 +14,14 @@ import pytest
 
 import eidos as ei
 from eidos import col
+
+# before the lane's modules, which need both: skipped where DuckDB has no wheel (a free-threaded CPython)
+duckdb = pytest.importorskip("duckdb")
+pytest.importorskip("sqlglot")
+
 from eidos.lanes.sql import duckdb as D
 from eidos.lanes.sql import execute as X
 from eidos.testing.compare import assert_tables_equal
-
-duckdb = pytest.importorskip("duckdb")
 
 
 def _plan(table: pa.Table):
