@@ -19,12 +19,14 @@ from hypothesis import strategies as st
 import eidos as ei
 from eidos import col
 from eidos.errors import ExecutionError, PlanError
+from eidos.hal import registry
 from eidos.testing.compare import assert_tables_equal
 from tests.lanes.conftest import LANES
 from tests.lanes.helpers import lane_or_skip, run_or_skip
 
-# Lanes that read local files; the database lanes do not (they say so and are skipped).
-READERS = [name for name in LANES if name not in ("sqlite", "postgresql")]
+# Lanes that read local files; the database lanes do not (they say so and are skipped), nor does a lane
+# that runs only Python functions (the free lane: these plans call none).
+READERS = [name for name in LANES if name not in ("sqlite", "postgresql") and not registry.get(name).python_steps_only]
 
 
 def write(path, **columns) -> None:
