@@ -68,9 +68,11 @@ def test_each_function_is_a_part_on_the_python_lane_over_its_arguments(free):
         assert isinstance(part.plan, N.Project) and isinstance(part.plan.input, N.Scan)
         calls = [e for _, e in part.plan.columns if not isinstance(e, E.Column)]
         assert len(calls) == 1 and all(isinstance(a, E.Column) for a in calls[0].args)
+    # the rest goes to the vector lane; where none runs (a free-threaded CPython: no polars or duckdb wheel), the reference
+    rest = "vector" if any(b.kind == "vector" and b.available for b in ei.backends()) else "reference"
     cpu = [p for p in d.parts if p.place == "cpu"]
-    assert cpu and all(p.lane.kind == "vector" for p in cpu)
-    assert d.lane.kind == "vector" and d.rule == 5
+    assert cpu and all(p.lane.kind == rest for p in cpu)
+    assert d.lane.kind == rest and d.rule == 5
     assert d.reason.startswith("opaque Python functions: 2 parts on the free lane python, handed on as Arrow; ")
     assert not any(isinstance(x, E.Udf) for n in d.plan.walk() for e in n.expressions() for x in e.walk())
 
