@@ -166,7 +166,7 @@ mapfile -t core < <(requirements; requirements pytest hypothesis; echo "setuptoo
 say "installing into the venv: ${core[*]}"
 pip install -q --upgrade pip
 pip install -q --only-binary=:all: "${core[@]}"
-mapfile -t engines < <(requirements polars sql cpu)
+mapfile -t engines < <(requirements polars sql cpu ray)
 for spec in "${engines[@]}"; do
     name=$(echo "$spec" | grep -oE '^[A-Za-z0-9_.-]+')
     module=${name//-/_}
