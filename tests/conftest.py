@@ -25,7 +25,7 @@ def pytest_sessionfinish(session):
     shared.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def ray_cluster() -> str:
     """The address of the run's Ray, this process connected to it."""
     return shared.join()

@@ -69,14 +69,23 @@ def _read_error(source: Source, e: BaseException) -> EidosError:
         ExecutionError(f"cannot read {source.describe()}: {e}")
 
 
-def pq_table(source: ParquetSource, i: int, names: list[str], target: pa.Schema) -> pa.Table:
-    """File `i` of `source`: its columns among `names`, and the partition columns its path gives."""
+def pq_table(source: ParquetSource, i: int, names: list[str], target: pa.Schema,
+             row_groups: tuple[int, ...] | None = None) -> pa.Table:
+    """File `i` of `source` (only `row_groups` of it when given): its columns among `names`, and the
+    partition columns its path gives."""
     import pyarrow.parquet as pq
 
     stored = [n for n in names if n not in source.partitions]
-    # partitioning=None: the path's key=value folders are source.partitions, read by eidos; pyarrow 24
-    # inferred them again from the file's path and failed on a partition that is null everywhere
-    data = pq.read_table(source.files[i], columns=stored, partitioning=None)
+    try:
+        if row_groups is not None:
+            with pq.ParquetFile(source.files[i]) as file:
+                data = file.read_row_groups(row_groups, columns=stored)
+        else:
+            # partitioning=None: the path's key=value folders are source.partitions, read by eidos; pyarrow
+            # 24 inferred them again from the file's path and failed on a partition that is null everywhere
+            data = pq.read_table(source.files[i], columns=stored, partitioning=None)
+    except (OSError, pa.ArrowException) as e:
+        raise _read_error(source, e) from e
     return _with_partitions(data, source, i, names, target)
 
 

@@ -76,17 +76,34 @@ class RayLane(Lane):
         from eidos.lanes.ray import connect, execute
 
         cluster = connect.connect(self.address)
-        yield from execute.stream(plan, cluster, self.partition_count(cluster))
+        yield from execute.stream(self.stages(plan, self.partition_count(cluster.cpus)), cluster)
 
-    def partition_count(self, cluster) -> int:
-        """How many partitions an exchange makes on `cluster`."""
+    def stages(self, plan: N.Node, partitions: int):
+        """`plan` cut into stages (stages.py) with this lane's settings."""
+        from eidos.lanes.ray import stages
+
+        return stages.cut(plan, partitions, broadcast_bytes=self.broadcast_bytes, gather_bytes=self.gather_bytes)
+
+    def describe(self, plan: N.Node) -> list[str]:
+        """The stages, their tasks and exchanges, and where they run; a local Ray is not started to say so."""
+        from eidos.lanes.ray import connect, stages
+
+        cluster = connect.connected()
+        if cluster is None and connect.wanted(self.address):
+            cluster = connect.connect(self.address)
+        where = cluster.where() if cluster else f"a local Ray eidos starts on demand ({os.cpu_count()} CPUs)"
+        partitions = self.partition_count(cluster.cpus if cluster else os.cpu_count() or 1)
+        return stages.describe(self.stages(plan, partitions), partitions, where)
+
+    def partition_count(self, cpus: int) -> int:
+        """How many partitions an exchange makes on a cluster of `cpus` CPUs."""
         text = os.environ.get(PARTITIONS_ENV)
         if self.partitions is None and text:
             try:
                 return max(1, int(text))
             except ValueError:
                 raise BackendUnavailable(f"{PARTITIONS_ENV}={text!r} is not a whole number") from None
-        return max(1, self.partitions) if self.partitions is not None else max(2, cluster.cpus)
+        return max(1, self.partitions) if self.partitions is not None else max(2, cpus)
 
     def __repr__(self) -> str:
         return f"<lane ray (cluster{', ' + self.address if self.address else ''})>"

@@ -1,0 +1,51 @@
+"""The cluster lane with every exchange a shuffle (joins hash both sides, sorts are range-partitioned, three
+partitions), on the cross-lane suite's hand-written plans and on generated ones, against the reference lane.
+
+The registered ray lane broadcasts small join sides and gathers small sorts, which is all the suite's
+small tables ever need; this lane takes the other paths on the same plans."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eidos as ei
+from eidos.errors import ExecutionError
+from eidos.hal.registry import unregister_backend
+from eidos.testing.compare import assert_tables_equal
+from eidos.testing.strategies import flows, profile
+from tests.lanes.test_cross_lane import CASES, src
+
+pytest.importorskip("ray")
+
+NAME = "ray-shuffle"
+
+
+@pytest.fixture(scope="module")
+def shuffle():
+    from eidos.lanes.ray import RayLane
+
+    ei.register_backend(NAME, RayLane(partitions=3, broadcast_bytes=0, gather_bytes=0))
+    yield NAME
+    unregister_backend(NAME)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hand_written(case, shuffle, ray_cluster):
+    flow = case.build(src)
+    assert_tables_equal(flow.run(engine=shuffle, strict=True), flow.run(engine="reference"),
+                        ordered=case.ordered, float_rel=1e-9)
+
+
+@settings(parent=profile(), max_examples=max(5, profile().max_examples // 2))
+@given(data=st.data())
+def test_generated(data, shuffle, ray_cluster):
+    gen = data.draw(flows(), label="generated")
+    try:
+        expected = gen.flow.run(engine="reference")
+    except ExecutionError:
+        with pytest.raises(ExecutionError):
+            gen.flow.run(engine=shuffle, strict=True)
+        return
+    assert_tables_equal(gen.flow.run(engine=shuffle, strict=True), expected, ordered=gen.ordered, float_rel=1e-6)
