@@ -9,6 +9,7 @@ adds which batch it was.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from eidos.ir.schema import Schema
 
 # The most characters of an argument's repr an error message shows.
 SHOWN_CHARS = 120
+
+_UNCHECKED = object()   # no value is being checked: an exception came from the function
 
 # The Python type a udf's value of each dtype is without conversion (udf_value checks the others).
 _EXACT = {**{name: int for name in ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64")},
@@ -71,23 +74,27 @@ class Call:
         exact, (lo, hi) = _EXACT.get(self.dtype.name), (T.int_range(self.dtype) if self.dtype.is_integer else (0, 0))
         columns = [table.column(a).to_pylist() for a in self.args]
         take = table.column(self.guard).to_pylist() if self.guard else None
-        rows = zip(*columns) if columns else [()] * table.num_rows
         out: list = []
-        append, fn, integer = out.append, self.fn, exact is int
-        for i, values in enumerate(rows):
-            if take is not None and take[i] is not True:
-                append(None)
-                continue
-            try:
-                result = fn(*values)
-            except Exception as e:
-                raise Failed(f"{self.what} raised {type(e).__name__}: {e}", i, shown(values)) from e
-            if result is not None and (type(result) is not exact or integer and not lo <= result <= hi):
-                try:
+        append, fn, integer, checked = out.append, self.fn, exact is int, _UNCHECKED
+        one = len(columns) == 1 and take is None   # the common case: no tuple a row
+        rows = columns[0] if one else zip(*columns) if columns else itertools.repeat((), table.num_rows)
+        try:
+            for values in rows:
+                if take is not None and take[len(out)] is not True:
+                    append(None)
+                    continue
+                result = fn(values) if one else fn(*values)
+                if result is not None and (type(result) is not exact or integer and not lo <= result <= hi):
+                    checked = result
                     result = check(result)
-                except ExecutionError as e:
-                    raise Failed(f"{self.what} {e} (declared return_dtype {self.dtype})", i, shown(values)) from None
-            append(result)
+                    checked = _UNCHECKED
+                append(result)
+        except Exception as e:
+            row = len(out)
+            values = shown((columns[0][row],) if one else tuple(c[row] for c in columns))
+            if checked is _UNCHECKED:
+                raise Failed(f"{self.what} raised {type(e).__name__}: {e}", row, values) from e
+            raise Failed(f"{self.what} {e} (declared return_dtype {self.dtype})", row, values) from None
         return pa.array(out, type=self.dtype.to_arrow())
 
     def _batches(self, table: pa.Table) -> pa.Table:
