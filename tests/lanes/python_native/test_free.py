@@ -177,6 +177,15 @@ def test_a_function_that_cannot_reach_a_worker_is_named(free):
         flow().select(v=udf(lambda x: x if lock else None)(col("a"))).run()
 
 
+def test_a_worker_that_dies_is_named(free):
+    free(mode="process", workers=2, batch_rows=4)
+    with pytest.raises(ExecutionError, match=r"^udf tests\.lanes\.python_native\.udfs\.exits: the worker process of "
+                                             r"the python lane running it died \(exit code 3\) \(batch 1 of 3: "
+                                             r"rows 0 to 3 of its input\)$"):
+        flow().select(v=udf(udfs.exits)(col("a"))).run()
+    assert worker_processes() == set(pool.pids())
+
+
 # ---------------------------------------------------------------- stopping
 
 def test_a_timeout_stops_the_worker_processes(free):
@@ -213,6 +222,7 @@ def test_workers_left_from_a_timeout_are_replaced(free):
     free(mode="process", workers=2, batch_rows=2, timeout=1)
     with pytest.raises(ExecutionError):
         flow().select(v=udf(udfs.spins)(col("a"))).run()
+    free(mode="process", workers=2, batch_rows=2)   # no timeout: starting the new workers may take a second
     f = flow().select(v=udf(udfs.double)(col("a")))
     assert_tables_equal(f.run(), f.run(engine="reference"), ordered=True)
 

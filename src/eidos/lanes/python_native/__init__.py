@@ -25,8 +25,9 @@ class FreeLane(Lane):
       calling thread);
     - `mode`: "auto" (threads when the GIL is disabled, else processes), "process" or "thread";
     - `batch_rows`: rows per batch (default: about four batches per worker, 4,096 to 65,536 rows);
-    - `timeout`: seconds a step may take; past them its workers are stopped and the run raises
-      ExecutionError. With a timeout every batch runs on a worker, never in the calling thread.
+    - `timeout`: seconds a step may take (starting worker processes included); past them its workers
+      are stopped and the run raises ExecutionError. With a timeout every batch runs on a worker,
+      never in the calling thread.
     """
 
     name = "python"

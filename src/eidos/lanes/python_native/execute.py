@@ -128,10 +128,6 @@ def _batches(table: pa.Table, calls: list[Call], options) -> list[list[pa.Table]
             f"{b + 1} of {len(ranges)} was still running); its workers were stopped"
             + (f", but {len(stuck)} thread(s) running C code could not be" if stuck else "")) from None
     finally:
-        if isinstance(runner, pool.Processes):
-            runner.close()
-        if isinstance(runner, pool.Threads):
-            runner.close()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
     return [out[k * len(ranges):(k + 1) * len(ranges)] for k in range(len(calls))]

@@ -58,7 +58,7 @@ class TimedOut(Exception):
 def schedule(tasks: list, workers, deadline: float | None) -> list:
     """The outcome of each task, in order; the first failing task's `Failed` is raised instead (with
     its `index`), `TimedOut` at `deadline` (time.monotonic()). Tasks still running when it returns or
-    raises (KeyboardInterrupt included) are stopped."""
+    raises (KeyboardInterrupt included) are stopped: `workers.stop()` ends the step's use of them."""
     done: dict[int, object] = {}
     failed: dict[int, Failed] = {}
     running: set[int] = set()
@@ -85,8 +85,7 @@ def schedule(tasks: list, workers, deadline: float | None) -> list:
             raise failed[min(failed)]
         return [done[i] for i in range(len(tasks))]
     finally:
-        if running:
-            workers.stop()
+        workers.stop()
 
 
 class Inline:
@@ -158,16 +157,14 @@ class Threads:
         return finished
 
     def stop(self) -> None:
+        """Stop the threads still running a task (by an exception raised in them) and end them all."""
         for ident in list(self.running):
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(_Stop))
-        self.close()
+        for _ in self.threads:
+            self.inbox.put(None)
         for t in self.threads:
             t.join(timeout=1.0)
         self.stuck = [t.name for t in self.threads if t.is_alive()]
-
-    def close(self) -> None:
-        for _ in self.threads:
-            self.inbox.put(None)
 
 
 class Process:
@@ -226,7 +223,7 @@ class Processes:
         with _idle_lock:
             self.free = [w for w in _idle[:size] if w.proc.poll() is None]
             del _idle[:size]
-        self.busy: dict[object, tuple[Process, int, str]] = {}   # connection -> (worker, task, out)
+        self.busy: dict[object, tuple[Process, int, tuple]] = {}   # connection -> (worker, task index, task)
         self.blobs: dict[int, tuple[bytes, bytes]] = {}          # id(call) -> (digest, pickled call)
 
     def start(self, index: int, task: tuple) -> None:
@@ -236,34 +233,32 @@ class Processes:
             self.blobs[id(call)] = (hashlib.blake2b(blob, digest_size=16).digest(), blob)
         digest, blob = self.blobs[id(call)]
         worker = self.free.pop() if self.free else Process()
+        self.busy[worker.conn] = (worker, index, task)   # before sending: stop() finds it whatever happens next
         if worker.run != self.run:
             worker.run, worker.sent = self.run, set()
         worker.send((index, self.run, digest, None if digest in worker.sent else blob, self.path, batches, out))
         worker.sent.add(digest)
-        self.busy[worker.conn] = (worker, index, out)
 
     def wait(self, timeout: float) -> list:
         finished = []
         for conn in wait_for(list(self.busy), timeout):
-            worker, index, out = self.busy.pop(conn)
+            worker, index, (call, _, out) = self.busy.pop(conn)
             try:
                 _, failure = pickle.loads(conn.recv_bytes())
             except (EOFError, OSError):
                 code = worker.proc.wait()
-                finished.append((index, Failed(f"a worker process of the python lane died (exit code {code}) "
-                                               "while running it")))
+                finished.append((index, Failed(f"{call.what}: the worker process of the python lane running it "
+                                               f"died (exit code {code})")))
                 continue
             self.free.append(worker)
             finished.append((index, _read(out) if failure is None else _failed(*failure)))
         return finished
 
     def stop(self) -> None:
+        """Kill the workers still running a task (and reap them); keep the idle ones for the next run."""
         for worker, _, _ in self.busy.values():
             worker.kill()
         self.busy.clear()
-
-    def close(self) -> None:
-        """Keep the idle workers for the next run."""
         with _idle_lock:
             _idle.extend(self.free)
         self.free = []
