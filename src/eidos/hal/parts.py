@@ -219,6 +219,18 @@ def by_opaque(plan: N.Node, cuts: Cuts, reads: Callable[[N.Scan], bool]) -> N.No
             exprs = {n: E.transform(e, lambda x, done=done: done.get(x, x)) for n, e in exprs.items()}
         return node, exprs
 
+    def picked(inner: N.Node, exprs: dict[str, E.Expr]) -> N.Node:
+        """Project `exprs` over `inner`; when `inner` is a free part's result and `exprs` only pick and
+        rename its columns, that part makes them itself (no projection on another lane after it)."""
+        part = cuts.parts.get(inner.source.key) if isinstance(inner, N.Scan) and isinstance(
+            inner.source, PartSource) else None
+        if part is None or part.place != "free" or not all(isinstance(e, E.Column) for e in exprs.values()):
+            return N.Project(inner, tuple(exprs.items()))
+        made = dict(part.plan.columns)
+        plan = N.Project(part.plan.input, tuple((n, made[e.name]) for n, e in exprs.items()))
+        cuts.parts[part.key] = replace(part, plan=plan)
+        return N.Scan(PartSource(plan.schema, key=part.key, plan=plan))
+
     def computing(node: N.Node, named: N.NamedExprs) -> tuple[N.Node, dict[str, E.Expr]]:
         """`node` with those expressions of `named` that call a udf added as hidden columns (their
         calls cut out); each expression by its key, a hidden column where it called one."""
@@ -235,8 +247,7 @@ def by_opaque(plan: N.Node, cuts: Cuts, reads: Callable[[N.Scan], bool]) -> N.No
         if not any(_calls_udf(e) for e in node.expressions()):
             return node
         if isinstance(node, N.Project):
-            inner, exprs = hoist(node.input, node.columns)
-            return N.Project(inner, tuple(exprs.items()))
+            return picked(*hoist(node.input, node.columns))
         names = node.input.schema.names
         if isinstance(node, N.Filter):
             inner, exprs = computing(node.input, (("p", node.predicate),))

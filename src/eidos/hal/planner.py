@@ -30,7 +30,7 @@ from eidos.hal.parts import LOCALITY, OPAQUE, Cuts, Part, by_device, by_locality
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import node_label, tree
-from eidos.ir.sources import LOCAL
+from eidos.ir.sources import LOCAL, PartSource
 
 # Preference among lanes that can run a plan, when no rule decides (lower first).
 KIND_ORDER = {"vector": 0, "pushdown": 1, "streaming": 2, "gpu": 3, "cluster": 4, "free": 5, "reference": 9}
@@ -142,6 +142,9 @@ def decide(plan: N.Node, engine: str | None = None, *, address: str | None = Non
     free = _steps_lane(plan, survey) if decision is None else None
     if free is not None:   # rule 5 for the Python functions, before rule 4 looks at the rest
         plan = _cut_opaque(plan, cuts, free, 5, "opaque Python, the free lane runs it")
+        step = _only_step(plan, cuts)
+        if step is not None:
+            return _with_parts(_finish(step.plan, _Survey(step.plan), free, 5, step.decision.reason, notes), cuts)
         survey = _Survey(plan)
     if decision is None:
         decision = _hardware(plan, survey, notes, cuts=cuts) or _logic(plan, survey, notes)
@@ -167,6 +170,13 @@ def _steps_lane(plan: N.Node, survey: _Survey) -> Lane | None:
         return None
     lanes = [l for l in survey.capable if l.kind == "free" and l.python_steps_only]
     return lanes[0] if lanes else None
+
+
+def _only_step(plan: N.Node, cuts: Cuts) -> Part | None:
+    """The free part `plan` is the whole result of, if it is: that step is the plan, run by the free lane."""
+    if isinstance(plan, N.Scan) and isinstance(plan.source, PartSource) and cuts.parts[plan.source.key].place == "free":
+        return cuts.parts[plan.source.key]
+    return None
 
 
 def _cut_opaque(plan: N.Node, cuts: Cuts, free: Lane, rule: int, why: str) -> N.Node:
@@ -252,6 +262,9 @@ def _forced(plan: N.Node, name: str, how: str, address: str | None = None) -> De
                                "run with engine=None to let eidos choose a lane that can")
     if lane.python_steps_only:   # it runs the Python functions; the rest runs where rule 5 puts it
         rest = _cut_opaque(plan, cuts, lane, 1, f"{how}, the plan's opaque Python")
+        step = _only_step(rest, cuts)
+        if step is not None:
+            return _with_parts(replace(step.decision, plan=step.plan), cuts)
         decision = _logic(rest, _Survey(rest), [])
         if decision is None:
             raise UnsupportedError(f"lane {name!r} ({how}) runs only the plan's Python functions, and no lane "

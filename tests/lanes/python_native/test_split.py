@@ -61,20 +61,27 @@ def test_the_split_plan_gives_the_reference_answer(name, free):
 
 def test_each_function_is_a_part_on_the_python_lane_over_its_arguments(free):
     free()
-    d = decide(PLANS["nested"]().plan)
-    free_parts = [p for p in d.parts if p.place == "free"]
-    assert [p.lane_name for p in free_parts] == ["python", "python"] and all(p.by == OPAQUE for p in d.parts)
-    for part in free_parts:   # a step the lane runs: udf calls over the columns of a scan
-        assert isinstance(part.plan, N.Project) and isinstance(part.plan.input, N.Scan)
-        calls = [e for _, e in part.plan.columns if not isinstance(e, E.Column)]
+    d = decide(PLANS["nested"]().plan)   # n = double(double(a) + b): the outer call is the plan's last step
+    assert d.lane_name == "python" and d.rule == 5
+    steps = [p.plan for p in d.parts if p.place == "free"] + [d.plan]
+    assert len(steps) == 2 and all(p.by == OPAQUE for p in d.parts)
+    for step in steps:   # a step the lane runs: udf calls over the columns of a scan
+        assert isinstance(step, N.Project) and isinstance(step.input, N.Scan)
+        calls = [e for _, e in step.columns if not isinstance(e, E.Column)]
         assert len(calls) == 1 and all(isinstance(a, E.Column) for a in calls[0].args)
     # the rest goes to the vector lane; where none runs (a free-threaded CPython: no polars or duckdb wheel), the reference
-    rest = "vector" if any(b.kind == "vector" and b.available for b in ei.backends()) else "reference"
+    kind = "vector" if any(b.kind == "vector" and b.available for b in ei.backends()) else "reference"
     cpu = [p for p in d.parts if p.place == "cpu"]
-    assert cpu and all(p.lane.kind == rest for p in cpu)
-    assert d.lane.kind == rest and d.rule == 5
-    assert d.reason.startswith("opaque Python functions: 2 parts on the free lane python, handed on as Arrow; ")
-    assert not any(isinstance(x, E.Udf) for n in d.plan.walk() for e in n.expressions() for x in e.walk())
+    assert cpu and all(p.lane.kind == kind for p in cpu)
+    rest = decide(PLANS["project"]().plan)   # d = double(a + 1) * 3: the product runs after the step
+    assert rest.lane.kind == kind and rest.rule == 5
+    assert rest.reason.startswith("opaque Python functions: 1 part on the free lane python, handed on as Arrow; ")
+    assert not any(isinstance(x, E.Udf) for n in rest.plan.walk() for e in n.expressions() for x in e.walk())
+
+
+def test_a_plan_that_only_adds_udf_columns_is_one_step():
+    d = decide(flow().with_columns(d=udf(double)(col("a")), e=udf(identity, ei.String)(col("s"))).plan)
+    assert d.lane_name == "python" and d.parts == () and list(d.plan.schema.names) == [*DATA, "d", "e"]
 
 
 def test_a_guarded_call_gets_a_guard_column(free):
