@@ -39,6 +39,22 @@ def test_the_planner_takes_it_only_when_a_cluster_is_configured(monkeypatch):
         in_task.reset(token)
 
 
+def test_rule_3_sends_an_input_over_the_budget_to_a_configured_cluster(monkeypatch):
+    from eidos.hal import planner
+    from eidos.lanes.ray import connect
+
+    if connect.user_connected():
+        pytest.skip("this process was connected to Ray by someone else")
+    flow = ei.from_pydict({"a": list(range(10_000))}).filter(ei.col("a") > 5)
+    monkeypatch.setenv("EIDOS_MEMORY_BUDGET", "1KiB")
+    monkeypatch.delenv(connect.ENV, raising=False)
+    assert planner.decide(flow.plan).lane.name != "ray"   # out of core on this machine instead
+    monkeypatch.setenv(connect.ENV, "127.0.0.1:1")
+    decision = planner.decide(flow.plan)
+    assert (decision.lane.name, decision.rule) == ("ray", 3)
+    assert "exceeds the memory budget" in decision.reason
+
+
 def test_import_and_planning_do_not_import_ray():
     code = ("import sys, eidos as ei; ei.backends(); ei.from_pydict({'a': [1]}).explain(); "
             "print('ray' in sys.modules)")
