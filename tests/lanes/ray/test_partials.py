@@ -155,6 +155,8 @@ def tables(draw, max_rows: int = 14) -> pa.Table:
         "s": pa.array(column(WORDS), pa.large_string()),
         "b": pa.array(column(st.booleans()), pa.bool_()),
         "t": pa.array(column(DATES), pa.date32()),
+        "ts": pa.array(column(st.datetimes()), pa.timestamp("us")),
+        "h": pa.array(column(st.integers(-128, 127)), pa.int8()),
         "z": pa.nulls(n, pa.float64()),
     })
 
@@ -167,7 +169,8 @@ AGGS = {
     "d_sum": col("d").sum(), "d_mean": col("d").mean(), "d_min": col("d").min(), "d_max": col("d").max(),
     "s_min": col("s").min(), "s_max": col("s").max(), "s_count": col("s").count(),
     "b_min": col("b").min(), "b_max": col("b").max(), "t_min": col("t").min(), "t_max": col("t").max(),
-    "z_sum": col("z").sum(), "z_max": col("z").max(), "z_count": col("z").count(),
+    "ts_min": col("ts").min(), "ts_max": col("ts").max(), "h_sum": col("h").sum(), "h_mean": col("h").mean(),
+    "h_min": col("h").min(), "z_sum": col("z").sum(), "z_max": col("z").max(), "z_count": col("z").count(),
     "ratio": col("x").sum() / ei.count(), "xy": (col("x") * col("y")).sum(),
     "i_half": (col("i") // 2).sum(), "plus": col("i").count() + 1,
 }

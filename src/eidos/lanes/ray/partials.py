@@ -182,10 +182,8 @@ class Partials:
         for leaf in self._leaves:
             try:
                 combined[leaf.name] = self._finish(leaf, table, g, count, totals)
-            except NeedsRows:
-                raise
-            except ExecutionError as err:
-                raise ExecutionError(f"{err}\n  in {where}: {leaf.agg}") from None
+            except (ExecutionError, NeedsRows) as err:
+                raise type(err)(f"{err}\n  in {where}: {leaf.agg}") from None
         return self._outputs(pa.table(combined, schema=self._group_schema.to_arrow()))
 
     # ------------------------------------------------------------ evaluation around the states
