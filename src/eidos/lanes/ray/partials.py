@@ -26,6 +26,7 @@ value (and on the Python version). combine() raises NeedsRows there: run the nod
 from __future__ import annotations
 
 import decimal
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,7 @@ BASE, HALF, MASK = 1 << BITS, 1 << (BITS - 1), (1 << BITS) - 1
 SLICE = 1 << 30           # rows summed in one float64 pass (pieces < 2**22: totals stay below 2**53)
 INT_WORDS, DEC_WORDS = 2, 3  # words of a partition's total: |int64 total| < 2**95, |decimal| < 2**158
 CARRY = 3                 # digits added before adding states: room for any number of partitions
+COMPILED_FROM = 1 << 16   # values from which numba's loop adds the pieces (NumPy takes a few ms below)
 
 
 class NeedsRows(UnsupportedError):
@@ -283,13 +285,18 @@ def _groups(keys: list[pa.Array], rows: int) -> tuple[np.ndarray, int, np.ndarra
     if not keys:
         return np.zeros(rows, np.int64), 1 if rows else 0, np.zeros(0, np.int64)
     codes = np.zeros(rows, np.int64)
+    first_key = True
     for column in keys:
         column = _normal_key(column)
         if pa.types.is_null(column.type):
             continue
         encoded = pc.dictionary_encode(column, null_encoding="encode")
-        codes = codes * len(encoded.dictionary) + encoded.indices.to_numpy().astype(np.int64)
-        codes = pc.dictionary_encode(pa.array(codes)).indices.to_numpy().astype(np.int64)
+        indices = encoded.indices.to_numpy().astype(np.int64)
+        if first_key:
+            codes, first_key = indices, False  # already numbered in order of first appearance
+        else:
+            codes = pc.dictionary_encode(pa.array(codes * len(encoded.dictionary) + indices)).indices
+            codes = codes.to_numpy().astype(np.int64)
     if not rows:
         return codes, 0, np.zeros(0, np.int64)
     seen = np.maximum.accumulate(codes)
@@ -342,18 +349,17 @@ def _arg_states(a: _Arg, column: pa.Array, g: np.ndarray, count: int) -> dict[st
 
 def _float_states(p: str, x: np.ndarray, g: np.ndarray, count: int) -> dict[str, pa.Array]:
     finite = np.isfinite(x)
-    pos, neg = finite & (x > 0), finite & (x < 0)
-    up = np.bincount(g[pos], weights=x[pos], minlength=count)
-    down = np.bincount(g[neg], weights=-x[neg], minlength=count)
-    comps, lengths = _compress(*_expand(g[finite], x[finite], count, drop=np.maximum(up, down) >= DANGER))
+    inf = ~finite & ~np.isnan(x)
+    flags = {f"{p}.inf": _any(g[inf & (x > 0)], count), f"{p}.-inf": _any(g[inf & (x < 0)], count)}
+    if not finite.all():
+        g, x = g[finite], x[finite]
+    up = np.bincount(g, weights=np.maximum(x, 0.0), minlength=count)
+    down = np.bincount(g, weights=-np.minimum(x, 0.0), minlength=count)
+    comps, lengths = _compress(*_expand(g, x, count, drop=np.maximum(up, down) >= DANGER))
     offsets = np.zeros(count + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    inf = np.isinf(x)
     return {f"{p}.exp": pa.ListArray.from_arrays(pa.array(offsets), pa.array(comps, pa.float64())),
-            f"{p}.pos": pa.array(up, pa.float64()),
-            f"{p}.neg": pa.array(down, pa.float64()),
-            f"{p}.inf": _any(g[inf & (x > 0)], count),
-            f"{p}.-inf": _any(g[inf & (x < 0)], count)}
+            f"{p}.pos": pa.array(up, pa.float64()), f"{p}.neg": pa.array(down, pa.float64()), **flags}
 
 
 def _any(g: np.ndarray, count: int) -> pa.Array:
@@ -401,9 +407,9 @@ def _expand(g: np.ndarray, x: np.ndarray, count: int, *, drop: np.ndarray) -> tu
     """The exact total of each group's finite values `x` as a non-overlapping expansion: its non-zero
     components, largest first, group after group, and how many each group has (none where `drop`).
 
-    Each value is cut into four 21-bit pieces on the boundaries 2**(21k - 1074); the pieces of one
-    boundary add exactly in float64, then carries leave each digit within +-2**20, so the digits'
-    values d * 2**(21k - 1074) are floats whose bits do not overlap."""
+    Each value is cut into four 21-bit pieces on the boundaries 2**(21k - 1074) (k its bin); the pieces
+    of one boundary add exactly as integers, then carries leave each digit within +-2**20, so the
+    digits' values d * 2**(21k - 1074) are floats whose bits do not overlap."""
     keep = x != 0
     if drop.any():
         keep &= ~drop[g]
@@ -411,50 +417,90 @@ def _expand(g: np.ndarray, x: np.ndarray, count: int, *, drop: np.ndarray) -> tu
     if not len(x):
         return np.zeros(0), np.zeros(count, np.int64)
     u = x.view(np.uint64)
-    e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
-    m = (u & np.uint64((1 << 52) - 1)) | np.where(e > 0, np.uint64(1 << 52), np.uint64(0))
-    pos = np.maximum(e, 1) - 1                      # m's lowest bit is 2**(pos - 1074)
-    k0 = pos // BITS
-    r = (pos - BITS * k0).astype(np.uint64)
-    b, mask, sign = np.uint64(BITS), np.uint64(MASK), np.where(x < 0, -1.0, 1.0)
-    pieces = np.concatenate([((m & ((np.uint64(1) << (b - r)) - np.uint64(1))) << r) * sign,
-                             ((m >> (b - r)) & mask) * sign,
-                             ((m >> (b + b - r)) & mask) * sign,
-                             (m >> (b + b + b - r)) * sign])
+    k0 = (np.maximum(((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64), 1) - 1) // BITS
     low, high = int(k0.min()), int(k0.max())
     span = high - low + 4 + 2                       # four pieces, then room for two carries
     if _dense(count, span, len(x)):
-        first = g * span + (k0 - low)
-        acc = _bincount(np.concatenate([first, first + 1, first + 2, first + 3]), pieces, count * span)
+        acc = _accumulate(u, g * span - low, k0, count * span)
         digits = _balance(acc.reshape(count, span))[:, ::-1]   # top first
         nz = digits != 0
         bins = np.broadcast_to(high + 5 - np.arange(span), digits.shape)[nz]
         comps = np.ldexp(digits[nz].astype(np.float64), (BITS * bins - 1074).astype(np.int32))
         return comps, nz.sum(axis=1)
-    return _expand_sparse(g, k0, pieces, count)
-
-
-def _expand_sparse(g: np.ndarray, k0: np.ndarray, pieces: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """_expand for values of widely spread exponents in many groups: each group's digits span only
-    its own bins."""
-    low = np.full(count, np.iinfo(np.int64).max)
-    high = np.full(count, -1)
-    np.minimum.at(low, g, k0)
-    np.maximum.at(high, g, k0)
-    present = high >= 0
-    span = np.where(present, high - np.where(present, low, 0) + 4 + 2, 0)
+    # widely spread exponents in many groups: each group's digits span only its own bins
+    lows = np.full(count, np.iinfo(np.int64).max)
+    highs = np.full(count, -1)
+    np.minimum.at(lows, g, k0)
+    np.maximum.at(highs, g, k0)
+    present = highs >= 0
+    spans = np.where(present, highs - np.where(present, lows, 0) + 4 + 2, 0)
     starts = np.zeros(count + 1, np.int64)
-    np.cumsum(span, out=starts[1:])
-    first = starts[:-1][g] + k0 - low[g]
-    acc = _bincount(np.concatenate([first, first + 1, first + 2, first + 3]), pieces, int(starts[-1]))
-    _carry(acc, starts[:-1], span)
-    owner = np.repeat(np.arange(count), span)
+    np.cumsum(spans, out=starts[1:])
+    acc = _accumulate(u, starts[:-1][g] - lows[g], k0, int(starts[-1]))
+    _carry(acc, starts[:-1], spans)
+    owner = np.repeat(np.arange(count), spans)
     down = starts[1:][owner] - 1 - (np.arange(len(acc)) - starts[:-1][owner])  # each group's slots, top first
     digits = acc[down]
     nz = digits != 0
-    bins = low[owner] + (down - starts[:-1][owner])
+    bins = lows[owner] + (down - starts[:-1][owner])
     comps = np.ldexp(digits[nz].astype(np.float64), (BITS * bins[nz] - 1074).astype(np.int32))
     return comps, np.bincount(owner[nz], minlength=count)
+
+
+def _accumulate(u: np.ndarray, base: np.ndarray, k0: np.ndarray, size: int) -> np.ndarray:
+    """acc[base[i] + k0[i] + j] += piece j of value i (bit pattern u[i], k0[i] its bin), j = 0..3, as
+    int64: one compiled pass where numba is installed and the values are many enough to repay its start
+    (about a second per process), else NumPy (the same sums)."""
+    acc = np.zeros(size, np.int64)
+    kernel = _compiled() if len(u) >= COMPILED_FROM else None
+    if kernel is not None:
+        kernel(u, base, acc)
+        return acc
+    e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
+    m = (u & np.uint64((1 << 52) - 1)) | np.where(e > 0, np.uint64(1 << 52), np.uint64(0))
+    r = (np.maximum(e, 1) - 1 - BITS * k0).astype(np.uint64)
+    b, mask = np.uint64(BITS), np.uint64(MASK)
+    sign = np.where(u >> np.uint64(63), -1.0, 1.0)
+    pieces = np.concatenate([((m & ((np.uint64(1) << (b - r)) - np.uint64(1))) << r) * sign,
+                             ((m >> (b - r)) & mask) * sign,
+                             ((m >> (b + b - r)) & mask) * sign,
+                             (m >> (b + b + b - r)) * sign])
+    first = base + k0
+    return _bincount(np.concatenate([first, first + 1, first + 2, first + 3]), pieces, size)
+
+
+def _add_pieces(u: np.ndarray, base: np.ndarray, acc: np.ndarray) -> None:  # pragma: no cover (compiled)
+    """_accumulate's loop, for numba: no temporaries, one pass."""
+    for i in range(len(u)):
+        bits = u[i]
+        e = np.int64((bits >> np.uint64(52)) & np.uint64(0x7FF))
+        m = np.int64(bits & np.uint64((1 << 52) - 1))
+        if e > 0:
+            m |= np.int64(1) << 52
+        pos = max(e, 1) - 1
+        k = pos // 21
+        r = pos - 21 * k
+        at = base[i] + k
+        p0 = (m & ((np.int64(1) << (21 - r)) - 1)) << r
+        p1 = (m >> (21 - r)) & 0x1FFFFF
+        p2 = (m >> (42 - r)) & 0x1FFFFF
+        p3 = m >> (63 - r)
+        if bits >> np.uint64(63):
+            p0, p1, p2, p3 = -p0, -p1, -p2, -p3
+        acc[at] += p0
+        acc[at + 1] += p1
+        acc[at + 2] += p2
+        acc[at + 3] += p3
+
+
+@functools.cache
+def _compiled():
+    """_add_pieces compiled by numba (cached on disk), or None where numba is not installed."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.njit(cache=True, nogil=True)(_add_pieces)
 
 
 def _bincount(slots: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
