@@ -8,11 +8,16 @@ were split (docs/semantics.md section 14). What a state keeps, per group and par
   an int64 word, so no partition's total wraps; the whole total is checked once, as the reference does.
 - sum, mean of floats: the exact total of the finite values as a non-overlapping expansion
   (list<float64>, largest first), the sums of the positive and of the negative ones (rounded; they
-  bound every prefix sum), and counts of NaN, inf and -inf.
+  bound every prefix sum), and whether there was a NaN, an inf, a -inf.
   Expansions add exactly (each value is cut into 21-bit pieces on fixed exponent boundaries, added as
   integers) and the total is rounded once, as math.fsum rounds.
 - min, max: the partition's least/greatest value, the first of equal ones (the reference's min() and
-  max() keep the first, which decides the sign of a zero), and for floats a count of NaN (the largest).
+  max() keep the first, which decides the sign of a zero), and for floats whether there was a NaN
+  (the largest value).
+- the keys: as first seen, so a group of 0.0 and -0.0 keys shows the first, as in the reference.
+
+combine() takes the states in the order of the partitions: the first of equal values and keys, and the
+order of the groups (first appearance), are then the reference's.
 
 Not combinable, so plan() returns None: var and std (the reference makes two passes over the whole
 group, m = fsum(x)/n then fsum((x - m)**2), each term rounded with that m) and n_unique.
