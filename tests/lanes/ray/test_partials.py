@@ -4,11 +4,9 @@ the reference's, floats bit for bit (-0.0 is not 0.0; NaN equals NaN). No Ray ru
 
 from __future__ import annotations
 
-import contextlib
 import math
 import struct
 import sys
-from collections.abc import Iterator
 from datetime import date
 from decimal import Decimal as D
 from unittest import mock
@@ -119,14 +117,6 @@ def near_overflow(values: list, keys: list) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def layout(dense: bool, compiled: bool) -> Iterator[None]:
-    """Digits in one (groups x bins) block or per group; added by numba where `compiled` (and installed)."""
-    with mock.patch.object(P, "_dense", lambda *_: dense), \
-            mock.patch.object(P, "COMPILED_FROM", 0 if compiled else np.iinfo(np.int64).max):
-        yield
-
-
 # ---------------------------------------------------------------- generated tables and splits
 
 EDGE = [0.0, -0.0, NAN, INF, -INF, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-300, 1.0, -1.0, 0.1, 3.0,
@@ -202,11 +192,11 @@ def test_generated(table, keys, aggs, cuts, buckets):
 
 @settings(parent=profile(), max_examples=max(60, profile().max_examples))
 @given(xs=st.lists(st.one_of(FLOATS, st.floats(-1e300, 1e300)), max_size=30), cuts=SPLITS,
-       groups=st.integers(1, 3), dense=st.booleans(), compiled=st.booleans())
-def test_float_sums_bit_exact(xs, cuts, groups, dense, compiled):
+       groups=st.integers(1, 3), dense=st.booleans())
+def test_float_sums_bit_exact(xs, cuts, groups, dense):
     """Sums and means of floats: finite, NaN, infinities, subnormals, -0.0, huge beside tiny; in both
-    layouts of the digits, added by numba's loop or by NumPy."""
-    with layout(dense, compiled):
+    layouts of the digits."""
+    with mock.patch.object(P, "_dense", lambda *_: dense):
         _float_sums_bit_exact(xs, cuts, groups)
 
 
@@ -221,11 +211,11 @@ def _float_sums_bit_exact(xs: list[float], cuts: list[int], groups: int) -> None
 
 @settings(parent=profile(), max_examples=max(60, profile().max_examples))
 @given(xs=st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=40), cuts=SPLITS,
-       dense=st.booleans(), compiled=st.booleans())
-def test_expansions_round_as_fsum(xs, cuts, dense, compiled):
+       dense=st.booleans())
+def test_expansions_round_as_fsum(xs, cuts, dense):
     """The expansions of any partitions (compressed as states are), added, round exactly as math.fsum
-    over all values; in both layouts of the digits, added by numba's loop or by NumPy."""
-    with layout(dense, compiled):
+    over all values; in both layouts of the digits."""
+    with mock.patch.object(P, "_dense", lambda *_: dense):
         _expansions_round_as_fsum(xs, cuts)
 
 

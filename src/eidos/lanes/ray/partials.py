@@ -31,7 +31,6 @@ value (and on the Python version). combine() raises NeedsRows there: run the nod
 from __future__ import annotations
 
 import decimal
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +47,7 @@ from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource
 from eidos.ir.typing import infer
+from eidos.lanes.ray.local import run_local
 
 COMBINABLE = frozenset({"count", "count_rows", "sum", "mean", "min", "max"})
 DANGER = 1.5 * 2.0 ** 1023  # positive (negative) floats adding up to this may overflow inside math.fsum
@@ -57,7 +57,6 @@ BASE, HALF, MASK = 1 << BITS, 1 << (BITS - 1), (1 << BITS) - 1
 SLICE = 1 << 30           # rows summed in one float64 pass (pieces < 2**22: totals stay below 2**53)
 INT_WORDS, DEC_WORDS = 2, 3  # words of a partition's total: |int64 total| < 2**95, |decimal| < 2**158
 CARRY = 3                 # digits added before adding states: room for any number of partitions
-COMPILED_FROM = 1 << 16   # values from which numba's loop adds the pieces (NumPy takes a few ms below)
 
 
 class NeedsRows(UnsupportedError):
@@ -109,7 +108,7 @@ class Partials:
         self._key_types = [infer(e, schema) for _, e in node.keys]
         extra = [(n, t) for n, t in zip(self.keys, self._key_types) if n not in schema]
         self._agg_schema = Schema(list(schema.items()) + extra)  # aggregations read computed keys by name
-        self._prefix = _free_prefix(self.keys)
+        self._prefix = "@" * (1 + max((len(k) - len(k.lstrip("@")) for k in self.keys), default=0))  # more @ than keys start with
         self._args: dict[E.Expr, _Arg] = {}
         leaves: dict[E.Agg, _Leaf] = {}
 
@@ -134,35 +133,18 @@ class Partials:
         self._rows = any(leaf.arg is None for leaf in self._leaves)
         self._group_schema = Schema(list(zip(self.keys, self._key_types))
                                     + [(leaf.name, leaf.dtype) for leaf in self._leaves])
-        self.schema = self._state_schema()
+        # the states' columns: the keys as they are, then what _arg_states keeps (the schema of no rows' states)
+        self.schema = self._states([pa.array([], t.to_arrow()) for t in self._key_types],
+                                   [pa.array([], a.dtype.to_arrow()) for a in self._args.values()], 0).schema
 
     # ------------------------------------------------------------ the state tables
 
-    def _state_schema(self) -> pa.Schema:
-        fields = [pa.field(n, t.to_arrow()) for n, t in zip(self.keys, self._key_types)]
-        if self._rows:
-            fields.append(pa.field(f"{self._prefix}rows", pa.int64()))
-        for a in self._args.values():
-            p, t = a.prefix, a.dtype
-            fields.append(pa.field(f"{p}.n", pa.int64()))
-            if a.total and t.is_float:
-                fields += [pa.field(f"{p}.exp", pa.list_(pa.float64())), pa.field(f"{p}.pos", pa.float64()),
-                           pa.field(f"{p}.neg", pa.float64()),
-                           pa.field(f"{p}.inf", pa.bool_()), pa.field(f"{p}.-inf", pa.bool_())]
-            elif a.total:
-                words = DEC_WORDS if t.is_decimal else INT_WORDS
-                fields += [pa.field(f"{p}.w{i}", pa.int64()) for i in range(words)]
-            if t.is_float and (a.total or a.extreme("min") or a.extreme("max")):
-                fields.append(pa.field(f"{p}.nan", pa.bool_()))
-            for fn in ("min", "max"):
-                if a.extreme(fn):
-                    fields.append(pa.field(f"{p}.{fn}", t.to_arrow()))
-        return pa.schema(fields)
-
     def partial(self, table: pa.Table) -> pa.Table:
         """One partition's states; `table` is that partition of node.input's result (node.input.schema)."""
-        keys, args = self._inputs(table)
-        g, count, first = _groups(keys, table.num_rows)
+        return self._states(*self._inputs(table), table.num_rows)
+
+    def _states(self, keys: list[pa.Array], args: list[pa.Array], rows: int) -> pa.Table:
+        g, count, first = _groups(keys, rows)
         if not self.keys:
             count = 1
         out: dict[str, pa.Array] = {n: k.take(first) for n, k in zip(self.keys, keys)}
@@ -170,7 +152,7 @@ class Partials:
             out[f"{self._prefix}rows"] = pa.array(np.bincount(g, minlength=count), pa.int64())
         for a, column in zip(self._args.values(), args):
             out.update(_arg_states(a, column, g, count))
-        return pa.table(out, schema=self.schema)
+        return pa.table(out)
 
     def combine(self, states: list[pa.Table]) -> pa.Table:
         """Final rows (exactly node.schema) of the groups in `states`: every partition's states for those
@@ -208,7 +190,7 @@ class Partials:
                 scan = N.Project(scan, tuple((n, E.Column(n)) for n in schema.names) + tuple(extra))
             named = [(f"k{i}", E.Column(n) if n not in schema else e) for i, (n, e) in enumerate(self.node.keys)]
             named += [(f"a{i}", a.expr) for i, a in enumerate(self._args.values())]
-            result = _run_local(N.Project(scan, tuple(named)))
+            result = run_local(N.Project(scan, tuple(named)))
             columns = [result.column(i).combine_chunks() for i in range(len(named))]
         return columns[:len(self.keys)], columns[len(self.keys):]
 
@@ -222,7 +204,7 @@ class Partials:
             return pa.table(columns, schema=target)
         scan = N.Scan(ArrowSource.of(groups, self._group_schema))
         plan = N.Project(scan, tuple((n, E.Column(n)) for n in self.keys) + tuple(self._outer))
-        return _run_local(plan).cast(target)
+        return run_local(plan).cast(target)
 
     # ------------------------------------------------------------ finishing one aggregation
 
@@ -257,23 +239,7 @@ class Partials:
         return _int_sum(digits, n, leaf.dtype)
 
 
-def _free_prefix(keys: tuple[str, ...]) -> str:
-    """A prefix no key name starts with, for the state columns."""
-    prefix = "@"
-    while any(k.startswith(prefix) for k in keys):
-        prefix += "@"
-    return prefix
-
-
-def _run_local(plan: N.Node) -> pa.Table:
-    from eidos.lanes.ray.local import run_local
-
-    return run_local(plan)
-
-
 def _numpy(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
     return column.to_numpy(zero_copy_only=False)
 
 
@@ -453,14 +419,7 @@ def _expand(g: np.ndarray, x: np.ndarray, count: int, *, drop: np.ndarray) -> tu
 
 
 def _accumulate(u: np.ndarray, base: np.ndarray, k0: np.ndarray, size: int) -> np.ndarray:
-    """acc[base[i] + k0[i] + j] += piece j of value i (bit pattern u[i], k0[i] its bin), j = 0..3, as
-    int64: one compiled pass where numba is installed and the values are many enough to repay its start
-    (about a second per process), else NumPy (the same sums)."""
-    acc = np.zeros(size, np.int64)
-    kernel = _compiled() if len(u) >= COMPILED_FROM else None
-    if kernel is not None:
-        kernel(u, base, acc)
-        return acc
+    """acc[base[i] + k0[i] + j] += piece j of value i (bit pattern u[i], k0[i] its bin), j = 0..3."""
     e = ((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
     m = (u & np.uint64((1 << 52) - 1)) | np.where(e > 0, np.uint64(1 << 52), np.uint64(0))
     r = (np.maximum(e, 1) - 1 - BITS * k0).astype(np.uint64)
@@ -472,40 +431,6 @@ def _accumulate(u: np.ndarray, base: np.ndarray, k0: np.ndarray, size: int) -> n
                              (m >> (b + b + b - r)) * sign])
     first = base + k0
     return _bincount(np.concatenate([first, first + 1, first + 2, first + 3]), pieces, size)
-
-
-def _add_pieces(u: np.ndarray, base: np.ndarray, acc: np.ndarray) -> None:  # pragma: no cover (compiled)
-    """_accumulate's loop, for numba: no temporaries, one pass."""
-    for i in range(len(u)):
-        bits = u[i]
-        e = np.int64((bits >> np.uint64(52)) & np.uint64(0x7FF))
-        m = np.int64(bits & np.uint64((1 << 52) - 1))
-        if e > 0:
-            m |= np.int64(1) << 52
-        pos = max(e, 1) - 1
-        k = pos // 21
-        r = pos - 21 * k
-        at = base[i] + k
-        p0 = (m & ((np.int64(1) << (21 - r)) - 1)) << r
-        p1 = (m >> (21 - r)) & 0x1FFFFF
-        p2 = (m >> (42 - r)) & 0x1FFFFF
-        p3 = m >> (63 - r)
-        if bits >> np.uint64(63):
-            p0, p1, p2, p3 = -p0, -p1, -p2, -p3
-        acc[at] += p0
-        acc[at + 1] += p1
-        acc[at + 2] += p2
-        acc[at + 3] += p3
-
-
-@functools.cache
-def _compiled():
-    """_add_pieces compiled by numba (cached on disk), or None where numba is not installed."""
-    try:
-        import numba
-    except ImportError:
-        return None
-    return numba.njit(cache=True, nogil=True)(_add_pieces)
 
 
 def _bincount(slots: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
@@ -625,21 +550,12 @@ def _add_digits(g: np.ndarray, digits: np.ndarray, count: int) -> np.ndarray:
                     axis=1) if digits.shape[1] else np.zeros((count, 0), np.int64)
 
 
-def _balance(d: np.ndarray) -> np.ndarray:
-    """Digits carried so that each but the last lies in [-2**20, 2**20)."""
+def _balance(d: np.ndarray, *, floor: bool = False) -> np.ndarray:
+    """Digits carried so that each but the last lies in [-2**20, 2**20), or with `floor` in [0, 2**21)
+    (then they are the value's two's complement bits)."""
     d = d.copy()
     for k in range(d.shape[1] - 1):
-        c = (d[:, k] + HALF) >> BITS
-        d[:, k] -= c * BASE
-        d[:, k + 1] += c
-    return d
-
-
-def _floor(d: np.ndarray) -> np.ndarray:
-    """Digits carried so that each but the last lies in [0, 2**21): the two's complement bits."""
-    d = d.copy()
-    for k in range(d.shape[1] - 1):
-        c = d[:, k] >> BITS
+        c = d[:, k] >> BITS if floor else (d[:, k] + HALF) >> BITS
         d[:, k] -= c * BASE
         d[:, k + 1] += c
     return d
@@ -691,7 +607,7 @@ def _int_sum(d: np.ndarray, n: np.ndarray, rt: DType) -> pa.Array:
         r = _exact(d, i)
         if not lo <= r <= hi:
             raise ExecutionError(f"integer overflow: sum = {r} does not fit in {rt} ({lo}..{hi})")
-    word = _word(_floor(d), 0)
+    word = _word(_balance(d, floor=True), 0)
     return pa.array(word if lo == 0 else word.view(np.int64), rt.to_arrow(), mask=n == 0)
 
 
@@ -702,7 +618,7 @@ def _decimal_sum(d: np.ndarray, n: np.ndarray, rt: DType) -> pa.Array:
         if not -bound < r < bound:
             total = CTX.scaleb(decimal.Decimal(r), -rt.scale)
             raise ExecutionError(f"decimal overflow: sum = {total} does not fit in {rt}")
-    f = _floor(d)
+    f = _balance(d, floor=True)
     words = np.stack([_word(f, 0), _word(f, 64)], axis=1)
     values = pa.Array.from_buffers(rt.to_arrow(), len(d), [None, pa.py_buffer(words.tobytes())])
     return pc.if_else(pa.array(n > 0), values, pa.scalar(None, rt.to_arrow()))
