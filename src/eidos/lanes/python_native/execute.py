@@ -111,10 +111,15 @@ def _batches(table: pa.Table, calls: list[Call], options) -> list[list[pa.Table]
         runner = pool.Threads(min(workers, len(tasks)), lambda task: calls[task[0]].run(_slice(table, ranges[task[1]])))
     else:
         folder = tempfile.mkdtemp(prefix=f"eidos-python-{os.getpid()}-", dir=_shared_memory())
-        path = os.path.join(folder, "input.arrow")
-        batches = _write(path, _needed(table, calls), ranges)
-        runner = pool.Processes(min(workers, len(tasks)), path, next(_steps))
-        tasks = [(calls[k], batches[b], os.path.join(folder, f"{k}-{b}.arrow")) for k, b in tasks]
+        data, files = _needed(table, calls), {}
+
+        def batch_file(b: int) -> str:   # written when first handed out: the next while workers run
+            if b not in files:
+                files[b] = _write(os.path.join(folder, f"in-{b}.arrow"), _slice(data, ranges[b]))
+            return files[b]
+
+        runner = pool.Processes(min(workers, len(tasks)), next(_steps))
+        tasks = [(calls[k], lambda b=b: batch_file(b), os.path.join(folder, f"{k}-{b}.arrow")) for k, b in tasks]
     try:
         out = pool.schedule(tasks, runner, deadline)
     except Failed as e:
@@ -155,17 +160,12 @@ def _needed(table: pa.Table, calls: list[Call]) -> pa.Table:
     return table.select(names or table.column_names[:1])
 
 
-def _write(path: str, table: pa.Table, ranges: list[tuple[int, int]]) -> list[list[int]]:
-    """`table` as an Arrow IPC file at `path`, batch by batch; the record batches of each batch."""
-    batches, count = [], 0
+def _write(path: str, table: pa.Table) -> str:
+    """`table` (one batch of a step's input) as an Arrow IPC file at `path`, for a worker to map."""
     with pa.ipc.new_file(path, table.schema) as writer:
-        for bounds in ranges:
-            parts = _slice(table, bounds).to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
-            for part in parts:
-                writer.write_batch(part)
-            batches.append(list(range(count, count + len(parts))))
-            count += len(parts)
-    return batches
+        for part in table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]:
+            writer.write_batch(part)
+    return path
 
 
 def _shared_memory() -> str:

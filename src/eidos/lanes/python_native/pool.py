@@ -6,9 +6,10 @@ Three kinds, one interface (`start` a task, `wait` for finished ones, `stop` the
 - `Threads`: threads of this process, where the GIL is disabled (free-threaded CPython), or when
   asked for; a thread stuck in Python code is stopped by raising in it (PyThreadState_SetAsyncExc),
   one stuck in C code cannot be and is left behind, said so;
-- `Processes`: worker processes (worker.py), kept between runs. Each batch's input is a record batch
-  of an Arrow IPC file in shared memory (/dev/shm) that the worker maps without copying, and its
-  result a file the worker writes there and the driver maps; the pipe carries only small messages.
+- `Processes`: worker processes (worker.py), kept between runs. Each batch's input is an Arrow IPC
+  file in shared memory (/dev/shm), written when the batch is handed out, that the worker maps
+  without copying, and its result a file the worker writes there and the driver maps; the pipe
+  carries only small messages.
   Stopping kills the processes and reaps them.
 
 `schedule` hands tasks out in order and, when one fails, stops handing out, waits for the tasks
@@ -214,12 +215,12 @@ def _close_idle() -> None:
 
 class Processes:
     """`size` worker processes for one step, taken from those kept between runs (started when
-    missing). A task is (call, batches, out): the `calls.Call` to run, the record batches of the
-    step's input file (`path`) it reads, the file it writes; `run` (a number) tells one step's calls
+    missing). A task is (call, input, out): the `calls.Call` to run, a function giving the path of the
+    batch's input file (written when first asked for), the file it writes; `run` (a number) tells one step's calls
     apart from another's, so that a worker keeps only the current step's."""
 
-    def __init__(self, size: int, path: str, run: int):
-        self.size, self.path, self.run = size, path, run
+    def __init__(self, size: int, run: int):
+        self.size, self.run = size, run
         with _idle_lock:
             self.free = [w for w in _idle[:size] if w.proc.poll() is None]
             del _idle[:size]
@@ -227,7 +228,7 @@ class Processes:
         self.blobs: dict[int, tuple[bytes, bytes]] = {}          # id(call) -> (digest, pickled call)
 
     def start(self, index: int, task: tuple) -> None:
-        call, batches, out = task
+        call, source, out = task
         if id(call) not in self.blobs:
             blob = _pickled(call)
             self.blobs[id(call)] = (hashlib.blake2b(blob, digest_size=16).digest(), blob)
@@ -236,7 +237,7 @@ class Processes:
         self.busy[worker.conn] = (worker, index, task)   # before sending: stop() finds it whatever happens next
         if worker.run != self.run:
             worker.run, worker.sent = self.run, set()
-        worker.send((index, self.run, digest, None if digest in worker.sent else blob, self.path, batches, out))
+        worker.send((index, self.run, digest, None if digest in worker.sent else blob, source(), out))
         worker.sent.add(digest)
 
     def wait(self, timeout: float) -> list:
