@@ -14,7 +14,9 @@ returns an integer. Over the same rows, in one run, each timed in `--runs` round
 The runs take turns, round after round (the load of a shared machine falls on each alike), each
 checked against the plain loop's answer. Worker processes are started before timing (their start,
 once per process, is reported on its own). Ratios are to the lane's single-thread time; per-core
-scaling is speed-up / workers. At the start and the end the script measures what the machine
+scaling is speed-up / workers. CPU seconds (this process's and its worker processes', from /proc)
+measure the work each run did whatever share of the CPUs it got: on a loaded machine the single /
+this ratio of CPU shows what the lane would reach with its cores to itself. At the start and the end the script measures what the machine
 gives parallel work (N processes spinning at once against one alone): on a shared machine that
 is less than N, and the lane cannot do better.
 
@@ -72,6 +74,21 @@ def lines(n: int, seed: int = 7) -> list[str]:
                 f'{status} {rnd.randint(100, 90000)} {rnd.randint(1, 900)}ms')
         out.append(line if i % 97 else line.replace("HTTP", "HTTQ"))   # about 1% do not parse
     return out
+
+
+def cpu_seconds() -> dict[object, float]:
+    """CPU seconds used so far by this process (all its threads) and by each idle python-lane worker
+    process (from /proc, where there is one): the work a run did, whatever share of the CPUs it got."""
+    used: dict[object, float] = {"self": sum(os.times()[:2])}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for pid in pool.pids():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            used[pid] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError):
+            pass
+    return used
 
 
 def spin(n: int) -> float:
@@ -142,30 +159,34 @@ def main() -> None:
     if [b.name for b in ei.backends() if b.kind == "vector" and b.available]:
         ei.register_backend("python", FreeLane())
         finish = decide(flow.plan, "python").lane_name
-        runs.append((f"flow.run(engine='python'): the step (mode auto, {cpus} workers), the rest on {finish}",
+        where = "one step, the whole plan" if finish == "python" else f"the rest on {finish}"
+        runs.append((f"flow.run(engine='python') (mode auto, {cpus} workers: {where})",
                      lambda: flow.run(engine="python"), answer))
     else:
         print("  flow.run(engine='python'): skipped (no vector lane: polars or duckdb)")
 
     # round by round, every run once a round: a shared machine's load falls on all of them alike
     times: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    cpu: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     for _ in range(args.runs):
         for name, fn, result in runs:
-            start = time.perf_counter()
+            before, start = cpu_seconds(), time.perf_counter()
             got = fn()
             times[name].append(time.perf_counter() - start)
+            after = cpu_seconds()
+            cpu[name].append(sum(t - before.get(k, 0.0) for k, t in after.items()))
             assert result(got) == expected, f"{name}: wrong answer"
-    rows = [(name, min(ts), statistics.median(ts)) for name, ts in times.items()]
+    rows = [(name, min(ts), statistics.median(ts), min(cpu[name])) for name, ts in times.items()]
 
-    single = rows[[name for name, _, _ in rows].index("python lane, calling thread (workers=1)")][1]
+    single, single_cpu = next((lo, c) for name, lo, _, c in rows if name == "python lane, calling thread (workers=1)")
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end; parallel capacity now: "
           + ", ".join(f"{n}: {capacity(n):.2f}x" for n in counts if n > 1) + "\n")
-    print("| run | min s | median s | single thread / this (min) | per-core scaling |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for name, lo, med in rows:
+    print("| run | min s | median s | CPU s (min) | single thread / this (min) | per-core scaling | CPU: single / this |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, lo, med, c in rows:
         workers = re.search(r"(\d+) worker", name)
         scaling = f"{single / lo / int(workers.group(1)):.2f}" if workers else ""
-        print(f"| {name} | {lo:.3f} | {med:.3f} | {single / lo:.2f}x | {scaling} |")
+        print(f"| {name} | {lo:.3f} | {med:.3f} | {c:.3f} | {single / lo:.2f}x | {scaling} | {single_cpu / c:.2f} |")
 
 
 if __name__ == "__main__":
