@@ -110,7 +110,12 @@ def _hold(info: str, owner: int, temp: str) -> None:
     """The holder: a Ray head for the run, kept until SIGTERM or the owner's death."""
     import ray
 
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _temp_dir=temp)
+    # Every pytest process is a Ray job of its own, and Ray keeps idle workers (each one an eidos
+    # import) only up to the CPU count across jobs: with two xdist processes they took turns killing
+    # each other's and starting new ones. Keep more, for longer.
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _temp_dir=temp,
+             _system_config={"num_workers_soft_limit": 4 * (os.cpu_count() or 1),
+                             "idle_worker_killing_time_threshold_ms": 600_000})
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     tmp = Path(info).with_suffix(".tmp")
