@@ -35,8 +35,9 @@ def _where_blocks_are_read(plan: N.Node, *blocks: pa.Table) -> tuple[str, str]:
     """In a worker: the mapping of the first buffer a task's Input leaf reads (as execute binds it), and,
     for contrast, of a table the worker made itself."""
     from eidos.lanes.ray import execute
+    from eidos.lanes.ray.stages import FORWARD, Exchange
 
-    bound = execute._bind(plan, (len(blocks),), blocks)
+    bound = execute._bind(execute.Work(plan, (len(blocks),), Exchange(FORWARD)), blocks)
     table = next(n for n in bound.walk() if isinstance(n, N.Scan)).source.table
     own = pa.table({"v": np.arange(100_000)})
     return (_mapping(table.column(0).chunks[0].buffers()[1].address),

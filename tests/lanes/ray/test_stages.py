@@ -17,8 +17,8 @@ from eidos.lanes.ray import stages as S
 BIG = 1 << 40
 
 
-def cut(flow: ei.Flow, partitions: int = 3, *, broadcast: int = BIG, gather: int = BIG) -> S.Stage:
-    return S.cut(flow.plan.optimized, partitions, broadcast_bytes=broadcast, gather_bytes=gather)
+def cut(flow: ei.Flow, partitions: int = 3, *, broadcast: int = BIG, gather: int = BIG, partials=True) -> S.Stage:
+    return S.cut(flow.plan.optimized, partitions, broadcast_bytes=broadcast, gather_bytes=gather, partials=partials)
 
 
 def rows(n: int) -> ei.Flow:
@@ -34,17 +34,30 @@ def test_narrow_nodes_stay_in_the_scan_stage_split_into_slices():
     assert cut(rows(2), 8).tasks == 2 and cut(rows(0), 8).tasks == 1   # never more slices than rows
 
 
-def test_grouped_aggregate_and_distinct_hash_their_input_by_the_keys():
-    stage = cut(rows(10).group_by(col("k") + 1).agg(s=col("v").sum()), 4)
+def test_an_aggregate_moves_partial_states_hashed_by_the_keys_where_it_can():
+    stage = cut(rows(10).group_by((col("k") + 1).alias("k1")).agg(s=col("v").sum(), m=col("v").mean()), 4)
+    (below, how), = stage.inputs
+    assert stage.what == "combine" and stage.tasks == 4 and below.what == "scan"
+    assert how.how == S.PARTIAL and how.partitions == 4 and how.keys == (E.Column("k1"),)
+    assert isinstance(how.aggregate, N.Aggregate) and isinstance(stage.plan.source, S.Input)
+    whole = cut(rows(10).agg(s=col("v").sum()))   # no keys: every task's states to one combining task
+    assert whole.single and whole.tasks == 1 and whole.inputs[0][1].partitions == 1
+    assert cut(rows(10).group_by("k").agg(s=col("v").sum()), partials=False).inputs[0][1].how == S.HASH
+
+
+def test_other_aggregates_and_distinct_hash_their_rows_by_the_keys():
+    stage = cut(rows(10).group_by(col("k") + 1).agg(s=col("v").n_unique()), 4)   # no combinable state
     (below, how), = stage.inputs
     assert stage.what == "aggregate" and stage.tasks == 4 and below.what == "scan"
     assert how.how == S.HASH and how.partitions == 4 and S._key_text(how.keys[0]) == "k + 1"
+    assert isinstance(stage.plan, N.Aggregate)
+    assert cut(rows(10).agg(s=col("v").std())).inputs[0][1].how == S.GATHER
     distinct = cut(rows(10).distinct())
     assert distinct.inputs[0][1].keys == (E.Column("k"), E.Column("v"))
 
 
 def test_a_one_task_stage_keeps_the_single_input_nodes_above_it():
-    stage = cut(rows(10).agg(s=col("v").sum()).with_columns(t=col("s") + 1).sort("t").limit(1))
+    stage = cut(rows(10).agg(s=col("v").var()).with_columns(t=col("s") + 1).sort("t").limit(1))
     assert stage.single and stage.tasks == 1 and stage.inputs[0][1].how == S.GATHER
     assert [type(n).__name__ for n in stage.plan.walk()] == ["Limit", "Sort", "Project", "Aggregate", "Scan"]
     mapped = cut(rows(4).map_batches(lambda b: b, schema={"k": ei.Int64, "v": ei.Int64}).filter(col("v") > 1))
@@ -115,8 +128,9 @@ def test_explain_lists_the_stages_their_tasks_and_exchanges():
     lines = S.describe(cut(flow, 2, broadcast=0), 2, "a test cluster (1 node, 2 CPUs)")
     assert lines[0].startswith("stages: 5, run as Ray tasks on a test cluster (1 node, 2 CPUs)")
     text = "\n".join(lines)
-    for part in ("  s5 sort, 1 task: Sort [x nulls last]", "    <- gather: s4 aggregate, 2 tasks: Aggregate [x] n=count()",
-                 "      <- hash [x] into 2: s3 join, 2 tasks: Join inner [a = b]",
+    for part in ("  s5 sort, 1 task: Sort [x nulls last]",
+                 "    <- gather: s4 combine, 2 tasks: Aggregate [x] n=count() (combining the partial states)",
+                 "      <- partial states, hash [x] into 2: s3 join, 2 tasks: Join inner [a = b]",
                  "        <- hash [a] into 2: s1 scan, 2 tasks (2 slices): Scan arrow table",
                  "        <- hash [b] into 2: s2 scan, 2 tasks (2 slices): Scan arrow table"):
         assert part in text, text

@@ -23,9 +23,10 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.rewrite import map_inputs
 from eidos.ir.sources import ArrowSource, Source
+from eidos.lanes.ray import partials
 from eidos.lanes.ray.connect import Cluster
 from eidos.lanes.ray.local import in_task, run_local
-from eidos.lanes.ray.stages import BROADCAST, FORWARD, GATHER, HASH, RANGE, Exchange, Input, RowGroups, Stage
+from eidos.lanes.ray.stages import BROADCAST, FORWARD, GATHER, HASH, PARTIAL, RANGE, Exchange, Input, RowGroups, Stage
 
 HASH_SEED = 0x5EED_E1D05   # every task hashes with it, so equal keys land in one partition wherever they are
 SAMPLE_ROWS = 64           # key rows each task of a range exchange samples for the boundaries
@@ -33,14 +34,16 @@ SAMPLE_ROWS = 64           # key rows each task of a range exchange samples for 
 
 @dataclass(frozen=True)
 class Work:
-    """What one task does: run `plan`, whose Input leaf i reads the next `inputs[i]` block arguments, and
-    leave the result as `out` says. `sampling`: a range exchange's first step (the result and a sample of
-    its keys); a range split's last block argument is the boundaries."""
+    """What one task does: run `plan`, whose Input leaf i reads the next `inputs[i]` block arguments (the
+    rows `combine[i]` makes of them when it is an aggregate: its partial states), and leave the result as
+    `out` says. `sampling`: a range exchange's first step (the result and a sample of its keys); a range
+    split's last block argument is the boundaries."""
 
     plan: N.Node
     inputs: tuple[int, ...]
     out: Exchange
     sampling: bool = False
+    combine: tuple[N.Aggregate | None, ...] = ()
 
 
 def _task(work: Work, *blocks: pa.Table):
@@ -49,10 +52,12 @@ def _task(work: Work, *blocks: pa.Table):
         bounds = None
         if work.out.how == RANGE and not work.sampling:
             *blocks, bounds = blocks
-        table = run_local(_bind(work.plan, work.inputs, blocks))
+        table = run_local(_bind(work, blocks))
         if work.sampling:
             return table, _sample(table, work.out.sort)
-        if work.out.how == HASH:
+        if work.out.how == PARTIAL:
+            table = partials.plan(work.out.aggregate).partial(table)
+        if work.out.how in (HASH, PARTIAL):
             return _parts(table, _hashed(table, work.out), work.out.partitions)
         if work.out.how == RANGE:
             return _parts(table, _ranged(table, work.out.sort, bounds), work.out.partitions)
@@ -64,21 +69,25 @@ def _task(work: Work, *blocks: pa.Table):
 _remote = ray.remote(_task)
 
 
-def _bind(plan: N.Node, counts: tuple[int, ...], blocks) -> N.Node:
-    """`plan` with each Input leaf reading its blocks (concatenated in order) and each row-group source read."""
-    starts = np.cumsum((0,) + counts)
+def _bind(work: Work, blocks) -> N.Node:
+    """`work.plan` with each Input leaf reading its blocks (concatenated in order, or the rows combined from
+    partial states) and each row-group source read."""
+    starts = np.cumsum((0,) + work.inputs)
 
     def visit(node: N.Node) -> N.Node:
         if isinstance(node, N.Scan) and isinstance(node.source, Input):
             i = node.source.index
-            parts = blocks[starts[i]:starts[i + 1]]
-            table = pa.concat_tables(parts) if parts else node.source.schema.to_arrow().empty_table()
+            parts = list(blocks[starts[i]:starts[i + 1]])
+            if i < len(work.combine) and work.combine[i] is not None:
+                table = partials.plan(work.combine[i]).combine(parts)
+            else:
+                table = pa.concat_tables(parts) if parts else node.source.schema.to_arrow().empty_table()
             return replace(node, source=ArrowSource.of(table, node.source.schema, kind="block"))
         if isinstance(node, N.Scan) and isinstance(node.source, RowGroups):
             return replace(node, source=ArrowSource.of(_read(node.source, node.columns), kind="block"), columns=None)
         return map_inputs(node, visit)
 
-    return visit(plan)
+    return visit(work.plan)
 
 
 def _read(source: RowGroups, columns: tuple[str, ...] | None) -> pa.Table:
@@ -89,8 +98,9 @@ def _read(source: RowGroups, columns: tuple[str, ...] | None) -> pa.Table:
     return pq_table(source.parquet, source.file, names, target, row_groups=source.groups)
 
 
-def _keys(table: pa.Table, keys: tuple[E.Expr, ...], schema) -> pa.Table:
-    """The key values of `table`'s rows, one column each (k0, k1, ...), computed as any lane computes them."""
+def _keys(table: pa.Table, keys: tuple[E.Expr, ...], schema=None) -> pa.Table:
+    """The key values of `table`'s rows (of `schema`, by default its own), one column each (k0, k1, ...),
+    computed as any lane computes them."""
     if all(isinstance(k, E.Column) for k in keys):
         got = table.select([k.name for k in keys])
     else:
@@ -103,9 +113,7 @@ def _hashed(table: pa.Table, out: Exchange) -> np.ndarray:
     """Each row's part: the hash of its keys (cast to the exchange's types; -0.0 as 0.0, one NaN) mod partitions."""
     import polars as pl
 
-    from eidos.ir.schema import Schema
-
-    keys = _keys(table, out.keys, Schema.from_arrow(table.schema))
+    keys = _keys(table, out.keys)
     for i, t in enumerate(out.types):
         if t is not None and keys.column(i).type != t.to_arrow():
             keys = keys.set_column(i, f"k{i}", keys.column(i).cast(t.to_arrow(), safe=False))
@@ -185,8 +193,9 @@ class _Run:
             if stage.splits:
                 plan = self._scan(plan, stage.splits[t], len(counts), args)
                 counts.append(len(args) - sum(counts))
-            work = Work(plan, tuple(counts), out, sampling=out.how == RANGE)
-            returns = 2 if work.sampling else out.partitions if out.how in (HASH, RANGE) else 1
+            combine = tuple(how.aggregate for _, how in stage.inputs)
+            work = Work(plan, tuple(counts), out, sampling=out.how == RANGE, combine=combine)
+            returns = 2 if work.sampling else out.partitions if out.how in (HASH, PARTIAL, RANGE) else 1
             results.append(self.task(work, args, returns, memory, stage.key))
         if out.how == RANGE:
             results = self._split_by_range(results, out)

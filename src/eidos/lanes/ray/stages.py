@@ -23,8 +23,9 @@ from eidos.ir.render import expr_text, node_label
 from eidos.ir.rewrite import map_inputs
 from eidos.ir.sources import ArrowSource, ParquetSource, PartSource, Source
 from eidos.ir.typing import promote
+from eidos.lanes.ray import partials
 
-FORWARD, HASH, RANGE, GATHER, BROADCAST = "forward", "hash", "range", "gather", "broadcast"
+FORWARD, HASH, PARTIAL, RANGE, GATHER, BROADCAST = "forward", "hash", "partial", "range", "gather", "broadcast"
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,21 @@ class RowGroups(Source):
 class Exchange:
     """How the rows of a stage's tasks reach the stage that reads them. For HASH, each task splits its rows
     into `partitions` parts by the hash of `keys` (cast to `types` where given, so both sides of a join agree);
-    for RANGE, by where `sort`'s keys fall among boundaries sampled from the rows."""
+    for PARTIAL, each task makes `aggregate`'s partial states of its rows (partials.py) and splits those by
+    the hash of their keys, and the reading task combines them; for RANGE, by where `sort`'s keys fall among
+    boundaries sampled from the rows."""
 
     how: str
     partitions: int = 1
     keys: tuple[E.Expr, ...] = ()
     types: tuple[T.DType | None, ...] = ()
     sort: N.Sort | None = None
+    aggregate: N.Aggregate | None = None
 
     def describe(self) -> str:
         keys = ", ".join(_key_text(k) for k in (self.keys if self.sort is None else [k.expr for k in self.sort.keys]))
+        if self.how == PARTIAL:
+            return f"partial states, hash [{keys}] into {self.partitions}" if self.keys else "partial states, gather"
         if self.how == HASH:
             return f"hash [{keys}] into {self.partitions}"
         if self.how == RANGE:
@@ -91,14 +97,16 @@ class Stage:
         yield self
 
 
-def cut(plan: N.Node, partitions: int, *, broadcast_bytes: int, gather_bytes: int) -> Stage:
-    """`plan` as a tree of stages; exchanges make `partitions` parts."""
-    return _Cutter(max(1, partitions), broadcast_bytes, gather_bytes).visit(plan)
+def cut(plan: N.Node, partitions: int, *, broadcast_bytes: int, gather_bytes: int, partials: bool = True) -> Stage:
+    """`plan` as a tree of stages; exchanges make `partitions` parts. With `partials`, an aggregate whose
+    aggregations all have combinable states (partials.plan) moves those states rather than its rows."""
+    return _Cutter(max(1, partitions), broadcast_bytes, gather_bytes, partials).visit(plan)
 
 
 class _Cutter:
-    def __init__(self, partitions: int, broadcast_bytes: int, gather_bytes: int):
+    def __init__(self, partitions: int, broadcast_bytes: int, gather_bytes: int, partials: bool):
         self.p, self.broadcast_bytes, self.gather_bytes = partitions, broadcast_bytes, gather_bytes
+        self.partials = partials
         self.keys = (f"s{i}" for i in itertools.count(1))
 
     def visit(self, node: N.Node) -> Stage:
@@ -114,6 +122,12 @@ class _Cutter:
         below = self.visit(node.input)
         if isinstance(node, (N.Filter, N.Project)) or below.single:
             return extend(below, lambda plan: _over(node, plan))
+        states = partials.plan(node) if isinstance(node, N.Aggregate) and self.partials else None
+        if states is not None:
+            parts = self.p if node.keys else 1
+            how = Exchange(PARTIAL, parts, tuple(map(E.Column, states.keys)), aggregate=node)
+            return Stage(next(self.keys), "combine", _input(0, node), ((below, how),), parts,
+                         single=not node.keys, bytes=estimated_bytes(node.input))
         if isinstance(node, N.Aggregate) and node.keys:
             return self.exchange(node, "aggregate", below, Exchange(HASH, self.p, tuple(e for _, e in node.keys)))
         if isinstance(node, N.Distinct):
@@ -241,7 +255,8 @@ def describe(root: Stage, partitions: int, where: str) -> list[str]:
         if stage.plan is None:
             lines.append(f"{pad}{how}{stage.key} union of {len(stage.inputs)} inputs, {tasks}, in order")
         else:
-            steps = [node_label(n) for n in _post_order(stage.plan) if not _is_input(n)]
+            steps = [_step(n, stage) for n in _post_order(stage.plan)]
+            steps = [step for step in steps if step]
             lines.append(f"{pad}{how}{stage.key} {stage.what}, {tasks}{_split_text(stage)}: {' > '.join(steps)}")
         for below, exchange in stage.inputs:
             visit(below, f"<- {exchange.describe()}: ", depth + 1)
@@ -257,6 +272,15 @@ def _split_text(stage: Stage) -> str:
     unit = "slices" if isinstance(first, ArrowSource) else "row-group runs" if isinstance(first, RowGroups) \
         else "file groups"
     return f" ({len(stage.splits)} {unit})"
+
+
+def _step(node: N.Node, stage: Stage) -> str:
+    """What a task of `stage` does at `node`, for explain: an Input leaf is nothing to say unless its rows
+    are combined from partial states."""
+    if not _is_input(node):
+        return node_label(node)
+    how = stage.inputs[node.source.index][1]
+    return f"{node_label(how.aggregate)} (combining the partial states)" if how.how == PARTIAL else ""
 
 
 def _post_order(node: N.Node):
