@@ -1,0 +1,588 @@
+"""Ray's per-stage costs on this machine, and TPC-H on the ray lane beside the polars and duckdb lanes.
+
+    python bench/ray.py costs [--repeats 5] [--sizes 64 256 1024] [--partitions 2 4 8 16]
+    python bench/ray.py volumes [--scale 1]
+    python bench/ray.py tpch  [--scale 1] [--runs 5] [--queries q1 q6] [--cpus 1 2]
+    python bench/ray.py       (both)
+
+costs: one local Ray started here (2 CPUs, free ports, a temp folder under /tmp, stopped at the end), and
+  - the anchor: a NumPy copy of 1 GiB, on one thread and on two, in the same run;
+  - task launch: an empty task's round trip, many empty tasks' throughput, a first task's (cold) start,
+    and the floor of a task that runs a tiny eidos plan (run_local: what every stage task of the lane pays);
+  - the object store: ray.put and ray.get of Arrow tables of 64 MiB .. 1 GiB (per GB), whether a get is
+    zero-copy (the table's buffers lie in the store's shared memory, in the driver and in a worker), a
+    task handed the table (argument) and a task returning it (a worker's put);
+  - a hash shuffle of TPC-H lineitem on l_orderkey done the way the lane's execute.py does it: map tasks
+    (polars hash_rows of the key mod P, a stable argsort, one take, P slices returned with num_returns=P)
+    and P reduce tasks concatenating their parts; per GB, for several P, beside the same map work in one
+    process without Ray (the compute floor) and Ray Data's own hash shuffle (repartition by keys).
+volumes: the bytes each join side of Q3, Q5 and Q10 holds (filtered, projected), for the model's shuffles.
+tpch: per number of CPUs (--cpus 1 2), a child process (pinned to that many cores when fewer than the
+  machine's, so its Ray, its workers and the local lanes all see a machine of that size) starts a local
+  Ray with num_cpus=n and times, in interleaved rounds, native DuckDB and Polars, the polars and duckdb
+  lanes, and the ray lane on that Ray (one partition per CPU, at least 2: the lane's default; set
+  --partitions to change it). Every result is checked against native DuckDB's.
+
+The TPC-H data is generated on first use into --data (default /tmp/eidos-bench/tpch-sf<scale>; needs
+tpchgen-cli). Results and the model built on them: bench/RESULTS.md, section "Ray".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[0] = str(ROOT)   # the repository root; bench/ (this file is ray.py) would shadow the ray package
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+GiB = 1 << 30
+MiB = 1 << 20
+SEED = 0x5EED_E1D05   # the hash seed, as the lane's tasks use one fixed seed
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def best(fn, repeats: int) -> tuple[float, float]:
+    """(min, median) seconds of `repeats` calls of fn(), after one call to warm up."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return min(samples), statistics.median(samples)
+
+
+def start_ray(cpus: int, store: int):
+    """A local Ray of our own: free ports (ray.init picks them), a temp folder of our own, `store` bytes
+    of object store; the caller stops it with ray.shutdown()."""
+    import ray
+
+    temp = tempfile.mkdtemp(prefix="rb-", dir="/tmp")   # short: Ray's socket paths must fit 107 bytes
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")   # a private local cluster: no token file needed
+    start = time.perf_counter()
+    ray.init(num_cpus=cpus, object_store_memory=store, include_dashboard=False, _temp_dir=temp,
+             logging_level=logging.WARNING, log_to_driver=False)
+    return time.perf_counter() - start
+
+
+# ---------------------------------------------------------------- the anchor: memory bandwidth
+
+def copy_bandwidth(repeats: int) -> dict[str, float]:
+    """GB/s of a 1 GiB NumPy copy (bytes copied per second; the memory moves twice that: read + write), into
+    memory already touched (one thread, two) and into fresh memory (np.copy: the pages are faulted in)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    src = np.random.default_rng(1).integers(0, 1 << 62, GiB // 8)
+    dst = np.empty_like(src)
+    one, _ = best(lambda: np.copyto(dst, src), repeats)
+    fresh, _ = best(lambda: np.copy(src), repeats)   # into memory the process has not touched yet
+    half = len(src) // 2
+    with ThreadPoolExecutor(2) as pool:   # np.copyto lets go of the GIL: two threads copy at once
+        def two():
+            list(pool.map(lambda s: np.copyto(dst[s], src[s]), (slice(0, half), slice(half, None))))
+        both, _ = best(two, repeats)
+    return {"copy 1 thread GB/s": GiB / one / 1e9, "copy 2 threads GB/s": GiB / both / 1e9,
+            "copy into fresh memory GB/s": GiB / fresh / 1e9}
+
+
+# ---------------------------------------------------------------- task launch
+
+def noop():
+    return None
+
+
+def tiny_plan():
+    """A task's floor in the lane: run a 3-row eidos plan through run_local, as every stage task does."""
+    import eidos as ei
+    from eidos.lanes.ray.local import run_local
+
+    flow = ei.from_arrow(pa.table({"a": [1, 2, 3]})).filter(ei.col("a") > 1)
+    return run_local(flow.plan).num_rows
+
+
+def task_costs(repeats: int) -> dict[str, float]:
+    import ray
+
+    remote_noop = ray.remote(noop)
+    remote_tiny = ray.remote(tiny_plan)
+    start = time.perf_counter()
+    ray.get(remote_noop.remote())
+    out = {"first task (cold worker) s": time.perf_counter() - start}
+    ray.get([remote_noop.remote() for _ in range(8)])   # both workers up
+    samples = []
+    for _ in range(300):
+        start = time.perf_counter()
+        ray.get(remote_noop.remote())
+        samples.append(time.perf_counter() - start)
+    out["empty task round trip ms (median)"] = statistics.median(samples) * 1e3
+    out["empty task round trip ms (min)"] = min(samples) * 1e3
+    n = 2000
+    low, _ = best(lambda: ray.get([remote_noop.remote() for _ in range(n)]), repeats)
+    out["empty tasks/s (2000 at once)"] = n / low
+    ray.get(remote_tiny.remote())   # eidos imported in the worker
+    samples = []
+    for _ in range(50):
+        start = time.perf_counter()
+        assert ray.get(remote_tiny.remote()) == 2
+        samples.append(time.perf_counter() - start)
+    out["tiny eidos plan task ms (median)"] = statistics.median(samples) * 1e3
+    return out
+
+
+# ---------------------------------------------------------------- the object store
+
+def mapping(address: int) -> str:
+    """The file mapped at `address` in this process ('' for anonymous memory)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= address < hi:
+                return fields[5] if len(fields) > 5 else ""
+    return "?"
+
+
+def shared(table: pa.Table) -> bool:
+    """Whether every buffer of `table` lies in Ray's object store (its /dev/shm plasma file): read in place."""
+    return all("plasma" in mapping(b.address) for col in table.columns for chunk in col.chunks
+               for b in chunk.buffers() if b is not None and b.size)
+
+
+def read_arg(table: pa.Table) -> tuple[bool, float, float]:
+    """In a worker: (the argument is in the store's memory, seconds to sum a column of it, the sum)."""
+    start = time.perf_counter()
+    total = float(np.sum(table.column("v").to_numpy()))
+    return shared(table), time.perf_counter() - start, total
+
+
+def echo(table: pa.Table) -> pa.Table:
+    """A task returning its argument: the worker writes it to the store again (a worker's put)."""
+    return table
+
+
+def numbers(size: int) -> pa.Table:
+    rows = size // 16
+    rng = np.random.default_rng(size)
+    return pa.table({"k": rng.integers(0, 1 << 40, rows), "v": rng.random(rows)})
+
+
+def store_costs(sizes: list[int], repeats: int, noop_s: float) -> list[dict]:
+    import ray
+
+    remote_read = ray.remote(read_arg)
+    remote_echo = ray.remote(echo)
+    tables = [numbers(size) for size in sizes]
+    cold, kept = [], []
+    for table in tables:   # a fresh store: each put writes store memory no object has used yet
+        start = time.perf_counter()
+        kept.append(ray.put(table))
+        cold.append(time.perf_counter() - start)
+    del kept
+    rows = []
+    for table, cold_s in zip(tables, cold):
+        nbytes = table.nbytes
+        put_min, put_med = best(lambda: ray.put(table), repeats)   # each ref dropped at once: its memory reused
+        ref = ray.put(table)
+        get_min, get_med = best(lambda: ray.get(ref), repeats)
+        got = ray.get(ref)
+        in_store_driver = shared(got)
+        local_sum_s, _ = best(lambda: float(np.sum(table.column("v").to_numpy())), repeats)
+        del got
+        ray.get(remote_read.remote(ref))   # warm
+        arg = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            in_store_worker, sum_s, total = ray.get(remote_read.remote(ref))
+            arg.append((time.perf_counter() - start, sum_s))
+        assert abs(total - float(np.sum(table.column("v").to_numpy()))) < 1e-6 * max(1.0, abs(total))
+        returned = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            back = remote_echo.remote(ref)
+            ray.wait([back], fetch_local=False)
+            returned.append(time.perf_counter() - start)
+            del back
+        ref = None   # freed in the store
+        rows.append({
+            "MiB": nbytes / MiB,
+            "put, first touch of store memory GB/s": nbytes / cold_s / 1e9,
+            "put GB/s": nbytes / put_min / 1e9, "put s/GB": put_min / (nbytes / 1e9),
+            "put median s": put_med,
+            "get ms (driver)": get_min * 1e3, "get median ms": get_med * 1e3,
+            "zero-copy get in driver": in_store_driver,
+            "zero-copy get in worker": in_store_worker,
+            "task with it as argument ms (over empty, sum excluded)": min(t - x for t, x in arg) * 1e3 - noop_s * 1e3,
+            "worker sums a column GB/s": (nbytes / 2) / min(s for _, s in arg) / 1e9,
+            "driver sums its own column GB/s": (nbytes / 2) / local_sum_s / 1e9,
+            "task returning it s/GB (worker put)": (min(returned) - noop_s) / (nbytes / 1e9),
+        })
+    return rows
+
+
+# ---------------------------------------------------------------- the hash shuffle
+
+def hash_parts(table: pa.Table, key: str, partitions: int) -> tuple[pa.Table, ...]:
+    """The lane's map step (execute.py _hashed and _parts): polars hash_rows of the key mod P, a stable
+    argsort, one take, P zero-copy slices."""
+    import polars as pl
+
+    part = (pl.from_arrow(table.select([key])).hash_rows(seed=SEED).to_numpy() % partitions).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    counts = np.bincount(part, minlength=partitions)
+    grouped = table.take(order)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    return tuple(grouped.slice(starts[j], counts[j]) for j in range(partitions))
+
+
+def reduce_parts(*parts: pa.Table) -> tuple[int, int]:
+    """The lane's reduce step's input: the parts concatenated (zero-copy); (rows, sum of the key) to check."""
+    table = pa.concat_tables(parts)
+    return table.num_rows, int(np.sum(table.column(0).to_numpy())) if table.num_rows else 0
+
+
+def even_parts(table: pa.Table, partitions: int) -> tuple[pa.Table, ...]:
+    """`table` cut into `partitions` equal slices: a map step with no work but its returns."""
+    n = table.num_rows
+    return tuple(table.slice(n * j // partitions, n * (j + 1) // partitions - n * j // partitions)
+                 for j in range(partitions))
+
+
+def object_costs(repeats: int, maps: int = 16, partitions: int = 64) -> list[dict]:
+    """What each of the maps x partitions objects of a shuffle costs, apart from its bytes: parts of 1 KiB
+    (under Ray's 100 KiB inlining threshold: they travel through the owner, the driver), of 256 KiB (each
+    one an object in the store), and the same bytes as the latter in 16 times fewer, larger parts."""
+    import ray
+
+    remote_reduce = ray.remote(reduce_parts)
+    rows = []
+    for part, p in ((1 << 10, partitions), (256 << 10, partitions), (4 << 20, partitions // 16)):
+        remote_map = ray.remote(num_returns=p)(even_parts)
+        refs = [ray.put(numbers(part * p)) for _ in range(maps)]
+
+        def shuffle():
+            outs = [remote_map.remote(r, p) for r in refs]
+            ray.get([remote_reduce.remote(*(outs[i][j] for i in range(maps))) for j in range(p)])
+
+        low, med = best(shuffle, repeats)
+        rows.append({"part KiB": part >> 10, "maps x reduces": f"{maps} x {p}", "s": low, "median s": med,
+                     "us per object": low / (maps * p) * 1e6, "MB/s": maps * p * part / low / 1e6})
+        refs = None
+    return rows
+
+
+def lineitem(data: str, size: int | None) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(f"{data}/lineitem.parquet")
+    if size is not None and size < table.nbytes:
+        table = table.slice(0, int(table.num_rows * size / table.nbytes))
+    return table.combine_chunks()
+
+
+def shuffle_costs(data: str, sizes: list[int | None], partitions: list[int], repeats: int,
+                  ray_data: bool) -> list[dict]:
+    import ray
+
+    remote_reduce = ray.remote(reduce_parts)
+    rows = []
+    for size in sizes:
+        table = lineitem(data, size)
+        nbytes, n = table.nbytes, table.num_rows
+        want = (n, int(np.sum(table.column("l_orderkey").to_numpy())))
+        local_min, _ = best(lambda: hash_parts(table, "l_orderkey", 8), repeats)
+        rows.append({"MiB": nbytes / MiB, "how": "map work in one process (no Ray), P=8",
+                     "s": local_min, "s/GB": local_min / (nbytes / 1e9)})
+        for p in partitions:
+            m = p
+            blocks = [table.slice(n * i // m, n * (i + 1) // m - n * i // m) for i in range(m)]
+            start = time.perf_counter()
+            refs = [ray.put(b) for b in blocks]
+            put_s = time.perf_counter() - start
+            remote_map = ray.remote(num_returns=p)(hash_parts)
+
+            def shuffle():
+                parts = [remote_map.remote(r, "l_orderkey", p) for r in refs]
+                parts = [[x] for x in parts] if p == 1 else parts
+                done = ray.get([remote_reduce.remote(*(parts[i][j] for i in range(m))) for j in range(p)])
+                assert (sum(r for r, _ in done), sum(s for _, s in done)) == want, "shuffle lost rows"
+
+            low, med = best(shuffle, repeats)
+            rows.append({"MiB": nbytes / MiB, "how": f"Ray tasks, {m} maps x {p} reduces", "s": low,
+                         "median s": med, "s/GB": low / (nbytes / 1e9), "input put s": put_s})
+            refs = None
+        if ray_data:
+            rows.append(ray_data_shuffle(table, max(partitions), repeats))
+        table = None
+    return rows
+
+
+def ray_data_shuffle(table: pa.Table, partitions: int, repeats: int) -> dict:
+    """Ray Data's own hash shuffle of the same table (repartition by the key), for comparison."""
+    import ray
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    n, nbytes = table.num_rows, table.nbytes
+    refs = [ray.put(table.slice(n * i // partitions, n * (i + 1) // partitions - n * i // partitions))
+            for i in range(partitions)]
+
+    def shuffle():
+        ds = ray.data.from_arrow_refs(refs).repartition(partitions, keys=["l_orderkey"]).materialize()
+        assert ds.count() == n
+
+    try:
+        low, med = best(shuffle, max(1, repeats // 2))
+    except Exception as e:   # reported, not hidden: Ray Data's shuffle may not run on so small a cluster
+        return {"MiB": nbytes / MiB, "how": f"Ray Data repartition(keys), P={partitions}",
+                "failed": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    return {"MiB": nbytes / MiB, "how": f"Ray Data repartition(keys), P={partitions}", "s": low,
+            "median s": med, "s/GB": low / (nbytes / 1e9)}
+
+
+def costs(a) -> dict:
+    import ray
+
+    print(f"load average at the start: {load()}")
+    result = {"anchor": copy_bandwidth(a.repeats)}
+    for k, v in result["anchor"].items():
+        print(f"  {k:40} {v:8.2f}")
+    result["ray start s"] = start_ray(2, a.store * GiB)
+    try:
+        print(f"ray {ray.__version__}: a local Ray with 2 CPUs and {a.store} GiB of object store, started in "
+              f"{result['ray start s']:.2f} s")
+        result["tasks"] = task_costs(a.repeats)
+        for k, v in result["tasks"].items():
+            print(f"  {k:40} {v:10.3f}")
+        noop_s = result["tasks"]["empty task round trip ms (min)"] / 1e3
+        result["objects"] = object_costs(a.repeats)
+        for row in result["objects"]:
+            print("  " + ", ".join(f"{k} {_fmt(v)}" for k, v in row.items()))
+        result["store"] = store_costs([s * MiB for s in a.sizes], a.repeats, noop_s)
+        for row in result["store"]:
+            print("  " + ", ".join(f"{k} {_fmt(v)}" for k, v in row.items()))
+        data = str(tpch_data_dir(a))
+        sizes = [256 * MiB, None]
+        result["shuffle"] = shuffle_costs(data, sizes, a.partitions, a.repeats, not a.no_ray_data)
+        for row in result["shuffle"]:
+            print("  " + ", ".join(f"{k} {_fmt(v)}" for k, v in row.items()))
+    finally:
+        ray.shutdown()
+    print(f"load average at the end: {load()}")
+    return result
+
+
+def _fmt(v) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+# ---------------------------------------------------------------- what the joins of Q3, Q5, Q10 exchange
+
+def exchange_volumes(data: str) -> dict[str, list[tuple[str, int]]]:
+    """Bytes (Arrow, as Polars estimates them) of each side of each join of Q3, Q5 and Q10 at this scale,
+    filtered and cut to the columns the rest of the query reads (as projection pushdown leaves them), in
+    the queries' join order. The model in bench/RESULTS.md scales them to SF100 and applies the lane's
+    broadcast rule to each join."""
+    import datetime as dt
+
+    import polars as pl
+
+    def scan(name: str, *cols: str) -> pl.LazyFrame:
+        return pl.scan_parquet(f"{data}/{name}.parquet").select(cols)
+
+    def size(frame: pl.LazyFrame) -> tuple[pl.DataFrame, int]:
+        got = frame.collect()
+        return got, int(got.estimated_size())
+
+    out = {}
+    # Q3: customer(BUILDING) x orders(< 1995-03-15) x lineitem(> 1995-03-15)
+    cust, c = size(scan("customer", "c_custkey", "c_mktsegment").filter(pl.col("c_mktsegment") == "BUILDING")
+                   .select("c_custkey"))
+    ords, o = size(scan("orders", "o_orderkey", "o_custkey", "o_orderdate", "o_shippriority")
+                   .filter(pl.col("o_orderdate") < dt.date(1995, 3, 15)))
+    co, j = size(cust.lazy().join(ords.lazy(), left_on="c_custkey", right_on="o_custkey")
+                 .select("o_orderkey", "o_orderdate", "o_shippriority"))
+    _, li = size(scan("lineitem", "l_orderkey", "l_extendedprice", "l_discount", "l_shipdate")
+                 .filter(pl.col("l_shipdate") > dt.date(1995, 3, 15)).drop("l_shipdate"))
+    out["q3"] = [("customer (BUILDING)", c), ("orders (date <)", o), ("customer x orders", j), ("lineitem (date >)", li)]
+    # Q5: customer x orders(1994) x lineitem x supplier x nation x region
+    cust, c = size(scan("customer", "c_custkey", "c_nationkey"))
+    ords, o = size(scan("orders", "o_orderkey", "o_custkey", "o_orderdate")
+                   .filter(pl.col("o_orderdate").is_between(dt.date(1994, 1, 1), dt.date(1995, 1, 1), closed="left"))
+                   .drop("o_orderdate"))
+    co, j = size(cust.lazy().join(ords.lazy(), left_on="c_custkey", right_on="o_custkey")
+                 .select("o_orderkey", "c_nationkey"))
+    lines, li = size(scan("lineitem", "l_orderkey", "l_suppkey", "l_extendedprice", "l_discount"))
+    col, j2 = size(co.lazy().join(lines.lazy(), left_on="o_orderkey", right_on="l_orderkey").drop("o_orderkey"))
+    _, s = size(scan("supplier", "s_suppkey", "s_nationkey"))
+    out["q5"] = [("customer", c), ("orders (1994)", o), ("customer x orders", j), ("lineitem", li),
+                 ("... x lineitem", j2), ("supplier", s)]
+    # Q10: customer x orders(Q4 1993) x lineitem(R) x nation
+    cols = ("c_custkey", "c_name", "c_acctbal", "c_phone", "c_nationkey", "c_address", "c_comment")
+    cust, c = size(scan("customer", *cols))
+    ords, o = size(scan("orders", "o_orderkey", "o_custkey", "o_orderdate")
+                   .filter(pl.col("o_orderdate").is_between(dt.date(1993, 10, 1), dt.date(1994, 1, 1), closed="left"))
+                   .drop("o_orderdate"))
+    _, j = size(cust.lazy().join(ords.lazy(), left_on="c_custkey", right_on="o_custkey"))
+    _, li = size(scan("lineitem", "l_orderkey", "l_extendedprice", "l_discount", "l_returnflag")
+                 .filter(pl.col("l_returnflag") == "R").drop("l_returnflag"))
+    out["q10"] = [("customer", c), ("orders (Q4 1993)", o), ("customer x orders", j), ("lineitem (R)", li)]
+    return out
+
+
+def volumes(a) -> dict:
+    data = str(tpch_data_dir(a))
+    found = exchange_volumes(data)
+    print(f"bytes each join side holds at SF{a.scale:g} (x100 for SF100), after filters and projection:")
+    for name, sides in found.items():
+        print(f"  {name}: " + ", ".join(f"{what} {b / MiB:.1f} MiB" for what, b in sides))
+    return found
+
+
+# ---------------------------------------------------------------- TPC-H
+
+def tpch_data_dir(a) -> Path:
+    from examples.tpch import data as tpch_data
+
+    data = Path(a.data or f"/tmp/eidos-bench/tpch-sf{a.scale:g}")
+    tpch_data.ensure(a.scale, data, level=3)
+    return data
+
+
+def tpch(a) -> dict:
+    """One child per CPU count (see the module's docstring); their figures side by side."""
+    data = tpch_data_dir(a)
+    print(f"data: {data}; load average at the start: {load()}")
+    found = {}
+    for cpus in a.cpus:
+        args = [sys.executable, __file__, "tpch-child", "--cpus", str(cpus), "--data", str(data),
+                "--runs", str(a.runs), "--store", str(a.store), "--queries", *a.queries]
+        if a.partitions_tpch:
+            args += ["--partitions-tpch", str(a.partitions_tpch)]
+        out = subprocess.run(args, stdout=subprocess.PIPE, text=True, check=True).stdout
+        lines = out.splitlines()
+        print("\n".join(line for line in lines if not line.startswith("{")))
+        found[cpus] = json.loads(next(line for line in lines if line.startswith("{")))
+    print(f"\nload average at the end: {load()}")
+    print("summary: median s (min s); ratios of medians")
+    labels = ["polars native", "duckdb native", "eidos polars", "eidos duckdb", "eidos ray"]
+    for name in a.queries:
+        print(f"\n{name:6} {'cpus':>4} " + " ".join(f"{x:>17}" for x in labels)
+              + f" {'ray/polars lane':>16} {'ray/best lane':>14}")
+        for cpus in a.cpus:
+            med, low = found[cpus]["median"][name], found[cpus]["min"][name]
+            cells = [f"{med[x]:.3f} ({low[x]:.3f})" if x in med else "failed" for x in labels]
+            lanes = [med[x] for x in ("eidos polars", "eidos duckdb") if x in med]
+            ray_med = med.get("eidos ray")
+            r1 = f"{ray_med / med['eidos polars']:.2f}" if ray_med and "eidos polars" in med else "n/a"
+            r2 = f"{ray_med / min(lanes):.2f}" if ray_med and lanes else "n/a"
+            print(f"{name:6} {cpus:>4} " + " ".join(f"{c:>17}" for c in cells) + f" {r1:>16} {r2:>14}")
+        if len(a.cpus) > 1:
+            first, last = a.cpus[0], a.cpus[-1]
+            speedups = [f"{x} {found[first]['median'][name][x] / found[last]['median'][name][x]:.2f}x"
+                        for x in labels if x in found[first]["median"][name] and x in found[last]["median"][name]]
+            print(f"{name:6} {first}->{last} CPUs: " + ", ".join(speedups))
+    return found
+
+
+def tpch_child(a) -> None:
+    if a.cpus < (os.cpu_count() or 1):
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:a.cpus]))   # before any engine starts
+    if a.partitions_tpch:
+        os.environ["EIDOS_RAY_PARTITIONS"] = str(a.partitions_tpch)
+    import duckdb
+    import polars as pl
+    import ray
+
+    import eidos as ei
+    from bench import tpch as bench
+    from examples.tpch.queries import QUERIES
+
+    started = start_ray(a.cpus, a.store * GiB)
+    try:
+        from eidos.lanes.ray import RayLane, connect
+
+        cluster = connect.connect()
+        parts = RayLane().partition_count(cluster)
+        print(f"\n== {a.cpus} CPU{'s' if a.cpus > 1 else ''}: cores {sorted(os.sched_getaffinity(0))}, a local Ray "
+              f"with num_cpus={a.cpus} ({cluster.where()}; started in {started:.1f} s), ray lane partitions "
+              f"{parts}; polars {pl.__version__} ({pl.thread_pool_size()} threads), duckdb {duckdb.__version__}, "
+              f"ray {ray.__version__}, eidos {ei.__version__}, python {platform.python_version()}; runs={a.runs}; "
+              f"load average {load()}")
+        con = duckdb.connect()
+        natives = bench.polars_queries(a.data)
+        medians, mins = {}, {}
+        for name in a.queries:
+            flow = QUERIES[name](a.data)
+            variants = {"duckdb native": lambda: bench.native_duckdb_answer(con, name, a.data),
+                        "polars native": lambda: natives[name]().collect().to_arrow()}
+            for lane in ("polars", "duckdb", "ray"):
+                variants[f"eidos {lane}"] = lambda lane=lane: flow.run(engine=lane, strict=True)
+            times, results = bench.timed(variants, a.runs)
+            expected = results["duckdb native"]
+            print(f"{name:6} {'what':14} {'min s':>8} {'median s':>9}  check")
+            for label, res in results.items():
+                if isinstance(res, Exception):
+                    print(f"{name:6} {label:14} failed: {type(res).__name__}: {str(res).splitlines()[0]}")
+                    continue
+                check = "(answer)" if label == "duckdb native" else \
+                    bench.same(res, expected, native=label.endswith("native"))
+                print(f"{name:6} {label:14} {min(times[label]):8.4f} {statistics.median(times[label]):9.4f}  {check}")
+            medians[name] = {k: statistics.median(v) for k, v in times.items()}
+            mins[name] = {k: min(v) for k, v in times.items()}
+        print(f"load average after the {a.cpus}-CPU runs: {load()}")
+        print(json.dumps({"median": medians, "min": mins}))
+    finally:
+        ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", nargs="?", choices=("costs", "volumes", "tpch", "tpch-child", "all"), default="all")
+    p.add_argument("--repeats", type=int, default=5, help="costs: timed repeats of each measurement")
+    p.add_argument("--sizes", type=int, nargs="*", default=[64, 256, 1024], help="costs: object sizes, MiB")
+    p.add_argument("--partitions", type=int, nargs="*", default=[2, 4, 8, 16], help="costs: shuffle partitions")
+    p.add_argument("--no-ray-data", action="store_true", help="costs: skip Ray Data's shuffle")
+    p.add_argument("--store", type=int, default=4, help="object store GiB of each Ray started")
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--data", default=None, help="folder of <table>.parquet (default /tmp/eidos-bench/tpch-sf<scale>)")
+    p.add_argument("--runs", type=int, default=5, help="tpch: timed rounds")
+    p.add_argument("--queries", nargs="*", default=["q1", "q3", "q5", "q6", "q10"])
+    p.add_argument("--cpus", type=int, nargs="*", default=[1, 2], help="tpch: local Ray sizes (num_cpus)")
+    p.add_argument("--partitions-tpch", type=int, default=None, help="tpch: the ray lane's partitions")
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+    a = p.parse_args(argv)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}, "
+          f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / GiB:.0f} GiB memory")
+    if a.what == "tpch-child":
+        a.cpus = a.cpus[0]
+        tpch_child(a)
+        return 0
+    found = {}
+    if a.what in ("costs", "all"):
+        found["costs"] = costs(a)
+    if a.what in ("volumes", "all"):
+        found["volumes"] = volumes(a)
+    if a.what in ("tpch", "all"):
+        found["tpch"] = tpch(a)
+    if a.json:
+        Path(a.json).write_text(json.dumps(found, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
