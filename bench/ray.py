@@ -12,6 +12,7 @@ costs: one local Ray started here (2 CPUs, free ports, a temp folder under /tmp,
   - the object store: ray.put and ray.get of Arrow tables of 64 MiB .. 1 GiB (per GB), whether a get is
     zero-copy (the table's buffers lie in the store's shared memory, in the driver and in a worker), a
     task handed the table (argument) and a task returning it (a worker's put);
+  - a scan task's read of parquet row groups (pyarrow, as the lane's tasks read them) beside Polars';
   - a hash shuffle of TPC-H lineitem on l_orderkey done the way the lane's execute.py does it: map tasks
     (polars hash_rows of the key mod P, a stable argsort, one take, P slices returned with num_returns=P)
     and P reduce tasks concatenating their parts; per GB, for several P, beside the same map work in one
@@ -285,6 +286,25 @@ def object_costs(repeats: int, maps: int = 16, partitions: int = 64) -> list[dic
     return rows
 
 
+def scan_costs(data: str, repeats: int) -> dict[str, float]:
+    """A scan task's read: half of lineitem's row groups, Q6's four columns (three of them decimals, stored
+    as fixed-size binaries), read the way execute.py reads them (pyarrow read_row_groups) and the way the
+    polars lane reads a file (scan_parquet, the same rows as a slice)."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    path = f"{data}/lineitem.parquet"
+    cols = ["l_quantity", "l_extendedprice", "l_discount", "l_shipdate"]
+    meta = pq.ParquetFile(path).metadata
+    groups = list(range(meta.num_row_groups // 2))
+    rows = sum(meta.row_group(g).num_rows for g in groups)
+    arrow_s, _ = best(lambda: pq.ParquetFile(path).read_row_groups(groups, columns=cols), repeats)
+    polars_s, _ = best(lambda: pl.scan_parquet(path).slice(0, rows).select(cols).collect(), repeats)
+    dates_s, _ = best(lambda: pq.ParquetFile(path).read_row_groups(groups, columns=cols[3:]), repeats)
+    return {"rows": rows, "pyarrow read_row_groups s": arrow_s, "polars scan_parquet slice s": polars_s,
+            "pyarrow, the date column alone s": dates_s, "pyarrow / polars": arrow_s / polars_s}
+
+
 def lineitem(data: str, size: int | None) -> pa.Table:
     import pyarrow.parquet as pq
 
@@ -376,6 +396,8 @@ def costs(a) -> dict:
         for row in result["store"]:
             print("  " + ", ".join(f"{k} {_fmt(v)}" for k, v in row.items()))
         data = str(tpch_data_dir(a))
+        result["scan"] = scan_costs(data, a.repeats)
+        print("  scan task read: " + ", ".join(f"{k} {_fmt(v)}" for k, v in result["scan"].items()))
         sizes = [256 * MiB, None]
         result["shuffle"] = shuffle_costs(data, sizes, a.partitions, a.repeats, not a.no_ray_data)
         for row in result["shuffle"]:
@@ -517,7 +539,7 @@ def tpch_child(a) -> None:
         from eidos.lanes.ray import RayLane, connect
 
         cluster = connect.connect()
-        parts = RayLane().partition_count(cluster)
+        parts = RayLane().partition_count(cluster.cpus)
         print(f"\n== {a.cpus} CPU{'s' if a.cpus > 1 else ''}: cores {sorted(os.sched_getaffinity(0))}, a local Ray "
               f"with num_cpus={a.cpus} ({cluster.where()}; started in {started:.1f} s), ray lane partitions "
               f"{parts}; polars {pl.__version__} ({pl.thread_pool_size()} threads), duckdb {duckdb.__version__}, "
