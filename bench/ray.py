@@ -17,7 +17,8 @@ costs: one local Ray started here (2 CPUs, free ports, a temp folder under /tmp,
     (polars hash_rows of the key mod P, a stable argsort, one take, P slices returned with num_returns=P)
     and P reduce tasks concatenating their parts; per GB, for several P, beside the same map work in one
     process without Ray (the compute floor) and Ray Data's own hash shuffle (repartition by keys).
-volumes: the bytes each join side of Q3, Q5 and Q10 holds (filtered, projected), for the model's shuffles.
+volumes: the bytes each join side of Q3, Q5 and Q10 holds (filtered, projected), for the model's shuffles,
+  and the parquet bytes each query's scans read.
 tpch: per number of CPUs (--cpus 1 2), a child process (pinned to that many cores when fewer than the
   machine's, so its Ray, its workers and the local lanes all see a machine of that size) starts a local
   Ray with num_cpus=n and times, in interleaved rounds, native DuckDB and Polars, the polars and duckdb
@@ -417,8 +418,9 @@ def _fmt(v) -> str:
 def exchange_volumes(data: str) -> dict[str, list[tuple[str, int]]]:
     """Bytes (Arrow, as Polars estimates them) of each side of each join of Q3, Q5 and Q10 at this scale,
     filtered and cut to the columns the rest of the query reads (as projection pushdown leaves them), in
-    the queries' join order. The model in bench/RESULTS.md scales them to SF100 and applies the lane's
-    broadcast rule to each join."""
+    the queries' join order, and of the rows entering the final aggregate of Q1, Q3, Q6 and Q10 (what a
+    hash exchange of rows moves when the aggregate has no partial states). The model in bench/RESULTS.md
+    scales them to SF100 and applies the lane's broadcast rule to each join."""
     import datetime as dt
 
     import polars as pl
@@ -431,6 +433,10 @@ def exchange_volumes(data: str) -> dict[str, list[tuple[str, int]]]:
         return got, int(got.estimated_size())
 
     out = {}
+    # Q1: its aggregate's input rows (what a hash exchange of rows moves when there are no partial states)
+    _, rows = size(scan("lineitem", "l_returnflag", "l_linestatus", "l_quantity", "l_extendedprice", "l_discount",
+                        "l_tax", "l_shipdate").filter(pl.col("l_shipdate") <= dt.date(1998, 9, 2)).drop("l_shipdate"))
+    out["q1"] = [("aggregate input (rows)", rows)]
     # Q3: customer(BUILDING) x orders(< 1995-03-15) x lineitem(> 1995-03-15)
     cust, c = size(scan("customer", "c_custkey", "c_mktsegment").filter(pl.col("c_mktsegment") == "BUILDING")
                    .select("c_custkey"))
@@ -438,9 +444,11 @@ def exchange_volumes(data: str) -> dict[str, list[tuple[str, int]]]:
                    .filter(pl.col("o_orderdate") < dt.date(1995, 3, 15)))
     co, j = size(cust.lazy().join(ords.lazy(), left_on="c_custkey", right_on="o_custkey")
                  .select("o_orderkey", "o_orderdate", "o_shippriority"))
-    _, li = size(scan("lineitem", "l_orderkey", "l_extendedprice", "l_discount", "l_shipdate")
-                 .filter(pl.col("l_shipdate") > dt.date(1995, 3, 15)).drop("l_shipdate"))
-    out["q3"] = [("customer (BUILDING)", c), ("orders (date <)", o), ("customer x orders", j), ("lineitem (date >)", li)]
+    lines, li = size(scan("lineitem", "l_orderkey", "l_extendedprice", "l_discount", "l_shipdate")
+                     .filter(pl.col("l_shipdate") > dt.date(1995, 3, 15)).drop("l_shipdate"))
+    _, agg = size(co.lazy().join(lines.lazy(), left_on="o_orderkey", right_on="l_orderkey"))
+    out["q3"] = [("customer (BUILDING)", c), ("orders (date <)", o), ("customer x orders", j), ("lineitem (date >)", li),
+                 ("aggregate input (rows)", agg)]
     # Q5: customer x orders(1994) x lineitem x supplier x nation x region
     cust, c = size(scan("customer", "c_custkey", "c_nationkey"))
     ords, o = size(scan("orders", "o_orderkey", "o_custkey", "o_orderdate")
@@ -453,25 +461,64 @@ def exchange_volumes(data: str) -> dict[str, list[tuple[str, int]]]:
     _, s = size(scan("supplier", "s_suppkey", "s_nationkey"))
     out["q5"] = [("customer", c), ("orders (1994)", o), ("customer x orders", j), ("lineitem", li),
                  ("... x lineitem", j2), ("supplier", s)]
+    out["q6"] = [("aggregate input (rows)", size(scan("lineitem", "l_quantity", "l_extendedprice", "l_discount",
+                                                      "l_shipdate")
+                                                 .filter(pl.col("l_shipdate").is_between(dt.date(1994, 1, 1),
+                                                                                         dt.date(1995, 1, 1),
+                                                                                         closed="left")
+                                                         & pl.col("l_discount").is_between(0.05, 0.07)
+                                                         & (pl.col("l_quantity") < 24))
+                                                 .select("l_extendedprice", "l_discount"))[1])]
     # Q10: customer x orders(Q4 1993) x lineitem(R) x nation
     cols = ("c_custkey", "c_name", "c_acctbal", "c_phone", "c_nationkey", "c_address", "c_comment")
     cust, c = size(scan("customer", *cols))
     ords, o = size(scan("orders", "o_orderkey", "o_custkey", "o_orderdate")
                    .filter(pl.col("o_orderdate").is_between(dt.date(1993, 10, 1), dt.date(1994, 1, 1), closed="left"))
                    .drop("o_orderdate"))
-    _, j = size(cust.lazy().join(ords.lazy(), left_on="c_custkey", right_on="o_custkey"))
-    _, li = size(scan("lineitem", "l_orderkey", "l_extendedprice", "l_discount", "l_returnflag")
-                 .filter(pl.col("l_returnflag") == "R").drop("l_returnflag"))
-    out["q10"] = [("customer", c), ("orders (Q4 1993)", o), ("customer x orders", j), ("lineitem (R)", li)]
+    co, j = size(cust.lazy().join(ords.lazy(), left_on="c_custkey", right_on="o_custkey"))
+    lines, li = size(scan("lineitem", "l_orderkey", "l_extendedprice", "l_discount", "l_returnflag")
+                     .filter(pl.col("l_returnflag") == "R").drop("l_returnflag"))
+    _, agg = size(co.lazy().join(lines.lazy(), left_on="o_orderkey", right_on="l_orderkey").drop("o_orderkey"))
+    out["q10"] = [("customer", c), ("orders (Q4 1993)", o), ("customer x orders", j), ("lineitem (R)", li),
+                  ("aggregate input (rows)", agg)]
+    return out
+
+
+def scanned_bytes(data: str, queries: list[str]) -> dict[str, tuple[int, int]]:
+    """Per query, (compressed bytes in the parquet files, uncompressed bytes) of the columns its scans read,
+    after eidos's projection pruning: what its scan stage reads from storage and decodes."""
+    import pyarrow.parquet as pq
+
+    from eidos.hal import planner
+    from eidos.ir import nodes as N
+    from examples.tpch.queries import QUERIES
+
+    out = {}
+    for name in queries:
+        packed = plain = 0
+        for node in planner.decide(QUERIES[name](data).plan, "polars").plan.walk():
+            if isinstance(node, N.Scan) and hasattr(node.source, "files"):
+                for path in node.source.files:
+                    meta = pq.ParquetFile(path).metadata
+                    for g in range(meta.num_row_groups):
+                        for c in range(meta.num_columns):
+                            col = meta.row_group(g).column(c)
+                            if node.columns is None or col.path_in_schema in node.columns:
+                                packed += col.total_compressed_size
+                                plain += col.total_uncompressed_size
+        out[name] = (packed, plain)
     return out
 
 
 def volumes(a) -> dict:
     data = str(tpch_data_dir(a))
-    found = exchange_volumes(data)
+    found = {"exchanges": exchange_volumes(data), "scanned": scanned_bytes(data, a.queries)}
     print(f"bytes each join side holds at SF{a.scale:g} (x100 for SF100), after filters and projection:")
-    for name, sides in found.items():
+    for name, sides in found["exchanges"].items():
         print(f"  {name}: " + ", ".join(f"{what} {b / MiB:.1f} MiB" for what, b in sides))
+    print("parquet bytes each query's scans read (compressed / uncompressed):")
+    for name, (packed, plain) in found["scanned"].items():
+        print(f"  {name}: {packed / MiB:.1f} / {plain / MiB:.1f} MiB")
     return found
 
 
