@@ -522,6 +522,111 @@ def volumes(a) -> dict:
     return found
 
 
+# ---------------------------------------------------------------- the model: SF100 on N nodes
+
+# The exchanges of each query at a large scale, in the lane's terms: ("join", [side, side]) broadcasts a side
+# under the broadcast threshold, else hashes both; ("agg", [input]) hashes the aggregate's input rows (or
+# only partial states, when the aggregate has them); ("gather", [input]) sends the rows to one task.
+EXCHANGES = {
+    "q1": [("agg", ["aggregate input (rows)"])],
+    "q3": [("join", ["customer (BUILDING)", "orders (date <)"]), ("join", ["customer x orders", "lineitem (date >)"]),
+           ("agg", ["aggregate input (rows)"])],
+    "q5": [("join", ["customer", "orders (1994)"]), ("join", ["customer x orders", "lineitem"]),
+           ("join", ["... x lineitem", "supplier"])],
+    "q6": [("gather", ["aggregate input (rows)"])],
+    "q10": [("join", ["customer", "orders (Q4 1993)"]), ("join", ["customer x orders", "lineitem (R)"]),
+            ("agg", ["aggregate input (rows)"])],
+}
+SKEWED = {"q1": 4}   # Q1's aggregate has 4 groups: hashing its rows leaves 4 tasks all the work
+
+
+def predict(q: str, m: dict, nodes: int, cores: int, net: float, storage: float, today: bool) -> dict:
+    """Seconds of query `q` at m["scale"] on `nodes` nodes of `cores` cores (see bench/RESULTS.md, Ray).
+
+    today: the lane as measured (its 1-CPU SF1 time as the work, aggregates hash their rows, every map task
+    returns one object per partition: P^2 objects an exchange); else the lane with partial aggregates, tasks
+    reading parquet as the polars lane does (the best local lane's 1-CPU time as the work), and the map
+    outputs of a node combined and split by destination node (N^2 objects an exchange)."""
+    scale, cpus = m["scale"], nodes * cores
+    p = cpus
+    sizes = dict(m["volumes"][q]) if q in m["volumes"] else {}
+    w = m["work_ray" if today else "work_local"][q] * scale
+    hashed, broadcast, gathered, exchanges = 0.0, 0.0, 0.0, 0
+    for how, sides in EXCHANGES[q]:
+        got = [sizes[x] * scale for x in sides]
+        if how == "join":
+            if min(got) < m["broadcast"]:
+                broadcast += min(got)
+            else:
+                hashed += sum(got)
+                exchanges += 2
+        elif how == "agg" and today:
+            hashed += got[0]
+            exchanges += 1
+        elif how == "gather" and today:
+            gathered += got[0]
+    cpu = (w + hashed / 1e9 * m["shuffle_core_s_per_gb"]) / cpus
+    if today and q in SKEWED:   # the aggregate's work on as many tasks as it has groups
+        cpu = max(cpu, w / SKEWED[q])
+    io = m["scanned"][q] * scale / (nodes * storage)
+    net_s = hashed * (nodes - 1) / nodes ** 2 / net + broadcast / net + gathered / net
+    each = p * p if today else nodes * nodes
+    objects, part = exchanges * each, hashed / max(1, exchanges) / each
+    tasks = m["stages"][q] * p
+    overhead = objects * m["object_s"] + tasks / m["tasks_per_s"] + m["stages"][q] * m["round_trip_s"]
+    return {"cpu": cpu, "io": io, "net": net_s, "objects": objects, "part": part,
+            "overhead": overhead, "total": max(cpu, io) + net_s + overhead,
+            "hashed GB": hashed / 1e9, "inline": exchanges > 0 and part < m["inline"]}
+
+
+def model(a) -> dict:
+    """The SF100 predictions from this machine's figures (--costs and --tpch: JSON files this script wrote
+    with --json) and the volumes measured on the SF1 data."""
+    costs = json.loads(Path(a.costs).read_text())["costs"]
+    runs = json.loads(Path(a.tpch).read_text())["tpch"]
+    data = str(tpch_data_dir(a))
+    one = runs.get("1") or runs.get(1)
+    queries = [q for q in a.queries if q in EXCHANGES]
+    shuffles = [r for r in costs["shuffle"] if r["how"].startswith("Ray tasks") and r["MiB"] > 512]
+    plasma = next(r for r in costs["objects"] if r["part KiB"] == 256)
+    m = {"scale": a.model_scale, "broadcast": 64 * MiB, "inline": 100 * 1024,
+         "volumes": exchange_volumes(data), "scanned": {q: b for q, (b, _) in scanned_bytes(data, queries).items()},
+         "work_ray": {q: one["median"][q]["eidos ray"] for q in queries},
+         "work_local": {q: min(one["median"][q][x] for x in ("eidos polars", "eidos duckdb")) for q in queries},
+         "shuffle_core_s_per_gb": 2 * min(r["s/GB"] for r in shuffles),   # both cores busy
+         "object_s": plasma["us per object"] / 1e6,
+         "tasks_per_s": costs["tasks"]["empty tasks/s (2000 at once)"],
+         "round_trip_s": costs["tasks"]["empty task round trip ms (median)"] / 1e3,
+         "stages": {q: _stage_count(q, data) for q in queries}}
+    print(f"model inputs: shuffle {m['shuffle_core_s_per_gb']:.2f} core-s/GB, {m['object_s'] * 1e6:.0f} us an object, "
+          f"{m['tasks_per_s']:.0f} tasks/s, round trip {m['round_trip_s'] * 1e3:.2f} ms; work core-s at SF1 (ray lane / "
+          f"best local lane, 1 CPU): " + ", ".join(f"{q} {m['work_ray'][q]:.2f}/{m['work_local'][q]:.2f}" for q in queries))
+    out = {}
+    for nodes, cores, gbps, storage in [(n, a.cores, a.net_gbps, a.storage_gbs) for n in a.nodes] + \
+            [(8, 8, 10, 1.0)]:
+        net = gbps / 8 * 1e9 * a.net_efficiency
+        print(f"\nSF{m['scale']:g} on {nodes} nodes x {cores} cores, {gbps} Gb/s ({a.net_efficiency:.0%} of it), "
+              f"storage {storage:g} GB/s a node")
+        print(f"{'query':6} {'lane':7} {'total s':>8} {'cpu':>7} {'io':>6} {'net':>6} {'overhead':>9} "
+              f"{'hashed GB':>10} {'objects':>9} {'part KiB':>9}")
+        for q in queries:
+            for today in (True, False):
+                r = predict(q, m, nodes, cores, net, storage * 1e9, today)
+                out[f"{q} {nodes}x{cores} {'today' if today else 'fixed'}"] = r
+                print(f"{q:6} {'today' if today else 'fixed':7} {r['total']:8.2f} {r['cpu']:7.2f} {r['io']:6.2f} "
+                      f"{r['net']:6.2f} {r['overhead']:9.2f} {r['hashed GB']:10.1f} {r['objects']:9.0f} "
+                      f"{r['part'] / 1024:9.1f}{' inline: through the driver' if r['inline'] else ''}")
+    return out
+
+
+def _stage_count(q: str, data: str) -> int:
+    from eidos.hal import planner
+    from eidos.lanes.ray import RayLane
+    from examples.tpch.queries import QUERIES
+
+    return sum(1 for _ in RayLane().stages(planner.decide(QUERIES[q](data).plan, "ray").plan, 2).walk())
+
+
 # ---------------------------------------------------------------- TPC-H
 
 def tpch_data_dir(a) -> Path:
@@ -621,7 +726,7 @@ def tpch_child(a) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", nargs="?", choices=("costs", "volumes", "tpch", "tpch-child", "all"), default="all")
+    p.add_argument("what", nargs="?", choices=("costs", "volumes", "tpch", "tpch-child", "model", "all"), default="all")
     p.add_argument("--repeats", type=int, default=5, help="costs: timed repeats of each measurement")
     p.add_argument("--sizes", type=int, nargs="*", default=[64, 256, 1024], help="costs: object sizes, MiB")
     p.add_argument("--partitions", type=int, nargs="*", default=[2, 4, 8, 16], help="costs: shuffle partitions")
@@ -634,6 +739,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpus", type=int, nargs="*", default=[1, 2], help="tpch: local Ray sizes (num_cpus)")
     p.add_argument("--partitions-tpch", type=int, default=None, help="tpch: the ray lane's partitions")
     p.add_argument("--json", default=None, help="also write the figures to this file")
+    p.add_argument("--costs", default=None, help="model: the JSON of a costs run")
+    p.add_argument("--tpch", default=None, help="model: the JSON of a tpch run")
+    p.add_argument("--model-scale", type=float, default=100.0, help="model: the scale factor predicted")
+    p.add_argument("--nodes", type=int, nargs="*", default=[8, 64], help="model: cluster sizes")
+    p.add_argument("--cores", type=int, default=16, help="model: cores a node")
+    p.add_argument("--net-gbps", type=float, default=25.0, help="model: network Gb/s a node")
+    p.add_argument("--net-efficiency", type=float, default=0.7, help="model: share of the link a shuffle gets")
+    p.add_argument("--storage-gbs", type=float, default=2.0, help="model: parquet read GB/s a node")
     a = p.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}, "
           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / GiB:.0f} GiB memory")
@@ -648,6 +761,8 @@ def main(argv: list[str] | None = None) -> int:
         found["volumes"] = volumes(a)
     if a.what in ("tpch", "all"):
         found["tpch"] = tpch(a)
+    if a.what == "model":
+        found["model"] = model(a)
     if a.json:
         Path(a.json).write_text(json.dumps(found, indent=1, default=str))
     return 0
