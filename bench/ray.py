@@ -13,7 +13,7 @@ costs: one local Ray started here (2 CPUs, free ports, a temp folder under /tmp,
     zero-copy (the table's buffers lie in the store's shared memory, in the driver and in a worker), a
     task handed the table (argument) and a task returning it (a worker's put);
   - a scan task's read of parquet row groups (pyarrow, as the lane's tasks read them) beside Polars';
-  - a hash shuffle of TPC-H lineitem on l_orderkey done the way the lane's execute.py does it: map tasks
+  - a hash shuffle of TPC-H lineitem on l_orderkey with the lane's own map step (execute.py): map tasks
     (polars hash_rows of the key mod P, a stable argsort, one take, P slices returned with num_returns=P)
     and P reduce tasks concatenating their parts; per GB, for several P, beside the same map work in one
     process without Ray (the compute floor) and Ray Data's own hash shuffle (repartition by keys).
@@ -51,7 +51,6 @@ import pyarrow as pa  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
-SEED = 0x5EED_E1D05   # the hash seed, as the lane's tasks use one fixed seed
 
 
 def load() -> str:
@@ -239,16 +238,14 @@ def store_costs(sizes: list[int], repeats: int, noop_s: float) -> list[dict]:
 # ---------------------------------------------------------------- the hash shuffle
 
 def hash_parts(table: pa.Table, key: str, partitions: int) -> tuple[pa.Table, ...]:
-    """The lane's map step (execute.py _hashed and _parts): polars hash_rows of the key mod P, a stable
-    argsort, one take, P zero-copy slices."""
-    import polars as pl
+    """The lane's own map step (execute.py _hashed and _parts): polars hash_rows of the key with the lane's
+    seed, mod P, a stable argsort, one take, P zero-copy slices."""
+    from eidos.ir import expr as E
+    from eidos.lanes.ray import execute
+    from eidos.lanes.ray.stages import HASH, Exchange
 
-    part = (pl.from_arrow(table.select([key])).hash_rows(seed=SEED).to_numpy() % partitions).astype(np.int64)
-    order = np.argsort(part, kind="stable")
-    counts = np.bincount(part, minlength=partitions)
-    grouped = table.take(order)
-    starts = np.concatenate(([0], np.cumsum(counts)))
-    return tuple(grouped.slice(starts[j], counts[j]) for j in range(partitions))
+    out = Exchange(HASH, partitions, keys=(E.Column(key),), types=(None,))
+    return execute._parts(table, execute._hashed(table, out), partitions)
 
 
 def reduce_parts(*parts: pa.Table) -> tuple[int, int]:
