@@ -522,55 +522,45 @@ def volumes(a) -> dict:
 # ---------------------------------------------------------------- the model: SF100 on N nodes
 
 # The exchanges of each query at a large scale, in the lane's terms: ("join", [side, side]) broadcasts a side
-# under the broadcast threshold, else hashes both; ("agg", [input]) hashes the aggregate's input rows (or
-# only partial states, when the aggregate has them); ("gather", [input]) sends the rows to one task.
+# under the broadcast threshold, else hashes both; ("hash", [what]) hashes it. Q1's and Q6's aggregates, and
+# Q3's (whose groups lie within one order, so within one partition after the join), move partial states of a
+# few bytes to kilobytes a task: left out. Q10's groups (customers) spread over the join's partitions: its
+# partial states are counted at the size of the aggregate's input rows (an upper bound).
 EXCHANGES = {
-    "q1": [("agg", ["aggregate input (rows)"])],
-    "q3": [("join", ["customer (BUILDING)", "orders (date <)"]), ("join", ["customer x orders", "lineitem (date >)"]),
-           ("agg", ["aggregate input (rows)"])],
+    "q1": [],
+    "q3": [("join", ["customer (BUILDING)", "orders (date <)"]), ("join", ["customer x orders", "lineitem (date >)"])],
     "q5": [("join", ["customer", "orders (1994)"]), ("join", ["customer x orders", "lineitem"]),
            ("join", ["... x lineitem", "supplier"])],
-    "q6": [("gather", ["aggregate input (rows)"])],
+    "q6": [],
     "q10": [("join", ["customer", "orders (Q4 1993)"]), ("join", ["customer x orders", "lineitem (R)"]),
-            ("agg", ["aggregate input (rows)"])],
+            ("hash", ["aggregate input (rows)"])],
 }
-SKEWED = {"q1": 4}   # Q1's aggregate has 4 groups: hashing its rows leaves 4 tasks all the work
 
 
 def predict(q: str, m: dict, nodes: int, cores: int, net: float, storage: float, today: bool) -> dict:
     """Seconds of query `q` at m["scale"] on `nodes` nodes of `cores` cores (see bench/RESULTS.md, Ray).
 
-    today: the lane as measured (its 1-CPU SF1 time as the work, aggregates hash their rows, every map task
-    returns one object per partition: P^2 objects an exchange); else the lane with partial aggregates, tasks
-    reading parquet as the polars lane does (the best local lane's 1-CPU time as the work), and the map
-    outputs of a node combined and split by destination node (N^2 objects an exchange)."""
+    today: the lane as measured (its 1-CPU SF1 time as the work; every map task returns one object per
+    partition, P = the cluster's CPUs: P^2 objects an exchange); else the lane with tasks reading parquet as
+    the polars lane does (the best local lane's 1-CPU time as the work) and the map outputs of a node
+    combined and split by destination node (N^2 objects an exchange)."""
     scale, cpus = m["scale"], nodes * cores
-    p = cpus
-    sizes = dict(m["volumes"][q]) if q in m["volumes"] else {}
+    sizes = dict(m["volumes"].get(q, []))
     w = m["work_ray" if today else "work_local"][q] * scale
-    hashed, broadcast, gathered, exchanges = 0.0, 0.0, 0.0, 0
+    hashed, broadcast, exchanges = 0.0, 0.0, 0
     for how, sides in EXCHANGES[q]:
         got = [sizes[x] * scale for x in sides]
-        if how == "join":
-            if min(got) < m["broadcast"]:
-                broadcast += min(got)
-            else:
-                hashed += sum(got)
-                exchanges += 2
-        elif how == "agg" and today:
-            hashed += got[0]
-            exchanges += 1
-        elif how == "gather" and today:
-            gathered += got[0]
+        if how == "join" and min(got) < m["broadcast"]:
+            broadcast += min(got)
+        else:
+            hashed += sum(got)
+            exchanges += len(got)
     cpu = (w + hashed / 1e9 * m["shuffle_core_s_per_gb"]) / cpus
-    if today and q in SKEWED:   # the aggregate's work on as many tasks as it has groups
-        cpu = max(cpu, w / SKEWED[q])
     io = m["scanned"][q] * scale / (nodes * storage)
-    net_s = hashed * (nodes - 1) / nodes ** 2 / net + broadcast / net + gathered / net
-    each = p * p if today else nodes * nodes
+    net_s = hashed * (nodes - 1) / nodes ** 2 / net + broadcast / net
+    each = cpus * cpus if today else nodes * nodes
     objects, part = exchanges * each, hashed / max(1, exchanges) / each
-    tasks = m["stages"][q] * p
-    overhead = objects * m["object_s"] + tasks / m["tasks_per_s"] + m["stages"][q] * m["round_trip_s"]
+    overhead = objects * m["object_s"] + m["stages"][q] * cpus / m["tasks_per_s"] + m["stages"][q] * m["round_trip_s"]
     return {"cpu": cpu, "io": io, "net": net_s, "objects": objects, "part": part,
             "overhead": overhead, "total": max(cpu, io) + net_s + overhead,
             "hashed GB": hashed / 1e9, "inline": exchanges > 0 and part < m["inline"]}
