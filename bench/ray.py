@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import platform
 import statistics
@@ -575,14 +576,16 @@ def model(a) -> dict:
     one = runs.get("1") or runs.get(1)
     queries = [q for q in a.queries if q in EXCHANGES]
     shuffles = [r for r in costs["shuffle"] if r["how"].startswith("Ray tasks") and r["MiB"] > 512]
-    plasma = next(r for r in costs["objects"] if r["part KiB"] == 256)
+    small, large = (next(r for r in costs["objects"] if r["part KiB"] == k) for k in (256, 4096))
+    count = {r["part KiB"]: math.prod(int(x) for x in r["maps x reduces"].split(" x ")) for r in (small, large)}
     m = {"scale": a.model_scale, "broadcast": 64 * MiB, "inline": 100 * 1024,
          "volumes": exchange_volumes(data), "scanned": {q: b for q, (b, _) in scanned_bytes(data, queries).items()},
          "work_ray": {q: one["median"][q]["eidos ray"] for q in queries},
          "work_local": {q: min(one["median"][q][x] for x in ("eidos polars", "eidos duckdb")) for q in queries},
          "shuffle_core_s_per_gb": 2 * min(r["s/GB"] for r in shuffles),   # both cores busy
-         "object_s": plasma["us per object"] / 1e6,
-         "tasks_per_s": costs["tasks"]["empty tasks/s (2000 at once)"],
+         # an object's own cost: the same bytes in 16 times more objects, the extra time per extra object
+         "object_s": a.object_us / 1e6 if a.object_us else (small["s"] - large["s"]) / (count[256] - count[4096]),
+         "tasks_per_s": a.tasks_per_s or costs["tasks"]["empty tasks/s (2000 at once)"],
          "round_trip_s": costs["tasks"]["empty task round trip ms (median)"] / 1e3,
          "stages": {q: _stage_count(q, data) for q in queries}}
     print(f"model inputs: shuffle {m['shuffle_core_s_per_gb']:.2f} core-s/GB, {m['object_s'] * 1e6:.0f} us an object, "
@@ -734,6 +737,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--net-gbps", type=float, default=25.0, help="model: network Gb/s a node")
     p.add_argument("--net-efficiency", type=float, default=0.7, help="model: share of the link a shuffle gets")
     p.add_argument("--storage-gbs", type=float, default=2.0, help="model: parquet read GB/s a node")
+    p.add_argument("--object-us", type=float, default=None, help="model: an object's cost (default: measured)")
+    p.add_argument("--tasks-per-s", type=float, default=None, help="model: tasks the driver starts a second "
+                   "(default: measured)")
     a = p.parse_args(argv)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}, "
           f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / GiB:.0f} GiB memory")
