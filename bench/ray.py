@@ -12,6 +12,7 @@ costs: one local Ray started here (2 CPUs, free ports, a temp folder under /tmp,
   - the object store: ray.put and ray.get of Arrow tables of 64 MiB .. 1 GiB (per GB), whether a get is
     zero-copy (the table's buffers lie in the store's shared memory, in the driver and in a worker), a
     task handed the table (argument) and a task returning it (a worker's put);
+  - Ray's transfer of an object between two nodes (two raylets on this machine, loopback);
   - a scan task's read of parquet row groups (pyarrow, as the lane's tasks read them) beside Polars';
   - a hash shuffle of TPC-H lineitem on l_orderkey with the lane's own map step (execute.py): map tasks
     (polars hash_rows of the key mod P, a stable argsort, one take, P slices returned with num_returns=P)
@@ -373,6 +374,45 @@ def ray_data_shuffle(table: pa.Table, partitions: int, repeats: int) -> dict:
             "median s": med, "s/GB": low / (nbytes / 1e9)}
 
 
+def far_rows(table: pa.Table) -> int:
+    return table.num_rows
+
+
+def transfer_costs(sizes: list[int], repeats: int, store: int) -> list[dict]:
+    """A table put on one node and read by a task on another: two raylets on this machine
+    (ray.cluster_utils.Cluster), so the bytes go through Ray's object transfer over loopback TCP: Ray's
+    own ceiling for moving objects between nodes here, without a network's limit."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    temp = tempfile.mkdtemp(prefix="rb-", dir="/tmp")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": store,
+                                                            "temp_dir": temp, "include_dashboard": False})
+    rows = []
+    try:
+        cluster.add_node(num_cpus=1, object_store_memory=store, resources={"far": 1})
+        ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
+        remote_rows = ray.remote(resources={"far": 1}, num_cpus=0)(far_rows)
+        remote_noop = ray.remote(resources={"far": 1}, num_cpus=0)(noop)
+        ray.get(remote_noop.remote())
+        noop_s, _ = best(lambda: ray.get(remote_noop.remote()), repeats)
+        for size in sizes:
+            table = numbers(size)
+            samples = []
+            for _ in range(repeats):
+                ref = ray.put(table)   # a new object each time: the far node has no copy of it yet
+                start = time.perf_counter()
+                assert ray.get(remote_rows.remote(ref)) == table.num_rows
+                samples.append(time.perf_counter() - start)
+                ref = None
+            rows.append({"MiB": table.nbytes / MiB, "s": min(samples),
+                         "GB/s": table.nbytes / (min(samples) - noop_s) / 1e9})
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    return rows
+
+
 def costs(a) -> dict:
     import ray
 
@@ -403,6 +443,10 @@ def costs(a) -> dict:
             print("  " + ", ".join(f"{k} {_fmt(v)}" for k, v in row.items()))
     finally:
         ray.shutdown()
+    result["transfer"] = transfer_costs([s * MiB for s in a.sizes], a.repeats, a.store * GiB)
+    print("two nodes on this machine, a task on one reading an object put on the other:")
+    for row in result["transfer"]:
+        print("  " + ", ".join(f"{k} {_fmt(v)}" for k, v in row.items()))
     print(f"load average at the end: {load()}")
     return result
 
@@ -587,7 +631,8 @@ def model(a) -> dict:
          "object_s": a.object_us / 1e6 if a.object_us else (small["s"] - large["s"]) / (count[256] - count[4096]),
          "tasks_per_s": a.tasks_per_s or costs["tasks"]["empty tasks/s (2000 at once)"],
          "round_trip_s": costs["tasks"]["empty task round trip ms (median)"] / 1e3,
-         "stages": {q: _stage_count(q, data) for q in queries}}
+         "stages": {q: _stage_count(q, data) for q in queries},
+         "transfer": max((r["GB/s"] for r in costs.get("transfer", [])), default=0) * 1e9}
     print(f"model inputs: shuffle {m['shuffle_core_s_per_gb']:.2f} core-s/GB, {m['object_s'] * 1e6:.0f} us an object, "
           f"{m['tasks_per_s']:.0f} tasks/s, round trip {m['round_trip_s'] * 1e3:.2f} ms; work core-s at SF1 (ray lane / "
           f"best local lane, 1 CPU): " + ", ".join(f"{q} {m['work_ray'][q]:.2f}/{m['work_local'][q]:.2f}" for q in queries))
@@ -595,8 +640,10 @@ def model(a) -> dict:
     for nodes, cores, gbps, storage in [(n, a.cores, a.net_gbps, a.storage_gbs) for n in a.nodes] + \
             [(8, 8, 10, 1.0)]:
         net = gbps / 8 * 1e9 * a.net_efficiency
-        print(f"\nSF{m['scale']:g} on {nodes} nodes x {cores} cores, {gbps} Gb/s ({a.net_efficiency:.0%} of it), "
-              f"storage {storage:g} GB/s a node")
+        if m["transfer"]:
+            net = min(net, m["transfer"])
+        print(f"\nSF{m['scale']:g} on {nodes} nodes x {cores} cores, {gbps:g} Gb/s ({a.net_efficiency:.0%} of it; "
+              f"a node receives at {net / 1e9:.2f} GB/s), storage {storage:g} GB/s a node")
         print(f"{'query':6} {'lane':7} {'total s':>8} {'cpu':>7} {'io':>6} {'net':>6} {'overhead':>9} "
               f"{'hashed GB':>10} {'objects':>9} {'part KiB':>9}")
         for q in queries:
