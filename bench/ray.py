@@ -1,33 +1,39 @@
-"""Ray's per-stage costs on this machine, and TPC-H on the ray lane beside the polars and duckdb lanes.
+"""Ray's per-stage costs on this machine, TPC-H on the ray lane beside the polars and duckdb lanes, and a
+model of SF100 on N nodes built from them.
 
-    python bench/ray.py costs [--repeats 5] [--sizes 64 256 1024] [--partitions 2 4 8 16]
+    python bench/ray.py costs [--repeats 5] [--sizes 64 256 1024] [--partitions 2 4 8 16] [--json F]
     python bench/ray.py volumes [--scale 1]
-    python bench/ray.py tpch  [--scale 1] [--runs 5] [--queries q1 q6] [--cpus 1 2]
-    python bench/ray.py       (both)
+    python bench/ray.py tpch  [--scale 1] [--runs 5] [--queries q1 q6] [--cpus 1 2] [--json F]
+    python bench/ray.py model --costs F --tpch F [--nodes 8 64] [--cores 16] [--net-gbps 25] ...
+    python bench/ray.py       (costs, volumes and tpch)
 
-costs: one local Ray started here (2 CPUs, free ports, a temp folder under /tmp, stopped at the end), and
-  - the anchor: a NumPy copy of 1 GiB, on one thread and on two, in the same run;
+costs: one local Ray started here (2 CPUs, free ports, a temp folder under /tmp, removed at the end), and
+  - the anchor: a NumPy copy of 1 GiB, on one thread and on two, and into fresh memory, in the same run;
   - task launch: an empty task's round trip, many empty tasks' throughput, a first task's (cold) start,
     and the floor of a task that runs a tiny eidos plan (run_local: what every stage task of the lane pays);
-  - the object store: ray.put and ray.get of Arrow tables of 64 MiB .. 1 GiB (per GB), whether a get is
-    zero-copy (the table's buffers lie in the store's shared memory, in the driver and in a worker), a
-    task handed the table (argument) and a task returning it (a worker's put);
-  - Ray's transfer of an object between two nodes (two raylets on this machine, loopback);
+  - objects: 16 map tasks returning 64 parts each (1 KiB, inlined; 256 KiB, in the store) and the same
+    bytes in 16 times fewer parts: what one object costs apart from its bytes;
+  - the object store: ray.put and ray.get of Arrow tables of 64 MiB .. 1 GiB (per GB; first touch of the
+    store's memory and memory used before), whether a get is zero-copy (the table's buffers lie in the
+    store's shared memory, in the driver and in a worker), a task handed the table and a task returning it;
   - a scan task's read of parquet row groups (pyarrow, as the lane's tasks read them) beside Polars';
   - a hash shuffle of TPC-H lineitem on l_orderkey with the lane's own map step (execute.py): map tasks
     (polars hash_rows of the key mod P, a stable argsort, one take, P slices returned with num_returns=P)
     and P reduce tasks concatenating their parts; per GB, for several P, beside the same map work in one
-    process without Ray (the compute floor) and Ray Data's own hash shuffle (repartition by keys).
-volumes: the bytes each join side of Q3, Q5 and Q10 holds (filtered, projected), for the model's shuffles,
-  and the parquet bytes each query's scans read.
+    process without Ray (the compute floor) and Ray Data's own hash shuffle (repartition by keys);
+  - Ray's transfer of an object between two nodes (two raylets on this machine, loopback TCP).
+volumes: the bytes each join side of Q3, Q5 and Q10 holds (filtered, projected), the rows entering the
+  final aggregates, and the parquet bytes each query's scans read: the model's exchanges and reads.
 tpch: per number of CPUs (--cpus 1 2), a child process (pinned to that many cores when fewer than the
   machine's, so its Ray, its workers and the local lanes all see a machine of that size) starts a local
   Ray with num_cpus=n and times, in interleaved rounds, native DuckDB and Polars, the polars and duckdb
-  lanes, and the ray lane on that Ray (one partition per CPU, at least 2: the lane's default; set
-  --partitions to change it). Every result is checked against native DuckDB's.
+  lanes, and the ray lane on that Ray (its default partitions, the cluster's CPUs and at least 2; set
+  --partitions-tpch to change them). Every result is checked against native DuckDB's.
+model: SF100 (--model-scale) on N nodes of C cores from a costs and a tpch run's JSON and the volumes;
+  the formula and its assumptions are in predict() and in bench/RESULTS.md.
 
 The TPC-H data is generated on first use into --data (default /tmp/eidos-bench/tpch-sf<scale>; needs
-tpchgen-cli). Results and the model built on them: bench/RESULTS.md, section "Ray".
+tpchgen-cli). Results and the model built on them: bench/RESULTS.md, section "Ray (the cluster lane)".
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import logging
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,9 +77,9 @@ def best(fn, repeats: int) -> tuple[float, float]:
     return min(samples), statistics.median(samples)
 
 
-def start_ray(cpus: int, store: int):
+def start_ray(cpus: int, store: int) -> tuple[float, str]:
     """A local Ray of our own: free ports (ray.init picks them), a temp folder of our own, `store` bytes
-    of object store; the caller stops it with ray.shutdown()."""
+    of object store. Returns (seconds it took, its folder); stop_ray(folder) stops it."""
     import ray
 
     temp = tempfile.mkdtemp(prefix="rb-", dir="/tmp")   # short: Ray's socket paths must fit 107 bytes
@@ -80,7 +87,14 @@ def start_ray(cpus: int, store: int):
     start = time.perf_counter()
     ray.init(num_cpus=cpus, object_store_memory=store, include_dashboard=False, _temp_dir=temp,
              logging_level=logging.WARNING, log_to_driver=False)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, temp
+
+
+def stop_ray(temp: str) -> None:
+    import ray
+
+    ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- the anchor: memory bandwidth
@@ -410,6 +424,7 @@ def transfer_costs(sizes: list[int], repeats: int, store: int) -> list[dict]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
     return rows
 
 
@@ -420,7 +435,7 @@ def costs(a) -> dict:
     result = {"anchor": copy_bandwidth(a.repeats)}
     for k, v in result["anchor"].items():
         print(f"  {k:40} {v:8.2f}")
-    result["ray start s"] = start_ray(2, a.store * GiB)
+    result["ray start s"], temp = start_ray(2, a.store * GiB)
     try:
         print(f"ray {ray.__version__}: a local Ray with 2 CPUs and {a.store} GiB of object store, started in "
               f"{result['ray start s']:.2f} s")
@@ -442,7 +457,7 @@ def costs(a) -> dict:
         for row in result["shuffle"]:
             print("  " + ", ".join(f"{k} {_fmt(v)}" for k, v in row.items()))
     finally:
-        ray.shutdown()
+        stop_ray(temp)
     result["transfer"] = transfer_costs([s * MiB for s in a.sizes], a.repeats, a.store * GiB)
     print("two nodes on this machine, a task on one reading an object put on the other:")
     for row in result["transfer"]:
@@ -724,7 +739,7 @@ def tpch_child(a) -> None:
     from bench import tpch as bench
     from examples.tpch.queries import QUERIES
 
-    started = start_ray(a.cpus, a.store * GiB)
+    started, temp = start_ray(a.cpus, a.store * GiB)
     try:
         from eidos.lanes.ray import RayLane, connect
 
@@ -759,7 +774,7 @@ def tpch_child(a) -> None:
         print(f"load average after the {a.cpus}-CPU runs: {load()}")
         print(json.dumps({"median": medians, "min": mins}))
     finally:
-        ray.shutdown()
+        stop_ray(temp)
 
 
 def main(argv: list[str] | None = None) -> int:
