@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import functools
 import os
+import signal
 import threading
 import time
 
@@ -95,7 +96,16 @@ def _sleeper(marks: str, v: int) -> int:
     return v
 
 
-def test_ctrl_c_cancels_the_running_tasks(tmp_path, ray_cluster):
+@pytest.fixture
+def ctrl_c():
+    """Python's own SIGINT handler for the test: a process started in the background by a shell without job
+    control inherits SIGINT ignored, and then neither Ctrl-C nor interrupt_main raises anything."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_ctrl_c_cancels_the_running_tasks(tmp_path, ray_cluster, ctrl_c):
     flow = ei.from_arrow(pa.table({"v": pa.array([1, 2], pa.int64())})).select(
         v=ei.udf(functools.partial(_sleeper, str(tmp_path)), ei.Int64)(col("v")))
 
