@@ -66,3 +66,17 @@ def test_source_stays_within_its_budget():
         f"src/eidos holds {total} lines of code, over the budget of {budget} set in pyproject.toml "
         f"[tool.eidos] source-lines-budget; delete code, or raise the budget there with the reason "
         f"(largest files: {largest})")
+
+
+def test_no_lane_imports_another_lane():
+    """DESIGN: a lane imports ir/, hal/ and its own engine, never another lane (shared pieces live in ir/ or hal/)."""
+    import re
+
+    lanes = SRC / "lanes"
+    found = []
+    for path in sorted(lanes.rglob("*.py")):
+        own = path.relative_to(lanes).parts[0]
+        for other in re.findall(r"^\s*(?:from|import) eidos\.lanes\.(\w+)", path.read_text(), re.M):
+            if other != own:
+                found.append(f"{path.relative_to(ROOT)} imports eidos.lanes.{other}")
+    assert not found, "\n".join(found)

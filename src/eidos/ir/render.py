@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Callable
 from functools import singledispatch
 
 from eidos.errors import shown
@@ -187,3 +188,10 @@ def tree(node: N.Node, indent: str = "", annotate=None) -> str:
 
     visit(node, 0)
     return "\n".join(lines)
+
+
+def function_name(fn: Callable) -> str:
+    """`module.qualname` of an opaque Python function, as error messages name it on every lane."""
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}.{name}" if module and module != "builtins" else name

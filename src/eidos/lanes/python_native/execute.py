@@ -22,9 +22,9 @@ from eidos.errors import ExecutionError
 from eidos.hal.arrow import read_local
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.render import function_name
 from eidos.lanes.python_native import pool
 from eidos.lanes.python_native.calls import Call, Failed
-from eidos.lanes.reference.translate import function_name
 
 # Rows per batch, unless the lane is given batch_rows: about four batches per worker, within these.
 MIN_BATCH_ROWS, MAX_BATCH_ROWS = 4096, 65536

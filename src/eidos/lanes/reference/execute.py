@@ -7,8 +7,9 @@ import pyarrow as pa
 from eidos.errors import EidosError, ExecutionError
 from eidos.hal.arrow import batch_result, read_local
 from eidos.ir import nodes as N
+from eidos.ir.render import function_name
 from eidos.ir.schema import Schema
-from eidos.lanes.reference.translate import Rows, function_name, translate
+from eidos.lanes.reference.translate import Rows, translate
 
 
 def execute(plan: N.Node) -> pa.Table:

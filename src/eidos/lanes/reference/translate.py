@@ -18,7 +18,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import evaluate as V
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
-from eidos.ir.render import node_label
+from eidos.ir.render import function_name, node_label
 from eidos.ir.schema import Schema
 from eidos.ir.typing import adapt, infer, operand_dtypes, promote
 
@@ -181,12 +181,6 @@ def _(e: E.Udf, schema: Schema) -> Column:
 @_expr.register
 def _(e: E.Agg, schema: Schema) -> Column:
     raise ExecutionError(f"aggregation {e} outside an Aggregate node")
-
-
-def function_name(fn: Callable) -> str:
-    module = getattr(fn, "__module__", None)
-    name = getattr(fn, "__qualname__", None) or repr(fn)
-    return f"{module}.{name}" if module and module != "builtins" else name
 
 
 # ---------------------------------------------------------------- keys
