@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from eidos.errors import ExecutionError
 from eidos.lanes.python_native.calls import Failed
+from eidos.lanes.python_native.worker import read as read_mapped
 
 # How long a wait blocks at most before looking at the deadline again (Ctrl-C arrives at once).
 TICK_S = 0.2
@@ -280,7 +281,7 @@ def _pickled(call) -> bytes:
 
 def _read(path: str) -> pa.Table:
     """A result file, memory-mapped (no copy), unlinked at once: the mapping keeps it while used."""
-    table = pa.ipc.open_file(pa.memory_map(path)).read_all()
+    table = read_mapped(path)
     os.unlink(path)
     return table
 
