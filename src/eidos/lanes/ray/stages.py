@@ -195,11 +195,8 @@ def split(source: Source, columns: tuple[str, ...] | None, partitions: int) -> t
     slices, parquet files in up to `partitions` groups of files (of row groups when there are fewer
     files), anything else whole."""
     if isinstance(source, ArrowSource):
-        rows = source.table.num_rows
-        n = max(1, min(partitions, rows))
-        bounds = [rows * i // n for i in range(n + 1)]
-        return tuple(ArrowSource(source.schema, table=source.table.slice(a, b - a), label=source.label)
-                     for a, b in zip(bounds, bounds[1:]))
+        return tuple(ArrowSource(source.schema, table=source.table.slice(g.start, len(g)), label=source.label)
+                     for g in _contiguous(source.table.num_rows, partitions))
     if isinstance(source, ParquetSource) and len(source.files) > 1:
         return tuple(replace(source, files=source.files[g.start:g.stop], values=source.values[g.start:g.stop],
                              rows=None, nbytes=None) for g in _contiguous(len(source.files), partitions))
