@@ -1,0 +1,7 @@
+"""Remote execution: an eidos service on another machine (a GPU node) runs plan parts, tensor work and
+ISA programs on data sent to it, and keeps the results there until they are fetched.
+
+`eidos serve` starts the service (eidos.remote.service); `ei.connect("eidos://host:port", token=...)`
+connects to one (eidos.remote.client). The control plane is Arrow Flight; buffers travel on a framed
+TCP channel (frames.py, transport.py, channel.py, transfer.py) straight into a pre-allocated pool.
+"""
