@@ -1,0 +1,82 @@
+"""The data plane's wire format: one 32-byte little-endian header per frame, then `length` payload bytes.
+
+Headers come from the network, so `parse` trusts nothing: every field is checked and a bad one raises
+FrameError naming the field and its value (the connection that sent it is then closed, nothing else).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from eidos.errors import ExecutionError
+
+MAGIC = b"EIDF"
+VERSION = 1
+HEADER = struct.Struct("<4sBBHQQQ")
+HEADER_SIZE = HEADER.size
+TICKET_SIZE = 32
+_U64 = 2**64
+
+
+class Kind(enum.IntEnum):
+    HELLO = 1     # payload: the 32-byte channel ticket
+    PUT = 2       # ident: transfer id chosen by the client; payload: the bytes
+    GET = 3       # ident: handle id
+    DATA = 4      # reply to GET: ident the handle id; payload: the bytes
+    ACK = 5       # ident: the id acknowledged; arg: bytes stored
+    ERROR = 6     # ident: the id it concerns or 0; payload: UTF-8 JSON {"error": class name, "message": text}
+    RELEASE = 7   # ident: handle id
+    BYE = 8
+
+
+_KINDS = {k.value: k for k in Kind}
+_NO_PAYLOAD = frozenset({Kind.GET, Kind.RELEASE, Kind.BYE, Kind.ACK})
+
+
+class FrameError(ExecutionError):
+    """A frame header that is not a valid frame; names the field and its value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    kind: Kind
+    ident: int
+    arg: int = 0
+    length: int = 0
+    flags: int = 0
+
+
+def pack(frame: Frame) -> bytes:
+    """The 32-byte header of `frame` (its payload, if any, is sent after it by the caller)."""
+    for field in ("ident", "arg", "length"):
+        value = getattr(frame, field)
+        if not 0 <= value < _U64:
+            raise FrameError(f"frame {field} {value} is out of range; it must be in 0..2**64-1")
+    if not 0 <= frame.flags < 2**16:
+        raise FrameError(f"frame flags {frame.flags} is out of range; it must be in 0..65535")
+    return HEADER.pack(MAGIC, VERSION, int(frame.kind), frame.flags, frame.ident, frame.arg, frame.length)
+
+
+def parse(header: bytes | bytearray | memoryview, *, max_length: int) -> Frame:
+    """The Frame in a 32-byte header, validated: FrameError names the first field that is wrong."""
+    if len(header) != HEADER_SIZE:
+        raise FrameError(f"frame header is {len(header)} bytes; a header is {HEADER_SIZE} bytes")
+    magic, version, kind, flags, ident, arg, length = HEADER.unpack(header)
+    if magic != MAGIC:
+        raise FrameError(f"frame magic is {magic!r}; expected {MAGIC!r} (not an eidos data channel peer?)")
+    if version != VERSION:
+        raise FrameError(f"frame version is {version}; this side speaks version {VERSION}")
+    if kind not in _KINDS:
+        raise FrameError(f"frame kind is {kind}; kinds are {', '.join(f'{k.name}={k.value}' for k in Kind)}")
+    kind = _KINDS[kind]
+    if flags != 0:
+        raise FrameError(f"frame flags is {flags:#x} for {kind.name}; no kind defines flags, they must be 0")
+    if length > max_length:
+        raise FrameError(f"frame length is {length} bytes for {kind.name}; the limit is {max_length} bytes")
+    if kind in _NO_PAYLOAD and length != 0:
+        raise FrameError(f"frame length is {length} for {kind.name}, which carries no payload; it must be 0")
+    if kind is Kind.HELLO and length != TICKET_SIZE:
+        raise FrameError(f"frame length is {length} for HELLO; it carries the {TICKET_SIZE}-byte ticket")
+    return Frame(kind, ident, arg, length, flags)
