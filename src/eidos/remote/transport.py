@@ -1,0 +1,195 @@
+"""How data-plane bytes move: a Transport sends lists of buffers and receives into a given buffer, no copies.
+
+TcpTransport writes with `sendmsg` (scatter-gather straight from the caller's buffers) and reads with
+`recv_into` (straight into the destination, e.g. a pool block). UcxTransport is the documented point for
+RDMA hardware (InfiniBand, RoCE, NVLink through UCX).
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from eidos.errors import BackendUnavailable, ExecutionError
+
+_IOV_MAX = 1024
+
+
+def _bytes_view(buffer) -> memoryview:
+    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+class Transport(ABC):
+    """A connected byte stream of the data plane."""
+
+    name: str = "?"
+
+    @abstractmethod
+    def send(self, buffers: Sequence[bytes | memoryview]) -> None:
+        """Send every byte of every buffer, in order."""
+
+    @abstractmethod
+    def recv_into(self, view: memoryview) -> None:
+        """Fill `view` exactly; ExecutionError on end of stream or timeout."""
+
+    @abstractmethod
+    def settimeout(self, seconds: float | None) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def wait_readable(self, seconds: float | None) -> bool:
+        """Whether bytes are ready to read within `seconds` (lets a receiver idle without a half-read frame)."""
+        return True
+
+
+class TcpTransport(Transport):
+    """TCP (or TLS over TCP) with sendmsg/recv_into; TCP_NODELAY so small frames leave at once."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.name = "tcp+tls" if self.tls else "tcp"
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            peer = None
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else (peer or "a local socket")
+        self._timeout = sock.gettimeout()
+        self._closed = False
+
+    @classmethod
+    def connect(cls, host: str, port: int, *, timeout: float, ssl_context: ssl.SSLContext | None = None
+                ) -> TcpTransport:
+        """A connection to an eidos data channel; ExecutionError naming the address when it cannot be made."""
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise ExecutionError(f"cannot connect to the data channel at {host}:{port} within {timeout} s: {e}") from e
+        if ssl_context is not None:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+            except (OSError, ssl.SSLError) as e:
+                sock.close()
+                raise ExecutionError(f"TLS handshake with the data channel at {host}:{port} failed: {e}") from e
+        return cls(sock)
+
+    def send(self, buffers: Sequence[bytes | memoryview]) -> None:
+        views = [v for v in map(_bytes_view, buffers) if v.nbytes]
+        total = sum(v.nbytes for v in views)
+        sent = 0
+        try:
+            if self.tls:                                 # an SSLSocket has no sendmsg
+                for view in views:
+                    self.sock.sendall(view)
+                    sent += view.nbytes
+                return
+            while views:
+                n = self.sock.sendmsg(views[:_IOV_MAX])
+                sent += n
+                while views and n >= views[0].nbytes:
+                    n -= views[0].nbytes
+                    views.pop(0)
+                if n:
+                    views[0] = views[0][n:]
+        except TimeoutError as e:
+            raise ExecutionError(f"sending to {self.peer} timed out after {self._timeout} s "
+                                 f"({sent} of {total} bytes sent)") from e
+        except OSError as e:
+            raise ExecutionError(f"sending to {self.peer} failed after {sent} of {total} bytes: {e}") from e
+
+    def recv_into(self, view: memoryview) -> None:
+        view = _bytes_view(view)
+        want = view.nbytes
+        got = 0
+        try:
+            while got < want:
+                n = self.sock.recv_into(view[got:] if got else view)
+                if n == 0:
+                    raise ExecutionError(f"{self.peer} closed the connection after {got} of {want} bytes")
+                got += n
+        except TimeoutError as e:
+            raise ExecutionError(f"receiving from {self.peer} timed out after {self._timeout} s "
+                                 f"({got} of {want} bytes received)") from e
+        except OSError as e:
+            raise ExecutionError(f"receiving from {self.peer} failed after {got} of {want} bytes: {e}") from e
+
+    def wait_readable(self, seconds: float | None) -> bool:
+        if self.tls and self.sock.pending():
+            return True
+        try:
+            ready, _, _ = select.select([self.sock], [], [], seconds)
+        except (OSError, ValueError):                   # closed under us: let the next read say so
+            return True
+        return bool(ready)
+
+    def settimeout(self, seconds: float | None) -> None:
+        self._timeout = seconds
+        self.sock.settimeout(seconds)
+
+    def close(self) -> None:
+        """Close; a thread blocked reading this socket wakes with end of stream."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass                                          # not connected any more: nothing to shut down
+        self.sock.close()
+
+
+class UcxTransport(Transport):
+    """The RDMA implementation point: UCX (through ucxx) moves the same frames over InfiniBand, RoCE or
+    NVLink, and can receive into device memory directly. `endpoint` is a connected ucxx endpoint; its
+    coroutines are driven on a private event loop so the four methods keep the blocking contract."""
+
+    name = "ucx"
+
+    def __init__(self, endpoint=None):
+        try:
+            import ucxx
+        except ImportError as e:
+            raise BackendUnavailable("the UCX transport needs the ucxx package (`pip install ucxx`, or "
+                                     "ucxx-cu12 for CUDA 12); use TcpTransport where it is absent") from e
+        import asyncio
+
+        self._ucxx = ucxx
+        self._endpoint = endpoint
+        self._loop = asyncio.new_event_loop()
+        self._timeout: float | None = None
+
+    def _run(self, coroutine, what: str):
+        import asyncio
+
+        try:
+            return self._loop.run_until_complete(asyncio.wait_for(coroutine, self._timeout))
+        except TimeoutError as e:
+            raise ExecutionError(f"UCX {what} timed out after {self._timeout} s") from e
+        except Exception as e:                            # ucxx raises its own types: name them, keep the cause
+            raise ExecutionError(f"UCX {what} failed: {type(e).__name__}: {e}") from e
+
+    def send(self, buffers: Sequence[bytes | memoryview]) -> None:
+        for view in map(_bytes_view, buffers):
+            if view.nbytes:
+                self._run(self._endpoint.send(view), f"send of {view.nbytes} bytes")
+
+    def recv_into(self, view: memoryview) -> None:
+        view = _bytes_view(view)
+        if view.nbytes:
+            self._run(self._endpoint.recv(view), f"receive of {view.nbytes} bytes")
+
+    def settimeout(self, seconds: float | None) -> None:
+        self._timeout = seconds
+
+    def close(self) -> None:
+        if self._endpoint is not None:
+            self._run(self._endpoint.close(), "close")
+            self._endpoint = None
+        self._loop.close()
