@@ -118,6 +118,8 @@ def source_to(s: S.Source) -> dict:
         return base | {"source": "arrow", "ipc": _ipc(s.table)}   # the data is its identity: no name
     if isinstance(s, S.SqlSource):
         return base | {"source": "sql", "uri": s.uri, "table": s.table, "query": s.query, "rows": s.rows}
+    if isinstance(s, S.RemoteSource):
+        return base | {"source": "remote", "address": s.address, "handle": s.handle, "rows": s.rows}
     raise PlanError(f"cannot store source {type(s).__name__} in JSON")
 
 
@@ -263,7 +265,8 @@ _NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Proj
           "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
           "Union": ("inputs",), "MapBatches": ("input", "fn", "schema")}
 _SOURCES = {"parquet": ("path", "files", "rows", "bytes", "partitions", "values"), "csv": ("path", "has_header", "delimiter", "bytes"),
-            "arrow": ("token", "ipc"), "sql": ("uri", "table", "query", "rows")}
+            "arrow": ("token", "ipc"), "sql": ("uri", "table", "query", "rows"),
+            "remote": ("address", "handle", "rows")}
 
 
 class _Reader:
@@ -350,6 +353,12 @@ class _Reader:
         if kind == "arrow":
             # a "token" (older files have one) names nothing: the source is its data, with a new label
             return S.ArrowSource.of(_unipc(_field(j, "ipc", "str", at), schema, f"{at}.ipc"), schema)
+        if kind == "remote":
+            address = _field(j, "address", "str", at)
+            if not address.startswith("eidos://"):
+                raise _fail(f"{at}.address", f"a remote source's address is eidos://host:port, got {_show(address)}")
+            return S.RemoteSource(schema, address=address, handle=_field(j, "handle", "count", at),
+                                  rows=_field(j, "rows", "count", at, null=True))
         table, query = _field(j, "table", "str", at, null=True), _field(j, "query", "str", at, null=True)
         if (table is None) == (query is None):
             raise _fail(at, "a sql source names a table or a query (one of them, the other null)")

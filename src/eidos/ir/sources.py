@@ -236,6 +236,29 @@ class SqlSource(Source):
 
 
 @dataclass(frozen=True)
+class RemoteSource(Source):
+    """A table an eidos execution service keeps (eidos.remote), named by the service's `handle` for it:
+    the data stays there, so a plan over it runs there (rule 2) and only the result moves. `address`
+    is the service's ("eidos://host:port"); the handle means something only in the session that made it."""
+
+    address: str = ""
+    handle: int = 0
+    rows: int | None = field(default=None, compare=False)
+
+    @property
+    def location(self) -> str:
+        return "remote:" + self.address
+
+    @property
+    def estimated_rows(self) -> int | None:
+        return self.rows
+
+    def describe(self) -> str:
+        rows = "" if self.rows is None else f" ({self.rows} rows)"
+        return f"table {self.handle} on the eidos service at {self.address}{rows}"
+
+
+@dataclass(frozen=True)
 class PartSource(Source):
     """The result of another part of a split plan, named by its key: the part that reads it knows
     neither where that part ran nor where its result lives. `plan` is the subplan that computes it
