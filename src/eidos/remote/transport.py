@@ -18,7 +18,8 @@ from eidos.errors import BackendUnavailable, ExecutionError
 _IOV_MAX = 1024
 
 
-def _bytes_view(buffer) -> memoryview:
+def bytes_view(buffer) -> memoryview:
+    """A flat unsigned-byte view of any contiguous buffer (a NumPy array of floats, a 2-D view), no copy."""
     view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
@@ -81,7 +82,7 @@ class TcpTransport(Transport):
         return cls(sock)
 
     def send(self, buffers: Sequence[bytes | memoryview]) -> None:
-        views = [v for v in map(_bytes_view, buffers) if v.nbytes]
+        views = [v for v in map(bytes_view, buffers) if v.nbytes]
         total = sum(v.nbytes for v in views)
         sent = 0
         try:
@@ -105,7 +106,7 @@ class TcpTransport(Transport):
             raise ExecutionError(f"sending to {self.peer} failed after {sent} of {total} bytes: {e}") from e
 
     def recv_into(self, view: memoryview) -> None:
-        view = _bytes_view(view)
+        view = bytes_view(view)
         want = view.nbytes
         got = 0
         try:
@@ -176,12 +177,12 @@ class UcxTransport(Transport):
             raise ExecutionError(f"UCX {what} failed: {type(e).__name__}: {e}") from e
 
     def send(self, buffers: Sequence[bytes | memoryview]) -> None:
-        for view in map(_bytes_view, buffers):
+        for view in map(bytes_view, buffers):
             if view.nbytes:
                 self._run(self._endpoint.send(view), f"send of {view.nbytes} bytes")
 
     def recv_into(self, view: memoryview) -> None:
-        view = _bytes_view(view)
+        view = bytes_view(view)
         if view.nbytes:
             self._run(self._endpoint.recv(view), f"receive of {view.nbytes} bytes")
 
