@@ -257,7 +257,8 @@ class Proxy:
     rate       bytes per second at most, per direction of each connection (None: no cap)
     chunk      bytes read at a time
 
-    The knobs are plain attributes and may change while it runs. `cut()` resets every open connection on both
+    The knobs are plain attributes and may change while it runs. `inject()` writes bytes of the test's own into
+    the open connections. `cut()` resets every open connection on both
     sides at once; `cut_after_up` / `cut_after_down` do it when exactly that many bytes have gone towards the
     target / back from it (summed over connections), so a test cuts mid-transfer without guessing when.
     `listen_in` / `target_in` put the listening / outgoing sockets in a namespace (a `Side`).
@@ -314,6 +315,17 @@ class Proxy:
             self.cuts += len(pairs)
             self._moved.notify_all()
         return len(pairs)
+
+    def inject(self, data: bytes, *, way: str = "up") -> int:
+        """Write `data` into every open connection towards the target ("up") or the client ("down"), between two
+        forwarded chunks (a forged or malformed message on a live connection). Returns how many got it."""
+        with self._lock:
+            pairs = [p for p in self._pairs if not p.gone.is_set()]
+        done = 0
+        for pair in pairs:
+            with pair.sending[way]:
+                done += _send(pair.upstream if way == "up" else pair.client, memoryview(data), pair.gone)
+        return done
 
     def wait(self, *, up: int = 0, down: int = 0, timeout: float = 10.0) -> bool:
         """Wait until at least `up` bytes went towards the target and `down` came back; False at the timeout."""
@@ -384,8 +396,9 @@ class Proxy:
                     return
                 if self.rate and pair.gone.wait(len(data) / self.rate):
                     return
-                if allowed and not _send(dst, memoryview(data)[:allowed], pair.gone):
-                    return
+                with pair.sending[way]:
+                    if allowed and not _send(dst, memoryview(data)[:allowed], pair.gone):
+                        return
                 with self._lock:
                     if way == "up":
                         self.up += allowed
@@ -411,6 +424,7 @@ class _Pair:
             s.settimeout(0.05)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.gone = threading.Event()
+        self.sending = {"up": threading.Lock(), "down": threading.Lock()}     # a chunk or an injection at a time
         self._ended: set[str] = set()
         self._lock = threading.Lock()
 

@@ -143,6 +143,21 @@ def test_cut_by_hand_mid_download_and_refuse_new_connections():
     assert not t.is_alive()
 
 
+def test_inject_puts_bytes_between_forwarded_chunks():
+    echo = Sink(listener(), echo=True)
+    with netlink.Proxy(echo.address) as proxy:
+        with socket.create_connection(proxy.address, timeout=10) as c:
+            c.sendall(b"first ")
+            assert read_exactly(c, 6) == b"first "
+            assert proxy.inject(b"forged ") == 1
+            assert read_exactly(c, 7) == b"forged "
+            c.sendall(b"last")
+            c.shutdown(socket.SHUT_WR)
+            assert read_exactly(c, 4) == b"last"
+        echo.join()
+    assert echo.got == 17 and proxy.up == 10        # the injected bytes are the proxy's, not forwarded
+
+
 # --------------------------------------------------------------------------------------------- the namespaces
 
 
