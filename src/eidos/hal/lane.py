@@ -20,7 +20,7 @@ from eidos.ir import nodes as N
 from eidos.ir.sources import Source
 
 # Lane kinds the planner's rules look for.
-KINDS = ("reference", "vector", "pushdown", "streaming", "cluster", "gpu", "free")
+KINDS = ("reference", "vector", "pushdown", "streaming", "cluster", "gpu", "free", "remote")
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,11 @@ class Lane(ABC):
         (a cluster) gives a copy of itself that runs there; a lane that runs in this process has none."""
         raise PlanError(f"lane {self.name!r} runs in this process, so address={address!r} means nothing to it; "
                         "address= says where a lane that runs elsewhere (a cluster lane) runs")
+
+    def named(self) -> Lane:
+        """This lane as `engine=` gets it: itself, by default. A lane the planner chooses only for data that
+        lives with it (the remote lane, for tables on its service) reads more when a user names it."""
+        return self
 
     def describe(self, plan: N.Node) -> list[str]:
         """Lines explain() adds after the plan: how this lane runs it (a cluster lane's stages); none by default."""

@@ -33,7 +33,7 @@ from eidos.ir.render import node_label, tree
 from eidos.ir.sources import LOCAL, PartSource
 
 # Preference among lanes that can run a plan, when no rule decides (lower first).
-KIND_ORDER = {"vector": 0, "pushdown": 1, "streaming": 2, "gpu": 3, "cluster": 4, "free": 5, "reference": 9}
+KIND_ORDER = {"vector": 0, "pushdown": 1, "streaming": 2, "gpu": 3, "cluster": 4, "free": 5, "remote": 6, "reference": 9}
 
 # Device memory the GPU lane holds per byte of input: the input columns, their validity bytes, the padded
 # outputs of each step (an estimate). A plan whose input needs more than the GPU has stays on the CPU.
@@ -246,7 +246,7 @@ def _with_parts(decision: Decision, cuts: Cuts) -> Decision:
 
 
 def _forced(plan: N.Node, name: str, how: str, address: str | None = None) -> Decision:
-    lane = registry.get(name)
+    lane = registry.get(name).named()
     if address is not None:
         lane = lane.at(address)
     a = lane.is_available_when_named()
