@@ -81,6 +81,7 @@ def test_put_lands_in_the_pool_and_get_sends_it_back(service):
     peer.send(Frame(Kind.GET, 7))
     assert peer.read() == (Frame(Kind.DATA, 7, 0, 5), b"hello")
     peer.send(Frame(Kind.RELEASE, 7), Frame(Kind.GET, 7))
+    assert peer.read()[0] == Frame(Kind.ACK, 7)
     frame, payload = peer.read()
     assert frame.kind is Kind.ERROR and frame.ident == 7 and json.loads(payload)["error"] == "BackendError"
     assert pool.used(session.id) == 0

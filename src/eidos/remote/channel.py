@@ -1,9 +1,9 @@
 """The server side of the data channel: buffers arrive in frames straight into pool blocks and leave from them.
 
 One thread accepts; each connection gets its own thread. A connection first says HELLO with its session's
-ticket (store.Sessions.by_ticket); then PUT frames are received with `recv_into` into a block the session's
+ticket (store.Sessions.by_ticket; answered by ACK 0); then PUT frames are received with `recv_into` into a block the session's
 store reserves, GET frames are answered with the header and the block's bytes in one scatter-gather send
-(no copy out of the pool). A malformed frame closes that connection and nothing else; whenever a
+(no copy out of the pool), RELEASE frames free a handle and are ACKed. A malformed frame closes that connection and nothing else; whenever a
 connection ends (end of stream, error, BYE) its session closes: the client is gone, so its memory is freed
 and its work cancelled.
 """
@@ -27,8 +27,8 @@ class Listener:
     """The accepting thread and its connections; `close()` ends them all and joins their threads."""
 
     def __init__(self, server: socket.socket, sessions, *, max_frame: int, ssl_context, wait: float,
-                 timeout: float):
-        self.sessions, self.max_frame, self.ssl_context = sessions, max_frame, ssl_context
+                 timeout: float, staged: bool = False):
+        self.sessions, self.max_frame, self.ssl_context, self.staged = sessions, max_frame, ssl_context, staged
         self.wait, self.timeout = wait, timeout
         self.port = server.getsockname()[1]
         self._server = server
@@ -87,16 +87,19 @@ class Listener:
 
 
 def listen(host: str, port: int, sessions, *, max_frame: int, ssl_context: ssl.SSLContext | None = None,
-           wait: float = 60.0, timeout: float = 30.0) -> Listener:
+           wait: float = 60.0, timeout: float = 30.0, staged: bool = False) -> Listener:
     """Accept data-channel connections on host:port (port 0: any free one, see `Listener.port`).
 
     `max_frame`: the largest payload one frame may carry; `wait`: how long a GET waits for its result to be
-    ready; `timeout`: how long the rest of a frame may take once its first byte arrived (a stalled peer)."""
+    ready; `timeout`: how long the rest of a frame may take once its first byte arrived (a stalled peer);
+    `staged`: receive each PUT into a staging buffer and copy it into its block (the fallback where memory
+    cannot take the bytes directly, kept as an option so its cost can be measured)."""
     try:
         server = socket.create_server((host, port), reuse_port=False)
     except OSError as e:
         raise ExecutionError(f"cannot listen for the data channel on {host}:{port}: {e}") from e
-    return Listener(server, sessions, max_frame=max_frame, ssl_context=ssl_context, wait=wait, timeout=timeout)
+    return Listener(server, sessions, max_frame=max_frame, ssl_context=ssl_context, wait=wait, timeout=timeout,
+                    staged=staged)
 
 
 def _keepalive(sock: socket.socket) -> None:
@@ -118,6 +121,7 @@ class Connection:
         self.session = None
         self._send_lock = threading.Lock()
         self._header = memoryview(bytearray(HEADER_SIZE))
+        self._staging = bytearray()
         self.thread = threading.Thread(target=self._serve, name=f"eidos-channel-{self.transport.peer}", daemon=True)
 
     def _serve(self) -> None:
@@ -193,7 +197,14 @@ class Connection:
                 self._error(frame.ident, e)
                 self._discard(frame.length)
                 return True
-            self.transport.recv_into(entry.block.view)
+            if self.listener.staged:
+                if len(self._staging) < frame.length:     # one staging buffer per connection, grown as needed
+                    self._staging = bytearray(frame.length)
+                staging = memoryview(self._staging)[:frame.length]
+                self.transport.recv_into(staging)
+                entry.block.view[:] = staging
+            else:
+                self.transport.recv_into(entry.block.view)
             store.complete(frame.ident)
             self._send([pack(Frame(Kind.ACK, frame.ident, frame.length))])
         elif frame.kind is Kind.GET:
@@ -210,6 +221,8 @@ class Connection:
                 store.release(frame.ident)
             except EidosError as e:
                 self._error(frame.ident, e)
+            else:
+                self._send([pack(Frame(Kind.ACK, frame.ident))])
         else:
             raise FrameError(f"a client does not send {frame.kind.name} frames on the data channel")
         return True

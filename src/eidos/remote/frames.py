@@ -26,7 +26,7 @@ class Kind(enum.IntEnum):
     PUT = 2       # ident: transfer id chosen by the client; payload: the bytes
     GET = 3       # ident: handle id
     DATA = 4      # reply to GET: ident the handle id; payload: the bytes
-    ACK = 5       # ident: the id acknowledged (0: the HELLO); arg: bytes stored
+    ACK = 5       # ident: the PUT or RELEASE acknowledged (0: the HELLO); arg: bytes stored
     ERROR = 6     # ident: the id it concerns or 0; payload: UTF-8 JSON {"error": class name, "message": text}
     RELEASE = 7   # ident: handle id
     BYE = 8
