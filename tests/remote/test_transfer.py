@@ -48,6 +48,9 @@ def test_put_wait_get_round_trip(service, staged):
         for ident, d in zip(ids, data):
             got = tm.get(ident)
             assert got.readonly and bytes(got) == bytes(memoryview(d).cast("B"))
+            out = bytearray(memoryview(d).nbytes)
+            tm.get(ident, out=out)                   # staged: through the 1 MiB bounce buffer, chunk by chunk
+            assert out == bytes(memoryview(d).cast("B"))
         assert bytes(session.store.get(ids[2]).block.view) == data[2].tobytes()
 
 

@@ -157,3 +157,32 @@ def test_close_wakes_a_blocked_reader(pair):
 def test_ucx_without_ucxx_says_how_to_install():
     with pytest.raises(BackendUnavailable, match="pip install ucxx"):
         UcxTransport()
+
+
+def test_reader_reads_ahead_and_hands_large_payloads_straight_through(pair):
+    from eidos.remote.transport import Reader
+
+    left, right = pair
+    reader = Reader(right, size=64)
+    left.send([bytes(range(10)) * 3, b"x" * 200])
+    assert bytes(reader.take(7)) == bytes(range(7))
+    assert reader.buffered() > 0
+    out = bytearray(223)
+    reader.read_into(memoryview(out))                # part from the read-ahead, the rest straight in
+    assert bytes(out) == (bytes(range(10)) * 3)[7:] + b"x" * 200 and reader.buffered() == 0
+    left.send([b"abcdefgh" * 8])
+    assert bytes(reader.take(60)) == (b"abcdefgh" * 8)[:60]
+    left.send([b"ijkl"])
+    assert bytes(reader.take(8)) == b"efghijkl"      # moved down to make room, then topped up
+    left.send([b"tail"])
+    left.close()
+    with pytest.raises(ExecutionError, match="after 4 of 8 bytes"):
+        reader.take(8)
+
+
+def test_reader_returns_none_at_a_clean_end(pair):
+    from eidos.remote.transport import Reader
+
+    left, right = pair
+    left.close()
+    assert Reader(right).take(32) is None

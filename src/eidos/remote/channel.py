@@ -1,11 +1,12 @@
 """The server side of the data channel: buffers arrive in frames straight into pool blocks and leave from them.
 
-One thread accepts; each connection gets its own thread. A connection first says HELLO with its session's
-ticket (store.Sessions.by_ticket; answered by ACK 0); then PUT frames are received with `recv_into` into a block the session's
-store reserves, GET frames are answered with the header and the block's bytes in one scatter-gather send
-(no copy out of the pool), RELEASE frames free a handle and are ACKed. A malformed frame closes that connection and nothing else; whenever a
-connection ends (end of stream, error, BYE) its session closes: the client is gone, so its memory is freed
-and its work cancelled.
+One thread accepts; each connection gets its own thread. A connection first says HELLO with its
+session's ticket (store.Sessions.by_ticket; answered by ACK 0); then PUT frames are received with
+`recv_into` into a block the session's store reserves, GET frames are answered with the header and the
+block's bytes in one scatter-gather send (no copy out of the pool), RELEASE frames free a handle and are
+ACKed. Many small frames are read in one receive (transport.Reader) and their ACKs sent in one send.
+A malformed frame closes that connection and nothing else; whenever a connection ends (end of stream,
+error, BYE) its session closes: the client is gone, so its memory is freed and its work cancelled.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import threading
 from eidos.errors import EidosError, ExecutionError, ResourceError, UnsupportedError
 
 from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, error_payload, pack, parse
-from .transport import TcpTransport
+from .transport import Reader, TcpTransport
+
+STAGING_CHUNK = 1 << 20      # the staged fallback's bounce buffer
+_ACKS = 64                   # ACKs held back at most while more frames are already read ahead
 
 log = logging.getLogger("eidos.remote.channel")
 
@@ -120,8 +124,9 @@ class Connection:
         self.transport = TcpTransport(sock)
         self.session = None
         self._send_lock = threading.Lock()
-        self._header = memoryview(bytearray(HEADER_SIZE))
-        self._staging = bytearray()
+        self.reader = Reader(self.transport)
+        self._acks: list[bytes] = []                      # ACKs not yet sent (sent with the next write)
+        self._staging = memoryview(bytearray(STAGING_CHUNK)) if listener.staged else None
         self.thread = threading.Thread(target=self._serve, name=f"eidos-channel-{self.transport.peer}", daemon=True)
 
     def _serve(self) -> None:
@@ -148,30 +153,24 @@ class Connection:
         except (OSError, ssl.SSLError) as e:
             raise ExecutionError(f"TLS handshake with {self.transport.peer} failed: {e}") from e
         self.transport = TcpTransport(sock)
+        self.reader = Reader(self.transport)
 
-    def _read(self, idle: bool) -> Frame | None:
-        """The next frame's header; None at a clean end of stream between frames."""
-        if idle:
+    def _read(self) -> Frame | None:
+        """The next frame's header; None at a clean end of stream between frames. Before waiting for more
+        bytes, the ACKs held back go out (many PUTs read ahead in one receive are ACKed in one send)."""
+        if self.reader.buffered() < HEADER_SIZE:
+            self._send([])
             self.transport.wait_readable(None)             # no deadline between frames: a client may idle
-            try:
-                got = self.transport.sock.recv_into(self._header, HEADER_SIZE)
-            except OSError as e:
-                raise ExecutionError(f"receiving from {self.transport.peer} failed: {e}") from e
-            if got == 0:
-                return None
-            if got < HEADER_SIZE:
-                self.transport.recv_into(self._header[got:])
-        else:
-            self.transport.recv_into(self._header)
-        return parse(self._header, max_length=self.listener.max_frame)
+        header = self.reader.take(HEADER_SIZE)
+        return None if header is None else parse(header, max_length=self.listener.max_frame)
 
     def _hello(self) -> None:
-        frame = self._read(idle=False)
+        frame = self._read()
         if frame is None or frame.kind is not Kind.HELLO:
             raise FrameError(f"the first frame must be HELLO with the session's ticket, got "
                              f"{frame.kind.name if frame else 'end of stream'}")
         ticket = bytearray(TICKET_SIZE)
-        self.transport.recv_into(memoryview(ticket))
+        self.reader.read_into(memoryview(ticket))
         session = self.listener.sessions.by_ticket(bytes(ticket))
         if session is None or session.closed.is_set():
             self._error(0, ExecutionError("the data channel's ticket names no open session on this service "
@@ -183,7 +182,7 @@ class Connection:
 
     def _frame(self) -> bool:
         """Serve one frame; False when the connection should end."""
-        frame = self._read(idle=True)
+        frame = self._read()
         if frame is None or frame.kind is Kind.BYE:
             return False
         store = self.session.store
@@ -197,16 +196,14 @@ class Connection:
                 self._error(frame.ident, e)
                 self._discard(frame.length)
                 return True
-            if self.listener.staged:
-                if len(self._staging) < frame.length:     # one staging buffer per connection, grown as needed
-                    self._staging = bytearray(frame.length)
-                staging = memoryview(self._staging)[:frame.length]
-                self.transport.recv_into(staging)
-                entry.block.view[:] = staging
+            if self.reader.buffered() < frame.length:
+                self._send([])                            # about to wait for bytes: the held-back ACKs go now
+            if self._staging is not None:
+                self._bounce(entry.block.view)
             else:
-                self.transport.recv_into(entry.block.view)
+                self.reader.read_into(entry.block.view)
             store.complete(frame.ident)
-            self._send([pack(Frame(Kind.ACK, frame.ident, frame.length))])
+            self._ack(Frame(Kind.ACK, frame.ident, frame.length))
         elif frame.kind is Kind.GET:
             try:
                 entry = store.get(frame.ident, wait=0)
@@ -222,7 +219,7 @@ class Connection:
             except EidosError as e:
                 self._error(frame.ident, e)
             else:
-                self._send([pack(Frame(Kind.ACK, frame.ident))])
+                self._ack(Frame(Kind.ACK, frame.ident))
         else:
             raise FrameError(f"a client does not send {frame.kind.name} frames on the data channel")
         return True
@@ -247,17 +244,35 @@ class Connection:
             return
         self._send([pack(Frame(Kind.DATA, ident, 0, view.nbytes)), view])
 
+    def _bounce(self, dest: memoryview) -> None:
+        """The staged fallback: receive through a bounce buffer, copying each chunk into `dest`."""
+        for start in range(0, dest.nbytes, STAGING_CHUNK):
+            chunk = self._staging[:min(STAGING_CHUNK, dest.nbytes - start)]
+            self.reader.read_into(chunk)
+            dest[start:start + chunk.nbytes] = chunk
+
     def _discard(self, nbytes: int) -> None:
         """Read and drop a payload that has nowhere to go (a refused PUT), keeping the stream in step."""
         scratch = memoryview(bytearray(min(nbytes, 1 << 20)))
         while nbytes:
             take = min(nbytes, scratch.nbytes)
-            self.transport.recv_into(scratch[:take])
+            self.reader.read_into(scratch[:take])
             nbytes -= take
 
-    def _send(self, buffers) -> None:
+    def _ack(self, frame: Frame) -> None:
         with self._send_lock:
-            self.transport.send(buffers)
+            self._acks.append(pack(frame))
+            if len(self._acks) < _ACKS:
+                return
+        self._send([])
+
+    def _send(self, buffers) -> None:
+        """Write the ACKs held back, then `buffers`, in one scatter-gather send."""
+        with self._send_lock:
+            if self._acks:
+                buffers, self._acks = self._acks + buffers, []
+            if buffers:
+                self.transport.send(buffers)
 
     def _error(self, ident: int, error: BaseException) -> None:
         """Tell the client (best effort: the connection may already be gone)."""

@@ -1,9 +1,11 @@
 """The client side of the data channel: buffers go out from the caller's memory, results come in to it.
 
-`put` queues and returns at once; a sender thread writes queued PUTs with scatter-gather sends (many small
-ones in one sendmsg) while at most `window` large ones wait for their ACK; a receiver thread dispatches
-ACK, DATA and ERROR frames. Every wait has a deadline: a server that dies or stalls is an ExecutionError
-within it, never a hang. A buffer given to `put` must stay alive and unchanged until `wait` returns for it.
+`put` queues and returns at once: a small frame (a GET, a RELEASE, a small PUT) with nothing ahead of it
+is written by the calling thread (no hand-off), anything else by a sender thread, with scatter-gather
+sends (many small PUTs in one sendmsg) while at most `window` large ones wait for their ACK. A receiver
+thread dispatches ACK, DATA and ERROR frames. Every wait has a deadline: a server that dies or stalls is
+an ExecutionError within it, never a hang. A buffer given to `put` must stay alive and unchanged until
+`wait` (or `flush`) returns for it.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from dataclasses import dataclass
 from eidos.errors import BackendError, EidosError, ExecutionError
 
 from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, error_from, pack, parse
-from .transport import Transport, bytes_view
+from .transport import Reader, Transport, bytes_view
 
 CLIENT_IDS = 1 << 62          # ids the client picks stay below this (store.SERVER_IDS)
+STAGING_CHUNK = 1 << 20       # the staged fallback's bounce buffer: received and copied a chunk at a time
 _SMALL_IN_FLIGHT = 4096       # unacknowledged small PUTs allowed at once (bookkeeping bound)
 _BATCH_IOVECS = 512
 
@@ -26,23 +29,29 @@ _BATCH_IOVECS = 512
 @dataclass(eq=False)
 class _Get:
     ident: int
-    out: memoryview | None         # where the bytes go directly (None: a fresh buffer)
-    target: object = None          # a non-contiguous writable `out` the staged copy fills
+    out: memoryview | None         # where the bytes go (None: a fresh buffer)
+    target: object = None          # a non-contiguous writable `out`, filled by a copy (staged)
     result: memoryview | None = None
     error: EidosError | None = None
     receiving: bool = False
 
 
 class TransferManager:
-    """Several transfers in flight on one data-channel connection (see the module's docstring)."""
+    """Several transfers in flight on one data-channel connection (see the module's docstring).
+
+    `staged=True` takes the fallback path on purpose (what a client does when the memory it must fill
+    cannot be written directly): PUT payloads are copied once before sending, GET payloads arrive in a
+    bounce buffer and are copied into their destination chunk by chunk."""
 
     def __init__(self, transport: Transport, *, window: int = 8, small: int = 64 * 1024, timeout: float,
                  staged: bool = False, max_frame: int = 1 << 40):
         self.transport, self.window, self.small, self.timeout = transport, window, small, timeout
         self.staged, self.max_frame = staged, max_frame
         transport.settimeout(timeout)
+        self._reader = Reader(transport)
         self._cv = threading.Condition()
-        self._queue: collections.deque = collections.deque()      # (header, view) or (header, None)
+        self._queue: collections.deque = collections.deque()      # (header, payload view or None, ident)
+        self._sending = False                                        # a thread is writing to the socket
         self._unacked: set[int] = set()                              # PUTs queued or sent, not yet ACKed
         self._large, self._small_n = 0, 0                            # of those, sent and not ACKed
         self._sizes: dict[int, int] = {}
@@ -53,6 +62,7 @@ class TransferManager:
         self._dead: EidosError | None = None
         self._closing = False
         self._threads: list[threading.Thread] = []
+        self._staging = memoryview(bytearray(STAGING_CHUNK)) if staged else None
 
     # ---- the caller's side ---------------------------------------------------------------------------
 
@@ -61,8 +71,13 @@ class TransferManager:
         if len(ticket) != TICKET_SIZE:
             raise BackendError(f"a data-channel ticket is {TICKET_SIZE} bytes, got {len(ticket)}")
         self.transport.send([pack(Frame(Kind.HELLO, 0, length=TICKET_SIZE)), ticket])
-        frame, payload = self._read_reply("the answer to HELLO")
+        header = self._reader.take(HEADER_SIZE)
+        if header is None:
+            raise ExecutionError("the server closed the data channel instead of answering HELLO")
+        frame = parse(header, max_length=self.max_frame)
         if frame.kind is Kind.ERROR:
+            payload = memoryview(bytearray(frame.length))
+            self._reader.read_into(payload)
             raise error_from(payload, "HELLO")
         if frame.kind is not Kind.ACK:
             raise ExecutionError(f"the server answered HELLO with {frame.kind.name}; expected ACK")
@@ -74,6 +89,8 @@ class TransferManager:
     def put(self, buffer, *, ident: int | None = None) -> int:
         """Queue `buffer` (any contiguous buffer: bytes, NumPy array, memoryview) for the server; its id."""
         view = bytes_view(buffer)
+        if self.staged:
+            view = memoryview(bytes(view))                   # the staged path: one copy before sending
         with self._cv:
             self._check()
             if ident is None:
@@ -82,12 +99,9 @@ class TransferManager:
                 raise BackendError(f"put: id {ident} is in use or out of range (1..{CLIENT_IDS - 1})")
             else:
                 self._next = max(self._next, ident + 1)
-            if self.staged:
-                view = memoryview(bytes(view))               # the staged path: one copy before sending
             self._unacked.add(ident)
             self._sizes[ident] = view.nbytes
-            self._queue.append((pack(Frame(Kind.PUT, ident, 0, view.nbytes)), view, ident))
-            self._cv.notify_all()
+        self._submit(pack(Frame(Kind.PUT, ident, 0, view.nbytes)), view)
         return ident
 
     def wait(self, ident: int) -> None:
@@ -106,8 +120,7 @@ class TransferManager:
                     f"the ACKs of {len(self._unacked)} PUTs and {sum(self._releases.values())} RELEASEs")
         with self._cv:
             if self._errors:
-                ident = min(self._errors)
-                raise self._errors.pop(ident)
+                raise self._errors.pop(min(self._errors))
 
     def get(self, ident: int, out=None) -> memoryview:
         """The bytes of handle `ident`, read-only; received straight into `out` when it is a writable
@@ -117,18 +130,17 @@ class TransferManager:
             view = memoryview(out)
             if view.readonly:
                 raise BackendError(f"get: `out` for handle {ident} is read-only; pass a writable buffer or none")
-            if view.c_contiguous and not self.staged:
+            if view.c_contiguous:
                 state.out = view.cast("B") if view.ndim != 1 or view.format != "B" else view
             else:
-                state.target = out                          # staged: received elsewhere, then copied in
+                state.target = out                           # received into a fresh buffer, then copied in
         with self._cv:
             self._check()
             if ident in self._gets:
                 raise BackendError(f"get: handle {ident} is already being fetched on this connection")
             self._gets[ident] = state
-            self._queue.append((pack(Frame(Kind.GET, ident)), None, None))
-            self._cv.notify_all()
         try:
+            self._submit(pack(Frame(Kind.GET, ident)), None)
             self._until(lambda: state.result is not None or state.error is not None, f"the data of handle {ident}",
                         abandon=state)
         finally:
@@ -143,8 +155,7 @@ class TransferManager:
         with self._cv:
             self._check()
             self._releases[ident] += 1
-            self._queue.append((pack(Frame(Kind.RELEASE, ident)), None, None))
-            self._cv.notify_all()
+        self._submit(pack(Frame(Kind.RELEASE, ident)), None)
 
     def close(self) -> None:
         """Send what is queued and BYE (within the deadline), then close; waiters get an ExecutionError."""
@@ -155,7 +166,7 @@ class TransferManager:
                 self._queue.append((pack(Frame(Kind.BYE, 0)), None, None))
                 self._cv.notify_all()
                 deadline = time.monotonic() + self.timeout
-                while self._queue and self._dead is None and time.monotonic() < deadline:
+                while (self._queue or self._sending) and self._dead is None and time.monotonic() < deadline:
                     self._cv.wait(deadline - time.monotonic())
             self._closing = True
             self._fail(ExecutionError("the data channel was closed"))
@@ -187,59 +198,89 @@ class TransferManager:
                         # its bytes are half-read: the stream cannot be trusted after this
                         self._fail(ExecutionError(f"a fetch was abandoned mid-transfer after {self.timeout} s"))
                         self.transport.close()
-                    raise ExecutionError(f"waited {self.timeout} s for {what} from {getattr(self.transport, 'peer', '?')}"
-                                         f" (the deadline); the server is slow, stalled or gone")
+                    peer = getattr(self.transport, "peer", "the server")
+                    raise ExecutionError(f"waited {self.timeout} s for {what} from {peer} (the deadline); "
+                                         "the server is slow, stalled or gone")
                 self._cv.wait(left)
 
-    # ---- the threads ---------------------------------------------------------------------------------
+    # ---- sending -------------------------------------------------------------------------------------
+
+    def _submit(self, header: bytes, view: memoryview | None) -> None:
+        """Queue a frame; when it is small and nothing is ahead of it, send it from this thread."""
+        with self._cv:
+            self._check()
+            self._queue.append((header, view, None))
+            batch = None
+            if len(self._queue) == 1 and not self._sending and self._threads and \
+                    (view is None or view.nbytes < self.small):
+                batch = self._pop_batch()
+                self._sending = batch is not None
+            if batch is None:
+                self._cv.notify_all()
+                return
+        self._write(batch)
 
     def _sender(self) -> None:
-        try:
-            while True:
-                with self._cv:
-                    batch = self._take()
-                    if batch is None:
+        while True:
+            with self._cv:
+                while True:
+                    if self._dead is not None or self._closing:
                         return
-                self.transport.send(batch)
+                    batch = None if self._sending else self._pop_batch()
+                    if batch is not None:
+                        self._sending = True
+                        break
+                    self._cv.wait()
+            try:
+                self._write(batch)
+            except EidosError:
+                return
+
+    def _write(self, batch: list) -> None:
+        try:
+            self.transport.send(batch)
         except EidosError as e:
             with self._cv:
+                self._sending = False
                 self._fail(e)
+            raise ExecutionError(f"the data channel is down: {e}") from e
+        with self._cv:
+            self._sending = False
+            self._cv.notify_all()
 
-    def _take(self) -> list | None:
-        """The next buffers to send, within the window (under the lock); None when the sender should stop."""
-        while True:
-            if self._dead is not None or self._closing:
-                return None
-            batch: list = []
-            while self._queue and len(batch) < _BATCH_IOVECS:
-                header, view, ident = self._queue[0]
-                if view is not None:
-                    large = view.nbytes >= self.small
-                    if (self._large >= self.window) if large else (self._small_n >= _SMALL_IN_FLIGHT):
-                        break
-                    if large:
-                        self._large += 1
-                    else:
-                        self._small_n += 1
-                self._queue.popleft()
-                batch.append(header)
-                if view is not None and view.nbytes:
-                    batch.append(view)
-                if view is not None and view.nbytes >= self.small:
-                    break                                    # a large one goes out right after the smalls before it
-            if batch:
-                self._cv.notify_all()                        # close() waits for the queue to drain
-                return batch
-            self._cv.wait()
+    def _pop_batch(self) -> list | None:
+        """The next buffers to send within the window (under the lock), or None."""
+        batch: list = []
+        while self._queue and len(batch) < _BATCH_IOVECS:
+            header, view, _ = self._queue[0]
+            large = view is not None and view.nbytes >= self.small
+            if view is not None:
+                if (self._large >= self.window) if large else (self._small_n >= _SMALL_IN_FLIGHT):
+                    break
+                if large:
+                    self._large += 1
+                else:
+                    self._small_n += 1
+            self._queue.popleft()
+            batch.append(header)
+            if view is not None and view.nbytes:
+                batch.append(view)
+            if large:
+                break                                        # a large one goes out right after the smalls before it
+        return batch or None
+
+    # ---- receiving -----------------------------------------------------------------------------------
 
     def _receiver(self) -> None:
-        header = memoryview(bytearray(HEADER_SIZE))
         try:
             while True:
-                self.transport.wait_readable(None)
-                if self._closing:
-                    return
-                self.transport.recv_into(header)
+                if self._reader.buffered() < HEADER_SIZE:
+                    self.transport.wait_readable(None)
+                    if self._closing:
+                        return
+                header = self._reader.take(HEADER_SIZE)
+                if header is None:
+                    raise ExecutionError(f"{getattr(self.transport, 'peer', 'the server')} closed the data channel")
                 self._dispatch(parse(header, max_length=self.max_frame))
         except EidosError as e:
             with self._cv:
@@ -252,8 +293,8 @@ class TransferManager:
         elif frame.kind is Kind.DATA:
             self._data(frame)
         elif frame.kind is Kind.ERROR:
-            payload = bytearray(frame.length)
-            self.transport.recv_into(memoryview(payload))
+            payload = memoryview(bytearray(frame.length))
+            self._reader.read_into(payload)
             with self._cv:
                 self._error(frame.ident, error_from(payload, f"the server, about id {frame.ident}"))
         else:
@@ -289,34 +330,33 @@ class TransferManager:
             if state is not None:
                 state.receiving = True
         if state is None:                                    # an abandoned fetch: drop its bytes
-            self.transport.recv_into(memoryview(bytearray(frame.length)))
+            self._reader.read_into(memoryview(bytearray(frame.length)))
             return
-        into, error = None, None
-        if state.out is not None:
-            if state.out.nbytes >= frame.length:
-                into = state.out[:frame.length]
+        error = None
+        if state.out is not None and state.out.nbytes < frame.length:
+            error = BackendError(f"get: `out` holds {state.out.nbytes} bytes; handle {frame.ident} has {frame.length}")
+        if state.out is not None and error is None:
+            buffer = state.out[:frame.length]
+            if self._staging is not None:
+                self._bounce(buffer)
             else:
-                error = BackendError(f"get: `out` holds {state.out.nbytes} bytes; handle {frame.ident} has "
-                                     f"{frame.length}")
-        buffer = into if into is not None else memoryview(bytearray(frame.length))
-        self.transport.recv_into(buffer)
-        if error is None and state.target is not None:
-            error = _copy_into(state.target, buffer, frame.ident)
-            if error is None:
-                buffer = memoryview(state.target).cast("B") if memoryview(state.target).c_contiguous else buffer
+                self._reader.read_into(buffer)
+        else:
+            buffer = memoryview(bytearray(frame.length))
+            self._reader.read_into(buffer)
+            if error is None and state.target is not None:
+                error = _copy_into(state.target, buffer, frame.ident)
         with self._cv:
             state.receiving = False
             state.error, state.result = error, buffer.toreadonly()
             self._cv.notify_all()
 
-    def _read_reply(self, what: str) -> tuple[Frame, bytearray]:
-        header = memoryview(bytearray(HEADER_SIZE))
-        self.transport.recv_into(header)
-        frame = parse(header, max_length=self.max_frame)
-        payload = bytearray(frame.length if frame.kind is Kind.ERROR else 0)
-        if payload:
-            self.transport.recv_into(memoryview(payload))
-        return frame, payload
+    def _bounce(self, dest: memoryview) -> None:
+        """The staged fallback: receive through the bounce buffer, copying each chunk into `dest`."""
+        for start in range(0, dest.nbytes, STAGING_CHUNK):
+            chunk = self._staging[:min(STAGING_CHUNK, dest.nbytes - start)]
+            self._reader.read_into(chunk)
+            dest[start:start + chunk.nbytes] = chunk
 
     def _fail(self, error: EidosError) -> None:
         """The connection is unusable: every waiter wakes with `error` (under the lock)."""
@@ -326,7 +366,7 @@ class TransferManager:
 
 
 def _copy_into(target, staging: memoryview, ident: int) -> EidosError | None:
-    """The staged fallback's copy into a buffer that could not take the bytes directly (not contiguous)."""
+    """Copy into a destination that could not take the bytes directly (not contiguous)."""
     import numpy as np
 
     dest = np.asarray(target)

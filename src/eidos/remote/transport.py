@@ -47,6 +47,12 @@ class Transport(ABC):
         """Whether bytes are ready to read within `seconds` (lets a receiver idle without a half-read frame)."""
         return True
 
+    def recv_some(self, view: memoryview, least: int) -> int:
+        """Receive at least `least` bytes (and at most `view.nbytes`: whatever else has arrived); 0 only at end
+        of stream before any byte. A stream transport reads ahead; this default reads exactly `least`."""
+        self.recv_into(view[:least])
+        return least
+
 
 class TcpTransport(Transport):
     """TCP (or TLS over TCP) with sendmsg/recv_into; TCP_NODELAY so small frames leave at once."""
@@ -121,6 +127,23 @@ class TcpTransport(Transport):
         except OSError as e:
             raise ExecutionError(f"receiving from {self.peer} failed after {got} of {want} bytes: {e}") from e
 
+    def recv_some(self, view: memoryview, least: int) -> int:
+        got = 0
+        try:
+            while got < least:
+                n = self.sock.recv_into(view[got:])
+                if n == 0:
+                    if got == 0:
+                        return 0
+                    raise ExecutionError(f"{self.peer} closed the connection after {got} of {least} bytes")
+                got += n
+        except TimeoutError as e:
+            raise ExecutionError(f"receiving from {self.peer} timed out after {self._timeout} s "
+                                 f"({got} of {least} bytes received)") from e
+        except OSError as e:
+            raise ExecutionError(f"receiving from {self.peer} failed after {got} of {least} bytes: {e}") from e
+        return got
+
     def wait_readable(self, seconds: float | None) -> bool:
         if self.tls and self.sock.pending():
             return True
@@ -194,3 +217,44 @@ class UcxTransport(Transport):
             self._run(self._endpoint.close(), "close")
             self._endpoint = None
         self._loop.close()
+
+
+class Reader:
+    """Read-ahead over a transport: many small frames come out of one receive call, while a large payload
+    still lands straight in its destination (only the part already read ahead is copied, at most `size`)."""
+
+    def __init__(self, transport: Transport, size: int = 64 * 1024):
+        self.transport = transport
+        self._view = memoryview(bytearray(size))
+        self._start = self._end = 0
+
+    def buffered(self) -> int:
+        return self._end - self._start
+
+    def take(self, nbytes: int) -> memoryview | None:
+        """The next `nbytes` (at most `size`) as a view valid until the next call; None at a clean end of
+        stream (nothing read ahead and the peer closed)."""
+        if self._end - self._start < nbytes:
+            if self._start + nbytes > self._view.nbytes:          # not enough room after: move the rest down
+                left = self._end - self._start
+                self._view[:left] = self._view[self._start:self._end]
+                self._start, self._end = 0, left
+            got = self.transport.recv_some(self._view[self._end:], nbytes - (self._end - self._start))
+            if got == 0:
+                if self._end == self._start:
+                    return None
+                raise ExecutionError(f"{getattr(self.transport, 'peer', 'the peer')} closed the connection "
+                                     f"after {self._end - self._start} of {nbytes} bytes")
+            self._end += got
+        view = self._view[self._start:self._start + nbytes]
+        self._start += nbytes
+        return view
+
+    def read_into(self, view: memoryview) -> None:
+        """Fill `view` exactly: first from what was read ahead, the rest straight from the transport."""
+        n = min(self._end - self._start, view.nbytes)
+        if n:
+            view[:n] = self._view[self._start:self._start + n]
+            self._start += n
+        if n < view.nbytes:
+            self.transport.recv_into(view[n:])
