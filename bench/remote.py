@@ -1,0 +1,354 @@
+"""The data plane (eidos.remote: channel + TransferManager) beside raw sockets, on loopback, in one run.
+
+A server subprocess (the honest set-up on a small machine: client and server are separate processes
+with their own interpreter and GIL, as they would be across a network) runs the data channel (its
+pool, sessions and `channel.listen`; a second listener with the staged fallback) and a raw-socket
+server; this process is the client. Measured, raw and eidos taking turns sample by sample:
+
+- throughput of PUT (client -> server pool, until acknowledged) and GET (server pool -> a client
+  buffer) for 1 MiB to 1 GiB, against the raw baseline (`sendall` then a 1-byte ack / a request then
+  `recv_into` a preallocated buffer, TCP_NODELAY); each sample moves at least 64 MiB (small sizes
+  repeat), after one warm-up sample (it faults the pool's pages in);
+- pool allocation: allocate + free of random sizes (64 B to 16 MiB) with 1,000 blocks live, in-process;
+- set-up per transfer: many 0-byte and 1-byte PUTs pipelined (put all, then flush), per transfer, and
+  sequential put+wait round trips beside a raw 1-byte round trip;
+- the staged fallback: GET received into a staging buffer and copied (client `staged=True`) and PUT
+  received by the server into a staging buffer and copied into the block (`listen(staged=True)`),
+  against the direct paths.
+
+    python bench/remote.py [--quick] [--samples 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+MiB, GiB = 1 << 20, 1 << 30
+RAW = struct.Struct("<cQ")
+
+
+# ---- the server process ---------------------------------------------------------------------------
+
+def serve(capacity: int) -> None:
+    from eidos.remote.channel import listen
+    from eidos.remote.pool import Pool
+    from eidos.remote.store import Sessions
+
+    pool = Pool(capacity, pinned=False)
+    sessions = Sessions(pool)
+    direct = listen("127.0.0.1", 0, sessions, max_frame=capacity)
+    staged = listen("127.0.0.1", 0, sessions, max_frame=capacity, staged=True)
+    raw = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_raw_server, args=(raw, capacity), daemon=True).start()
+    print(json.dumps({"direct": direct.port, "staged": staged.port, "raw": raw.getsockname()[1]}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "open":
+            print(sessions.open().ticket.hex(), flush=True)
+        else:
+            break
+    direct.close()
+    staged.close()
+    sessions.close()
+
+
+def _raw_server(server: socket.socket, capacity: int) -> None:
+    buffer = memoryview(bytearray(capacity))          # preallocated and touched, as the pool is after warm-up
+    while True:
+        sock, _ = server.accept()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=_raw_connection, args=(sock, buffer), daemon=True).start()
+
+
+def _raw_connection(sock: socket.socket, buffer: memoryview) -> None:
+    header = bytearray(RAW.size)
+    while True:
+        if not _recv_exact(sock, memoryview(header)):
+            return
+        op, n = RAW.unpack(header)
+        if op == b"P":
+            _recv_exact(sock, buffer[:n])
+            sock.sendall(b"k")
+        elif op == b"G":
+            sock.sendall(buffer[:n])
+        else:
+            return
+
+
+def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
+    got, want = 0, view.nbytes
+    while got < want:
+        n = sock.recv_into(view[got:], want - got)
+        if n == 0:
+            return False
+        got += n
+    return True
+
+
+# ---- the client -----------------------------------------------------------------------------------
+
+class Raw:
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.ack = bytearray(1)
+
+    def put(self, data: memoryview, k: int) -> None:
+        for _ in range(k):
+            self.sock.sendall(RAW.pack(b"P", data.nbytes))
+            self.sock.sendall(data)
+        for _ in range(k):
+            _recv_exact(self.sock, memoryview(self.ack))
+
+    def get(self, out: memoryview, k: int) -> None:
+        for _ in range(k):
+            self.sock.sendall(RAW.pack(b"G", out.nbytes))
+            _recv_exact(self.sock, out)
+
+
+def _manager(server, port: int, **options):
+    from eidos.remote.transfer import TransferManager
+    from eidos.remote.transport import TcpTransport
+
+    server.stdin.write("open\n")
+    server.stdin.flush()
+    ticket = bytes.fromhex(server.stdout.readline().strip())
+    tm = TransferManager(TcpTransport.connect("127.0.0.1", port, timeout=60), timeout=60, **options)
+    tm.hello(ticket)
+    return tm
+
+
+def _eidos_put(tm, data, k: int) -> None:
+    ids = [tm.put(data) for _ in range(k)]
+    tm.flush()
+    return ids
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def throughput(raw, tm, sizes, samples: int) -> list[tuple]:
+    rows = []
+    for size in sizes:
+        data = np.full(size, 7, dtype=np.uint8).data
+        out = np.zeros(size, dtype=np.uint8).data
+        k = max(1, 64 * MiB // size)
+        for direction in ("PUT", "GET"):
+            times = {"raw": [], "eidos": []}
+            if direction == "GET":
+                source = tm.put(data)
+                tm.wait(source)
+            for i in range(samples + 1):                     # sample 0 warms up
+                if direction == "PUT":
+                    t_raw = _timed(lambda: raw.put(data, k))
+                    ids = []
+                    t_eidos = _timed(lambda: ids.extend(_eidos_put(tm, data, k)))
+                    for ident in ids:
+                        tm.release(ident)
+                    tm.flush()
+                else:
+                    t_raw = _timed(lambda: raw.get(out, k))
+                    t_eidos = _timed(lambda: [tm.get(source, out=out) for _ in range(k)])
+                if i:
+                    times["raw"].append(t_raw / k)
+                    times["eidos"].append(t_eidos / k)
+            if direction == "GET":
+                assert bytes(out[:16]) == bytes(data[:16])
+                tm.release(source)
+                tm.flush()
+            rows.append((size, direction, times))
+    return rows
+
+
+def pool_allocation(quick: bool) -> tuple[list[float], list[float]]:
+    from eidos.remote.pool import Pool
+
+    rng = random.Random(0)
+    pool = Pool(4 * GiB, pinned=False)                  # address space only: nothing is touched
+    sizes = [int(64 * 2 ** rng.uniform(0, 18)) for _ in range(20_000)]
+    live = [pool.allocate(s, "bench") for s in sizes[:1000]]
+    per_alloc, per_free = [], []
+    batch = 100
+    for start in range(1000, 1000 + (2000 if quick else 10_000), batch):
+        t0 = time.perf_counter()
+        blocks = [pool.allocate(s, "bench") for s in sizes[start:start + batch]]
+        t1 = time.perf_counter()
+        for b in blocks:
+            pool.free(b)
+        t2 = time.perf_counter()
+        per_alloc.append((t1 - t0) / batch)
+        per_free.append((t2 - t1) / batch)
+        rng.shuffle(live)                               # churn the live set so free pieces stay scattered
+        pool.free(live.pop())
+        live.append(pool.allocate(sizes[start], "bench"))
+    return per_alloc, per_free
+
+
+def setup_cost(raw, tm, quick: bool, samples: int) -> dict[str, list[float]]:
+    n = 2000 if quick else 10_000
+    seq = 300 if quick else 1000
+    out: dict[str, list[float]] = {"pipelined 0-byte PUT": [], "pipelined 1-byte PUT": [],
+                                   "sequential 1-byte PUT+wait": [], "raw 1-byte round trip": []}
+    one = memoryview(b"x")
+    for _ in range(samples):
+        for label, payload in (("pipelined 0-byte PUT", b""), ("pipelined 1-byte PUT", b"x")):
+            ids = []
+            t = _timed(lambda: ids.extend(_eidos_put(tm, payload, n)))
+            out[label].append(t / n)
+            for ident in ids:
+                tm.release(ident)
+            tm.flush()
+        ids = []
+
+        def sequential():
+            for _ in range(seq):
+                ident = tm.put(b"x")
+                tm.wait(ident)
+                ids.append(ident)
+
+        out["sequential 1-byte PUT+wait"].append(_timed(sequential) / seq)
+        for ident in ids:
+            tm.release(ident)
+        tm.flush()
+        out["raw 1-byte round trip"].append(_timed(lambda: raw.put(one, 1) or [raw.put(one, 1)
+                                                                              for _ in range(seq - 1)]) / seq)
+    return out
+
+
+def staged(server, ports, raw_tm, size: int, samples: int) -> list[tuple]:
+    data = np.full(size, 3, dtype=np.uint8).data
+    out = np.zeros(size, dtype=np.uint8).data
+    staged_client = _manager(server, ports["direct"], staged=True)
+    staged_server = _manager(server, ports["staged"])
+    rows = []
+    times = {"direct": [], "staged": []}
+    for i in range(samples + 1):
+        ids = []
+        t_direct = _timed(lambda: ids.append(_eidos_put(raw_tm, data, 1)[0]))
+        raw_tm.release(ids[0])
+        raw_tm.flush()
+        t_staged = _timed(lambda: ids.append(_eidos_put(staged_server, data, 1)[0]))
+        staged_server.release(ids[1])
+        staged_server.flush()
+        if i:
+            times["direct"].append(t_direct)
+            times["staged"].append(t_staged)
+    rows.append(("PUT, server receives into a staging buffer and copies into the block", times))
+    times = {"direct": [], "staged": []}
+    source = raw_tm.put(data)
+    source_staged = staged_client.put(data)
+    raw_tm.wait(source)
+    staged_client.wait(source_staged)
+    for i in range(samples + 1):
+        t_direct = _timed(lambda: raw_tm.get(source, out=out))
+        t_staged = _timed(lambda: staged_client.get(source_staged, out=out))
+        if i:
+            times["direct"].append(t_direct)
+            times["staged"].append(t_staged)
+    rows.append(("GET, client receives into a staging buffer and copies into `out`", times))
+    raw_tm.release(source)
+    raw_tm.flush()
+    staged_client.close()
+    staged_server.close()
+    return rows
+
+
+def gbps(size: int, seconds: float) -> float:
+    return size / seconds / 1e9
+
+
+def label(size: int) -> str:
+    return f"{size // GiB} GiB" if size >= GiB else f"{size // MiB} MiB"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--quick", action="store_true", help="sizes to 256 MiB, fewer samples (about 20 s)")
+    ap.add_argument("--samples", type=int, default=None, help="timed samples per figure (default 5, quick 3)")
+    ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve is not None:
+        serve(args.serve)
+        return
+    samples = args.samples or (3 if args.quick else 5)
+    sizes = [MiB, 16 * MiB, 256 * MiB] + ([] if args.quick else [GiB])
+    capacity = max(sizes) + 64 * MiB
+    began = time.perf_counter()
+    env = dict(os.environ)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", str(capacity)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        ports = json.loads(server.stdout.readline())
+        raw = Raw(ports["raw"])
+        tm = _manager(server, ports["direct"])
+        print(f"# bench/remote.py{' --quick' if args.quick else ''}: {platform.node()}, {os.cpu_count()} CPUs, "
+              f"Python {platform.python_version()}; server in a subprocess on loopback; load average "
+              f"{os.getloadavg()[0]:.1f} at the start")
+        rows = throughput(raw, tm, sizes, samples)
+        print("\n## throughput (GB/s = 1e9 bytes/s; per transfer, min and median of "
+              f"{samples} samples of at least 64 MiB each)\n")
+        print("| size | op | raw min s | raw GB/s (best) | eidos min s | eidos GB/s (best) | eidos/raw (best) "
+              "| eidos/raw (median) |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for size, direction, t in rows:
+            r, e = min(t["raw"]), min(t["eidos"])
+            rm, em = statistics.median(t["raw"]), statistics.median(t["eidos"])
+            print(f"| {label(size)} | {direction} | {r:.5f} | {gbps(size, r):.2f} | {e:.5f} | {gbps(size, e):.2f} "
+                  f"| {r / e:.2f} | {rm / em:.2f} |")
+
+        per_alloc, per_free = pool_allocation(args.quick)
+        print("\n## pool allocation (64 B to 16 MiB, 1,000 blocks live; per operation, batches of 100)\n")
+        print("| operation | min us | median us | goal |")
+        print("| --- | ---: | ---: | --- |")
+        print(f"| allocate | {min(per_alloc) * 1e6:.2f} | {statistics.median(per_alloc) * 1e6:.2f} | < 100 us |")
+        print(f"| free | {min(per_free) * 1e6:.2f} | {statistics.median(per_free) * 1e6:.2f} | |")
+
+        cost = setup_cost(raw, tm, args.quick, samples)
+        print("\n## set-up per transfer (client + server, per transfer)\n")
+        print("| what | min us | median us |")
+        print("| --- | ---: | ---: |")
+        for what, t in cost.items():
+            print(f"| {what} | {min(t) * 1e6:.1f} | {statistics.median(t) * 1e6:.1f} |")
+        extra = statistics.median(cost["sequential 1-byte PUT+wait"]) - statistics.median(cost["raw 1-byte round trip"])
+        print(f"\nsequential PUT+wait beyond the raw round trip (medians): {extra * 1e6:.1f} us")
+
+        size = 64 * MiB if args.quick else 256 * MiB
+        print(f"\n## staged fallback ({label(size)}, min and median of {samples})\n")
+        print("| path | direct min s | staged min s | penalty (min) | penalty (median) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for what, t in staged(server, ports, tm, size, samples):
+            d, s = min(t["direct"]), min(t["staged"])
+            dm, sm = statistics.median(t["direct"]), statistics.median(t["staged"])
+            print(f"| {what} | {d:.4f} | {s:.4f} | {s / d - 1:+.0%} | {sm / dm - 1:+.0%} |")
+        tm.close()
+        print(f"\nload average {os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - began:.0f} s in all")
+    finally:
+        if server.poll() is None:
+            server.stdin.write("stop\n")
+            server.stdin.close()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+if __name__ == "__main__":
+    main()
