@@ -317,3 +317,118 @@ def test_mutated_documents_give_an_eidos_error_or_a_result(data):
 def test_any_text_gives_an_eidos_error(text):
     with pytest.raises(EidosError):
         R.decode(text, LEAVES)
+
+
+# ---- remote devices, against a service's session in this process ---------------------------------------
+
+class InProcess:
+    """A connection's calls answered by a session of this process (the service's store, pool and tensor runner
+    without the network): what 'remote:gpu' tensors need of a connection."""
+
+    address = "eidos://in-process"
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        from eidos.remote.pool import Pool
+        from eidos.remote.store import Session
+
+        self.session = Session(Pool(1 << 24, pinned=False))
+        self.config = SimpleNamespace(input_wait=1.0)
+        self.next_id, self.runs, self.closed = 1, 0, False
+
+    def put_buffer(self, data) -> dict:
+        view = memoryview(data).cast("B")
+        entry = self.session.store.reserve(self.next_id, "buffer", view.nbytes)
+        entry.block.view[:] = view
+        self.session.store.complete(entry.id)
+        self.next_id += 1
+        return entry.handle()
+
+    def run_subgraph(self, fragment: dict, timeout=None) -> list[dict]:
+        self.runs += 1
+        return [e.handle() for e in R.run_fragment(json.loads(json.dumps(fragment)), self.session, self.config)]
+
+    def fetch_result(self, handle) -> memoryview:
+        from eidos.remote.channel import _bytes_of
+
+        return _bytes_of(self.session.store.get(handle["id"])).toreadonly()
+
+    def release(self, *handles) -> None:
+        for h in handles:
+            self.session.store.release(h["id"])
+
+
+@pytest.fixture
+def service(monkeypatch):
+    import eidos.remote
+
+    conn = InProcess()
+    monkeypatch.setattr(eidos.remote, "current", lambda: conn, raising=False)
+    yield conn
+    conn.closed = True
+    conn.session.close()
+
+
+def test_remote_tensors_compute_on_the_service_and_keep_results_there(service):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    r = ei.tensor(x).to("remote:gpu")
+    assert r.device == "remote:gpu" and r.is_realized
+    y = (r * 2 + 1).sum(axis=1)
+    assert not y.is_realized
+    runs = service.runs
+    y.realize()
+    assert service.runs == runs + 1 and y.device == "remote:gpu"
+    z = y / 3.0                                     # a later graph reads y where it is
+    assert np.array_equal(z.numpy(), ((x * 2 + 1).sum(axis=1) / 3.0))
+    assert np.array_equal(np.asarray(r @ r.T), x @ x.T)
+    local = z.to("cpu")
+    assert local.device == "cpu" and local.numpy().tobytes() == ((x * 2 + 1).sum(axis=1) / 3.0).tobytes()
+    assert "remote:gpu" in repr(z) and "ran on eidos://in-process" in ei.tensor.explain(z)
+
+
+def test_remote_results_match_local_ones_to_the_byte(service):
+    a = ei.tensor(np.random.default_rng(3).normal(size=(4, 5)).astype("float32"))
+    for f in (lambda t: ei.tensor.softmax(t * 3, axis=0), lambda t: ei.tensor.layer_norm(t), lambda t: t[1:, ::2].T,
+              lambda t: ei.tensor.where(t > 0, t, 0).astype("int32").max(axis=1), lambda t: t.mean(axis=0) - t):
+        same_bytes(f(a), f(a.to("remote:cpu")).to("cpu"))
+
+
+def test_mixing_devices_and_unsupported_uses_are_errors(service):
+    from eidos.errors import DeviceError
+
+    r = ei.tensor([1.0, 2.0]).to("remote:gpu")
+    with pytest.raises(DeviceError, match="different devices"):
+        r + ei.tensor([1.0, 2.0])
+    with pytest.raises(DeviceError):
+        r[0] = 5.0
+    with pytest.raises(DeviceError):
+        r.__dlpack__()
+    with pytest.raises(UnsupportedError, match="complex"):
+        ei.tensor([1j]).to("remote:gpu")
+    assert r.to("remote:cpu").device == "remote:cpu"
+    with pytest.raises(DeviceError, match="remote:gpu"):
+        ei.tensor([1.0]).to("remote:tpu")
+
+
+def test_collected_remote_tensors_release_their_results(service):
+    import gc
+
+    r = ei.tensor(np.ones(8)).to("remote:gpu")
+    t = (r + 1).realize()
+    held = len(service.session.store)
+    del t
+    gc.collect()
+    assert len(service.session.store) == held - 1
+    del r
+    gc.collect()
+    assert len(service.session.store) == held - 2 == 0
+
+
+def test_no_connection_is_a_clear_error(monkeypatch):
+    import eidos.remote
+    from eidos.errors import BackendUnavailable
+
+    monkeypatch.setattr(eidos.remote, "current", lambda: None, raising=False)
+    with pytest.raises(BackendUnavailable, match="connect"):
+        ei.tensor([1.0]).to("remote:gpu")

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from eidos import jsondoc
-from eidos.errors import EidosError, PlanError, UnsupportedError, shown
+from eidos.errors import BackendUnavailable, DeviceError, EidosError, PlanError, UnsupportedError, shown
 from eidos.tensor import dtypes as D
 from eidos.tensor import ops as O
 from eidos.tensor.array import Const, Tensor
@@ -518,3 +519,181 @@ def run(doc, leaves: Mapping[int, Tensor], device: str | None = None) -> list[Te
     for t in outputs:
         t.realize()
     return outputs
+
+
+def run_fragment(fragment: dict, session, config) -> list:
+    """A "tensor" fragment run for a session (eidos.remote.jobs): {"kind": "tensor", "graph": <document>,
+    "device": "gpu" | "cpu"}. The leaves are the session's entries: buffers sent on the data channel (viewed
+    as the dtype and shape the graph declares, no copy; on the gpu, copied from the pool's pinned block) or
+    results of earlier runs. Each output becomes a new "array" entry that stays on the service."""
+    _fields(fragment, "the tensor fragment", {"kind", "graph", "device"}, {"kind", "graph"})
+    want = fragment.get("device", "gpu")
+    if want not in ("gpu", "cpu"):
+        raise PlanError(f"the tensor fragment's device is 'gpu' or 'cpu', got {jsondoc.show(want)}")
+    device = server_device() if want == "gpu" else "cpu"
+    graph = jsondoc.read(fragment["graph"], error=PlanError, what="a tensor graph", max_depth=8)
+    leaves, blocks = {}, []
+    for ident, shape, dtype in _declared_leaves(graph):
+        if ident not in leaves:
+            leaves[ident] = _session_leaf(session.store.get(ident, wait=config.input_wait), shape, dtype, device,
+                                          blocks)
+    outputs = run(graph, leaves, device)
+    entries = []
+    for t in outputs:
+        data = t._data
+        if device == "cpu" and any(np.may_share_memory(data, b) for b in blocks):
+            data = data.copy()                  # a view of a pool block, which is freed when its buffer is released
+        entries.append(session.store.put("array", _bytes(data, device), t.size * t.dtype.itemsize,
+                                         shape=list(t.shape), dtype=D.NAME[t.dtype], device=device))
+    return entries
+
+
+def _declared_leaves(graph) -> Iterator[tuple[int, tuple, np.dtype]]:
+    """(id, shape, dtype) of each leaf node of a document (checked; decode checks the rest)."""
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    if not isinstance(nodes, list) or len(nodes) > MAX_NODES:
+        raise PlanError(f"the tensor graph's nodes must be a list of 1 to {MAX_NODES} nodes")
+    for i, node in enumerate(nodes):
+        if isinstance(node, dict) and node.get("op") == "leaf":
+            _fields(node, f"node {i}", {"op", "id", "shape", "dtype"}, {"op", "id", "shape", "dtype"})
+            yield (_int(node["id"], f"node {i} id", 0, _ID_MAX), _shape(node["shape"], f"node {i}", MAX_ELEMENTS),
+                   _dtype(node["dtype"], f"node {i}"))
+
+
+def _session_leaf(entry, shape: tuple, dtype: np.dtype, device: str, blocks: list) -> Tensor:
+    """A session's entry as a tensor: a buffer viewed as `dtype` and `shape`, or an earlier result."""
+    from eidos.tensor import storage
+
+    if entry.kind == "array":
+        value, meta = entry.value, entry.meta
+        if meta.get("shape") != list(shape) or meta.get("dtype") != D.NAME[dtype]:
+            raise PlanError(f"result {entry.id} is {meta.get('dtype')} of shape {tuple(meta.get('shape', ()))}; the "
+                            f"graph reads it as {dtype} of shape {shape}")
+        if meta.get("device") == "gpu":
+            return Tensor(value.view(storage.torch_dtype(dtype)).reshape(shape), _device="gpu")
+        return Tensor(value.view(dtype).reshape(shape))
+    if entry.block is None:
+        raise PlanError(f"handle {entry.id} holds a {entry.kind}; a tensor graph reads buffers and arrays")
+    need = math.prod(shape) * dtype.itemsize
+    if entry.nbytes != need:
+        raise PlanError(f"buffer {entry.id} holds {entry.nbytes} bytes; the graph reads it as {dtype} of shape {shape}, "
+                        f"{need} bytes")
+    if device == "gpu" and entry.block.nbytes and getattr(entry.block, "tensor", None) is not None:
+        raw = entry.block.tensor().to(storage.torch_device())   # from pinned memory: at full DMA speed
+        return Tensor(raw.view(storage.torch_dtype(dtype)).reshape(shape), _device="gpu")
+    a = entry.block.array(dtype, shape)
+    blocks.append(a)
+    return Tensor(a)
+
+
+def _bytes(data, device: str):
+    """A result's data as flat bytes (uint8), what the data channel sends for it and what a later graph views."""
+    if device == "gpu":
+        from eidos.tensor import storage
+
+        return storage.as_bytes(data.contiguous())
+    return np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+
+
+# ---- the client's side: the 'remote:gpu' and 'remote:cpu' tensor devices ------------------------------
+
+class RemoteArray:
+    """A remote tensor's data: a result the service keeps for connection `remote` under `handle`, released when
+    no tensor holds it any more (results stay on the service until then; a later graph reads them in place)."""
+
+    __slots__ = ("remote", "handle", "shape", "dtype", "__weakref__")
+
+    def __init__(self, remote, handle, shape: tuple, dtype: np.dtype) -> None:
+        self.remote, self.handle, self.shape, self.dtype = remote, handle, shape, dtype
+        weakref.finalize(self, _release, remote, handle)
+
+    @property
+    def id(self) -> int:
+        return self.handle.id if hasattr(self.handle, "id") else int(self.handle["id"])
+
+
+def _release(remote, handle) -> None:
+    """Give a result back (a remote tensor was collected); nothing to do once the connection is closed."""
+    if not getattr(remote, "closed", False):
+        remote.release(handle)
+
+
+def _connection():
+    import eidos.remote as remote
+
+    conn = remote.current()
+    if conn is None:
+        raise BackendUnavailable("remote tensors live on an eidos service: connect to one first, "
+                                 "ei.connect('eidos://host:port', token=...)")
+    return conn
+
+
+def _remote_tensor(remote, handle, shape: tuple, dtype: np.dtype, device: str, why: str) -> Tensor:
+    t = Tensor.__new__(Tensor)
+    t.shape, t.dtype, t.device, t._data, t._op, t._args, t._attrs, t._runs, t._readers = \
+        shape, dtype, device, RemoteArray(remote, handle, shape, dtype), "leaf", (), None, [why], None
+    return t
+
+
+def _ship(remote, graph: dict, device: str) -> list:
+    """The result handles of one graph run on the service's `device` ('remote:gpu' or 'remote:cpu')."""
+    return remote.run_subgraph({"kind": "tensor", "graph": graph, "device": device.partition(":")[2]})
+
+
+def move(t: Tensor, device: str) -> Tensor:
+    """t on `device`, at least one of them remote: an upload (to the current connection), a download, or a move
+    between the service's devices (done there)."""
+    if device[0] == "r" and t.device[0] == "r":
+        realize(t)
+        remote = t._data.remote
+        (h,) = _ship(remote, _leaf_graph(t._data.id, t.shape, t.dtype), device)
+        return _remote_tensor(remote, h, t.shape, t.dtype, device, (f"to({device!r})", "moved on the service"))
+    if device[0] == "r":
+        if t.dtype in D.COMPLEX:
+            raise UnsupportedError(f"to({device!r}): {_COMPLEX}")
+        remote = _connection()
+        data = np.ascontiguousarray(t.numpy())
+        buf = remote.put_buffer(data.reshape(-1).view(np.uint8))
+        try:
+            (h,) = _ship(remote, _leaf_graph(buf.id if hasattr(buf, "id") else buf["id"], t.shape, t.dtype), device)
+        finally:
+            remote.release(buf)
+        return _remote_tensor(remote, h, t.shape, t.dtype, device,
+                              (f"to({device!r})", f"upload to {remote.address}, {data.nbytes} bytes"))
+    out = Tensor(download(realize(t)))
+    return out if device == "cpu" else out.to(device)
+
+
+def _leaf_graph(ident: int, shape: tuple, dtype: np.dtype) -> dict:
+    return {"format": FORMAT, "version": VERSION, "outputs": [0],
+            "nodes": [{"op": "leaf", "id": ident, "shape": list(shape), "dtype": D.NAME[dtype]}]}
+
+
+def realize(t: Tensor) -> RemoteArray:
+    """Run t's graph on the service its leaves live on; t keeps the result's handle (the data stays there)."""
+    if t._data is not None:
+        return t._data
+    remotes: list = []
+
+    def leaf_id(x: Tensor) -> int:
+        d = x._data
+        if not isinstance(d, RemoteArray):
+            raise DeviceError(f"a {t.device} graph reads a {x.device} tensor of shape {x.shape}; move it there first")
+        if remotes and d.remote is not remotes[0]:
+            raise DeviceError(f"a {t.device} graph reads tensors of two services ({remotes[0].address} and "
+                              f"{d.remote.address}); move one first")
+        remotes.append(d.remote)
+        return d.id
+
+    graph = encode([t], leaf_id)
+    (h,) = _ship(remotes[0], graph, t.device)
+    t._data = RemoteArray(remotes[0], h, t.shape, t.dtype)
+    t._args = ()
+    t._runs.append(("remote graph", f"{len(graph['nodes'])} node(s) ran on {remotes[0].address} ({t.device})"))
+    return t._data
+
+
+def download(a: RemoteArray) -> np.ndarray:
+    """A remote tensor's values in host memory (read-only: the fetched bytes, not copied again)."""
+    view = a.remote.fetch_result(a.handle)
+    return np.frombuffer(view, dtype=np.uint8).view(a.dtype).reshape(a.shape)

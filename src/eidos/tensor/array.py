@@ -45,7 +45,8 @@ class Tensor:
     __slots__ = {
         "shape": "The size of each dimension, a tuple.\n\n>>> ei.tensor([[1, 2, 3]]).shape\n(1, 3)\n",
         "dtype": "The element type, a NumPy dtype.\n\n>>> ei.tensor([1.0], dtype='float32').dtype\ndtype('float32')\n",
-        "device": "Where the data lives (or will): 'cpu' (NumPy) or 'gpu' (torch; storage.py).\n\n"
+        "device": "Where the data lives (or will): 'cpu' (NumPy), 'gpu' (torch; storage.py), or 'remote:gpu' "
+                  "and 'remote:cpu' (on an eidos service; eidos.remote.tensors).\n\n"
                   ">>> ei.tensor([1]).device\n'cpu'\n",
         "_data": "", "_op": "", "_args": "", "_attrs": "", "_runs": "", "_readers": "", "__weakref__": ""}
     __array_priority__ = 100
@@ -180,6 +181,9 @@ class Tensor:
     # ---- DLPack and devices ------------------------------------------------------------------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         a = _realize(self)
+        if self.device[0] == "r":
+            raise DeviceError(f"a {self.device} tensor's data is on a service, which DLPack cannot reach; .to('cpu') "
+                              "first")
         if self.device != "cpu":  # torch exports the device memory (and orders `stream` after its own)
             kw = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
             return a.__dlpack__(stream=-1 if stream is None else stream, **{k: v for k, v in kw.items() if v is not None})
@@ -198,12 +202,16 @@ class Tensor:
             return a.__dlpack__(stream=stream)
 
     def __dlpack_device__(self):
+        if self.device[0] == "r":
+            raise DeviceError(f"a {self.device} tensor's data is on a service, which DLPack cannot reach; .to('cpu') "
+                              "first")
         if self.device != "cpu":
             return _realize(self).__dlpack_device__()
         return (1, 0)  # kDLCPU
 
     def to(self, device) -> Tensor:
-        """The tensor on `device`: 'cpu' (host, NumPy) or 'gpu' ('cuda', 'cuda:0': the gpu backend's device).
+        """The tensor on `device`: 'cpu' (host, NumPy), 'gpu' ('cuda', 'cuda:0': the gpu backend's device), or
+        'remote:gpu' / 'remote:cpu' (the service of eidos.remote.current(): its accelerator, or its host).
         Realizes the graph where it is, then copies the data once; the same tensor if it is already there.
 
         >>> t = ei.tensor([1.0, 2.0])
@@ -213,6 +221,8 @@ class Tensor:
         name = _device_name(device)
         if name == self.device:
             return self
+        if name[0] == "r" or self.device[0] == "r":   # to or from a service
+            return _dev.remote().move(self, name)
         if name == "gpu":
             gpu = _backend.get_backend("gpu")
             if not gpu.is_available():
@@ -292,6 +302,9 @@ class Tensor:
                              "assign real(value) or make the tensor complex")
         if isinstance(value, Tensor) and value.device != self.device:
             raise _mixed("setitem", [self, value])
+        if self.device[0] == "r":
+            raise DeviceError(f"setitem: a {self.device} tensor's data is on a service and is not written in place; "
+                              "compute the new value with where() or on .to('cpu')")
         k = _index_key(key)
         if isinstance(value, Tensor):
             _realize(value)
@@ -659,15 +672,18 @@ class Tensor:
 
 
 def _device_name(device) -> str:
-    """'cpu' or 'gpu' for a device given as a string ('cuda', 'cuda:0' and 'gpu:0' mean 'gpu') or an object
-    with a .type (a torch.device)."""
+    """'cpu', 'gpu', 'remote:gpu' or 'remote:cpu' for a device given as a string ('cuda', 'cuda:0' and 'gpu:0'
+    mean 'gpu'; 'remote' means 'remote:gpu') or an object with a .type (a torch.device)."""
     text = str(getattr(device, "type", device)).lower()
     name, _, index = text.partition(":")
     if name == "cpu" and not index:
         return "cpu"
     if name in ("gpu", "cuda") and index in ("", "0"):
         return "gpu"
-    raise DeviceError(f"unknown device {device!r}; devices: 'cpu', 'gpu' (also 'cuda', 'cuda:0'; one GPU)")
+    if name == "remote" and index in ("", "gpu", "cpu"):
+        return f"remote:{index or 'gpu'}"
+    raise DeviceError(f"unknown device {device!r}; devices: 'cpu', 'gpu' (also 'cuda', 'cuda:0'; one GPU), "
+                      "'remote:gpu', 'remote:cpu' (a service: ei.connect)")
 
 
 def _index_key(key, snapshot: bool = False):

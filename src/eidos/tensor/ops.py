@@ -91,7 +91,9 @@ def _host_node(op, args, shape, dtype, attrs) -> Tensor:
 
 def _like(x: Tensor, arr: np.ndarray) -> Tensor:
     """A tensor of host-made values on x's device (constants an operation adds, like layer_norm's weight)."""
-    return Tensor(arr) if x.device == "cpu" else Tensor(_dev.upload(arr), _device=x.device)
+    if x.device == "cpu":
+        return Tensor(arr)
+    return Tensor(_dev.upload(arr), _device="gpu") if x.device == "gpu" else Tensor(arr).to(x.device)
 
 
 def _need(t: Tensor, what: str, *, floats=False, ints=False, no_bool=False) -> None:

@@ -90,7 +90,9 @@ def is_eager() -> bool:
 def _host(t: Tensor) -> np.ndarray:
     """t's values in host memory (a copy for a gpu tensor)."""
     a = _realize(t)
-    return a if t.device == "cpu" else _dev.download(a)
+    if t.device == "cpu":
+        return a
+    return _dev.download(a) if t.device == "gpu" else _dev.remote().download(a)
 
 
 def _small_data(op: str, a: Tensor, b):
@@ -151,6 +153,8 @@ def realize(*tensors) -> None:
 def _realize(t: Tensor) -> np.ndarray:
     if t._data is not None:
         return t._data
+    if t.device[0] == "r":   # 'remote:...': the graph runs on the service its leaves are on
+        return _dev.remote().realize(t)
     op = t._op
     if op in EW_OPS:
         _run_elementwise(t)
@@ -484,7 +488,7 @@ def explain(t: Tensor) -> str:
     """
     lines = [f"Tensor shape={t.shape} dtype={t.dtype} device={t.device!r} "
              f"({'realized' if t._data is not None else 'lazy'})"]
-    if t.device != "cpu":
+    if t.device == "gpu":
         lines[0] += f"; gpu is {_dev.describe()}"
     if t._data is None:
         lines.append("graph (runs when a value is needed):")

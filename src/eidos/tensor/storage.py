@@ -54,6 +54,14 @@ def interpreted() -> bool:
 _DEVICE: dict = {}
 
 
+def remote():
+    """eidos.remote.tensors: where 'remote:gpu' and 'remote:cpu' tensors' data lives (a service), imported when
+    one is first used."""
+    from eidos.remote import tensors
+
+    return tensors
+
+
 def torch_device():
     """The device gpu tensors live on: the Triton backend's (the CPU under TRITON_INTERPRET=1, else CUDA);
     BackendUnavailable naming why there is none."""
