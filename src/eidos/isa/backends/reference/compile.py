@@ -14,6 +14,7 @@ import numpy as np
 
 from eidos.errors import BackendError
 
+from ... import cancel
 from ... import instructions as I
 from ... import semantics as S
 from ...address import CLASS_BYTES, CLASS_MEMORY_BYTES, NUM_CLASSES, PAGE_BYTES, POINTER_SHIFT, Space, Special
@@ -327,11 +328,24 @@ def _(ins, i, ctx):
     return step
 
 
+SLICE = 4096   # backward jumps between two looks at whether the run was cancelled
+
+
 def _jump_back(L, i: int) -> None:
     """Count a backward jump; past the budget the thread is taken to be in an endless loop."""
     L.budget -= 1
     if L.budget < 0:
+        _slice_spent(L, i)
+
+
+def _slice_spent(L, i: int) -> None:
+    """A thread spends its step budget in slices (runtime.SLICE backward jumps): between two, its run
+    may be cancelled (eidos.isa.cancel); when none is left, it is taken to be in an endless loop."""
+    cancel.check("the program")
+    if L.left <= 0:
         raise step_limit_error(i)
+    L.budget = min(L.left, SLICE) - 1
+    L.left -= L.budget + 1
 
 
 @decodes(I.BRA)
@@ -392,7 +406,7 @@ def _(ins, i, ctx):
         if v < n:
             L.budget -= 1
             if L.budget < 0:
-                _jump_back(L, i)
+                _slice_spent(L, i)
             return t
         return nxt
     return step

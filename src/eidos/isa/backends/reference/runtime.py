@@ -15,13 +15,13 @@ from ...address import NUM_PREDICATES, NUM_REGISTERS, Special
 from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, RUNNING
 from ...faults import barrier_ids_error, divergence_error
 from . import arrays
-from .compile import Context, decode
+from .compile import SLICE, Context, decode
 
 
 class Thread:
     """One thread's state. `ids` is (global_id, thread_index, block_index, tx, ty, tz, bx, by, bz)."""
 
-    __slots__ = ("R", "P", "stack", "pc", "state", "wait", "ids", "shared", "budget", "block")
+    __slots__ = ("R", "P", "stack", "pc", "state", "wait", "ids", "shared", "budget", "left", "block")
 
     def __init__(self, registers, ids, shared, budget, block, entry) -> None:
         self.R = registers.copy()
@@ -32,7 +32,8 @@ class Thread:
         self.wait = None
         self.ids = ids
         self.shared = shared
-        self.budget = budget
+        self.budget = min(budget, SLICE)   # backward jumps left in this slice (compile._slice_spent)
+        self.left = budget - self.budget
         self.block = block
 
 
