@@ -612,10 +612,24 @@ class RemoteArray:
         return self.handle.id if hasattr(self.handle, "id") else int(self.handle["id"])
 
 
+_collected: list = []   # (connection, handle) of collected remote tensors' results, not yet given back
+
+
 def _release(remote, handle) -> None:
-    """Give a result back (a remote tensor was collected); nothing to do once the connection is closed."""
-    if not getattr(remote, "closed", False):
-        remote.release(handle)
+    """A remote tensor was collected: its result is given back with the next remote call (a finalizer may run
+    inside any code, the client's own calls included, so it makes none)."""
+    _collected.append((remote, handle))
+
+
+def release_collected() -> None:
+    """Give back the results of remote tensors collected so far: one release call per connection."""
+    by_remote: dict[int, tuple] = {}
+    while _collected:
+        remote, handle = _collected.pop()
+        by_remote.setdefault(id(remote), (remote, []))[1].append(handle)
+    for remote, handles in by_remote.values():
+        if not getattr(remote, "closed", False):   # a closed connection's session freed them all
+            remote.release(*handles)
 
 
 def _connection():
@@ -637,6 +651,7 @@ def _remote_tensor(remote, handle, shape: tuple, dtype: np.dtype, device: str, w
 
 def _ship(remote, graph: dict, device: str) -> list:
     """The result handles of one graph run on the service's `device` ('remote:gpu' or 'remote:cpu')."""
+    release_collected()
     return remote.run_subgraph({"kind": "tensor", "graph": graph, "device": device.partition(":")[2]})
 
 
