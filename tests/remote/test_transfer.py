@@ -49,7 +49,7 @@ def test_put_wait_get_round_trip(service, staged):
             got = tm.get(ident)
             assert got.readonly and bytes(got) == bytes(memoryview(d).cast("B"))
             out = bytearray(memoryview(d).nbytes)
-            tm.get(ident, out=out)                   # staged: through the 1 MiB bounce buffer, chunk by chunk
+            tm.get(ident, out=out)                   # staged: through the bounce buffer, chunk by chunk
             assert out == bytes(memoryview(d).cast("B"))
         assert bytes(session.store.get(ids[2]).block.view) == data[2].tobytes()
 
@@ -240,3 +240,19 @@ def test_close_says_bye_and_the_session_closes(service):
     assert session.closed.wait(5) and pool.used() == 0
     with pytest.raises(ExecutionError, match="closed"):
         tm.put(b"x")
+
+
+def test_get_many_has_every_request_in_flight(service):
+    listener, sessions, _ = service
+    session = sessions.open()
+    with _manager(listener, session) as tm:
+        ids = [tm.put(bytes([i]) * (i * 1000)) for i in range(1, 6)]
+        tm.flush()
+        outs = [bytearray(i * 1000) for i in range(1, 6)]
+        got = tm.get_many(ids, [outs[0], None, outs[2], None, outs[4]])
+        assert [bytes(g) for g in got] == [bytes([i]) * (i * 1000) for i in range(1, 6)]
+        assert outs[0] == bytes([1]) * 1000 and outs[1] == bytes(2000)
+        with pytest.raises(BackendError, match="no result or buffer 77"):
+            tm.get_many([ids[0], 77])
+        with pytest.raises(BackendError, match="each once"):
+            tm.get_many([ids[0], ids[0]])

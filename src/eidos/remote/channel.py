@@ -21,7 +21,7 @@ from eidos.errors import EidosError, ExecutionError, ResourceError, UnsupportedE
 from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, error_payload, pack, parse
 from .transport import Reader, TcpTransport
 
-STAGING_CHUNK = 1 << 20      # the staged fallback's bounce buffer
+STAGING_CHUNK = 256 << 10    # the staged fallback's bounce buffer (fits a core's L2: the copy reads from cache)
 _ACKS = 64                   # ACKs held back at most while more frames are already read ahead
 
 log = logging.getLogger("eidos.remote.channel")

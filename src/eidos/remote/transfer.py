@@ -21,7 +21,7 @@ from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, error_fro
 from .transport import Reader, Transport, bytes_view
 
 CLIENT_IDS = 1 << 62          # ids the client picks stay below this (store.SERVER_IDS)
-STAGING_CHUNK = 1 << 20       # the staged fallback's bounce buffer: received and copied a chunk at a time
+STAGING_CHUNK = 256 << 10     # the staged fallback's bounce buffer: received and copied a chunk at a time
 _SMALL_IN_FLIGHT = 4096       # unacknowledged small PUTs allowed at once (bookkeeping bound)
 _BATCH_IOVECS = 512
 
@@ -125,6 +125,38 @@ class TransferManager:
     def get(self, ident: int, out=None) -> memoryview:
         """The bytes of handle `ident`, read-only; received straight into `out` when it is a writable
         contiguous buffer large enough (the result is then a view of it), else into a fresh buffer."""
+        return self.get_many([ident], None if out is None else [out])[0]
+
+    def get_many(self, idents, outs=None) -> list[memoryview]:
+        """`get` for several handles with all their requests in flight at once (one round trip, not one
+        each); `outs`, when given, holds one destination (or None) per handle."""
+        idents = list(idents)
+        outs = [None] * len(idents) if outs is None else list(outs)
+        if len(outs) != len(idents) or len(set(idents)) != len(idents):
+            raise BackendError(f"get_many: {len(idents)} handles (each once) and {len(outs)} destinations")
+        states = [self._destination(ident, out) for ident, out in zip(idents, outs)]
+        with self._cv:
+            self._check()
+            for state in states:
+                if state.ident in self._gets:
+                    raise BackendError(f"get: handle {state.ident} is already being fetched on this connection")
+            self._gets.update((state.ident, state) for state in states)
+        try:
+            self._submit(b"".join(pack(Frame(Kind.GET, ident)) for ident in idents), None)
+            for state in states:
+                self._until(lambda s=state: s.result is not None or s.error is not None,
+                            f"the data of handle {state.ident}", abandon=state)
+        finally:
+            with self._cv:
+                for state in states:
+                    self._gets.pop(state.ident, None)
+        for state in states:
+            if state.error is not None:
+                raise state.error
+        return [state.result for state in states]
+
+    @staticmethod
+    def _destination(ident: int, out) -> _Get:
         state = _Get(ident, None)
         if out is not None:
             view = memoryview(out)
@@ -134,21 +166,7 @@ class TransferManager:
                 state.out = view.cast("B") if view.ndim != 1 or view.format != "B" else view
             else:
                 state.target = out                           # received into a fresh buffer, then copied in
-        with self._cv:
-            self._check()
-            if ident in self._gets:
-                raise BackendError(f"get: handle {ident} is already being fetched on this connection")
-            self._gets[ident] = state
-        try:
-            self._submit(pack(Frame(Kind.GET, ident)), None)
-            self._until(lambda: state.result is not None or state.error is not None, f"the data of handle {ident}",
-                        abandon=state)
-        finally:
-            with self._cv:
-                self._gets.pop(ident, None)
-        if state.error is not None:
-            raise state.error
-        return state.result
+        return state
 
     def release(self, ident: int) -> None:
         """Tell the server to free handle `ident`; returns at once (flush waits for it and raises its error)."""
