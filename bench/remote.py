@@ -8,13 +8,16 @@ server; this process is the client. Measured, raw and eidos taking turns sample 
 - throughput of PUT (client -> server pool, until acknowledged) and GET (server pool -> a client
   buffer) for 1 MiB to 1 GiB, against the raw baseline (`sendall` then a 1-byte ack / a request then
   `recv_into` a preallocated buffer, TCP_NODELAY); each sample moves at least 64 MiB (small sizes
-  repeat), after one warm-up sample (it faults the pool's pages in);
+  repeat, every transfer of the sample in flight at once on both sides: PUTs then one flush, GETs by
+  `get_many`; "one at a time" is a round trip per GET on both sides), after one warm-up sample (it
+  faults the pool's pages in);
 - pool allocation: allocate + free of random sizes (64 B to 16 MiB) with 1,000 blocks live, in-process;
 - set-up per transfer: many 0-byte and 1-byte PUTs pipelined (put all, then flush), per transfer, and
   sequential put+wait round trips beside a raw 1-byte round trip;
 - the staged fallback: GET received into a staging buffer and copied (client `staged=True`) and PUT
   received by the server into a staging buffer and copied into the block (`listen(staged=True)`),
-  against the direct paths.
+  against the direct paths;
+- with CUDA: host-to-device copies from a pinned pool block against pageable memory.
 
     python bench/remote.py [--quick] [--samples 5]
 """
@@ -47,13 +50,14 @@ def serve(capacity: int) -> None:
     from eidos.remote.pool import Pool
     from eidos.remote.store import Sessions
 
-    pool = Pool(capacity, pinned=False)
+    pool = Pool(capacity)                               # pinned when CUDA is there, as a service's pool is
     sessions = Sessions(pool)
     direct = listen("127.0.0.1", 0, sessions, max_frame=capacity)
     staged = listen("127.0.0.1", 0, sessions, max_frame=capacity, staged=True)
     raw = socket.create_server(("127.0.0.1", 0))
     threading.Thread(target=_raw_server, args=(raw, capacity), daemon=True).start()
-    print(json.dumps({"direct": direct.port, "staged": staged.port, "raw": raw.getsockname()[1]}), flush=True)
+    print(json.dumps({"direct": direct.port, "staged": staged.port, "raw": raw.getsockname()[1],
+                      "pinned": pool.pinned}), flush=True)
     for line in sys.stdin:
         if line.strip() == "open":
             print(sessions.open().ticket.hex(), flush=True)
@@ -113,6 +117,11 @@ class Raw:
             _recv_exact(self.sock, memoryview(self.ack))
 
     def get(self, out: memoryview, k: int) -> None:
+        self.sock.sendall(RAW.pack(b"G", out.nbytes) * k)    # every request in flight, as get_many's
+        for _ in range(k):
+            _recv_exact(self.sock, out)
+
+    def get_one_at_a_time(self, out: memoryview, k: int) -> None:
         for _ in range(k):
             self.sock.sendall(RAW.pack(b"G", out.nbytes))
             _recv_exact(self.sock, out)
@@ -148,11 +157,10 @@ def throughput(raw, tm, sizes, samples: int) -> list[tuple]:
         data = np.full(size, 7, dtype=np.uint8).data
         out = np.zeros(size, dtype=np.uint8).data
         k = max(1, 64 * MiB // size)
-        for direction in ("PUT", "GET"):
+        for direction in ("PUT", "GET", "GET one at a time") if k > 1 else ("PUT", "GET"):
             times = {"raw": [], "eidos": []}
-            if direction == "GET":
-                source = tm.put(data)
-                tm.wait(source)
+            if direction != "PUT":
+                sources = _eidos_put(tm, data, k)
             for i in range(samples + 1):                     # sample 0 warms up
                 if direction == "PUT":
                     t_raw = _timed(lambda: raw.put(data, k))
@@ -161,15 +169,19 @@ def throughput(raw, tm, sizes, samples: int) -> list[tuple]:
                     for ident in ids:
                         tm.release(ident)
                     tm.flush()
-                else:
+                elif direction == "GET":
                     t_raw = _timed(lambda: raw.get(out, k))
-                    t_eidos = _timed(lambda: [tm.get(source, out=out) for _ in range(k)])
+                    t_eidos = _timed(lambda: tm.get_many(sources, [out] * k))
+                else:
+                    t_raw = _timed(lambda: raw.get_one_at_a_time(out, k))
+                    t_eidos = _timed(lambda: [tm.get(ident, out=out) for ident in sources])
                 if i:
                     times["raw"].append(t_raw / k)
                     times["eidos"].append(t_eidos / k)
-            if direction == "GET":
+            if direction != "PUT":
                 assert bytes(out[:16]) == bytes(data[:16])
-                tm.release(source)
+                for ident in sources:
+                    tm.release(ident)
                 tm.flush()
             rows.append((size, direction, times))
     return rows
@@ -268,6 +280,34 @@ def staged(server, ports, raw_tm, size: int, samples: int) -> list[tuple]:
     return rows
 
 
+def host_to_device(size: int, samples: int) -> list[tuple] | None:
+    """Copy to the GPU from a pinned pool block and from pageable memory (None without CUDA)."""
+    from eidos.remote.pool import Pool, cuda_present
+
+    if not cuda_present():
+        return None
+    import torch
+
+    device = torch.empty(size, dtype=torch.uint8, device="cuda")
+    pool = Pool(size, pinned=True)
+    block = pool.allocate(size, "bench")
+    block.view[:] = np.full(size, 5, dtype=np.uint8).data
+    pageable = torch.from_numpy(np.full(size, 5, dtype=np.uint8))
+    rows = []
+    for what, source in (("pinned pool block", block.tensor()), ("pageable memory", pageable)):
+        times = []
+        for i in range(samples + 1):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            device.copy_(source, non_blocking=True)
+            torch.cuda.synchronize()
+            if i:
+                times.append(time.perf_counter() - start)
+        rows.append((what, times))
+    assert int(device[-1]) == 5
+    return rows
+
+
 def gbps(size: int, seconds: float) -> float:
     return size / seconds / 1e9
 
@@ -289,9 +329,11 @@ def main() -> None:
     sizes = [MiB, 16 * MiB, 256 * MiB] + ([] if args.quick else [GiB])
     capacity = max(sizes) + 64 * MiB
     began = time.perf_counter()
-    env = dict(os.environ)
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    import eidos.remote
+
+    env = dict(os.environ)                              # the server imports the eidos this process imported
+    here = os.path.dirname(os.path.dirname(os.path.dirname(eidos.remote.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
     server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", str(capacity)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -299,8 +341,9 @@ def main() -> None:
         raw = Raw(ports["raw"])
         tm = _manager(server, ports["direct"])
         print(f"# bench/remote.py{' --quick' if args.quick else ''}: {platform.node()}, {os.cpu_count()} CPUs, "
-              f"Python {platform.python_version()}; server in a subprocess on loopback; load average "
-              f"{os.getloadavg()[0]:.1f} at the start")
+              f"Python {platform.python_version()}; server in a subprocess on loopback, its pool "
+              f"{'pinned' if ports['pinned'] else 'not pinned (no CUDA)'}; load average {os.getloadavg()[0]:.1f} "
+              "at the start")
         rows = throughput(raw, tm, sizes, samples)
         print("\n## throughput (GB/s = 1e9 bytes/s; per transfer, min and median of "
               f"{samples} samples of at least 64 MiB each)\n")
@@ -338,6 +381,13 @@ def main() -> None:
             dm, sm = statistics.median(t["direct"]), statistics.median(t["staged"])
             print(f"| {what} | {d:.4f} | {s:.4f} | {s / d - 1:+.0%} | {sm / dm - 1:+.0%} |")
         tm.close()
+        h2d = host_to_device(size, samples)
+        if h2d is not None:
+            print(f"\n## host to device ({label(size)}, torch copy_, min and median of {samples})\n")
+            print("| from | min s | GB/s (best) | median s |")
+            print("| --- | ---: | ---: | ---: |")
+            for what, t in h2d:
+                print(f"| {what} | {min(t):.4f} | {gbps(size, min(t)):.1f} | {statistics.median(t):.4f} |")
         print(f"\nload average {os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - began:.0f} s in all")
     finally:
         if server.poll() is None:
