@@ -55,6 +55,7 @@ _LAZY = {
     "from_dlpack": "eidos.tensor",
     "set_backend": "eidos.tensor",
     "set_backend_priority": "eidos.tensor",
+    "connect": "eidos.remote",
 }
 
 

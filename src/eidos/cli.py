@@ -18,14 +18,16 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import eidos as ei
-from eidos.errors import CommandError, EidosError, UnsupportedError, shown
+from eidos.errors import CommandError, EidosError, PlanError, UnsupportedError, shown
 from eidos.flow.sinks import atomic
 
 HEAD_DEFAULT = 20
@@ -539,6 +541,56 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
                    help=f"with --dir: replace {', '.join(DEMO_FILES)} when DIR already holds them")
 
 
+def cmd_serve(args: argparse.Namespace, out: Out) -> int:
+    """Run an execution service in the foreground until interrupted (Ctrl-C or SIGTERM)."""
+    import signal
+
+    from eidos.remote.auth import Tls, read_token
+    from eidos.remote.service import Config, ExecutionService
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise PlanError("--tls-cert and --tls-key go together")
+    config = Config(token=read_token(args.token_file), host=args.host, port=args.port, data_port=args.data_port,
+                    tls=Tls(Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None,
+                    pool_bytes=args.pool_mb << 20,
+                    session_bytes=args.session_mb << 20 if args.session_mb is not None else None,
+                    trusted_modules=tuple(args.trust_module), allowed_paths=tuple(args.allow_path),
+                    allowed_databases=tuple(args.allow_database))
+    service = ExecutionService(config)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=service.shutdown, daemon=True).start())
+    scheme = "eidos+tls" if config.tls else "eidos"
+    out.line(f"eidos service at {scheme}://{config.host}:{service.port} (data channel port {service.channel.port}, "
+             f"pool {config.pool_bytes >> 20} MiB{', pinned' if service.pool.pinned else ''}, "
+             f"kernel targets: {', '.join(config.isa_targets)})")
+    sys.stdout.flush()
+    try:
+        service.serve()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.shutdown()
+    return 0
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: all)")
+    p.add_argument("--port", type=int, default=8815, help="control-plane port (default 8815; 0: any free)")
+    p.add_argument("--data-port", type=int, default=0, help="data-channel port (default: any free; clients learn it)")
+    p.add_argument("--token-file", required=True, metavar="FILE",
+                   help="file holding the token every client must present (mode 600)")
+    p.add_argument("--tls-cert", metavar="PEM", help="serve both planes over TLS with this certificate")
+    p.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    p.add_argument("--pool-mb", type=int, default=1024, metavar="MIB",
+                   help="pre-allocated memory for incoming buffers (default 1024; pinned when CUDA is present)")
+    p.add_argument("--session-mb", type=int, metavar="MIB", help="one client's limit (default: the whole pool)")
+    p.add_argument("--trust-module", action="append", default=[], metavar="MODULE",
+                   help="a module whose functions remote plans may call (repeatable); registered UDFs need none")
+    p.add_argument("--allow-path", action="append", default=[], metavar="DIR",
+                   help="a folder remote plans may read files from (repeatable; default: none)")
+    p.add_argument("--allow-database", action="append", default=[], metavar="URI",
+                   help="a database remote plans may read (repeatable; default: none)")
+
+
 # name: (function, arguments, one-line help, description)
 COMMANDS = {
     "devices": (cmd_devices, _json_flag, "what this machine has: cores, memory, CPU flags, GPUs",
@@ -562,6 +614,11 @@ COMMANDS = {
              "one flow (filter, join, group_by/agg, sort), and run it on every available lane: each "
              "lane's planner verdict, time (best of two runs), and whether its result agrees with the "
              "reference lane's. Exits 1 when a lane fails or disagrees."),
+    "serve": (cmd_serve, _serve_args, "run an execution service for remote clients (ei.connect)",
+              "Serve remote clients: they connect with ei.connect('eidos://HOST:PORT', token=...) and run plans "
+              "(engine='remote'), tensors (device 'remote:gpu') and ISA programs here. Every call needs the "
+              "token in --token-file; remote plans call only registered UDFs and --trust-module functions and "
+              "read only --allow-path folders and --allow-database databases."),
 }
 
 
