@@ -103,7 +103,8 @@ def _allowed_path(path: str, roots: tuple[str, ...]) -> None:
 def run_isa(fragment: dict, session: Session, config, cancelled: threading.Event) -> list[Entry]:
     """`fragment["ops"]` in order on the session's kernel target: allocate, write (from a buffer sent on
     the data channel), execute, read (into a new result), free. Buffer handles are the target's own, so a
-    program that names them runs unchanged. Each op's outcome is in the result entry's meta."""
+    program that names them runs unchanged. Besides the entries `read` keeps, `allocate` and `execute`
+    answer with an outcome (id 0, nothing kept): the buffer's handle, the program's key."""
     ops = field(fragment, "ops", list, "isa fragment")
     target = _target(session, config, fragment)
     made: list[Entry] = []
@@ -150,7 +151,7 @@ def _allocate(op, target, session, config, at):
         raise PlanError(f"{at}: a buffer of {nbytes:,} bytes is over this service's limit of {config.max_buffer:,}")
     ty = field(op, "type", (str, type(None)), at, default=None)
     handle = target.allocate_buffer(nbytes, Type.parse(ty) if ty else None)
-    return session.store.put("target_buffer", None, 0, target_buffer=handle)
+    return Entry(0, "target_buffer", 0, meta={"target_buffer": handle})      # an outcome, nothing kept
 
 
 def _write(op, target, session, config, at):
@@ -194,7 +195,7 @@ def _execute(op, target, session, config, at):
             raise PlanError(f"{at}: registers maps register numbers to numbers, got {key!r}: {value!r}")
         regs[int(key)] = value
     target.execute_program_with_params(program, ExecutionParams(cfg, regs))
-    return session.store.put("run", None, 0, program_key=program.digest())
+    return Entry(0, "run", 0, meta={"program_key": program.digest()})          # an outcome, nothing kept
 
 
 def _program(op: dict, session: Session, at: str):

@@ -179,8 +179,6 @@ class ExecutionService:
                          "loadavg": list(os.getloadavg())},
                 "uptime_s": time.time() - self.started}
 
-    ACTIONS = ("open_session", "run_subgraph", "cancel", "release", "close_session", "health")
-
     # ---- tables ------------------------------------------------------------------------------------------
 
     def put_table(self, command: bytes, reader) -> None:
@@ -239,12 +237,16 @@ class _Flight(flight.FlightServerBase):
         self.service = service
 
     def list_actions(self, context):
-        return [(name, "") for name in ExecutionService.ACTIONS]
+        return [(name, "") for name in protocol.ACTIONS]
 
     def do_action(self, context, action):
         body = action.body.to_pybytes() if action.body is not None else b""
-        result = _answer(lambda: getattr(self.service, action.type)(protocol.decode(action.type, body)))
+        result = _answer(lambda: self._act(action.type, body))
         return iter([flight.Result(protocol.encode(result))])
+
+    def _act(self, name: str, body: bytes) -> dict:
+        message = protocol.decode(name, body)       # first: only the actions protocol.ACTIONS names get further
+        return getattr(self.service, name)(message)
 
     def do_put(self, context, descriptor, reader, writer):
         _answer(lambda: self.service.put_table(descriptor.command, reader))
