@@ -244,3 +244,29 @@ def test_error_bodies_build_only_eidos_errors():
     assert type(e) is ExecutionError and str(e) == "x"
     assert type(protocol.error_from(b"not json", "fallback")) is ExecutionError
     assert type(protocol.error_from(json.dumps({"error": "PlanError", "message": "m"}).encode(), "f")) is PlanError
+
+
+def test_a_run_sent_before_its_input_starts_when_the_input_arrives(remote):
+    x = np.arange(1 << 20, dtype=np.float32)
+    data = remote.put_buffer(x, wait=False)             # still in flight when the run is sent
+    (src,) = remote.run_subgraph({"kind": "isa", "ops": [{"op": "allocate", "bytes": x.nbytes, "type": "f32"}]})
+    buf = src.meta["target_buffer"]
+    ops = [{"op": "write", "buffer": buf, "offset": 0, "data": data.id},
+           {"op": "read", "buffer": buf, "offset": 0, "bytes": x.nbytes}]
+    (out,) = remote.run_subgraph({"kind": "isa", "ops": ops})
+    assert bytes(remote.fetch_result(out)) == x.tobytes()
+    remote.release(data)
+    with pytest.raises(BackendError, match=f"no result or buffer {data.id}"):   # released: fails at once
+        remote.run_subgraph({"kind": "isa", "ops": ops[:1]})
+
+
+def test_an_input_never_sent_fails_within_the_services_wait(service):
+    svc = start_service(pool_bytes=1 << 20, input_wait=0.5)
+    try:
+        with connect(svc.address, token=TOKEN) as r:
+            (src,) = r.run_subgraph({"kind": "isa", "ops": [{"op": "allocate", "bytes": 8}]})
+            with pytest.raises(ExecutionError, match="input 77 was not sent within 0.5 s"):
+                r.run_subgraph({"kind": "isa", "ops": [{"op": "write", "buffer": src.meta["target_buffer"],
+                                                        "offset": 0, "data": 77}]})
+    finally:
+        svc.shutdown()

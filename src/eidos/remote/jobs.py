@@ -68,7 +68,7 @@ def _bind(plan, session: Session, config):
 
     def _source(source):
         if type(source).__name__ == "RemoteSource":
-            entry = session.store.get(source.handle, wait=config.input_wait)
+            entry = session.store.input(source.handle, wait=config.input_wait)
             if entry.kind != "table":
                 raise PlanError(f"the plan reads handle {source.handle} as a table, but it holds a {entry.kind}")
             return S.ArrowSource.of(entry.value, source.schema, kind="remote")
@@ -155,7 +155,7 @@ def _allocate(op, target, session, config, at):
 
 
 def _write(op, target, session, config, at):
-    entry = session.store.get(_int(op, "data", at, low=1), wait=config.input_wait)
+    entry = session.store.input(_int(op, "data", at, low=1), wait=config.input_wait)
     if entry.block is None:
         raise PlanError(f"{at}: handle {entry.id} holds a {entry.kind}, not bytes sent on the data channel")
     target.copy_to_buffer(_int(op, "buffer", at, low=1), entry.block.view, _int(op, "offset", at))

@@ -25,6 +25,7 @@ from eidos.errors import BackendError, EidosError, ExecutionError
 
 SERVER_IDS = 1 << 62
 TICKET_BYTES = 32
+RELEASED_KEPT = 1 << 16
 
 
 @dataclass
@@ -53,6 +54,8 @@ class Store:
         self.pool, self.owner = pool, owner
         self._entries: dict[int, Entry] = {}
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._released: dict[int, None] = {}    # recent client ids let go of: an input naming one fails at once
         self._next = SERVER_IDS
         self._closed = False
 
@@ -66,6 +69,8 @@ class Store:
                 raise BackendError(f"id {entry.id} is already in use in this session; release it first "
                                    "or send under a new id")
             self._entries[entry.id] = entry
+            self._released.pop(entry.id, None)
+            self._arrived.notify_all()
         return entry
 
     def reserve(self, ident: int, kind: str, nbytes: int, **meta) -> Entry:
@@ -104,9 +109,27 @@ class Store:
             raise ExecutionError(f"input {ident} failed to arrive: {entry.error}") from entry.error
         return entry
 
+    def input(self, ident: int, *, wait: float) -> Entry:
+        """The input `ident` of a run, waiting up to `wait` seconds for it to be announced and arrive:
+        a client may send a run before the bytes it reads (the data channel and the control plane are
+        two connections), and the run starts as soon as they are in."""
+        deadline = time.monotonic() + wait
+        with self._arrived:
+            while ident not in self._entries and ident < SERVER_IDS and ident not in self._released \
+                    and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ExecutionError(f"input {ident} was not sent within {wait:g} s; send it first (put_buffer)")
+                self._arrived.wait(left)
+        return self.get(ident, wait=max(deadline - time.monotonic(), 0.0))
+
     def release(self, ident: int) -> None:
         with self._lock:
             entry = self._entries.pop(ident, None)
+            if entry is not None and ident < SERVER_IDS:
+                self._released[ident] = None
+                if len(self._released) > RELEASED_KEPT:
+                    del self._released[next(iter(self._released))]
         if entry is None:
             raise BackendError(f"release: no result or buffer {ident} in this session ({self._known()})")
         self._free(entry)
@@ -116,6 +139,7 @@ class Store:
         with self._lock:
             self._closed = True
             entries, self._entries = list(self._entries.values()), {}
+            self._arrived.notify_all()
         for entry in entries:
             self._free(entry)
 
