@@ -7,7 +7,8 @@ server; this process is the client. Measured, raw and eidos taking turns sample 
 
 - throughput of PUT (client -> server pool, until acknowledged) and GET (server pool -> a client
   buffer) for 1 MiB to 1 GiB, against the raw baseline (`sendall` then a 1-byte ack / a request then
-  `recv_into` a preallocated buffer, TCP_NODELAY); each sample moves at least 64 MiB (small sizes
+  `recv_into` a preallocated buffer, TCP_NODELAY; and the same reading at most 256 KiB a call, as
+  TcpTransport does); each sample moves at least 64 MiB (small sizes
   repeat, every transfer of the sample in flight at once on both sides: PUTs then one flush, GETs by
   `get_many`; "one at a time" is a round trip per GET on both sides), after one warm-up sample (it
   faults the pool's pages in);
@@ -41,6 +42,7 @@ import numpy as np
 
 MiB, GiB = 1 << 20, 1 << 30
 RAW = struct.Struct("<cQ")
+PIECE = 256 << 10          # the "raw, 256 KiB reads" baseline reads as TcpTransport does
 
 
 # ---- the server process ---------------------------------------------------------------------------
@@ -82,8 +84,8 @@ def _raw_connection(sock: socket.socket, buffer: memoryview) -> None:
         if not _recv_exact(sock, memoryview(header)):
             return
         op, n = RAW.unpack(header)
-        if op == b"P":
-            _recv_exact(sock, buffer[:n])
+        if op in (b"P", b"p"):
+            _recv_exact(sock, buffer[:n], PIECE if op == b"p" else 0)
             sock.sendall(b"k")
         elif op == b"G":
             sock.sendall(buffer[:n])
@@ -91,10 +93,10 @@ def _raw_connection(sock: socket.socket, buffer: memoryview) -> None:
             return
 
 
-def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
+def _recv_exact(sock: socket.socket, view: memoryview, piece: int = 0) -> bool:
     got, want = 0, view.nbytes
     while got < want:
-        n = sock.recv_into(view[got:], want - got)
+        n = sock.recv_into(view[got:], min(want - got, piece) if piece else 0)
         if n == 0:
             return False
         got += n
@@ -104,14 +106,19 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> bool:
 # ---- the client -----------------------------------------------------------------------------------
 
 class Raw:
-    def __init__(self, port: int):
+    """The baseline client: `piece` 0 reads with one recv_into per call for all that is left (the plain
+    loop), else at most `piece` bytes a call (the server reads PUTs the same way)."""
+
+    def __init__(self, port: int, piece: int = 0):
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.ack = bytearray(1)
+        self.piece = piece
+        self.op = b"p" if piece else b"P"
 
     def put(self, data: memoryview, k: int) -> None:
         for _ in range(k):
-            self.sock.sendall(RAW.pack(b"P", data.nbytes))
+            self.sock.sendall(RAW.pack(self.op, data.nbytes))
             self.sock.sendall(data)
         for _ in range(k):
             _recv_exact(self.sock, memoryview(self.ack))
@@ -119,12 +126,12 @@ class Raw:
     def get(self, out: memoryview, k: int) -> None:
         self.sock.sendall(RAW.pack(b"G", out.nbytes) * k)    # every request in flight, as get_many's
         for _ in range(k):
-            _recv_exact(self.sock, out)
+            _recv_exact(self.sock, out, self.piece)
 
     def get_one_at_a_time(self, out: memoryview, k: int) -> None:
         for _ in range(k):
             self.sock.sendall(RAW.pack(b"G", out.nbytes))
-            _recv_exact(self.sock, out)
+            _recv_exact(self.sock, out, self.piece)
 
 
 def _manager(server, port: int, **options):
@@ -151,19 +158,20 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def throughput(raw, tm, sizes, samples: int) -> list[tuple]:
+def throughput(raw, raw_pieces, tm, sizes, samples: int) -> list[tuple]:
     rows = []
     for size in sizes:
         data = np.full(size, 7, dtype=np.uint8).data
         out = np.zeros(size, dtype=np.uint8).data
         k = max(1, 64 * MiB // size)
         for direction in ("PUT", "GET", "GET one at a time") if k > 1 else ("PUT", "GET"):
-            times = {"raw": [], "eidos": []}
+            times = {"raw": [], "raw pieces": [], "eidos": []}
             if direction != "PUT":
                 sources = _eidos_put(tm, data, k)
             for i in range(samples + 1):                     # sample 0 warms up
                 if direction == "PUT":
                     t_raw = _timed(lambda: raw.put(data, k))
+                    t_pieces = _timed(lambda: raw_pieces.put(data, k))
                     ids = []
                     t_eidos = _timed(lambda: ids.extend(_eidos_put(tm, data, k)))
                     for ident in ids:
@@ -171,12 +179,15 @@ def throughput(raw, tm, sizes, samples: int) -> list[tuple]:
                     tm.flush()
                 elif direction == "GET":
                     t_raw = _timed(lambda: raw.get(out, k))
+                    t_pieces = _timed(lambda: raw_pieces.get(out, k))
                     t_eidos = _timed(lambda: tm.get_many(sources, [out] * k))
                 else:
                     t_raw = _timed(lambda: raw.get_one_at_a_time(out, k))
+                    t_pieces = _timed(lambda: raw_pieces.get_one_at_a_time(out, k))
                     t_eidos = _timed(lambda: [tm.get(ident, out=out) for ident in sources])
                 if i:
                     times["raw"].append(t_raw / k)
+                    times["raw pieces"].append(t_pieces / k)
                     times["eidos"].append(t_eidos / k)
             if direction != "PUT":
                 assert bytes(out[:16]) == bytes(data[:16])
@@ -338,23 +349,23 @@ def main() -> None:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         ports = json.loads(server.stdout.readline())
-        raw = Raw(ports["raw"])
+        raw, raw_pieces = Raw(ports["raw"]), Raw(ports["raw"], PIECE)
         tm = _manager(server, ports["direct"])
         print(f"# bench/remote.py{' --quick' if args.quick else ''}: {platform.node()}, {os.cpu_count()} CPUs, "
               f"Python {platform.python_version()}; server in a subprocess on loopback, its pool "
               f"{'pinned' if ports['pinned'] else 'not pinned (no CUDA)'}; load average {os.getloadavg()[0]:.1f} "
               "at the start")
-        rows = throughput(raw, tm, sizes, samples)
+        rows = throughput(raw, raw_pieces, tm, sizes, samples)
         print("\n## throughput (GB/s = 1e9 bytes/s; per transfer, min and median of "
               f"{samples} samples of at least 64 MiB each)\n")
-        print("| size | op | raw min s | raw GB/s (best) | eidos min s | eidos GB/s (best) | eidos/raw (best) "
-              "| eidos/raw (median) |")
-        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("| size | op | raw GB/s (best) | raw 256 KiB reads GB/s (best) | eidos GB/s (best) | eidos median s "
+              "| eidos/raw (best) | eidos/raw (median) | eidos/raw 256 KiB reads (median) |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for size, direction, t in rows:
-            r, e = min(t["raw"]), min(t["eidos"])
-            rm, em = statistics.median(t["raw"]), statistics.median(t["eidos"])
-            print(f"| {label(size)} | {direction} | {r:.5f} | {gbps(size, r):.2f} | {e:.5f} | {gbps(size, e):.2f} "
-                  f"| {r / e:.2f} | {rm / em:.2f} |")
+            r, p, e = min(t["raw"]), min(t["raw pieces"]), min(t["eidos"])
+            rm, pm, em = (statistics.median(t[x]) for x in ("raw", "raw pieces", "eidos"))
+            print(f"| {label(size)} | {direction} | {gbps(size, r):.2f} | {gbps(size, p):.2f} | {gbps(size, e):.2f} "
+                  f"| {em:.5f} | {r / e:.2f} | {rm / em:.2f} | {pm / em:.2f} |")
 
         per_alloc, per_free = pool_allocation(args.quick)
         print("\n## pool allocation (64 B to 16 MiB, 1,000 blocks live; per operation, batches of 100)\n")

