@@ -270,3 +270,19 @@ def test_an_input_never_sent_fails_within_the_services_wait(service):
                                                         "offset": 0, "data": 77}]})
     finally:
         svc.shutdown()
+
+
+def test_per_connection_memory_limits_refuse_what_passes_them():
+    from eidos.errors import ResourceError
+
+    svc = start_service(pool_bytes=4 << 20, session_bytes=1 << 20)
+    try:
+        with connect(svc.address, token=TOKEN) as r:
+            with pytest.raises(ResourceError, match="over the service's limit of 1,048,576 bytes"):
+                r.put_buffer(np.zeros(2 << 20, np.uint8))
+            with pytest.raises(ResourceError, match="passes this session's limit"):
+                r.put_table(pa.table({"x": np.zeros(300_000)}))
+            h = r.put_buffer(np.ones(1000, np.uint8))          # the session lives on
+            assert bytes(r.fetch_result(h)) == b"\x01" * 1000
+    finally:
+        svc.shutdown()

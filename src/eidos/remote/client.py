@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from eidos.errors import BackendError, BackendUnavailable, EidosError, ExecutionError, PlanError
+from eidos.errors import BackendError, BackendUnavailable, EidosError, ExecutionError, PlanError, ResourceError
 
 from . import protocol
 from .auth import bearer, check_token, client_context
@@ -216,6 +216,11 @@ class Remote:
         wait=False the bytes are still in flight when this returns: `data` must stay unchanged until a
         run that reads them returns (the run waits for them to arrive)."""
         view = memoryview(data)
+        limit = self.limits.get("session_bytes")
+        if isinstance(limit, int) and view.nbytes > limit:     # refused here: over the wire it ends the session
+            raise ResourceError(f"a buffer of {view.nbytes:,} bytes is over the service's limit of {limit:,} bytes "
+                                f"per connection ({self.address}); send it in parts or raise the service's "
+                                "--session-mb")
         ident = self._data.put(view)
         if wait:
             self._data.wait(ident)
