@@ -188,3 +188,44 @@ def read_sql(uri: str, *, table: str | None = None, query: str | None = None) ->
     probe = SqlSource(Schema(()), uri=uri, table=table, query=query)
     schema, rows = describe_sql(probe)
     return Flow(Scan(SqlSource(schema, uri=uri, table=table, query=query, rows=rows)))
+
+
+def from_remote_handle(remote: Any, handle: Any, schema: Schema | pa.Schema | None = None) -> Flow:
+    """A table an eidos service keeps (`remote.put_table(table)`, or the result of a run there), named
+    by its `handle` on the connection `remote` (`ei.connect`): a plan over it runs on that service
+    (rule 2, data locality) and only its result comes back; mixed with local data, only the part
+    over it runs there.
+
+    The schema is `schema`, else the handle's (`meta["schema"]`: an Arrow schema, or the [name, dtype]
+    pairs a plan's JSON uses); the row count is the handle's. Nothing is fetched.
+    """
+    from eidos.ir.sources import RemoteSource
+
+    meta = getattr(handle, "meta", None) or {}
+    kind = getattr(handle, "kind", meta.get("kind"))
+    if kind != "table":
+        raise PlanError(f"handle {getattr(handle, 'id', handle)!r} holds a {kind}, not a table: only a table "
+                        "can be the source of a Flow")
+    schema = _remote_schema(meta.get("schema") if schema is None else schema, handle)
+    rows = meta.get("rows")
+    source = RemoteSource(schema, address=remote.address, handle=int(handle.id),
+                          rows=rows if isinstance(rows, int) and not isinstance(rows, bool) else None)
+    return Flow(Scan(source))
+
+
+def _remote_schema(found: Any, handle: Any) -> Schema:
+    if isinstance(found, pa.Schema):
+        schema = Schema.from_arrow(found)
+        if schema.to_arrow() != found:   # the service reads the table as exactly its schema's Arrow types
+            raise PlanError(f"handle {handle.id}'s table holds Arrow types eidos keeps otherwise ({found}; eidos: "
+                            f"{schema.to_arrow()}); upload ei.from_arrow(table)'s data, which has them")
+        return schema
+    if isinstance(found, Schema):
+        return found
+    if isinstance(found, list):
+        from eidos.ir.serialize import read_schema
+
+        return read_schema(found, f"handle {handle.id}'s schema")
+    raise PlanError(f"handle {getattr(handle, 'id', handle)!r} says nothing of its table's schema (its meta has "
+                    f"{', '.join(map(shown, getattr(handle, 'meta', {}) or {})) or 'nothing'}); give it: "
+                    "from_remote_handle(remote, handle, schema=table.schema)")

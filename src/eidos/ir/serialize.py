@@ -220,6 +220,12 @@ def _unschema(j: Any, at: str) -> Schema:
         raise _fail(at, str(e)) from None
 
 
+def read_schema(j: Any, what: str) -> Schema:
+    """A schema in a plan's JSON form ([[name, dtype], ...]) from elsewhere (a remote handle's meta);
+    PlanError naming `what` and the bad entry."""
+    return _unschema(j, what)
+
+
 _TAGS = ("int", "float", "decimal", "timestamp", "date", "tuple")
 
 
