@@ -138,20 +138,12 @@ def _remote_sources(plan: N.Node) -> list[RemoteSource]:
 def _open(address: str | None):
     """The open connection to `address` (the latest opened when None), or None; never imports the
     client when no connection was ever made (`import eidos` stays light)."""
-    if "eidos.remote" not in sys.modules:
+    client = sys.modules.get("eidos.remote.client")
+    if client is None:
         return None
-    import eidos.remote as remote
-
-    found = remote.current() if address is None else _by_address(remote, address)
-    return found
-
-
-def _by_address(remote, address: str):
-    lookup = getattr(remote, "connection", None)
-    if lookup is not None:
-        return lookup(address)
-    current = remote.current()
-    return current if current is not None and current.address == address else None
+    if address is None:
+        return client.current()
+    return next((r for r in reversed(client.connections()) if r.address == address), None)
 
 
 def _unnamed_functions(plan: N.Node) -> list[str]:

@@ -38,9 +38,10 @@ class Move:
         if self.how == "in place":
             return f"{what}: read there in place"
         read = "" if isinstance(self.scan.source, ArrowSource) else "read here, "
+        size = _size(self.scan)
         if self.how == "embedded":
-            return f"{what}: {read}embedded in the plan (under {EMBED_BYTES >> 10} KiB)"
-        return f"{what}: {read}uploaded as an Arrow table"
+            return f"{what}: {read}embedded in the plan ({_mib(size)}, under {EMBED_BYTES >> 10} KiB)"
+        return f"{what}: {read}uploaded as an Arrow table" + ("" if size is None else f" ({_mib(size)})")
 
 
 def moves(plan: N.Node) -> list[Move]:
@@ -55,10 +56,19 @@ def moves(plan: N.Node) -> list[Move]:
 def _how(scan: N.Scan) -> str:
     if isinstance(scan.source, RemoteSource):
         return "in place"
-    size = scan.source.estimated_bytes
-    if isinstance(scan.source, ArrowSource) and scan.columns is not None:
-        size = _local(scan).nbytes
+    size = _size(scan)
     return "embedded" if size is not None and size <= EMBED_BYTES else "uploaded"
+
+
+def _size(scan: N.Scan) -> int | None:
+    """Bytes of the columns `scan` reads, when known before reading (in-memory data; a file's estimate)."""
+    if isinstance(scan.source, ArrowSource):
+        return _local(scan).nbytes
+    return scan.source.estimated_bytes
+
+
+def _mib(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
 
 
 def _local(scan: N.Scan) -> pa.Table:
