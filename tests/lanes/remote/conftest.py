@@ -1,29 +1,28 @@
-"""A real eidos service on loopback for the remote lane's tests: started in this process (its own
-threads, its own ports), one per test module, with a connection open to it; both closed at the end,
-so the rest of a run plans with no connection open."""
+"""A real eidos service on loopback for the remote lane's tests, started by the remote service's own
+helper (tests/remote/conftest.py: in this process, its own threads and ports): one per test module,
+with one connection open to it (`ei.connect`), both closed at the module's end, so the rest of a run
+plans with no connection open."""
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
+
+import eidos as ei
+from tests.remote.conftest import TOKEN, start_service
 
 
 @pytest.fixture(scope="module")
 def service():
-    service = pytest.importorskip("eidos.remote.service", reason="the service (eidos.remote.service) is not here yet")
-    Config, ExecutionService = service.Config, service.ExecutionService
-
-    config = Config(token=secrets.token_urlsafe(32), pool_bytes=64 << 20, input_wait=10.0)
-    with ExecutionService(config) as running:
+    running = start_service(pool_bytes=64 << 20, input_wait=10.0)
+    try:
         yield running
+    finally:
+        running.shutdown()
 
 
 @pytest.fixture(scope="module")
 def remote(service):
-    from eidos.remote.client import connect
-
-    conn = connect(service.address, token=service.config.token, timeout=60.0)
+    conn = ei.connect(service.address, token=TOKEN, timeout=60.0)
     try:
         yield conn
     finally:

@@ -156,18 +156,20 @@ def test_an_interrupted_run_is_cancelled_on_the_service(remote, monkeypatch, ser
     assert service_handles() == before   # the upload released
 
 
-def test_tables_on_two_services_run_each_on_its_own(remote, service):
-    from eidos.remote.client import connect
-    from eidos.remote.service import Config, ExecutionService
+def test_tables_on_two_services_run_each_on_its_own(remote):
+    from tests.remote.conftest import TOKEN, start_service
 
-    with ExecutionService(Config(token=service.config.token, pool_bytes=16 << 20)) as other:
-        with connect(other.address, token=other.config.token) as second:
+    other = start_service(pool_bytes=16 << 20)
+    try:
+        with ei.connect(other.address, token=TOKEN) as second:
             flow = on_service(remote, PEOPLE).join(on_service(second, DEPTS), on="dept")
             text = flow.explain()
             assert "2 parts pushed down to remote (remote:eidos://" in text
             assert sorted(flow.run().column("id").to_pylist()) == [1, 2, 3]
             with pytest.raises(UnsupportedError, match="sources on several eidos services .*: a plan runs on one"):
                 flow.run(engine="remote")
+    finally:
+        other.shutdown()
 
 
 def test_inputs_small_enough_are_embedded():
