@@ -21,6 +21,7 @@ MODULES = [
     "eidos.hal.registry",
     "eidos.hal.devices",
     "eidos.hal.trust",
+    "eidos.remote.client",
 ]
 GLOBALS = {"ei": ei, "col": ei.col, "lit": ei.lit, "when": ei.when, "count": ei.count, "date": ei.date,
            "udf": ei.udf, "datetime": datetime}

@@ -75,7 +75,23 @@ def connect(address: str, token: str | None = None, *, tls_ca: str | None = None
             timeout: float = DEFAULT_TIMEOUT) -> Remote:
     """Connect to the eidos service at `address` ("eidos://host:port", or "eidos+tls://host:port" with TLS,
     checked against the CA certificate `tls_ca`). `token` defaults to the EIDOS_TOKEN environment variable.
-    The connection becomes the current one (`current()`): engine="remote" and 'remote:gpu' tensors use it."""
+    The connection becomes the current one (`current()`): engine="remote" and 'remote:gpu' tensors use it.
+
+    Examples:
+        >>> from eidos.remote.service import Config, ExecutionService
+        >>> service = ExecutionService(Config(token="doctest-token-0123456789")).start()  # `eidos serve`
+        >>> remote = ei.connect(service.address, token="doctest-token-0123456789")
+        >>> remote.health().memory["pinned"]          # the pool is pinned where CUDA is present
+        False
+        >>> h = remote.put_buffer(b"hello")            # kept there, in the service's pool
+        >>> bytes(remote.fetch_result(h))
+        b'hello'
+        >>> (r,) = remote.run_subgraph({"kind": "plan", "plan": ei.from_pydict({"a": [2, 1]}).sort("a").to_json()})
+        >>> remote.fetch_result(r).to_pydict()
+        {'a': [1, 2]}
+        >>> remote.release(h, r)
+        >>> remote.close(); service.shutdown()
+    """
     return Remote(address, token, tls_ca=tls_ca, timeout=timeout)
 
 
