@@ -172,6 +172,25 @@ def test_tables_on_two_services_run_each_on_its_own(remote):
         other.shutdown()
 
 
+def test_named_it_reads_files_here_and_databases_through_their_lane(remote, tmp_path):
+    import sqlite3
+
+    import pyarrow.parquet as pq
+
+    pq.write_table(PEOPLE, tmp_path / "people.parquet")
+    with sqlite3.connect(tmp_path / "shop.db") as con:
+        con.executescript("create table depts (dept text, floor integer); insert into depts values ('a', 3), ('b', 1)")
+    con.close()
+    people = ei.read_parquet(str(tmp_path / "people.parquet"))
+    depts = ei.read_sql(f"sqlite:///{tmp_path / 'shop.db'}", table="depts")
+    flow = people.join(depts, on="dept").select("id", "floor").sort("id")
+    text = flow.explain(engine="remote")
+    assert "part 1: sqlite" in text
+    assert f"to the service: {people.plan.source.describe()}: read here, embedded in the plan" in text
+    assert flow.run(engine="remote").to_pydict() == {"id": [1, 2, 3], "floor": [3, 1, 3]}
+    assert ei.last_run().attempts[-1] == ("remote", "ok")
+
+
 def test_inputs_small_enough_are_embedded():
     assert execute.EMBED_BYTES == 64 << 10
     small, big = ei.from_arrow(PEOPLE).plan, ei.from_arrow(BIG).plan

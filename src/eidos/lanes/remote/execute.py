@@ -10,6 +10,7 @@ there in place. Uploads are released when the run ends, whatever its outcome.
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,10 +74,15 @@ def _mib(n: int) -> str:
 
 def _local(scan: N.Scan) -> pa.Table:
     """The columns `scan` reads of a local source, as Arrow: in-memory data sliced without a copy,
-    anything else read here by the lane the planner picks for it."""
+    anything else read here by the lane the planner picks for it (in a copy of the context, so the
+    caller's ei.last_run() stays the record of the caller's run)."""
     source = scan.source
     if isinstance(source, ArrowSource):
         return source.table if scan.columns is None else source.table.select(list(scan.columns))
+    return contextvars.copy_context().run(_read_here, scan)
+
+
+def _read_here(scan: N.Scan) -> pa.Table:
     from eidos.hal.planner import without
     from eidos.hal.runner import run
 
