@@ -153,6 +153,7 @@ class Connection:
         except (OSError, ssl.SSLError) as e:
             raise ExecutionError(f"TLS handshake with {self.transport.peer} failed: {e}") from e
         self.transport = TcpTransport(sock)
+        self.transport.settimeout(self.listener.timeout)
         self.reader = Reader(self.transport)
 
     def _read(self) -> Frame | None:
