@@ -22,8 +22,11 @@ import contextlib
 import ctypes
 import faulthandler
 import itertools
+import json
 import os
+import queue
 import random
+import re
 import shutil
 import signal
 import socket
@@ -497,3 +500,136 @@ def deadline(seconds: float, what: str = "the test") -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
         if outer:
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 0.001))
+
+
+# ------------------------------------------------------------------------------------ processes of the test
+
+
+ROOT = Path(__file__).resolve().parents[2]
+_SERVING = re.compile(r"eidos service at (eidos(?:\+tls)?://(\S+):(\d+)) \(data channel port (\d+)")
+
+
+def env() -> dict[str, str]:
+    """The environment for a child Python: this checkout's src/ and its tests package importable."""
+    paths = [str(ROOT / "src"), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)), "PYTHONUNBUFFERED": "1"}
+
+
+class Lines:
+    """A child's stdout, line by line, each read with a deadline (a reader thread feeds a queue)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self._queue, self.seen = proc, queue.Queue(), []
+        threading.Thread(target=self._read, daemon=True, name=f"lines of {proc.pid}").start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def next(self, timeout: float = 30.0) -> str:
+        """The next line; RuntimeError (with what came before) at the end of output or past `timeout`."""
+        try:
+            line = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise RuntimeError(f"process {self.proc.pid} wrote no line within {timeout} s; before: {self.seen}") from None
+        if line is None:
+            self._queue.put(None)
+            raise RuntimeError(f"process {self.proc.pid} ended (exit {self.proc.poll()}); it wrote: {self.seen}")
+        self.seen.append(line)
+        return line
+
+    def json(self, timeout: float = 30.0) -> dict:
+        """The next line that is a JSON object (other lines, such as warnings, are skipped)."""
+        end = time.monotonic() + timeout
+        while True:
+            line = self.next(max(end - time.monotonic(), 0.01))
+            if line.startswith("{"):
+                return json.loads(line)
+
+
+def child(target: str, *args, net: Link | None = None, side: Side | None = None, **kwargs) -> tuple[subprocess.Popen, Lines]:
+    """`module:function` called with `args` (JSON-able) in a child Python, in `side`'s namespace when given; its
+    stdout as `Lines`, its stderr passed through. A child in a namespace is killed with the link; otherwise the
+    caller kills it (`stop`)."""
+    module, function = target.split(":")
+    code = f"import json, sys; from {module} import {function} as f; f(*json.loads(sys.argv[1]))"
+    args_ = [sys.executable, "-c", code, json.dumps(list(args))]
+    kw = dict(stdout=subprocess.PIPE, text=True, env=env(), cwd=ROOT, **kwargs)
+    proc = net.popen(side, args_, **kw) if side is not None else subprocess.Popen(args_, **kw)
+    return proc, Lines(proc)
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+    """Stop a child this test started: `sig`, then SIGKILL if it outlives `timeout`; its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+    return proc.returncode
+
+
+@dataclass
+class Served:
+    """`eidos serve` in a child process: where it listens, and the process (to kill mid-work)."""
+
+    proc: subprocess.Popen
+    address: str
+    host: str
+    port: int
+    data_port: int
+    log: Path
+
+
+@contextlib.contextmanager
+def served(token_file: Path, *, host: str = "127.0.0.1", pool_mb: int = 64, args: Sequence[str] = (),
+           net: Link | None = None, side: Side | None = None) -> Iterator[Served]:
+    """`eidos serve` in a child (in `side`'s namespace when given) on any free ports; stopped on the way out
+    (SIGTERM, then SIGKILL), if a test has not killed it already. Its stderr goes to a log beside the token."""
+    log = token_file.with_name(f"serve-{next(_counter)}.log")
+    cmd = [sys.executable, "-m", "eidos", "serve", "--host", host, "--port", "0", "--token-file", str(token_file),
+           "--pool-mb", str(pool_mb), *args]
+    with open(log, "w") as err:
+        kw = dict(stdout=subprocess.PIPE, stderr=err, text=True, env=env(), cwd=ROOT)
+        proc = net.popen(side, cmd, **kw) if side is not None else subprocess.Popen(cmd, **kw)
+    try:
+        lines = Lines(proc)
+        try:
+            first = lines.next(timeout=60)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}; its log: {log.read_text()[-2000:]}") from None
+        m = _SERVING.search(first)
+        if m is None:
+            raise RuntimeError(f"`eidos serve` said {first!r}, not where it listens")
+        yield Served(proc, m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), log)
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
+def fronted(server: Served, *, host: str = "127.0.0.2", target_host: str | None = None, side: Side | None = None,
+            **knobs) -> Iterator[tuple[str, Proxy, Proxy]]:
+    """Proxies in front of both of a service's ports, listening on `host` with the service's own port numbers
+    (so the data port the service names reaches the proxy too): the address to connect to, the control
+    plane's proxy (plain) and the data channel's (with `knobs`). On loopback any 127.x address will do; with
+    `side`, the proxies' sockets live in that namespace and reach the service at `target_host`."""
+    target_host = target_host or server.host
+    made = dict(listen_in=side, target_in=side)
+    with Proxy((target_host, server.port), listen=(host, server.port), **made) as control, \
+            Proxy((target_host, server.data_port), listen=(host, server.data_port), **made, **knobs) as data:
+        yield f"eidos://{host}:{server.port}", control, data
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 20.0, every: float = 0.05):
+    """Poll `condition` until it is truthy (its value) or fail naming `what` after `timeout` s."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"{what}: not so after {timeout} s (last: {value!r})")
+        time.sleep(every)

@@ -1,16 +1,29 @@
-"""The fault harness (tests/remote/netlink.py) checked by itself with plain sockets: the proxy delivers every
-byte through its delay, stalls and rate cap; a cut mid-transfer gives both peers an error, not a hang; the
-namespaces carry a transfer over their veth (shaped by tbf), run processes, survive a cut of the wire, and are
-gone afterwards whatever happened inside. The namespace tests need root (CI runs as root) and skip without it."""
+"""The eidos service across two network namespaces (issue 14, item 4), and first the fault harness
+(tests/remote/netlink.py) checked by itself with plain sockets.
+
+The harness: the proxy delivers every byte through its delay, stalls and rate cap; a cut mid-transfer gives both
+peers an error, not a hang; the namespaces carry a transfer over their veth (shaped by tbf), run processes,
+survive a cut of the wire, and are gone afterwards whatever happened inside.
+
+The service: `eidos serve` runs in namespace b, the client in namespace a (both `ip netns exec` children); the
+traffic crosses the veth, shaped by tbf, and where a test needs to watch or disturb it, through a proxy whose
+sockets live in a. Over a slow, lossy (stalling) link transfers complete with every byte; where the deadline is
+shorter than the link needs, or the link is cut mid-transfer (the wire down, or both ends reset), the client
+gets an EidosError within its deadline and the service frees the session's memory. Those tests are marked slow
+(`pytest -m slow -s tests/remote/test_netns.py` shows the figures); they need root (CI runs as root) and skip
+without it, as the namespace tests of the harness do.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -277,3 +290,145 @@ def test_a_deadline_ends_a_hang_and_keeps_the_one_around_it():
             time.sleep(5)
     left, _ = signal.getitimer(signal.ITIMER_REAL)
     assert 0 < left <= 45                          # the autouse fixture's deadline is armed again
+
+
+# ------------------------------------------------------------------------------------------ the eidos service
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+@pytest.fixture
+def token_file(tmp_path):
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def say(**what) -> None:
+    print(json.dumps(what), flush=True)
+
+
+def pool_used(address: str, timeout: float) -> int:
+    from eidos.remote.client import connect
+
+    with connect(address, token=TOKEN, timeout=timeout) as r:
+        return r.health().memory["pool_used"]
+
+
+def client_roundtrip(address: str, nbytes: int, timeout: float) -> None:
+    """In namespace a: random bytes there and back as a buffer on the data channel, and as a table on the control
+    plane; says whether every byte came back, and how long each way took."""
+    import numpy as np
+    import pyarrow as pa
+
+    from eidos.remote.client import connect
+
+    payload = np.random.default_rng(5).integers(0, 256, nbytes, dtype=np.uint8)
+    table = pa.table({"x": np.arange(nbytes // 64, dtype=np.int64)})
+    with connect(address, token=TOKEN, timeout=timeout) as r:
+        t0 = time.monotonic()
+        handle = r.put_buffer(payload)
+        t1 = time.monotonic()
+        back = r.fetch_result(handle)
+        t2 = time.monotonic()
+        same = hashlib.sha256(back).digest() == hashlib.sha256(payload).digest()
+        got = r.fetch_result(r.put_table(table))
+        t3 = time.monotonic()
+        say(same=same, table=got.equals(table), put_s=t1 - t0, fetch_s=t2 - t1, table_s=t3 - t2)
+
+
+def client_cut(address: str, nbytes: int, timeout: float) -> None:
+    """In namespace a: sends `nbytes`, which the test cuts off; says what the client raised and when, waits for
+    the test's word (a line on stdin), closes, then says what the service holds once that has settled."""
+    from eidos.remote.client import connect
+
+    r = connect(address, token=TOKEN, timeout=timeout)
+    say(connected=True)
+    t0 = time.monotonic()
+    try:
+        r.put_buffer(bytes(nbytes))
+        say(error=None)
+    except Exception as e:        # reported to the test, which judges it
+        say(error=type(e).__name__, eidos=type(e).__module__ == "eidos.errors", message=str(e),
+            took=time.monotonic() - t0)
+    sys.stdin.readline()
+    r.close()
+    end = time.monotonic() + 20
+    while (used := pool_used(address, timeout)) and time.monotonic() < end:
+        time.sleep(0.1)
+    say(pool_used=used)
+
+
+def tcp_counters(net) -> dict:
+    """Segments retransmitted by each namespace's TCP, and packets tbf dropped on each veth."""
+    out = {}
+    for side in (net.a, net.b):
+        snmp = subprocess.run(side.command(["cat", "/proc/net/snmp"]), capture_output=True, text=True).stdout
+        names, values = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")][:2]
+        stats = subprocess.run(["tc", "-s", "-n", side.netns, "qdisc", "show", "dev", side.dev],
+                               capture_output=True, text=True).stdout
+        dropped = stats.split("dropped ", 1)[1].split(",", 1)[0] if "dropped " in stats else "?"
+        out[side.netns[-1]] = {"retransmitted": int(dict(zip(names, values))["RetransSegs"]),
+                               "tbf_dropped": int(dropped) if dropped.isdigit() else dropped}
+    return out
+
+
+@pytest.mark.slow
+def test_a_slow_lossy_link_carries_every_byte_within_the_deadline(token_file):
+    """40 Mbit/s with a small tbf queue (bursts past it are dropped: real loss, retransmitted) and a proxy that
+    adds 2 ms a chunk and stalls 5% of chunks for 0.1 s (a lost segment's pause, seen from above)."""
+    with netlink.link() as net:
+        net.shape("40mbit", burst="16kb", limit="32kb")
+        with netlink.served(token_file, host=net.b.address, net=net, side=net.b) as server, \
+                netlink.fronted(server, host="127.0.0.1", target_host=net.b.address, side=net.a, delay=0.002,
+                                stall=0.05, stall_for=0.1, chunk=32 * 1024, seed=3) as (address, _, data):
+            _, lines = netlink.child("tests.remote.test_netns:client_roundtrip", address, 4 * MiB, 20.0,
+                                     net=net, side=net.a)
+            said = lines.json(timeout=40)
+            print(f"\nslow lossy link: {said}, proxy moved {data.up:,} up / {data.down:,} down, {tcp_counters(net)}")
+            assert said["same"] and said["table"]
+
+
+@pytest.mark.slow
+def test_a_link_too_slow_for_the_deadline_fails_cleanly(token_file):
+    """8 Mbit/s (1 MB/s) and a 2 s deadline for a PUT of 8 MiB: the client raises within the deadline, and
+    once it closes, the service holds nothing of it."""
+    with netlink.link(rate="8mbit") as net, \
+            netlink.served(token_file, host=net.b.address, net=net, side=net.b) as server:
+        proc, lines = netlink.child("tests.remote.test_netns:client_cut", server.address, 8 * MiB, 2.0,
+                                    net=net, side=net.a, stdin=subprocess.PIPE)
+        assert lines.json()["connected"]
+        said = lines.json(timeout=20)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        print(f"\ntoo slow: {said}")
+        assert said["eidos"] and "deadline" in said["message"], said
+        assert lines.json(timeout=30) == {"pool_used": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cut", ["wire", "reset"])
+def test_a_link_cut_mid_transfer_fails_within_the_deadline_and_the_service_frees_the_session(cut, token_file):
+    """64 MiB on 80 Mbit/s (about 7 s), cut after 4 MiB: the wire itself (both veth ends down: silence, the
+    client's 3 s deadline ends the wait) or both ends reset by the proxy. The client raises an EidosError within
+    its deadline; with the wire mended and the client closed, the service frees the session."""
+    with netlink.link(rate="80mbit") as net, \
+            netlink.served(token_file, host=net.b.address, net=net, side=net.b) as server, \
+            netlink.fronted(server, host="127.0.0.1", target_host=net.b.address, side=net.a) as (address, _, data):
+        proc, lines = netlink.child("tests.remote.test_netns:client_cut", address, 64 * MiB, 3.0,
+                                    net=net, side=net.a, stdin=subprocess.PIPE)
+        assert lines.json()["connected"]
+        assert data.wait(up=4 * MiB, timeout=20), "the PUT never got going"
+        if cut == "wire":
+            net.down()
+        else:
+            data.cut()
+        said = lines.json(timeout=20)
+        if cut == "wire":
+            net.up()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        print(f"\ncut ({cut}) after {data.up:,} bytes: {said}")
+        assert said["eidos"], said
+        assert lines.json(timeout=30) == {"pool_used": 0}
