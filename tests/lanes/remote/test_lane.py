@@ -191,6 +191,17 @@ def test_named_it_reads_files_here_and_databases_through_their_lane(remote, tmp_
     assert ei.last_run().attempts[-1] == ("remote", "ok")
 
 
+def test_a_table_whose_connection_is_closed_names_how_to_connect(service, no_connection):
+    from tests.remote.conftest import TOKEN
+
+    with ei.connect(service.address, token=TOKEN) as conn:
+        flow = on_service(conn, PEOPLE).filter(col("id") > 1)
+    with pytest.raises(UnsupportedError, match=r"remote: no eidos service is connected: call ei\.connect\("):
+        flow.run()
+    with pytest.raises(BackendUnavailable, match=r"no eidos service is connected"):
+        flow.run(engine="remote")
+
+
 def test_inputs_small_enough_are_embedded():
     assert execute.EMBED_BYTES == 64 << 10
     small, big = ei.from_arrow(PEOPLE).plan, ei.from_arrow(BIG).plan
