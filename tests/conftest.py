@@ -1,5 +1,6 @@
 """Session-wide test set-up: one local Ray for the whole run (tests/lanes/ray/shared.py), joined by the
-tests that run the ray lane (parametrized with it, or using the `ray_cluster` fixture) and stopped at the end."""
+tests that run the ray lane (parametrized with it, or using the `ray_cluster` fixture) and stopped at the end;
+likewise one eidos service in this process, connected for the tests that run the remote lane."""
 
 from __future__ import annotations
 
@@ -19,10 +20,29 @@ def pytest_runtest_setup(item):
     if params is not None and any(isinstance(v, str) and v == "ray" for v in params.params.values()):
         if importlib.util.find_spec("ray") is not None:   # else the lane is unavailable and its tests skip
             shared.join()
+    if params is not None and any(isinstance(v, str) and v == "remote" for v in params.params.values()):
+        _remote_service()
+
+
+_service: list = []
+
+
+def _remote_service():
+    """A loopback service and a connection to it (the current one), made once for the run."""
+    if not _service:
+        from eidos.remote.client import connect
+        from tests.remote.conftest import TOKEN, start_service
+
+        service = start_service(pool_bytes=256 << 20)
+        _service.extend([service, connect(service.address, token=TOKEN)])
+    return _service[1]
 
 
 def pytest_sessionfinish(session):
     shared.stop()
+    if _service:
+        _service[1].close()
+        _service[0].shutdown()
 
 
 @pytest.fixture(scope="session")
