@@ -286,3 +286,23 @@ def test_per_connection_memory_limits_refuse_what_passes_them():
             assert bytes(r.fetch_result(h)) == b"\x01" * 1000
     finally:
         svc.shutdown()
+
+
+def test_remote_table_is_a_flow_whose_plans_run_there(remote):
+    import polars as pl
+
+    t = remote.table(pl.DataFrame({"k": ["a", "b", "a"], "x": [1, 2, 3]}))
+    q = t.group_by("k").agg(s=ei.col("x").sum()).sort("k")
+    assert q.run().to_pydict() == {"k": ["a", "b"], "s": [4, 2]}
+    assert ei.last_run().lane == "remote"
+    assert "remote" in q.explain().splitlines()[0]
+
+
+def test_a_run_past_its_deadline_is_cancelled_on_the_service_too(remote, service):
+    ops = [{"op": "execute", "program": to_dict(_spin(9_000_000))}]
+    with pytest.raises(ExecutionError, match="deadline of 0.3 s"):
+        remote.run_subgraph({"kind": "isa", "target": "reference", "ops": ops}, timeout=0.3)
+    deadline = time.monotonic() + 10
+    while remote.health().load["running"]:
+        assert time.monotonic() < deadline, "the run went on after its deadline"
+        time.sleep(0.05)

@@ -3,6 +3,7 @@
     remote.health() -> HealthStatus                  devices, memory, load, version
     remote.put_buffer(data) -> Handle                 bytes on the data channel, into the service's pool
     remote.put_table(table) -> Handle                 an Arrow table (Flight do_put)
+    remote.table(data) -> Flow                        a table sent there, as a Flow whose plans run there
     remote.run_subgraph(fragment) -> [Handle]         run a plan, ISA operations or a tensor graph there
     remote.fetch_result(handle) -> memoryview | pa.Table   read-only bytes, or the table
     remote.release(*handles); remote.cancel(plan_id); remote.close()
@@ -15,13 +16,14 @@ and never shown in a message.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -30,6 +32,9 @@ from eidos.errors import BackendError, BackendUnavailable, EidosError, Execution
 
 from . import protocol
 from .auth import bearer, check_token, client_context
+
+if TYPE_CHECKING:
+    from eidos.flow.frame import Flow
 
 TOKEN_ENV = "EIDOS_TOKEN"
 DEFAULT_TIMEOUT = 30.0
@@ -207,9 +212,19 @@ class Remote:
         return HealthStatus(h["version"], h["protocol"], h["devices"], h["memory"], h["load"], h["uptime_s"])
 
     def run_subgraph(self, fragment: dict, *, timeout: float | None = None) -> list[Handle]:
-        """Run `fragment` on the service; the handles of what it made (kept there until released)."""
+        """Run `fragment` on the service; the handles of what it made (kept there until released). A run
+        that passes its deadline is cancelled on the service too, so it does not run on unseen."""
+        if isinstance(fragment, dict) and "id" not in fragment:
+            fragment = {**fragment, "id": self.new_plan_id()}
         body = {"session": self.session, "fragment": fragment}
-        return [Handle.of(h) for h in self._action("run_subgraph", body, timeout).get("handles", [])]
+        try:
+            answer = self._action("run_subgraph", body, timeout)
+        except ExecutionError as e:
+            if "deadline" in str(e) and isinstance(fragment, dict) and isinstance(fragment.get("id"), str):
+                with contextlib.suppress(EidosError):
+                    self.cancel(fragment["id"])
+            raise
+        return [Handle.of(h) for h in answer.get("handles", [])]
 
     def new_plan_id(self) -> str:
         """An id for a run, unique in this session, to cancel it by."""
@@ -253,7 +268,21 @@ class Remote:
             writer.close()
         except self._flight.FlightError as e:
             raise self._error(e, "put_table", options.timeout) from None
-        return Handle(ident, "table", table.nbytes, {"rows": table.num_rows})
+        return Handle(ident, "table", table.nbytes, {"rows": table.num_rows, "schema": table.schema})
+
+    def table(self, data) -> Flow:
+        """Send `data` (a pyarrow Table, or anything ei.from_arrow takes) to the service and return a Flow
+        over it there: plans over it run on the service (rule 2) and only their results come back."""
+        from eidos.flow.read import from_remote_handle
+        from eidos.ir.sources import ArrowSource
+
+        if not isinstance(data, pa.Table):                # a Flow runs here first; other data is read as Arrow
+            from eidos.flow.frame import Flow as _Flow
+            from eidos.flow.read import from_arrow
+
+            data = (data if isinstance(data, _Flow) else from_arrow(data)).run()
+        source = ArrowSource.of(data)             # eidos's Arrow types, the ones the service reads it as
+        return from_remote_handle(self, self.put_table(source.table), schema=source.schema)
 
     def fetch_result(self, handle: Handle, out=None) -> memoryview | pa.Table:
         """A table for a table handle; otherwise the bytes, read-only (into `out` when given)."""
