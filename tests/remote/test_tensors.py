@@ -337,30 +337,35 @@ class InProcess:
         self.config = SimpleNamespace(input_wait=1.0)
         self.next_id, self.runs, self.closed = 1, 0, False
 
-    def put_buffer(self, data) -> dict:
+    def put_buffer(self, data):
+        from eidos.remote.client import Handle
+
         view = memoryview(data).cast("B")
         entry = self.session.store.reserve(self.next_id, "buffer", view.nbytes)
         entry.block.view[:] = view
         self.session.store.complete(entry.id)
         self.next_id += 1
-        return entry.handle()
+        return Handle.of(entry.handle())
 
-    def run_subgraph(self, fragment: dict, timeout=None) -> list[dict]:
+    def run_subgraph(self, fragment: dict, timeout=None):
+        from eidos.remote.client import Handle
+
         self.runs += 1
-        return [e.handle() for e in R.run_fragment(json.loads(json.dumps(fragment)), self.session, self.config)]
+        fragment = json.loads(json.dumps(fragment, allow_nan=False))    # as the control plane carries it
+        return [Handle.of(e.handle()) for e in R.run_fragment(fragment, self.session, self.config)]
 
     def fetch_result(self, handle) -> memoryview:
         from eidos.remote.channel import _bytes_of
 
-        return _bytes_of(self.session.store.get(handle["id"])).toreadonly()
+        return _bytes_of(self.session.store.get(handle.id)).toreadonly()
 
     def release(self, *handles) -> None:
         for h in handles:
-            self.session.store.release(h["id"])
+            self.session.store.release(h.id)
 
 
 @pytest.fixture
-def service(monkeypatch):
+def in_process(monkeypatch):
     import eidos.remote
 
     conn = InProcess()
@@ -370,15 +375,15 @@ def service(monkeypatch):
     conn.session.close()
 
 
-def test_remote_tensors_compute_on_the_service_and_keep_results_there(service):
+def test_remote_tensors_compute_on_the_service_and_keep_results_there(in_process):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     r = ei.tensor(x).to("remote:gpu")
     assert r.device == "remote:gpu" and r.is_realized
     y = (r * 2 + 1).sum(axis=1)
     assert not y.is_realized
-    runs = service.runs
+    runs = in_process.runs
     y.realize()
-    assert service.runs == runs + 1 and y.device == "remote:gpu"
+    assert in_process.runs == runs + 1 and y.device == "remote:gpu"
     z = y / 3.0                                     # a later graph reads y where it is
     assert np.array_equal(z.numpy(), ((x * 2 + 1).sum(axis=1) / 3.0))
     assert np.array_equal(np.asarray(r @ r.T), x @ x.T)
@@ -387,14 +392,14 @@ def test_remote_tensors_compute_on_the_service_and_keep_results_there(service):
     assert "remote:gpu" in repr(z) and "ran on eidos://in-process" in ei.tensor.explain(z)
 
 
-def test_remote_results_match_local_ones_to_the_byte(service):
+def test_remote_results_match_local_ones_to_the_byte(in_process):
     a = ei.tensor(np.random.default_rng(3).normal(size=(4, 5)).astype("float32"))
     for f in (lambda t: ei.tensor.softmax(t * 3, axis=0), lambda t: ei.tensor.layer_norm(t), lambda t: t[1:, ::2].T,
               lambda t: ei.tensor.where(t > 0, t, 0).astype("int32").max(axis=1), lambda t: t.mean(axis=0) - t):
         same_bytes(f(a), f(a.to("remote:cpu")).to("cpu"))
 
 
-def test_mixing_devices_and_unsupported_uses_are_errors(service):
+def test_mixing_devices_and_unsupported_uses_are_errors(in_process):
     from eidos.errors import DeviceError
 
     r = ei.tensor([1.0, 2.0]).to("remote:gpu")
@@ -411,21 +416,21 @@ def test_mixing_devices_and_unsupported_uses_are_errors(service):
         ei.tensor([1.0]).to("remote:tpu")
 
 
-def test_collected_remote_tensors_release_their_results(service):
+def test_collected_remote_tensors_release_their_results(in_process):
     import gc
 
     r = ei.tensor(np.ones(8)).to("remote:gpu")
     t = (r + 1).realize()
-    held = len(service.session.store)
+    held = len(in_process.session.store)
     del t
     gc.collect()
-    assert len(service.session.store) == held      # given back with the next call, not from the finalizer
+    assert len(in_process.session.store) == held      # given back with the next call, not from the finalizer
     R.release_collected()
-    assert len(service.session.store) == held - 1
+    assert len(in_process.session.store) == held - 1
     del r
     gc.collect()
     ei.tensor([1.0]).to("remote:gpu")               # its upload gives back what was collected before
-    assert len(service.session.store) == held - 1
+    assert len(in_process.session.store) == held - 1
 
 
 def test_no_connection_is_a_clear_error(monkeypatch):
@@ -435,3 +440,34 @@ def test_no_connection_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(eidos.remote, "current", lambda: None, raising=False)
     with pytest.raises(BackendUnavailable, match="connect"):
         ei.tensor([1.0]).to("remote:gpu")
+
+
+# ---- remote devices, against a service on loopback (tests/remote/conftest.py) ----------------------------
+
+def test_a_tensor_chain_on_a_service_matches_the_local_one(remote):
+    x = np.random.default_rng(7).normal(size=(64, 32)).astype("float32")
+    local = ei.tensor(x)
+    on = local.to("remote:gpu")
+    assert on.device == "remote:gpu"
+    for f in (lambda t: ((t * 2 + 1).exp() / 3.0).sum(axis=1),
+              lambda t: ei.tensor.softmax(t @ t.T, axis=-1)[::3],
+              lambda t: ei.tensor.layer_norm(t).astype("float16").max(axis=0)):
+        got = f(on)
+        assert not got.is_realized
+        same_bytes(f(local), got.to("cpu"))
+    y = (on * 3).realize()                       # the result stays on the service
+    z = (y - on).sum()                            # and a later graph reads it there
+    assert z.item() == float((ei.tensor(x) * 3 - ei.tensor(x)).sum().item())
+
+
+def test_remote_tensor_errors_come_back_as_eidos_errors(remote):
+    a = ei.tensor(np.ones((2, 3))).to("remote:gpu")
+    with pytest.raises(EidosError):
+        (a @ a).realize()                         # caught locally: shapes do not align
+    doc = R.encode([a * 2], lambda t: t._data.id)
+    doc["nodes"][0]["id"] = 12345                 # a handle the session does not hold
+    with pytest.raises(EidosError, match="12345"):
+        remote.run_subgraph({"kind": "tensor", "graph": doc})
+    doc["nodes"][0] = {"op": "__import__", "args": [], "shape": [1], "dtype": "float64"}
+    with pytest.raises(EidosError):
+        remote.run_subgraph({"kind": "tensor", "graph": doc})

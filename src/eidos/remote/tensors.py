@@ -704,7 +704,8 @@ def realize(t: Tensor) -> RemoteArray:
     (h,) = _ship(remotes[0], graph, t.device)
     t._data = RemoteArray(remotes[0], h, t.shape, t.dtype)
     t._args = ()
-    t._runs.append(("remote graph", f"{len(graph['nodes'])} node(s) ran on {remotes[0].address} ({t.device})"))
+    where = getattr(h, "meta", {}).get("device", "?")
+    t._runs.append(("remote graph", f"{len(graph['nodes'])} node(s) ran on {remotes[0].address}, its {where}"))
     return t._data
 
 
