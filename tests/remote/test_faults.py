@@ -179,7 +179,7 @@ def test_a_client_killed_mid_put_has_its_memory_freed(own_service):
         try:
             lines.json()
             assert data.wait(up=8 * MiB), "the PUT never got going"
-            assert health(me)[0] == base + 128 * MiB            # the block is taken when the header arrives
+            netlink.wait_for(lambda: health(me)[0] == base + 128 * MiB, "the block taken as the header arrived")
             proc.kill()
             netlink.wait_for(lambda: health(me) == (base, 0, 1), "the half-sent buffer freed, its session closed")
         finally:

@@ -338,16 +338,19 @@ def client_roundtrip(address: str, nbytes: int, timeout: float) -> None:
         say(same=same, table=got.equals(table), put_s=t1 - t0, fetch_s=t2 - t1, table_s=t3 - t2)
 
 
-def client_cut(address: str, nbytes: int, timeout: float) -> None:
-    """In namespace a: sends `nbytes`, which the test cuts off; says what the client raised and when, waits for
-    the test's word (a line on stdin), closes, then says what the service holds once that has settled."""
+def client_cut(address: str, nbytes: int, timeout: float, way: str = "put") -> None:
+    """In namespace a: moves `nbytes` (`way`: "put" sends them, "fetch" sends them first and then fetches them
+    back) when the test says go (a line on stdin), which the test cuts off; says what the client raised and when,
+    waits for the test's word, closes, then says what the service holds once that has settled."""
     from eidos.remote.client import connect
 
     r = connect(address, token=TOKEN, timeout=timeout)
-    say(connected=True)
+    handle = r.put_buffer(bytes(nbytes)) if way == "fetch" else None
+    say(ready=True)
+    sys.stdin.readline()
     t0 = time.monotonic()
     try:
-        r.put_buffer(bytes(nbytes))
+        r.put_buffer(bytes(nbytes)) if way == "put" else r.fetch_result(handle)
         say(error=None)
     except Exception as e:        # reported to the test, which judges it
         say(error=type(e).__name__, eidos=type(e).__module__ == "eidos.errors", message=str(e),
@@ -358,6 +361,11 @@ def client_cut(address: str, nbytes: int, timeout: float) -> None:
     while (used := pool_used(address, timeout)) and time.monotonic() < end:
         time.sleep(0.1)
     say(pool_used=used)
+
+
+def tell(proc: subprocess.Popen, word: str = "go") -> None:
+    proc.stdin.write(word + "\n")
+    proc.stdin.flush()
 
 
 def tcp_counters(net) -> dict:
@@ -398,28 +406,34 @@ def test_a_link_too_slow_for_the_deadline_fails_cleanly(token_file):
             netlink.served(token_file, host=net.b.address, net=net, side=net.b) as server:
         proc, lines = netlink.child("tests.remote.test_netns:client_cut", server.address, 8 * MiB, 2.0,
                                     net=net, side=net.a, stdin=subprocess.PIPE)
-        assert lines.json()["connected"]
+        assert lines.json()["ready"]
+        tell(proc)
         said = lines.json(timeout=20)
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+        tell(proc)
         print(f"\ntoo slow: {said}")
         assert said["eidos"] and "deadline" in said["message"], said
         assert lines.json(timeout=30) == {"pool_used": 0}
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("way", ["put", "fetch"])
 @pytest.mark.parametrize("cut", ["wire", "reset"])
-def test_a_link_cut_mid_transfer_fails_within_the_deadline_and_the_service_frees_the_session(cut, token_file):
-    """64 MiB on 80 Mbit/s (about 7 s), cut after 4 MiB: the wire itself (both veth ends down: silence, the
-    client's 3 s deadline ends the wait) or both ends reset by the proxy. The client raises an EidosError within
-    its deadline; with the wire mended and the client closed, the service frees the session."""
-    with netlink.link(rate="80mbit") as net, \
+def test_a_link_cut_mid_transfer_fails_within_the_deadline_and_the_service_frees_the_session(cut, way, token_file):
+    """64 MiB either way at 8 MiB/s (the proxy's cap), cut after 4 MiB: the wire itself (both veth ends down:
+    silence, the client's 3 s deadline ends the wait) or both ends reset by the proxy. The client raises an
+    EidosError within its deadline; with the wire mended and the client closed, the service frees the session."""
+    with netlink.link() as net, \
             netlink.served(token_file, host=net.b.address, net=net, side=net.b) as server, \
             netlink.fronted(server, host="127.0.0.1", target_host=net.b.address, side=net.a) as (address, _, data):
-        proc, lines = netlink.child("tests.remote.test_netns:client_cut", address, 64 * MiB, 3.0,
+        proc, lines = netlink.child("tests.remote.test_netns:client_cut", address, 64 * MiB, 3.0, way,
                                     net=net, side=net.a, stdin=subprocess.PIPE)
-        assert lines.json()["connected"]
-        assert data.wait(up=4 * MiB, timeout=20), "the PUT never got going"
+        assert lines.json()["ready"]
+        data.rate = 8 * MiB
+        moved = data.up if way == "put" else data.down
+        tell(proc)
+        got = data.wait(up=moved + 4 * MiB, timeout=20) if way == "put" else \
+            data.wait(down=moved + 4 * MiB, timeout=20)
+        assert got, "the transfer never got going"
         if cut == "wire":
             net.down()
         else:
@@ -427,8 +441,7 @@ def test_a_link_cut_mid_transfer_fails_within_the_deadline_and_the_service_frees
         said = lines.json(timeout=20)
         if cut == "wire":
             net.up()
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        print(f"\ncut ({cut}) after {data.up:,} bytes: {said}")
+        tell(proc)
+        print(f"\ncut ({cut}, {way}) after {data.up:,} bytes up, {data.down:,} down: {said}")
         assert said["eidos"], said
         assert lines.json(timeout=30) == {"pool_used": 0}
