@@ -5,8 +5,7 @@ Services that are killed run as `eidos serve` children; the others run in this p
 and clients that are killed run as children. To put a fault between a client and a service, the client connects
 through tests/remote/netlink.py's proxies listening on 127.0.0.2 with the service's own port numbers (the data
 port the service names then reaches the proxy too). Every test is bounded by `netlink.deadline`: a hang fails it.
-The faults across two network namespaces are in test_netns.py. Two tests are strict xfails: faults that show a
-gap in the service (a run past its deadline goes on; a PUT past its deadline is kept), named in their reasons.
+The faults across two network namespaces are in test_netns.py.
 """
 
 from __future__ import annotations
@@ -235,10 +234,6 @@ def test_a_malformed_frame_closes_only_that_connection(own_service):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="remote/client.py: when run_subgraph's deadline passes, the run goes on on "
-                   "the service (minutes for this program) and nothing cancels it; the client could cancel its "
-                   "plan id (it has none to cancel when the fragment names no id) or the service could watch the "
-                   "Flight call's cancellation (context.is_cancelled())")
 def test_a_run_past_its_deadline_does_not_go_on_running(own_service):
     r = connect(own_service.address)
     with pytest.raises(ExecutionError, match="deadline"):
@@ -251,10 +246,6 @@ def test_a_run_past_its_deadline_does_not_go_on_running(own_service):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="remote/transfer.py: a PUT whose wait passes its deadline is still sent and "
-                   "stored afterwards (the sender thread goes on reading the caller's buffer after put_buffer raised), "
-                   "and the service keeps its bytes for the session's life though the client got no handle for them; "
-                   "a failed PUT could end the connection (as an abandoned fetch does) or be released once ACKed")
 def test_a_put_past_its_deadline_leaves_nothing_held_on_the_service(own_service):
     me = connect(own_service.address)
     base, _, _ = health(me)

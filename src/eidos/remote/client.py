@@ -254,7 +254,14 @@ class Remote:
                                 "--session-mb")
         ident = self._data.put(view)
         if wait:
-            self._data.wait(ident)
+            try:
+                self._data.wait(ident)
+            except ExecutionError:
+                # past its deadline the bytes may still go out (a frame cannot stop halfway): free them
+                # on the service once stored, since no handle to them was given
+                with contextlib.suppress(EidosError):
+                    self._data.release(ident)
+                raise
         return Handle(ident, "buffer", view.nbytes)
 
     def put_table(self, table: pa.Table, *, timeout: float | None = None) -> Handle:

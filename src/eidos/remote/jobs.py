@@ -30,8 +30,9 @@ def run(fragment: dict, session: Session, config, cancelled: threading.Event) ->
     runner = RUNNERS.get(kind)
     if runner is None:
         raise PlanError(f"fragment kind {kind!r} is not one this service runs: {', '.join(RUNNERS)}")
+    own = {k: v for k, v in fragment.items() if k != "id"}     # "id" is every fragment's, read by the service
     with isa_cancel.scope(cancelled):
-        return runner(fragment, session, config, cancelled)
+        return runner(own, session, config, cancelled)
 
 
 # ---- plans ------------------------------------------------------------------------------------------
