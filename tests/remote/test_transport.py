@@ -186,3 +186,12 @@ def test_reader_returns_none_at_a_clean_end(pair):
     left, right = pair
     left.close()
     assert Reader(right).take(32) is None
+
+
+def test_a_send_the_peer_never_reads_times_out(loopback):
+    client, server = loopback                         # the server side never reads
+    client.settimeout(0.2)
+    with pytest.raises(ExecutionError) as info:
+        client.send([bytes(64 << 20)])
+    text = str(info.value)
+    assert "timed out after 0.2 s" in text and "of 67108864 bytes sent" in text
