@@ -11,8 +11,9 @@ import pytest
 
 from eidos.errors import BackendError, ExecutionError, PlanError, ResourceError
 from eidos.remote.channel import listen
-from eidos.remote.frames import HEADER_SIZE, Frame, Kind, error_from, pack, parse
+from eidos.remote.frames import HEADER_SIZE, Frame, Kind, pack, parse
 from eidos.remote.pool import Pool
+from eidos.remote.protocol import error_from
 from eidos.remote.store import Sessions
 from eidos.remote.transfer import TransferManager
 from eidos.remote.transport import TcpTransport

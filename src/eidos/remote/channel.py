@@ -18,7 +18,8 @@ import threading
 
 from eidos.errors import EidosError, ExecutionError, ResourceError, UnsupportedError
 
-from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, error_payload, pack, parse
+from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, pack, parse
+from .protocol import error_body
 from .transport import Reader, TcpTransport
 
 STAGING_CHUNK = 256 << 10    # the staged fallback's bounce buffer (fits a core's L2: the copy reads from cache)
@@ -207,13 +208,14 @@ class Connection:
             self._ack(Frame(Kind.ACK, frame.ident, frame.length))
         elif frame.kind is Kind.GET:
             try:
-                entry = store.get(frame.ident, wait=0)
-            except ExecutionError:                        # not ready yet: wait in a thread, don't block PUTs
-                threading.Thread(target=self._get, args=(frame.ident,), daemon=True).start()
+                ready = store.ready(frame.ident)
             except EidosError as e:
                 self._error(frame.ident, e)
             else:
-                self._send_entry(frame.ident, entry)
+                if ready:
+                    self._get(frame.ident)
+                else:                                     # not ready yet: wait in a thread, don't block PUTs
+                    threading.Thread(target=self._get, args=(frame.ident,), daemon=True).start()
         elif frame.kind is Kind.RELEASE:
             try:
                 store.release(frame.ident)
@@ -277,7 +279,7 @@ class Connection:
 
     def _error(self, ident: int, error: BaseException) -> None:
         """Tell the client (best effort: the connection may already be gone)."""
-        payload = error_payload(error)
+        payload = error_body(error)
         try:
             self._send([pack(Frame(Kind.ERROR, ident, 0, len(payload))), payload])
         except ExecutionError:

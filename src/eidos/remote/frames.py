@@ -7,11 +7,10 @@ FrameError naming the field and its value (the connection that sent it is then c
 from __future__ import annotations
 
 import enum
-import json
 import struct
 from dataclasses import dataclass
 
-from eidos.errors import EidosError, ExecutionError
+from eidos.errors import ExecutionError
 
 MAGIC = b"EIDF"
 VERSION = 1
@@ -82,29 +81,3 @@ def parse(header: bytes | bytearray | memoryview, *, max_length: int) -> Frame:
         raise FrameError(f"frame length is {length} for HELLO; it carries the {TICKET_SIZE}-byte ticket")
     return Frame(kind, ident, arg, length, flags)
 
-
-def error_payload(error: BaseException) -> bytes:
-    """An ERROR frame's payload: an eidos error keeps its class name; anything else is an ExecutionError."""
-    if isinstance(error, EidosError):
-        body = {"error": type(error).__name__, "message": str(error)}
-    else:
-        body = {"error": "ExecutionError", "message": f"the service failed: {type(error).__name__}: {error}"}
-    return json.dumps(body).encode()
-
-
-def error_from(payload: bytes, what: str) -> EidosError:
-    """The eidos error an ERROR frame's payload names; only eidos.errors classes are built, anything else (or
-    a payload that is not the expected JSON) becomes an ExecutionError, so a peer cannot pick the class."""
-    from eidos import errors
-
-    try:
-        body = json.loads(bytes(payload).decode())
-    except (ValueError, UnicodeDecodeError):
-        body = None
-    if not isinstance(body, dict):
-        return ExecutionError(f"{what}: the peer sent an ERROR frame that is not JSON: {bytes(payload[:200])!r}")
-    name, message = body.get("error"), body.get("message")
-    cls = getattr(errors, name, None) if isinstance(name, str) and not name.startswith("_") else None
-    if not (isinstance(cls, type) and issubclass(cls, errors.EidosError)):
-        cls = ExecutionError
-    return cls(message if isinstance(message, str) else f"{what}: the peer sent an error without a message")

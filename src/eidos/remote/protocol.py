@@ -84,10 +84,11 @@ def error_body(e: BaseException) -> bytes:
     return encode({"error": "ExecutionError", "message": f"the service failed: {type(e).__name__}: {e}"})
 
 
-def error_from(body: bytes | None, fallback: str, cause: BaseException | None = None) -> E.EidosError:
-    """The eidos error a server's error body names (ExecutionError when it names none we know)."""
+def error_from(body: bytes | memoryview | None, fallback: str) -> E.EidosError:
+    """The eidos error a peer's error body names (a Flight error's extra info, an ERROR frame's payload):
+    ExecutionError when it names none of eidos.errors' classes; `fallback` when it carries no message."""
     try:
-        message = json.loads(body) if body else {}
+        message = json.loads(bytes(body)) if body else {}
     except ValueError:
         message = {}
     name = message.get("error") if isinstance(message, dict) else None

@@ -109,6 +109,10 @@ class Store:
             raise ExecutionError(f"input {ident} failed to arrive: {entry.error}") from entry.error
         return entry
 
+    def ready(self, ident: int) -> bool:
+        """Whether `ident` has arrived (or failed); BackendError when the session holds no such id."""
+        return self._entry(ident).ready.is_set()
+
     def input(self, ident: int, *, wait: float) -> Entry:
         """The input `ident` of a run, waiting up to `wait` seconds for it to be announced and arrive:
         a client may send a run before the bytes it reads (the data channel and the control plane are

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from eidos.errors import BackendError, EidosError, ExecutionError
 
-from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, error_from, pack, parse
+from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, pack, parse
+from .protocol import error_from
 from .transport import Reader, Transport, bytes_view
 
 CLIENT_IDS = 1 << 62          # ids the client picks stay below this (store.SERVER_IDS)
@@ -78,7 +79,7 @@ class TransferManager:
         if frame.kind is Kind.ERROR:
             payload = memoryview(bytearray(frame.length))
             self._reader.read_into(payload)
-            raise error_from(payload, "HELLO")
+            raise error_from(payload, "HELLO: the server refused the ticket and said nothing more")
         if frame.kind is not Kind.ACK:
             raise ExecutionError(f"the server answered HELLO with {frame.kind.name}; expected ACK")
         for name, target in (("send", self._sender), ("receive", self._receiver)):
@@ -314,7 +315,8 @@ class TransferManager:
             payload = memoryview(bytearray(frame.length))
             self._reader.read_into(payload)
             with self._cv:
-                self._error(frame.ident, error_from(payload, f"the server, about id {frame.ident}"))
+                self._error(frame.ident, error_from(payload, f"the server sent an error about id {frame.ident} "
+                                                                "and said nothing more"))
         else:
             raise FrameError(f"the server sent a {frame.kind.name} frame, which a client never receives")
 
