@@ -18,7 +18,11 @@ server; this process is the client. Measured, raw and eidos taking turns sample 
 - the staged fallback: GET received into a staging buffer and copied (client `staged=True`) and PUT
   received by the server into a staging buffer and copied into the block (`listen(staged=True)`),
   against the direct paths;
-- with CUDA: host-to-device copies from a pinned pool block against pageable memory.
+- with CUDA: host-to-device copies from a pinned pool block against pageable memory;
+- the whole service (`eidos serve` in a subprocess): a control round trip, run_subgraph of a cached
+  program beside the same program run here, bulk bytes through Arrow Flight against the data channel,
+  and a tensor chain on the service ("remote:gpu", end to end and with the data already there) beside
+  the same chain run in this process on the same machine (the GPU where there is one).
 
     python bench/remote.py [--quick] [--samples 5]
 """
@@ -324,6 +328,159 @@ def host_to_device(size: int, samples: int) -> list[tuple] | None:
     return rows
 
 
+# ---- the whole service: `eidos serve` in a subprocess, the client here --------------------------------------
+
+def _serve_subprocess(env: dict, pool_mb: int):
+    """`eidos serve` as a user starts it (a child process, a token file), and a connection to it."""
+    import tempfile
+
+    import eidos as ei
+
+    folder = tempfile.mkdtemp(prefix="eidos-bench-")
+    token = "bench-token-" + os.urandom(12).hex()
+    path = os.path.join(folder, "token")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(token)
+    proc = subprocess.Popen([sys.executable, "-m", "eidos", "serve", "--port", "0", "--token-file", path,
+                             "--pool-mb", str(pool_mb)], stdout=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    if not line.startswith("eidos service at "):
+        proc.kill()
+        raise SystemExit(f"eidos serve did not start: {line!r}")
+    return proc, ei.connect(line.split()[3], token=token, timeout=600)
+
+
+def _tiny_program():
+    from eidos import isa
+    from eidos.isa import Address, Type
+
+    def build(src, dst):
+        return isa.ProgramBuilder().add(isa.ParallelMap(Address.buffer(dst), Address.buffer(src), 16,
+                                                        isa.MapOperation.Neg, Type.F32)).build()
+    return build
+
+
+def small_calls(remote, samples: int, n: int = 200) -> dict[str, list[float]]:
+    """Per call: a control round trip (health), run_subgraph of a cached 16-element program on the service's
+    cpu target, and the same program executed by a cpu target in this process."""
+    from eidos.isa import LaunchConfig, registry
+    from eidos.isa.serialize import to_dict
+
+    build = _tiny_program()
+    src, dst = (h.meta["target_buffer"] for h in remote.run_subgraph(
+        {"kind": "isa", "target": "cpu", "ops": [{"op": "allocate", "bytes": 64, "type": "f32"}] * 2}))
+    program = build(src, dst)
+    remote.run_subgraph({"kind": "isa", "target": "cpu", "ops": [{"op": "execute", "program": to_dict(program),
+                                                                    "config": {"block": [16, 1, 1]}}]})
+    cached = {"kind": "isa", "target": "cpu", "id": "bench",
+              "ops": [{"op": "execute", "program_key": program.digest(), "config": {"block": [16, 1, 1]}}]}
+    local = registry.create("cpu")
+    lsrc, ldst = local.allocate_buffer(64), local.allocate_buffer(64)
+    lprog = build(lsrc, ldst)
+    config = LaunchConfig((1, 1, 1), (16, 1, 1))
+    local.execute_program(lprog, config)
+    out: dict[str, list[float]] = {"control round trip (health)": [], "run_subgraph, cached program": [],
+                                   "the same program run here": []}
+    for _ in range(samples):
+        out["control round trip (health)"].append(_per(lambda: remote.health(), n))
+        out["run_subgraph, cached program"].append(_per(lambda: remote.run_subgraph(cached), n))
+        out["the same program run here"].append(_per(lambda: local.execute_program(lprog, config), n))
+    return out
+
+
+def _clocked(into: list, fn):
+    """fn(), its time appended to `into`."""
+    start = time.perf_counter()
+    result = fn()
+    into.append(time.perf_counter() - start)
+    return result
+
+
+def _per(fn, n: int) -> float:
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n
+
+
+def flight_bulk(remote, size: int, samples: int) -> dict[str, list[float]]:
+    """Bulk bytes on the control plane (a one-column Arrow table through Flight do_put/do_get) beside the
+    data channel (put_buffer / fetch_result into a buffer): why buffers have a channel of their own."""
+    import pyarrow as pa
+
+    data = np.random.default_rng(1).integers(0, 2**62, size // 8, dtype=np.int64)
+    table = pa.table({"x": data})
+    out = np.empty_like(data)
+    t: dict[str, list[float]] = {"Flight do_put": [], "channel PUT": [], "Flight do_get": [], "channel GET": []}
+    for _ in range(samples + 1):                       # the first round warms both paths up
+        h = _clocked(t["Flight do_put"], lambda: remote.put_table(table))
+        _clocked(t["Flight do_get"], lambda: remote.fetch_result(h))
+        remote.release(h)
+        b = _clocked(t["channel PUT"], lambda: remote.put_buffer(data))
+        _clocked(t["channel GET"], lambda: remote.fetch_result(b, out))
+        remote.release(b)
+    return {k: v[1:] for k, v in t.items()}
+
+
+def tensor_chain(remote, elements: int, samples: int) -> tuple[str, dict[str, list[float]]]:
+    """A fused chain and its sum, end to end (host data in, a scalar out) and with the data already on the
+    device: on the service ('remote:gpu') beside the same chain run in this process on the same machine
+    ('gpu' where CUDA is, else 'cpu')."""
+    import eidos as ei
+    from eidos.remote.tensors import server_device
+
+    here = server_device()              # what the service computes on, on this same machine
+    x = np.random.default_rng(2).random(elements, dtype=np.float32)
+
+    def chain(t):
+        return (((t * 2 + 1).exp() / 3).sqrt()).sum().numpy()
+
+    expected = chain(ei.tensor(x).to(here))
+    rx, lx = ei.tensor(x).to("remote:gpu"), ei.tensor(x).to(here)
+    np.testing.assert_allclose(chain(rx), expected, rtol=1e-5)
+    t: dict[str, list[float]] = {f"end to end, {here} here": [], "end to end, remote:gpu": [],
+                                 f"data resident, {here} here": [], "data resident, remote:gpu": []}
+    for _ in range(samples):
+        _clocked(t[f"end to end, {here} here"], lambda: chain(ei.tensor(x).to(here)))
+        _clocked(t["end to end, remote:gpu"], lambda: chain(ei.tensor(x).to("remote:gpu")))
+        _clocked(t[f"data resident, {here} here"], lambda: chain(lx))
+        _clocked(t["data resident, remote:gpu"], lambda: chain(rx))
+    return here, t
+
+
+def service_section(env: dict, size: int, samples: int, quick: bool) -> None:
+    """The figures of the whole service (`eidos serve` in a subprocess): calls, Flight against the channel
+    for bulk bytes, a tensor chain on the service against the same chain here."""
+    proc, remote = _serve_subprocess(env, pool_mb=(3 * size) // MiB + 64)
+    try:
+        calls = small_calls(remote, samples)
+        print("\n## small calls (eidos serve in a subprocess; per call, min and median of "
+              f"{samples} batches of 200)\n")
+        print("| call | min us | median us |")
+        print("| --- | ---: | ---: |")
+        for what, t in calls.items():
+            print(f"| {what} | {min(t) * 1e6:.1f} | {statistics.median(t) * 1e6:.1f} |")
+        bulk = flight_bulk(remote, size, samples)
+        print(f"\n## bulk bytes: the control plane (Arrow Flight) against the data channel ({label(size)}, "
+              f"min and median of {samples})\n")
+        print("| path | GB/s (best) | median s |")
+        print("| --- | ---: | ---: |")
+        for what, t in bulk.items():
+            print(f"| {what} | {gbps(size, min(t)):.2f} | {statistics.median(t):.4f} |")
+        elements = (size // 4) if not quick else (16 * MiB) // 4
+        here, chain = tensor_chain(remote, elements, samples)
+        print(f"\n## a tensor chain, ((x * 2 + 1).exp() / 3).sqrt().sum() over {elements:,} float32 "
+              f"(service computes on {here}; min and median of {samples})\n")
+        print("| run | min s | median s |")
+        print("| --- | ---: | ---: |")
+        for what, t in chain.items():
+            print(f"| {what} | {min(t):.4f} | {statistics.median(t):.4f} |")
+    finally:
+        remote.close()
+        proc.terminate()
+        proc.wait(30)
+
+
 def gbps(size: int, seconds: float) -> float:
     return size / seconds / 1e9
 
@@ -404,6 +561,7 @@ def main() -> None:
             print("| --- | ---: | ---: | ---: |")
             for what, t in h2d:
                 print(f"| {what} | {min(t):.4f} | {gbps(size, min(t)):.1f} | {statistics.median(t):.4f} |")
+        service_section(env, size, samples, args.quick)
         print(f"\nload average {os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - began:.0f} s in all")
     finally:
         if server.poll() is None:
