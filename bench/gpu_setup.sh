@@ -4,12 +4,12 @@
 # wheels carried next to the checkout, then eidos itself is installed (its entry points name the
 # lanes and kernel targets). Make the wheels on a connected machine, for the GPU machine's Python:
 #   pip download -d .whl --only-binary=:all: --python-version 3.12 \
-#       --platform manylinux2014_x86_64 --no-deps blake3 array-api-strict sqlglot
+#       --platform manylinux2014_x86_64 --no-deps blake3 array-api-strict sqlglot cloudpickle
 #   pip download -d .whl-polars (same flags) polars polars-runtime-32   # only for bench/gpu_flow.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 links=(--find-links .whl)
-want=(blake3 array-api-strict sqlglot)
+want=(blake3 array-api-strict sqlglot cloudpickle)
 if [ -d .whl-polars ]; then links+=(--find-links .whl-polars); want+=(polars); fi
 python3 -m pip install -q --no-index "${links[@]}" "${want[@]}"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
