@@ -523,10 +523,10 @@ def run(doc, leaves: Mapping[int, Tensor], device: str | None = None) -> list[Te
 
 def run_fragment(fragment: dict, session, config) -> list:
     """A "tensor" fragment run for a session (eidos.remote.jobs): {"kind": "tensor", "graph": <document>,
-    "device": "gpu" | "cpu"}. The leaves are the session's entries: buffers sent on the data channel (viewed
+    "device": "gpu" | "cpu", "id": the run's id (for cancel)}. The leaves are the session's entries: buffers sent on the data channel (viewed
     as the dtype and shape the graph declares, no copy; on the gpu, copied from the pool's pinned block) or
     results of earlier runs. Each output becomes a new "array" entry that stays on the service."""
-    _fields(fragment, "the tensor fragment", {"kind", "graph", "device"}, {"kind", "graph"})
+    _fields(fragment, "the tensor fragment", {"kind", "graph", "device", "id"}, {"kind", "graph"})
     want = fragment.get("device", "gpu")
     if want not in ("gpu", "cpu"):
         raise PlanError(f"the tensor fragment's device is 'gpu' or 'cpu', got {jsondoc.show(want)}")
@@ -535,7 +535,7 @@ def run_fragment(fragment: dict, session, config) -> list:
     leaves, blocks = {}, []
     for ident, shape, dtype in _declared_leaves(graph):
         if ident not in leaves:
-            leaves[ident] = _session_leaf(session.store.get(ident, wait=config.input_wait), shape, dtype, device,
+            leaves[ident] = _session_leaf(session.store.input(ident, wait=config.input_wait), shape, dtype, device,
                                           blocks)
     outputs = run(graph, leaves, device)
     entries = []
