@@ -1,0 +1,94 @@
+"""The remote kernel target (eidos.isa.backends.remote) against a service on loopback: buffers live there,
+programs run there, and the answers are the local targets' answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eidos import isa
+from eidos.errors import BackendError, BackendUnavailable, UnsupportedError
+from eidos.isa import Register, Type, registry
+from eidos.isa.backends.remote import RemoteBackend
+from tests.isa.harness import run_lanes
+
+r0, r1, r2 = Register(0), Register(1), Register(2)
+
+
+@pytest.fixture
+def target(remote):
+    registry.register_target("remote", RemoteBackend)
+    yield registry.create("remote")                  # on the current connection: `remote`
+    registry.unregister_target("remote")
+
+
+@pytest.mark.parametrize("service_target", ["cpu", "reference"])
+@pytest.mark.parametrize("ty", [Type.F32, Type.F64, Type.I32, Type.U8, Type.I128])
+def test_instructions_give_the_local_targets_answers(remote, service_target, ty):
+    a, b = [1, 2, 3, 100], [7, 0, 5, 100]
+    body = [isa.MUL(r0, r1, r2, ty), isa.ADD(r0, r0, r1, ty)]
+    here = run_lanes(registry.create("cpu"), body, [ty, ty], [a, b], ty)
+    there = run_lanes(RemoteBackend(remote, service_target), body, [ty, ty], [a, b], ty)
+    assert there == here
+
+
+def test_a_program_travels_once_then_by_its_digest(target):
+    body = [isa.ADD(r0, r1, r2, Type.I32)]
+    assert run_lanes(target, body, [Type.I32] * 2, [[1, 2], [3, 4]], Type.I32) == [4, 6]
+    assert len(target.programs) == 1
+    assert run_lanes(target, body, [Type.I32] * 2, [[5, 6], [7, 8]], Type.I32) == [12, 14]   # by digest
+    again = RemoteBackend(target.remote)
+    again.programs = dict(target.programs)        # another target of the session: the service has the program
+    assert run_lanes(again, body, [Type.I32] * 2, [[1, 1], [1, 1]], Type.I32) == [2, 2]
+
+
+def test_a_digest_the_session_does_not_hold_is_sent_in_full(service, remote):
+    from eidos.remote.client import connect
+    from tests.remote.conftest import TOKEN
+
+    body = [isa.SUB(r0, r1, r2, Type.I32)]
+    first = RemoteBackend(remote)
+    assert run_lanes(first, body, [Type.I32] * 2, [[5], [3]], Type.I32) == [2]
+    with connect(service.address, token=TOKEN) as other:
+        second = RemoteBackend(other)
+        second.programs = dict(first.programs)       # digests another session holds: this one refuses them
+        assert run_lanes(second, body, [Type.I32] * 2, [[9], [3]], Type.I32) == [6]
+        assert list(second.programs) == list(first.programs)
+
+
+def test_buffers_are_checked_as_every_target_checks_them(target):
+    h = target.allocate_typed(4, Type.F32)
+    assert (target.buffer_type(h), target.buffer_length(h), target.buffer_size(h)) == (Type.F32, 4, 16)
+    target.copy_to_buffer(h, np.arange(4, dtype=np.float32))
+    out = np.empty(4, np.float32)
+    target.copy_from_buffer(h, out)
+    assert out.tolist() == [0, 1, 2, 3]
+    with pytest.raises(BackendError, match="the array is float64"):
+        target.copy_to_buffer(h, np.zeros(4))
+    with pytest.raises(BackendError, match="not a whole number of F32 elements"):
+        target.allocate_buffer(10, Type.F32)
+    with pytest.raises(BackendError, match="out of bounds|past the end|beyond"):
+        target.copy_to_buffer(h, np.zeros(8, np.float32))        # the service's own bounds check
+    target.free_buffer(h)
+    with pytest.raises(BackendError, match=f"buffer {h} was freed"):
+        target.copy_to_buffer(h, b"x")
+    assert len(target.remote.health().memory) and not target.buffers
+
+
+def test_pools_and_class_memory_are_refused_not_kept_apart(target):
+    for call in (lambda: target.allocate_pool(8), lambda: target.copy_to_class(0, 0, b"x"), target.accumulators):
+        with pytest.raises(UnsupportedError, match="remote target has no"):
+            call()
+
+
+def test_without_a_service_the_target_is_unavailable_with_the_reason(monkeypatch):
+    import eidos.remote
+
+    monkeypatch.setattr(eidos.remote, "current", lambda: None)
+    monkeypatch.delenv("EIDOS_REMOTE", raising=False)
+    registry.register_target("remote", RemoteBackend)
+    try:
+        with pytest.raises(BackendUnavailable, match="ei.connect"):
+            registry.create("remote")
+    finally:
+        registry.unregister_target("remote")
