@@ -668,7 +668,7 @@ def move(t: Tensor, device: str) -> Tensor:
             raise UnsupportedError(f"to({device!r}): {_COMPLEX}")
         remote = _connection()
         data = np.ascontiguousarray(t.numpy())
-        buf = remote.put_buffer(data.reshape(-1).view(np.uint8))
+        buf = remote.put_buffer(data.reshape(-1).view(np.uint8), wait=False)   # the run waits for it there
         try:
             (h,) = _ship(remote, _leaf_graph(buf.id if hasattr(buf, "id") else buf["id"], t.shape, t.dtype), device)
         finally:
