@@ -337,7 +337,7 @@ class InProcess:
         self.config = SimpleNamespace(input_wait=1.0)
         self.next_id, self.runs, self.closed = 1, 0, False
 
-    def put_buffer(self, data):
+    def put_buffer(self, data, *, wait=True):
         from eidos.remote.client import Handle
 
         view = memoryview(data).cast("B")
