@@ -24,7 +24,10 @@ server; this process is the client. Measured, raw and eidos taking turns sample 
   and a tensor chain on the service ("remote:gpu", end to end and with the data already there) beside
   the same chain run in this process on the same machine (the GPU where there is one).
 
-    python bench/remote.py [--quick] [--samples 5]
+    python bench/remote.py [--quick] [--samples 5] [--link]
+
+`--link` runs the same with the server and the client in two network namespaces joined by a veth pair
+(as root), the figures of a real network stack between two hosts without the wire.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ import numpy as np
 MiB, GiB = 1 << 20, 1 << 30
 RAW = struct.Struct("<cQ")
 PIECE = 256 << 10          # the "raw, 256 KiB reads" baseline reads as TcpTransport does
+HOST = "127.0.0.1"         # where the server listens; --link: its end of the veth pair
+SERVER = []                # what the server's command line starts with; --link: ["ip", "netns", "exec", B]
 
 
 # ---- the server process ---------------------------------------------------------------------------
@@ -58,9 +63,9 @@ def serve(capacity: int) -> None:
 
     pool = Pool(capacity)                               # pinned when CUDA is there, as a service's pool is
     sessions = Sessions(pool)
-    direct = listen("127.0.0.1", 0, sessions, max_frame=capacity)
-    staged = listen("127.0.0.1", 0, sessions, max_frame=capacity, staged=True)
-    raw = socket.create_server(("127.0.0.1", 0))
+    direct = listen(HOST, 0, sessions, max_frame=capacity)
+    staged = listen(HOST, 0, sessions, max_frame=capacity, staged=True)
+    raw = socket.create_server((HOST, 0))
     threading.Thread(target=_raw_server, args=(raw, capacity), daemon=True).start()
     print(json.dumps({"direct": direct.port, "staged": staged.port, "raw": raw.getsockname()[1],
                       "pinned": pool.pinned}), flush=True)
@@ -119,7 +124,7 @@ class Raw:
     loop), else at most `piece` bytes a call (the server reads PUTs the same way)."""
 
     def __init__(self, port: int, piece: int = 0):
-        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock = socket.create_connection((HOST, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.ack = bytearray(1)
         self.piece = piece
@@ -150,7 +155,7 @@ def _manager(server, port: int, **options):
     server.stdin.write("open\n")
     server.stdin.flush()
     ticket = bytes.fromhex(server.stdout.readline().strip())
-    tm = TransferManager(TcpTransport.connect("127.0.0.1", port, timeout=60), timeout=60, **options)
+    tm = TransferManager(TcpTransport.connect(HOST, port, timeout=60), timeout=60, **options)
     tm.hello(ticket)
     return tm
 
@@ -341,7 +346,8 @@ def _serve_subprocess(env: dict, pool_mb: int):
     path = os.path.join(folder, "token")
     with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(token)
-    proc = subprocess.Popen([sys.executable, "-m", "eidos", "serve", "--port", "0", "--token-file", path,
+    proc = subprocess.Popen([*SERVER, sys.executable, "-m", "eidos", "serve", "--host", HOST, "--port", "0",
+                             "--token-file", path,
                              "--pool-mb", str(pool_mb)], stdout=subprocess.PIPE, text=True, env=env)
     line = proc.stdout.readline()
     if not line.startswith("eidos service at "):
@@ -489,15 +495,52 @@ def label(size: int) -> str:
     return f"{size // GiB} GiB" if size >= GiB else f"{size // MiB} MiB"
 
 
+def over_a_link(argv: list[str]) -> int:
+    """This bench again with the server in one network namespace and the client in another, joined by a veth
+    pair (the kernel's network stack both ways, as between two machines, with no wire in between)."""
+    if os.geteuid() != 0:
+        raise SystemExit("--link makes network namespaces, which needs root")
+    tag = f"eidos-b{os.getpid()}"
+    a, b, va, vb = f"{tag}-a", f"{tag}-b", f"{tag[-9:]}a", f"{tag[-9:]}b"
+    steps = [["ip", "netns", "add", a], ["ip", "netns", "add", b],
+             ["ip", "link", "add", va, "type", "veth", "peer", "name", vb],
+             ["ip", "link", "set", va, "netns", a], ["ip", "link", "set", vb, "netns", b],
+             ["ip", "-n", a, "addr", "add", "10.78.0.1/24", "dev", va],
+             ["ip", "-n", b, "addr", "add", "10.78.0.2/24", "dev", vb],
+             *[["ip", "-n", ns, "link", "set", dev, "up"] for ns, dev in ((a, va), (b, vb), (a, "lo"), (b, "lo"))]]
+    try:
+        for step in steps:
+            subprocess.run(step, check=True)
+        inner = [x for x in argv if x != "--link"]
+        print(f"# over a veth pair between network namespaces {a} (client, 10.78.0.1) and {b} (server, 10.78.0.2)")
+        sys.stdout.flush()
+        return subprocess.run(["ip", "netns", "exec", a, sys.executable, os.path.abspath(__file__), *inner,
+                               "--host", "10.78.0.2", "--server-netns", b]).returncode
+    finally:
+        for ns in (a, b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--quick", action="store_true", help="sizes to 256 MiB, fewer samples (about 20 s)")
     ap.add_argument("--samples", type=int, default=None, help="timed samples per figure (default 5, quick 3)")
     ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--link", action="store_true",
+                    help="server and client in two network namespaces joined by a veth pair (needs root)")
+    ap.add_argument("--host", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--server-netns", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global HOST, SERVER
+    if args.host:
+        HOST = args.host
+    if args.server_netns:
+        SERVER = ["ip", "netns", "exec", args.server_netns]
     if args.serve is not None:
         serve(args.serve)
         return
+    if args.link:
+        sys.exit(over_a_link(sys.argv[1:]))
     samples = args.samples or (3 if args.quick else 5)
     sizes = [MiB, 16 * MiB, 256 * MiB] + ([] if args.quick else [GiB])
     capacity = max(sizes) + 64 * MiB
@@ -507,14 +550,16 @@ def main() -> None:
     env = dict(os.environ)                              # the server imports the eidos this process imported
     here = os.path.dirname(os.path.dirname(os.path.dirname(eidos.remote.__file__)))
     env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
-    server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", str(capacity)],
+    server = subprocess.Popen([*SERVER, sys.executable, os.path.abspath(__file__), "--serve", str(capacity),
+                               "--host", HOST],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         ports = json.loads(server.stdout.readline())
         raw, raw_pieces = Raw(ports["raw"]), Raw(ports["raw"], PIECE)
         tm = _manager(server, ports["direct"])
         print(f"# bench/remote.py{' --quick' if args.quick else ''}: {platform.node()}, {os.cpu_count()} CPUs, "
-              f"Python {platform.python_version()}; server in a subprocess on loopback, its pool "
+              f"Python {platform.python_version()}; server in a subprocess "
+              f"{'on loopback' if HOST == '127.0.0.1' else 'at ' + HOST + ' in namespace ' + SERVER[-1]}, its pool "
               f"{'pinned' if ports['pinned'] else 'not pinned (no CUDA)'}; load average {os.getloadavg()[0]:.1f} "
               "at the start")
         rows = throughput(raw, raw_pieces, tm, sizes, samples)
