@@ -446,15 +446,15 @@ def test_no_connection_is_a_clear_error(monkeypatch):
 
 def test_a_tensor_chain_on_a_service_matches_the_local_one(remote):
     x = np.random.default_rng(7).normal(size=(64, 32)).astype("float32")
-    local = ei.tensor(x)
-    on = local.to("remote:gpu")
+    local = ei.tensor(x).to(R.server_device())       # the service is this process: the same device, same kernels
+    on = ei.tensor(x).to("remote:gpu")
     assert on.device == "remote:gpu"
     for f in (lambda t: ((t * 2 + 1).exp() / 3.0).sum(axis=1),
               lambda t: ei.tensor.softmax(t @ t.T, axis=-1)[::3],
               lambda t: ei.tensor.layer_norm(t).astype("float16").max(axis=0)):
         got = f(on)
         assert not got.is_realized
-        same_bytes(f(local), got.to("cpu"))
+        same_bytes(f(local).to("cpu"), got.to("cpu"))
     y = (on * 3).realize()                       # the result stays on the service
     z = (y - on).sum()                            # and a later graph reads it there
     assert z.item() == float((ei.tensor(x) * 3 - ei.tensor(x)).sum().item())
