@@ -1,8 +1,9 @@
 """A running eidos service for the remote tests: one per test session, in this process, on loopback.
 
 `service` is the ExecutionService; `remote` a fresh connection to it per test (closed after, so each
-test's results are freed); `TOKEN` is what both use. Tests that need a service of their own (killed,
-cut off, configured otherwise) start one with `start_service(**config)`.
+test's results are freed); `TOKEN` is what both use, and `token_file` a file holding it as `eidos serve`
+wants it. Tests that need a service of their own (killed, cut off, configured otherwise) start one with
+`start_service(**config)`.
 """
 
 from __future__ import annotations
@@ -32,3 +33,12 @@ def remote(service):
     conn = connect(service.address, token=TOKEN, timeout=20.0)
     yield conn
     conn.close()
+
+
+@pytest.fixture
+def token_file(tmp_path):
+    """TOKEN in a file only its owner can read, for `eidos serve --token-file`."""
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    path.chmod(0o600)
+    return path

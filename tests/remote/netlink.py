@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.processes import alive
+
 PREFIX = "eidos-t"          # namespace names: eidos-t-<pid>-<n>-a / -b
 SUBNET = "10.77.0"          # each namespace has its own stack, so parallel runs can share the addresses
 _CLONE_NEWNET = 0x40000000
@@ -176,7 +178,7 @@ def sweep() -> list[str]:
         parts = name.split("-")
         if not name.startswith(PREFIX + "-") or len(parts) != 5 or not parts[2].isdigit():
             continue
-        if not _alive(int(parts[2])):
+        if not alive(int(parts[2])):
             _remove(name)
             removed.append(name)
     return removed
@@ -226,16 +228,6 @@ def _remove(netns: str) -> None:
             return
         time.sleep(0.1)
     raise RuntimeError(f"network namespace {netns} could not be removed: {_ip('netns', 'del', netns, check=False)}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -33,14 +33,6 @@ def bounded():
         yield
 
 
-@pytest.fixture
-def token_file(tmp_path):
-    path = tmp_path / "token"
-    path.write_text(TOKEN + "\n")
-    path.chmod(0o600)
-    return path
-
-
 def connect(address: str, timeout: float = DEADLINE):
     from eidos.remote.client import connect
 

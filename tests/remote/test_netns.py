@@ -28,6 +28,7 @@ import time
 import pytest
 
 from tests.remote import netlink
+from tests.remote.conftest import TOKEN
 
 MiB = 1 << 20
 
@@ -294,15 +295,6 @@ def test_a_deadline_ends_a_hang_and_keeps_the_one_around_it():
 
 # ------------------------------------------------------------------------------------------ the eidos service
 
-TOKEN = "test-token-0123456789abcdef"
-
-
-@pytest.fixture
-def token_file(tmp_path):
-    path = tmp_path / "token"
-    path.write_text(TOKEN + "\n")
-    path.chmod(0o600)
-    return path
 
 
 def say(**what) -> None:

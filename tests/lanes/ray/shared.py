@@ -21,6 +21,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.processes import alive
+
 RUN_ENV = "EIDOS_TEST_RAY_RUN"   # the pid of the pytest process that owns the run (xdist's controller)
 ROOT = Path(__file__).resolve().parents[3]
 START_TIMEOUT_S = 120
@@ -54,7 +56,7 @@ def _head() -> str:
         fcntl.flock(held, fcntl.LOCK_EX)
         if info.exists():
             found = json.loads(info.read_text())
-            if _alive(found["pid"]):
+            if alive(found["pid"]):
                 return found["address"]
         temp.mkdir(exist_ok=True)
         log = open(temp / "holder.log", "w")
@@ -81,29 +83,16 @@ def stop() -> None:
     lock, info, temp = _files(run)
     if info.exists():
         pid = json.loads(info.read_text())["pid"]
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 30
-            while _alive(pid) and time.monotonic() < deadline:
+            while alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         info.unlink()
     lock.unlink(missing_ok=True)
     shutil.rmtree(temp, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:   # a zombie (exited, not yet reaped) is not alive
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _hold(info: str, owner: int, temp: str) -> None:
@@ -121,7 +110,7 @@ def _hold(info: str, owner: int, temp: str) -> None:
     tmp = Path(info).with_suffix(".tmp")
     tmp.write_text(json.dumps({"address": ray.get_runtime_context().gcs_address, "pid": os.getpid()}))
     tmp.rename(info)
-    while not done.wait(1.0) and _alive(owner):
+    while not done.wait(1.0) and alive(owner):
         pass
     ray.shutdown()
 
