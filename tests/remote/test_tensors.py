@@ -248,6 +248,14 @@ def test_huge_shapes_and_deep_graphs_are_refused_before_anything_is_made():
         R.decode(R.encode([a], up), up.server(), max_depth=30)
 
 
+def test_a_node_over_the_services_memory_for_one_client_is_refused(service, remote):
+    a = ei.tensor(np.ones(4, np.float32)).to("remote:gpu")
+    big = ei.tensor.expand(a.reshape((1, 4)), (service.config.max_buffer // 16 + 1, 4))   # one byte over
+    with pytest.raises(EidosError, match="more than the .* this service gives one client"):
+        big.realize()
+    assert (a * 2).sum().item() == 8.0
+
+
 def test_a_leaf_must_match_the_tensor_it_names():
     doc = copy.deepcopy(DOC)
     doc["nodes"][0]["dtype"] = "float64"

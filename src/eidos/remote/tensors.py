@@ -195,10 +195,10 @@ class _Value:
 
 
 def decode(doc, leaves: Mapping[int, Tensor], *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH,
-           max_elements: int = MAX_ELEMENTS) -> list[Tensor]:
+           max_elements: int = MAX_ELEMENTS, max_bytes: int | None = None) -> list[Tensor]:
     """The lazy graph a document describes, over `leaves` (the tensors its leaf ids name): one tensor per
     output. PlanError (or UnsupportedError) naming the node and what is wrong, for any document `encode`
-    would not make; nothing else."""
+    would not make, or a node over the limits (`max_bytes`: a service's memory for one client); nothing else."""
     doc = jsondoc.read(doc, error=PlanError, what="a tensor graph", max_depth=8)
     _fields(doc, "the tensor graph", {"format", "version", "nodes", "outputs"}, {"format", "version", "nodes",
                                                                                  "outputs"})
@@ -213,6 +213,9 @@ def decode(doc, leaves: Mapping[int, Tensor], *, max_nodes: int = MAX_NODES, max
     depth: list[int] = []
     for i, node in enumerate(nodes):
         t, d = _decode_node(i, node, built, depth, leaves, max_elements)
+        if max_bytes is not None and isinstance(t, Tensor) and t.size * t.dtype.itemsize > max_bytes:
+            raise PlanError(f"node {i}: a {t.dtype} tensor of shape {t.shape} needs {t.size * t.dtype.itemsize:,} "
+                            f"bytes, more than the {max_bytes:,} this service gives one client")
         if d > max_depth:
             raise PlanError(f"node {i}: the graph is {d} operations deep, more than the {max_depth} a service "
                             "runs in one graph; realize part of it first (ei.realize) and send the rest")
@@ -512,10 +515,10 @@ class _Moved(Mapping):
         return len(self.leaves)
 
 
-def run(doc, leaves: Mapping[int, Tensor], device: str | None = None) -> list[Tensor]:
+def run(doc, leaves: Mapping[int, Tensor], device: str | None = None, **limits) -> list[Tensor]:
     """A tensor graph run on this machine: decoded over `leaves` (moved to `device`, by default
-    server_device()), realized; the realized outputs."""
-    outputs = decode(doc, _Moved(leaves, device or server_device()))
+    server_device()) within `limits` (decode's), realized; the realized outputs."""
+    outputs = decode(doc, _Moved(leaves, device or server_device()), **limits)
     for t in outputs:
         t.realize()
     return outputs
@@ -537,7 +540,7 @@ def run_fragment(fragment: dict, session, config) -> list:
         if ident not in leaves:
             leaves[ident] = _session_leaf(session.store.input(ident, wait=config.input_wait), shape, dtype, device,
                                           blocks)
-    outputs = run(graph, leaves, device)
+    outputs = run(graph, leaves, device, max_bytes=getattr(config, "max_buffer", None))
     entries = []
     for t in outputs:
         data = t._data
