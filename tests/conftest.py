@@ -33,7 +33,7 @@ def _remote_service():
         from eidos.remote.client import connect
         from tests.remote.conftest import TOKEN, start_service
 
-        service = start_service(pool_bytes=256 << 20)
+        service = start_service(pool_bytes=256 << 20, isa_targets=("cpu", "reference"))   # remote: cpu there
         _service.extend([service, connect(service.address, token=TOKEN)])
     return _service[1]
 

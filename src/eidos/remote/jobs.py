@@ -102,10 +102,14 @@ def _allowed_path(path: str, roots: tuple[str, ...]) -> None:
 # ---- ISA operations -----------------------------------------------------------------------------------
 
 def run_isa(fragment: dict, session: Session, config, cancelled: threading.Event) -> list[Entry]:
-    """`fragment["ops"]` in order on the session's kernel target: allocate, write (from a buffer sent on
-    the data channel), execute, read (into a new result), free. Buffer handles are the target's own, so a
-    program that names them runs unchanged. Besides the entries `read` keeps, `allocate` and `execute`
-    answer with an outcome (id 0, nothing kept): the buffer's handle, the program's key."""
+    """`fragment["ops"]` in order on one of the session's kernel targets: allocate, write (from a buffer sent
+    on the data channel), execute, read (into a new result), free, state, close. Memory is named by `space`
+    ("buffer", default; "pool"; "class") and handles are the target's own, so a program that names them runs
+    unchanged. Besides the entries `read` keeps, `allocate`, `execute` and `state` answer with an outcome
+    (id 0, nothing kept): the handle, the program's key, the class accumulators and phases.
+
+    `target` names which of the service's kernel targets, `instance` which copy of it (each its own memory,
+    handles from 1, as a new target object has): a client's target object is one instance."""
     ops = field(fragment, "ops", list, "isa fragment")
     target = _target(session, config, fragment)
     made: list[Entry] = []
@@ -124,6 +128,9 @@ def run_isa(fragment: dict, session: Session, config, cancelled: threading.Event
     return made
 
 
+MAX_INSTANCES = 64   # kernel-target instances one session may hold at once
+
+
 def _target(session: Session, config, fragment: dict):
     from eidos.isa import registry
 
@@ -131,10 +138,18 @@ def _target(session: Session, config, fragment: dict):
     if name not in config.isa_targets:
         raise PlanError(f"kernel target {name!r} is not offered by this service; it offers: "
                         f"{', '.join(config.isa_targets)}")
+    instance = field(fragment, "instance", str, "isa fragment", default="")
+    if len(instance) > 64:
+        raise PlanError(f"isa fragment: instance names are at most 64 characters, got {len(instance)}")
     targets = session.__dict__.setdefault("targets", {})
-    if name not in targets:
-        targets[name] = registry.create(name)
-    return targets[name]
+    key = (name, instance)
+    if key not in targets:
+        if len(targets) >= MAX_INSTANCES:
+            raise PlanError(f"this session already holds {MAX_INSTANCES} kernel-target instances; close one "
+                            "(op 'close') before making another")
+        targets[key] = registry.create(name)
+        targets[key].remote_key = key
+    return targets[key]
 
 
 def _int(op: dict, name: str, at: str, *, low: int = 0) -> int:
@@ -144,12 +159,21 @@ def _int(op: dict, name: str, at: str, *, low: int = 0) -> int:
     return value
 
 
+def _space(op: dict, at: str, spaces: tuple[str, ...] = ("buffer", "pool", "class")) -> str:
+    space = field(op, "space", str, at, default="buffer")
+    if space not in spaces:
+        raise PlanError(f"{at}: space {space!r} is not one of {', '.join(spaces)}")
+    return space
+
+
 def _allocate(op, target, session, config, at):
     from eidos.isa.types import Type
 
-    nbytes = _int(op, "bytes", at)
+    space, nbytes = _space(op, at, ("buffer", "pool")), _int(op, "bytes", at)
     if nbytes > config.max_buffer:
-        raise PlanError(f"{at}: a buffer of {nbytes:,} bytes is over this service's limit of {config.max_buffer:,}")
+        raise PlanError(f"{at}: a {space} of {nbytes:,} bytes is over this service's limit of {config.max_buffer:,}")
+    if space == "pool":
+        return Entry(0, "target_pool", 0, meta={"target_pool": target.allocate_pool(nbytes)})
     ty = field(op, "type", (str, type(None)), at, default=None)
     handle = target.allocate_buffer(nbytes, Type.parse(ty) if ty else None)
     return Entry(0, "target_buffer", 0, meta={"target_buffer": handle})      # an outcome, nothing kept
@@ -159,15 +183,26 @@ def _write(op, target, session, config, at):
     entry = session.store.input(_int(op, "data", at, low=1), wait=config.input_wait)
     if entry.block is None:
         raise PlanError(f"{at}: handle {entry.id} holds a {entry.kind}, not bytes sent on the data channel")
-    target.copy_to_buffer(_int(op, "buffer", at, low=1), entry.block.view, _int(op, "offset", at))
+    space, offset, data = _space(op, at), field(op, "offset", int, at), entry.block.view
+    if space == "buffer":
+        target.copy_to_buffer(_int(op, "buffer", at, low=1), data, offset)
+    elif space == "pool":
+        target.copy_to_pool(_int(op, "buffer", at, low=1), offset, data)
+    else:
+        target.copy_to_class(_int(op, "class", at), offset, data)
     return None
 
 
 def _read(op, target, session, config, at):
-    nbytes = _int(op, "bytes", at)
+    space, nbytes, offset = _space(op, at), _int(op, "bytes", at), field(op, "offset", int, at)
     block = session.store.pool.allocate(nbytes, session.id)
     try:
-        target.copy_from_buffer(_int(op, "buffer", at, low=1), block.view, _int(op, "offset", at))
+        if space == "buffer":
+            target.copy_from_buffer(_int(op, "buffer", at, low=1), block.view, offset)
+        elif space == "pool":
+            target.copy_from_pool(_int(op, "buffer", at, low=1), offset, block.view)
+        else:
+            target.copy_from_class(_int(op, "class", at), offset, block.view)
     except BaseException:
         session.store.pool.free(block)
         raise
@@ -175,8 +210,46 @@ def _read(op, target, session, config, at):
 
 
 def _free(op, target, session, config, at):
-    target.free_buffer(_int(op, "buffer", at, low=1))
+    if _space(op, at, ("buffer", "pool")) == "pool":
+        target.free_pool(_int(op, "buffer", at, low=1))
+    else:
+        target.free_buffer(_int(op, "buffer", at, low=1))
     return None
+
+
+def _describe(op, target, session, config, at):
+    """A buffer's or pool's size (and a buffer's element type) (an outcome; nothing kept)."""
+    handle = _int(op, "buffer", at, low=1)
+    if _space(op, at, ("buffer", "pool")) == "pool":
+        return Entry(0, "described", 0, meta={"bytes": target.pool_size(handle), "type": None})
+    ty = target.buffer_type(handle)
+    return Entry(0, "described", 0, meta={"bytes": target.buffer_size(handle), "type": ty.name if ty else None})
+
+
+def _state(op, target, session, config, at):
+    """The class accumulators and phases, which a program may change (an outcome; nothing kept)."""
+    return Entry(0, "state", 0, meta={"accumulators": [_number(v) for v in target.accumulators()],
+                                      "phases": target.phases()})
+
+
+def _close(op, target, session, config, at):
+    """Drop this kernel-target instance and all its memory (a client's target object was collected)."""
+    session.__dict__.get("targets", {}).pop(target.remote_key, None)
+    return None
+
+
+def _number(v: float):
+    """A float as JSON carries it: non-finite values as the strings Python's float() reads."""
+    return v if v == v and v not in (float("inf"), float("-inf")) else repr(v)
+
+
+def _register(v, key: str, at: str):
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+        return float(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise PlanError(f"{at}: registers maps register numbers to numbers (or 'nan', 'inf', '-inf'), "
+                        f"got {key!r}: {v!r}")
+    return v
 
 
 def _execute(op, target, session, config, at):
@@ -192,9 +265,9 @@ def _execute(op, target, session, config, at):
     registers = field(op, "registers", dict, at, default={})
     regs = {}
     for key, value in registers.items():
-        if not key.isdigit() or isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise PlanError(f"{at}: registers maps register numbers to numbers, got {key!r}: {value!r}")
-        regs[int(key)] = value
+        if not key.isdigit():
+            raise PlanError(f"{at}: registers maps register numbers to numbers, got key {key!r}")
+        regs[int(key)] = _register(value, key, at)
     target.execute_program_with_params(program, ExecutionParams(cfg, regs))
     return Entry(0, "run", 0, meta={"program_key": program.digest()})          # an outcome, nothing kept
 
@@ -219,7 +292,7 @@ def _program(op: dict, session: Session, at: str):
 
 
 _ISA_OPS: dict[str, Callable] = {"allocate": _allocate, "write": _write, "read": _read, "free": _free,
-                                 "execute": _execute}
+                                 "execute": _execute, "describe": _describe, "state": _state, "close": _close}
 
 
 # ---- tensors ------------------------------------------------------------------------------------------

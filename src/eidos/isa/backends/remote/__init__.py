@@ -1,22 +1,25 @@
 """The remote kernel target: buffers live on an eidos service and programs run there (issue 14).
 
 Each call is an "isa" fragment of the service's session (eidos.remote.jobs): allocate, write (bytes sent on
-the data channel), read (a result fetched from it), free, execute. A program travels as validated JSON once
-and then by its digest. The buffer handles are the service's target's own, so a program that names them runs
-unchanged. Pools and class memory stay on the client in the other targets' Memory, which a remote program
-cannot see: they are refused here rather than silently apart.
+the data channel), read (a result fetched from it), free, execute, state. A program travels as validated JSON
+once and then by its digest. Buffers, pools and class memory all live on the service, in a kernel-target
+instance of this object's own (handles from 1, as a new target has), so a program that names its handles
+runs unchanged; the instance is dropped on the service when this object is collected.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import uuid
+import weakref
 
 import numpy as np
 
-from eidos.errors import BackendError, BackendUnavailable, PlanError, UnsupportedError
+from eidos.errors import BackendError, BackendUnavailable, PlanError
 
 from ...launch import ExecutionParams
-from ...memory import Memory
+from ...memory import Memory, _as_bytes, _writable_bytes
 from ...program import Program
 from ...target import Target
 from ...types import Type
@@ -24,6 +27,24 @@ from ...types import Type
 MAX_PROGRAMS = 256      # the programs a service's session keeps by digest (eidos.remote.jobs.MAX_PROGRAMS)
 ENV = "EIDOS_REMOTE"    # eidos://host:port of a service to use when no connection is open (token: EIDOS_REMOTE_TOKEN),
                         # and EIDOS_REMOTE_TARGET the service's kernel target to run on (default: the service's first)
+
+
+_closing: list[tuple[object, dict]] = []     # (connection, close fragment) of collected targets, sent later
+_closing_lock = threading.Lock()
+
+
+def _close_later(remote, fragment: dict) -> None:
+    """A collected target's instance is dropped with the next call (a finalizer may run inside a call)."""
+    with _closing_lock:
+        _closing.append((remote, fragment))
+
+
+def _send_closes() -> None:
+    with _closing_lock:
+        pending, _closing[:] = list(_closing), []
+    for remote, fragment in pending:
+        if not getattr(remote, "closed", False):
+            remote.run_subgraph(fragment)
 
 
 def _connection():
@@ -58,15 +79,16 @@ class RemoteBackend(Target):
         if self.remote is None:
             raise BackendUnavailable(unavailable_reason() or "no eidos service")
         self.target = target or os.environ.get(f"{ENV}_TARGET") or None
-        self.buffers: dict[int, tuple[int, Type | None]] = {}   # the service's handle -> (bytes, type)
-        self.freed: set[int] = set()
+        self.instance = uuid.uuid4().hex                          # this object's target instance on the service
         self.programs: dict[str, None] = {}                      # digests the session holds, oldest first
+        self._fragment = {"kind": "isa", "instance": self.instance}
+        if self.target is not None:
+            self._fragment["target"] = self.target
+        weakref.finalize(self, _close_later, self.remote, {**self._fragment, "ops": [{"op": "close"}]})
 
     def _run(self, *ops: dict) -> list:
-        fragment = {"kind": "isa", "ops": list(ops)}
-        if self.target is not None:
-            fragment["target"] = self.target
-        return self.remote.run_subgraph(fragment)
+        _send_closes()
+        return self.remote.run_subgraph({**self._fragment, "ops": list(ops)})
 
     def _done(self, handles) -> None:
         """Release what the service keeps of these handles (outcomes, id 0, are kept by nobody)."""
@@ -85,7 +107,7 @@ class RemoteBackend(Target):
         c = params.config
         op = {"op": "execute", "config": {"grid": list(c.grid), "block": list(c.block),
                                           "shared_memory": c.shared_memory},
-              "registers": {str(k): v for k, v in params.registers.items()}}
+              "registers": {str(k): _json_number(v) for k, v in params.registers.items()}}
         key = program.digest()
         if key in self.programs:
             try:
@@ -98,7 +120,7 @@ class RemoteBackend(Target):
         if len(self.programs) > MAX_PROGRAMS:
             self.programs.pop(next(iter(self.programs)))
 
-    # ---- buffers ---------------------------------------------------------------------------
+    # ---- buffers and pools: the service's target keeps them and checks every handle ---------------
     def allocate_buffer(self, size: int, ty: Type | None = None) -> int:
         size = Memory._size(size, "allocate_buffer")      # checked here as Memory checks it for every target
         if ty is not None and not isinstance(ty, Type):
@@ -108,8 +130,6 @@ class RemoteBackend(Target):
                                f"({ty.size_bytes} bytes each); allocate_typed(count, ty) takes a count")
         (h,) = self._run({"op": "allocate", "bytes": size, "type": ty.name if ty is not None else None})
         handle = int(_meta(h)["target_buffer"])
-        self.buffers[handle] = (size, ty)
-        self.freed.discard(handle)
         if ty is not None:
             self.memory.types[handle] = ty       # for Memory.check_host_array, as every target checks arrays
         return handle
@@ -119,71 +139,96 @@ class RemoteBackend(Target):
             raise BackendError(f"allocate_typed: ty must be an eidos.isa.Type, got {ty!r}")
         return self.allocate_buffer(Memory._size(count, "allocate_typed") * ty.size_bytes, ty)
 
-    def _buffer(self, handle: int, what: str) -> tuple[int, Type | None]:
-        """A buffer's size and type; BackendError worded as Memory words it for every other target."""
-        try:
-            return self.buffers[handle]
-        except (KeyError, TypeError):
-            if not isinstance(handle, (int, np.integer)) or isinstance(handle, bool):
-                raise BackendError(f"{what}: a buffer handle must be an int, got {type(handle).__name__}") from None
-            if handle in self.freed:
-                raise BackendError(f"{what}: buffer {handle} was freed (use after free)") from None
-            raise BackendError(f"{what}: no buffer with handle {handle}; live buffers: "
-                               f"{sorted(self.buffers) or 'none'}") from None
+    def _describe(self, space: str, handle, what: str) -> dict:
+        return _meta(self._run({"op": "describe", "space": space, "buffer": _handle(handle, space, what)})[0])
 
     def buffer_type(self, handle: int) -> Type | None:
-        return self._buffer(handle, "buffer_type")[1]
+        ty = self._describe("buffer", handle, "buffer_type")["type"]
+        return Type.parse(ty) if ty else None
 
     def buffer_length(self, handle: int) -> int:
-        size, ty = self._buffer(handle, "buffer_length")
-        return size // (ty.size_bytes if ty is not None else 1)
+        d = self._describe("buffer", handle, "buffer_length")
+        return d["bytes"] // (Type.parse(d["type"]).size_bytes if d["type"] else 1)
 
     def buffer_size(self, handle: int) -> int:
-        return self._buffer(handle, "buffer_size")[0]
+        return self._describe("buffer", handle, "buffer_size")["bytes"]
 
     def free_buffer(self, handle: int) -> None:
-        self._buffer(handle, "free_buffer")
-        self._run({"op": "free", "buffer": handle})
-        del self.buffers[handle]
+        self._run({"op": "free", "buffer": _handle(handle, "buffer", "free_buffer")})
         self.memory.types.pop(handle, None)
-        self.freed.add(handle)
 
     def copy_to_buffer(self, handle: int, data, offset: int = 0) -> None:
-        self._buffer(handle, f"copy_to_buffer({handle})")
-        self.memory.check_host_array(handle, data, f"copy_to_buffer({handle})")
-        view = _bytes(data, f"copy_to_buffer({handle})")
-        buf = self.remote.put_buffer(view, wait=False)   # the write waits for it on the service
+        what = f"copy_to_buffer({handle})"
+        self.memory.check_host_array(_handle(handle, "buffer", what), data, what)
+        self._write({"buffer": handle, "offset": int(offset)}, data, what)
+
+    def copy_from_buffer(self, handle: int, out, offset: int = 0) -> None:
+        what = f"copy_from_buffer({handle})"
+        self.memory.check_host_array(_handle(handle, "buffer", what), out, what)
+        self._read({"buffer": handle, "offset": int(offset)}, out, what)
+
+    def allocate_pool(self, size: int) -> int:
+        size = Memory._size(size, "allocate_pool")
+        (h,) = self._run({"op": "allocate", "space": "pool", "bytes": size})
+        return int(_meta(h)["target_pool"])
+
+    def free_pool(self, handle: int) -> None:
+        self._run({"op": "free", "space": "pool", "buffer": _handle(handle, "pool", "free_pool")})
+
+    def pool_size(self, handle: int) -> int:
+        return self._describe("pool", handle, "pool_size")["bytes"]
+
+    def copy_to_pool(self, handle: int, offset: int, data) -> None:
+        what = f"copy_to_pool({handle})"
+        self._write({"space": "pool", "buffer": _handle(handle, "pool", what), "offset": int(offset)}, data, what)
+
+    def copy_from_pool(self, handle: int, offset: int, out) -> None:
+        what = f"copy_from_pool({handle})"
+        self._read({"space": "pool", "buffer": _handle(handle, "pool", what), "offset": int(offset)}, out, what)
+
+    # ---- class memory, on the service too ---------------------------------------------------------
+    def copy_to_class(self, class_id: int, offset: int, data) -> None:
+        self._class_offset(class_id, offset, "copy_to_class")
+        self._write({"space": "class", "class": int(class_id), "offset": int(offset)}, data, "copy_to_class")
+
+    def copy_from_class(self, class_id: int, offset: int, out) -> None:
+        self._class_offset(class_id, offset, "copy_from_class")
+        self._read({"space": "class", "class": int(class_id), "offset": int(offset)}, out, "copy_from_class")
+
+    def accumulators(self) -> list[float]:
+        (h,) = self._run({"op": "state"})
+        return [float(v) for v in _meta(h)["accumulators"]]
+
+    def phases(self) -> list[int]:
+        (h,) = self._run({"op": "state"})
+        return [int(v) for v in _meta(h)["phases"]]
+
+    def _write(self, where: dict, data, what: str) -> None:
+        buf = self.remote.put_buffer(memoryview(_as_bytes(data, what)), wait=False)   # the write waits for it there
         try:
-            self._run({"op": "write", "data": _meta(buf)["id"], "buffer": handle, "offset": int(offset)})
+            self._run({"op": "write", "data": _meta(buf)["id"], **where})
         finally:
             self._done([buf])
 
-    def copy_from_buffer(self, handle: int, out, offset: int = 0) -> None:
-        self._buffer(handle, f"copy_from_buffer({handle})")
-        self.memory.check_host_array(handle, out, f"copy_from_buffer({handle})")
-        view = _bytes(out, f"copy_from_buffer({handle})")
-        if view.readonly:
-            raise BackendError(f"copy_from_buffer({handle}): out must be writable and contiguous")
-        (h,) = self._run({"op": "read", "bytes": view.nbytes, "buffer": handle, "offset": int(offset)})
+    def _read(self, where: dict, out, what: str) -> None:
+        view = _writable_bytes(out, what)                 # refused as every target refuses it, before any call
+        (h,) = self._run({"op": "read", "bytes": int(view.size), **where})
         try:
-            view[:] = self.remote.fetch_result(h)
+            view[:] = np.frombuffer(self.remote.fetch_result(h), np.uint8)
         finally:
             self._done([h])
 
-    # ---- what stays apart from the service ----------------------------------------------------
-    def _apart(self, what: str):
-        raise UnsupportedError(f"the remote target has no {what}: its programs run on the service, which cannot "
-                               "see this process's memory; use buffers")
 
-    def allocate_pool(self, size): self._apart("pools")
-    def free_pool(self, handle): self._apart("pools")
-    def copy_to_pool(self, handle, offset, data): self._apart("pools")
-    def copy_from_pool(self, handle, offset, out): self._apart("pools")
-    def pool_size(self, handle): self._apart("pools")
-    def copy_to_class(self, class_id, offset, data): self._apart("class memory")
-    def copy_from_class(self, class_id, offset, out): self._apart("class memory")
-    def accumulators(self): self._apart("class accumulators")
-    def phases(self): self._apart("class phases")
+def _handle(handle, kind: str, what: str) -> int:
+    """A handle as JSON carries it; BackendError worded as Memory words it when it is not an int."""
+    if isinstance(handle, bool) or not isinstance(handle, (int, np.integer)):
+        raise BackendError(f"{what}: a {kind} handle must be an int, got {type(handle).__name__}")
+    return int(handle)
+
+
+def _json_number(v):
+    """A register value as JSON carries it: non-finite floats as 'nan', 'inf', '-inf'."""
+    return v if isinstance(v, int) or v == v and abs(v) != float("inf") else repr(float(v))
 
 
 def _meta(handle) -> dict:
@@ -193,19 +238,6 @@ def _meta(handle) -> dict:
     fields = dict(getattr(handle, "meta", None) or {})
     fields.setdefault("id", handle.id)
     return fields
-
-
-def _bytes(data, what: str) -> memoryview:
-    """data's bytes, without a copy where they are contiguous (an array of any dtype, as uint8)."""
-    if isinstance(data, np.ndarray):
-        if not data.flags.c_contiguous:
-            return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8)).toreadonly()
-        return memoryview(data.reshape(-1).view(np.uint8))
-    try:
-        view = memoryview(data)
-    except TypeError:
-        raise BackendError(f"{what}: data must be bytes-like or an array, got {type(data).__name__}") from None
-    return view.cast("B") if view.c_contiguous else memoryview(bytes(view))
 
 
 __all__ = ["RemoteBackend"]
