@@ -250,6 +250,29 @@ class Tensor:
         """
         return self.to(device)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's ufuncs on tensors (`np.exp(t)`, `np.add(t, 1, out=t)`): eidos operations by table, lazily;
+        what eidos lacks runs as NumPy on the values and says so in explain() (eidos/tensor/protocols.py).
+
+        >>> t = np.exp(ei.tensor([0.0, 1.0]))
+        >>> t.is_realized, t
+        (False, Tensor([1.    , 2.7183], dtype=float64, device='cpu'))
+        """
+        return _protocols.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's functions on tensors (`np.sum(t)`, `np.concatenate([t, t])`): eidos operations by table,
+        lazily; the others run as NumPy on the values and say so in explain() (eidos/tensor/protocols.py).
+
+        >>> np.concatenate([ei.tensor([1, 2]), ei.tensor([3])])
+        Tensor([1, 2, 3], dtype=int64, device='cpu')
+        >>> print(ei.tensor.explain(np.median(ei.tensor([1.0, 5.0, 2.0]))))
+        Tensor shape=() dtype=float64 device='cpu' (realized)
+          ran: host NumPy np.median (eidos has no median)
+               cpu
+        """
+        return _protocols.array_function(func, types, args, kwargs)
+
     def __array_namespace__(self, *, api_version=None):
         if api_version not in (None, "2021.12", "2022.12", "2023.12"):
             raise ValueError(f"unsupported Array API version {api_version!r}")
@@ -804,20 +827,28 @@ def _assign(t: Tensor, r: Tensor) -> None:
         _read_by(t, t._args)
 
 
-def _inplace(t: Tensor, sym: str, fn, o) -> Tensor:
-    """t <sym> o: t's value becomes fn(t, o), in t's dtype and shape (as NumPy: a result of another kind, as
-    float into int, or of another shape is an error)."""
+def _inplace(t: Tensor, sym: str, fn, o, name: str | None = None) -> Tensor:
+    """t <sym> o: fn(t, o) written into t's memory, in t's dtype and shape, as NumPy (a result of another kind,
+    as float into int, or of another shape is an error). A pending t (no memory yet) or one on a service takes
+    the new value as a lazy node instead: nothing outside could see its memory."""
+    what = name or f"x {sym} y"
     r = fn(t, o)
     if r.shape != t.shape:
-        raise ShapeError(f"x {sym} y: the result has shape {r.shape}, x has {t.shape}; an in-place operation keeps "
+        raise ShapeError(f"{what}: the result has shape {r.shape}, x has {t.shape}; an in-place operation keeps "
                          f"x's shape (y broadcasts to it); write x = x {sym[:-1]} y for a new tensor")
     if r.dtype != t.dtype:
         if not np.can_cast(r.dtype, t.dtype, "same_kind"):
-            raise DTypeError(f"x {sym} y: the result is {r.dtype}, which x's dtype {t.dtype} cannot take (NumPy's "
+            raise DTypeError(f"{what}: the result is {r.dtype}, which x's dtype {t.dtype} cannot take (NumPy's "
                              f"same-kind rule); write x = x {sym[:-1]} y for a new tensor")
         r = ops.astype(r, t.dtype)
-    if r is not t:
+    if r is t:
+        return t
+    if t._data is None or t.device[0] == "r":
         _assign(t, r)
+        return t
+    _realize(r)
+    t[...] = r
+    t._runs[-1] = (what, f"written into x's memory ({'host, NumPy' if t.device == 'cpu' else 'device, torch'} copy)")
     return t
 
 
@@ -987,4 +1018,5 @@ __test__ = {f"Tensor.{name}": Tensor.__slots__[name] for name in ("shape", "dtyp
 
 # the operations and realization use Tensor: imported once it exists
 from . import ops  # noqa: E402
+from . import protocols as _protocols  # noqa: E402
 from .realization import _host, _realize  # noqa: E402
