@@ -11,6 +11,7 @@ import select
 import socket
 import ssl
 import struct
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -29,6 +30,13 @@ def bytes_view(buffer) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
+def _timeval(seconds: float | None) -> bytes:
+    """A struct timeval for SO_RCVTIMEO/SO_SNDTIMEO (0: no timeout; never 0 for a tiny positive time)."""
+    whole = int(seconds or 0)
+    micro = 0 if seconds is None else max(int((seconds - whole) * 1e6), 0 if whole else 1)
+    return struct.pack("@ll", whole, micro)
+
+
 class Transport(ABC):
     """A connected byte stream of the data plane."""
 
@@ -39,8 +47,8 @@ class Transport(ABC):
         """Send every byte of every buffer, in order."""
 
     @abstractmethod
-    def recv_into(self, view: memoryview) -> None:
-        """Fill `view` exactly; ExecutionError on end of stream or timeout."""
+    def recv_into(self, view: memoryview, deadline: float | None = None) -> None:
+        """Fill `view` exactly; ExecutionError on end of stream, timeout, or past `deadline` (time.monotonic)."""
 
     @abstractmethod
     def settimeout(self, seconds: float | None) -> None: ...
@@ -74,6 +82,8 @@ class TcpTransport(Transport):
             peer = None
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else (peer or "a local socket")
         self._closed = False
+        self._poll = select.poll()                        # cheaper than select.select: registered once
+        self._poll.register(sock, select.POLLIN)
         self.settimeout(sock.gettimeout())
 
     @classmethod
@@ -93,9 +103,29 @@ class TcpTransport(Transport):
         return cls(sock)
 
     def send(self, buffers: Sequence[bytes | memoryview]) -> None:
+        sent = 0
+        if not self.tls and len(buffers) <= _IOV_MAX:
+            # the usual case first: one sendmsg takes every byte (no views made, nothing counted twice)
+            total = 0
+            for buffer in buffers:
+                total += len(buffer) if type(buffer) is bytes else bytes_view(buffer).nbytes
+            try:
+                sent = self.sock.sendmsg(buffers)
+            except (TimeoutError, BlockingIOError) as e:
+                raise ExecutionError(f"sending to {self.peer} timed out after {self._timeout} s "
+                                     f"(0 of {total} bytes sent)") from e
+            except OSError as e:
+                raise ExecutionError(f"sending to {self.peer} failed after 0 of {total} bytes: {e}") from e
+            if sent == total:
+                return
         views = [v for v in map(bytes_view, buffers) if v.nbytes]
         total = sum(v.nbytes for v in views)
-        sent = 0
+        skip = sent                                       # what the first sendmsg took: step past it
+        while skip:
+            if skip >= views[0].nbytes:
+                skip -= views.pop(0).nbytes
+            else:
+                views[0], skip = views[0][skip:], 0
         try:
             if self.tls:                                 # an SSLSocket has no sendmsg
                 for view in views:
@@ -116,21 +146,42 @@ class TcpTransport(Transport):
         except OSError as e:
             raise ExecutionError(f"sending to {self.peer} failed after {sent} of {total} bytes: {e}") from e
 
-    def recv_into(self, view: memoryview) -> None:
+    def recv_into(self, view: memoryview, deadline: float | None = None) -> None:
         view = bytes_view(view)
         want = view.nbytes
         got = 0
+        lowered = False                                   # SO_RCVTIMEO cut to what is left before `deadline`
         try:
             while got < want:
+                if deadline is not None:
+                    lowered = self._toward(deadline, got, want) or lowered
                 n = self.sock.recv_into(view[got:], min(want - got, RECV_PIECE))
                 if n == 0:
                     raise ExecutionError(f"{self.peer} closed the connection after {got} of {want} bytes")
                 got += n
         except (TimeoutError, BlockingIOError) as e:
+            if lowered:
+                raise ExecutionError(f"receiving from {self.peer}: the deadline passed after {got} of {want} "
+                                     "bytes") from e
             raise ExecutionError(f"receiving from {self.peer} timed out after {self._timeout} s "
                                  f"({got} of {want} bytes received)") from e
         except OSError as e:
             raise ExecutionError(f"receiving from {self.peer} failed after {got} of {want} bytes: {e}") from e
+        finally:
+            if lowered and not self._closed:
+                self._set_recv_timeout(self._timeout)
+
+    def _toward(self, deadline: float, got: int, want: int) -> bool:
+        """Before a receive bound by `deadline`: raise once it has passed; where less is left than the
+        socket's own timeout, lower the receive timeout to it (True). Plain TCP only (TLS checks between
+        pieces)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ExecutionError(f"receiving from {self.peer}: the deadline passed after {got} of {want} bytes")
+        if self.tls or (self._timeout is not None and left >= self._timeout):
+            return False
+        self._set_recv_timeout(left)
+        return True
 
     def recv_some(self, view: memoryview, least: int) -> int:
         got = 0
@@ -150,13 +201,12 @@ class TcpTransport(Transport):
         return got
 
     def wait_readable(self, seconds: float | None) -> bool:
-        if self.tls and self.sock.pending():
-            return True
+        if (self.tls and self.sock.pending()) or self._closed:
+            return True                                   # closed: let the next read say so
         try:
-            ready, _, _ = select.select([self.sock], [], [], seconds)
+            return bool(self._poll.poll(None if seconds is None else max(seconds, 0.0) * 1000))
         except (OSError, ValueError):                   # closed under us: let the next read say so
             return True
-        return bool(ready)
 
     def settimeout(self, seconds: float | None) -> None:
         """Plain TCP keeps the socket blocking and lets the kernel time out a send or receive that makes no
@@ -167,11 +217,16 @@ class TcpTransport(Transport):
             self.sock.settimeout(seconds)
             return
         self.sock.settimeout(None)
-        whole = int(seconds or 0)
-        micro = 0 if seconds is None else max(int((seconds - whole) * 1e6), 0 if whole else 1)
-        timeval = struct.pack("@ll", whole, micro)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+        self._set_recv_timeout(seconds)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(seconds))
+
+    def _set_recv_timeout(self, seconds: float | None) -> None:
+        if self.tls:
+            return                                        # Python's timeout, shared with sends: left alone
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
+        except OSError:
+            pass                                          # closed under us: the read says so
 
     def close(self) -> None:
         """Close; a thread blocked reading this socket wakes with end of stream."""
@@ -220,7 +275,7 @@ class UcxTransport(Transport):
             if view.nbytes:
                 self._run(self._endpoint.send(view), f"send of {view.nbytes} bytes")
 
-    def recv_into(self, view: memoryview) -> None:
+    def recv_into(self, view: memoryview, deadline: float | None = None) -> None:
         view = bytes_view(view)
         if view.nbytes:
             self._run(self._endpoint.recv(view), f"receive of {view.nbytes} bytes")
@@ -266,11 +321,12 @@ class Reader:
         self._start += nbytes
         return view
 
-    def read_into(self, view: memoryview) -> None:
-        """Fill `view` exactly: first from what was read ahead, the rest straight from the transport."""
+    def read_into(self, view: memoryview, deadline: float | None = None) -> None:
+        """Fill `view` exactly: first from what was read ahead, the rest straight from the transport (by
+        `deadline`, a time.monotonic, when given)."""
         n = min(self._end - self._start, view.nbytes)
         if n:
             view[:n] = self._view[self._start:self._start + n]
             self._start += n
         if n < view.nbytes:
-            self.transport.recv_into(view[n:])
+            self.transport.recv_into(view[n:], deadline)
