@@ -18,12 +18,14 @@ import threading
 
 from eidos.errors import EidosError, ExecutionError, ResourceError, UnsupportedError
 
-from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, pack, parse
+from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, header, pack, parse
 from .protocol import error_body
 from .transport import Reader, TcpTransport
 
 STAGING_CHUNK = 256 << 10    # the staged fallback's bounce buffer (fits a core's L2: the copy reads from cache)
 _ACKS = 64                   # ACKs held back at most while more frames are already read ahead
+
+_PUT, _GET, _RELEASE, _BYE, _ACK, _DATA = Kind.PUT, Kind.GET, Kind.RELEASE, Kind.BYE, Kind.ACK, Kind.DATA
 
 log = logging.getLogger("eidos.remote.channel")
 
@@ -161,10 +163,11 @@ class Connection:
         """The next frame's header; None at a clean end of stream between frames. Before waiting for more
         bytes, the ACKs held back go out (many PUTs read ahead in one receive are ACKed in one send)."""
         if self.reader.buffered() < HEADER_SIZE:
-            self._send([])
+            if self._acks:
+                self._send([])
             self.transport.wait_readable(None)             # no deadline between frames: a client may idle
-        header = self.reader.take(HEADER_SIZE)
-        return None if header is None else parse(header, max_length=self.listener.max_frame)
+        head = self.reader.take(HEADER_SIZE)
+        return None if head is None else parse(head, max_length=self.listener.max_frame)
 
     def _hello(self) -> None:
         frame = self._read()
@@ -185,10 +188,13 @@ class Connection:
     def _frame(self) -> bool:
         """Serve one frame; False when the connection should end."""
         frame = self._read()
-        if frame is None or frame.kind is Kind.BYE:
+        if frame is None:
+            return False
+        kind = frame.kind
+        if kind is _BYE:
             return False
         store = self.session.store
-        if frame.kind is Kind.PUT:
+        if kind is _PUT:
             try:
                 entry = store.reserve(frame.ident, "buffer", frame.length)
             except ResourceError as e:
@@ -198,15 +204,15 @@ class Connection:
                 self._error(frame.ident, e)
                 self._discard(frame.length)
                 return True
-            if self.reader.buffered() < frame.length:
+            if self._acks and self.reader.buffered() < frame.length:
                 self._send([])                            # about to wait for bytes: the held-back ACKs go now
             if self._staging is not None:
                 self._bounce(entry.block.view)
             else:
                 self.reader.read_into(entry.block.view)
             store.complete(frame.ident)
-            self._ack(Frame(Kind.ACK, frame.ident, frame.length))
-        elif frame.kind is Kind.GET:
+            self._ack(header(_ACK, frame.ident, frame.length))
+        elif kind is _GET:
             try:
                 ready = store.ready(frame.ident)
             except EidosError as e:
@@ -216,13 +222,13 @@ class Connection:
                     self._get(frame.ident)
                 else:                                     # not ready yet: wait in a thread, don't block PUTs
                     threading.Thread(target=self._get, args=(frame.ident,), daemon=True).start()
-        elif frame.kind is Kind.RELEASE:
+        elif kind is _RELEASE:
             try:
                 store.release(frame.ident)
             except EidosError as e:
                 self._error(frame.ident, e)
             else:
-                self._ack(Frame(Kind.ACK, frame.ident))
+                self._ack(header(_ACK, frame.ident))
         else:
             raise FrameError(f"a client does not send {frame.kind.name} frames on the data channel")
         return True
@@ -245,7 +251,7 @@ class Connection:
         except EidosError as e:
             self._error(ident, e)
             return
-        self._send([pack(Frame(Kind.DATA, ident, 0, view.nbytes)), view])
+        self._send([header(_DATA, ident, 0, view.nbytes), view])
 
     def _bounce(self, dest: memoryview) -> None:
         """The staged fallback: receive through a bounce buffer, copying each chunk into `dest`."""
@@ -262,9 +268,9 @@ class Connection:
             self.reader.read_into(scratch[:take])
             nbytes -= take
 
-    def _ack(self, frame: Frame) -> None:
+    def _ack(self, head: bytes) -> None:
         with self._send_lock:
-            self._acks.append(pack(frame))
+            self._acks.append(head)
             if len(self._acks) < _ACKS:
                 return
         self._send([])
