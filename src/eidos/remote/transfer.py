@@ -2,10 +2,15 @@
 
 `put` queues and returns at once: a small frame (a GET, a RELEASE, a small PUT) with nothing ahead of it
 is written by the calling thread (no hand-off), anything else by a sender thread, with scatter-gather
-sends (many small PUTs in one sendmsg) while at most `window` large ones wait for their ACK. A receiver
-thread dispatches ACK, DATA and ERROR frames. Every wait has a deadline: a server that dies or stalls is
-an ExecutionError within it, never a hang. A buffer given to `put` must stay alive and unchanged until
-`wait` (or `flush`) returns for it.
+sends (many small PUTs in one sendmsg) while at most `window` large ones wait for their ACK.
+
+Replies (ACK, DATA, ERROR) are read by whoever waits for one: a caller in `wait`, `flush` or `get`
+takes the read side when no other thread has it and dispatches every frame it reads until its own has
+come, so a GET's bytes land in its buffer from the thread that asked, with no hand-off between threads
+(one costs tens of microseconds in CPython). A receiver thread reads when work is outstanding and no
+caller waits (after a short grace, at once when the sender waits for the window). Every wait has a
+deadline: a server that dies or stalls is an ExecutionError within it, never a hang. A buffer given to
+`put` must stay alive and unchanged until `wait` (or `flush`) returns for it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 
 from eidos.errors import BackendError, EidosError, ExecutionError
 
-from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, pack, parse
+from .frames import HEADER_SIZE, TICKET_SIZE, Frame, FrameError, Kind, header, pack, parse
 from .protocol import error_from
 from .transport import Reader, Transport, bytes_view
 
@@ -25,6 +30,9 @@ CLIENT_IDS = 1 << 62          # ids the client picks stay below this (store.SERV
 STAGING_CHUNK = 256 << 10     # the staged fallback's bounce buffer: received and copied a chunk at a time
 _SMALL_IN_FLIGHT = 4096       # unacknowledged small PUTs allowed at once (bookkeeping bound)
 _BATCH_IOVECS = 512
+_GRACE = 0.002                # how long the receiver thread leaves outstanding replies to a caller about to wait
+_ACK, _DATA, _ERROR, _PUT, _GET, _RELEASE, _BYE = (Kind.ACK, Kind.DATA, Kind.ERROR, Kind.PUT, Kind.GET, Kind.RELEASE,
+                                                  Kind.BYE)
 
 
 @dataclass(eq=False)
@@ -35,6 +43,7 @@ class _Get:
     result: memoryview | None = None
     error: EidosError | None = None
     receiving: bool = False
+    deadline: float | None = None  # its bytes are read by then (time.monotonic), whoever reads them
 
 
 class TransferManager:
@@ -50,9 +59,19 @@ class TransferManager:
         self.staged, self.max_frame = staged, max_frame
         transport.settimeout(timeout)
         self._reader = Reader(transport)
-        self._cv = threading.Condition()
-        self._queue: collections.deque = collections.deque()      # (header, payload view or None, ident)
+        # one lock, a condition per kind of waiter, so a notify wakes only a thread that has work
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)                   # callers: wait, flush, get, close
+        self._send_cv = threading.Condition(self._lock)              # the sender thread
+        self._recv_cv = threading.Condition(self._lock)              # the receiver thread
+        self._queue: collections.deque = collections.deque()      # (header, payload view or None)
         self._sending = False                                        # a thread is writing to the socket
+        self._reading = False                                        # a thread has the read side
+        self._waiting = 0                                            # callers waiting for a reply
+        self._sender_idle = False                                    # the sender waits for frames
+        self._window_full = False                                    # the sender waits for ACKs
+        self._receiver_parked = False                                # the receiver waits for work
+        self._draining = False                                       # close() waits for the queue
         self._unacked: set[int] = set()                              # PUTs queued or sent, not yet ACKed
         self._large, self._small_n = 0, 0                            # of those, sent and not ACKed
         self._sizes: dict[int, int] = {}
@@ -72,10 +91,10 @@ class TransferManager:
         if len(ticket) != TICKET_SIZE:
             raise BackendError(f"a data-channel ticket is {TICKET_SIZE} bytes, got {len(ticket)}")
         self.transport.send([pack(Frame(Kind.HELLO, 0, length=TICKET_SIZE)), ticket])
-        header = self._reader.take(HEADER_SIZE)
-        if header is None:
+        first = self._reader.take(HEADER_SIZE)
+        if first is None:
             raise ExecutionError("the server closed the data channel instead of answering HELLO")
-        frame = parse(header, max_length=self.max_frame)
+        frame = parse(first, max_length=self.max_frame)
         if frame.kind is Kind.ERROR:
             payload = memoryview(bytearray(frame.length))
             self._reader.read_into(payload)
@@ -92,7 +111,7 @@ class TransferManager:
         view = bytes_view(buffer)
         if self.staged:
             view = memoryview(bytes(view))                   # the staged path: one copy before sending
-        with self._cv:
+        with self._lock:
             self._check()
             if ident is None:
                 ident, self._next = self._next, self._next + 1
@@ -102,7 +121,8 @@ class TransferManager:
                 self._next = max(self._next, ident + 1)
             self._unacked.add(ident)
             self._sizes[ident] = view.nbytes
-        self._submit(pack(Frame(Kind.PUT, ident, 0, view.nbytes)), view)
+            self._outstanding_added()
+        self._submit(header(_PUT, ident, 0, view.nbytes), view)
         return ident
 
     def wait(self, ident: int) -> None:
@@ -110,7 +130,7 @@ class TransferManager:
         if not 0 < ident < self._next:
             raise BackendError(f"wait: no PUT {ident} was made on this connection")
         self._until(lambda: ident not in self._unacked or ident in self._errors, f"the ACK of PUT {ident}")
-        with self._cv:
+        with self._lock:
             error = self._errors.pop(ident, None)
         if error is not None:
             raise error
@@ -118,15 +138,20 @@ class TransferManager:
     def flush(self) -> None:
         """Until every queued PUT and RELEASE is ACKed; raises the first error the server sent for one."""
         self._until(lambda: not (self._unacked or self._releases) or self._errors,
-                    f"the ACKs of {len(self._unacked)} PUTs and {sum(self._releases.values())} RELEASEs")
-        with self._cv:
+                    lambda: f"the ACKs of {len(self._unacked)} PUTs and {sum(self._releases.values())} RELEASEs")
+        with self._lock:
             if self._errors:
                 raise self._errors.pop(min(self._errors))
 
     def get(self, ident: int, out=None) -> memoryview:
         """The bytes of handle `ident`, read-only; received straight into `out` when it is a writable
         contiguous buffer large enough (the result is then a view of it), else into a fresh buffer."""
-        return self.get_many([ident], None if out is None else [out])[0]
+        state = self._destination(ident, out)
+        self._fetch([state], header(_GET, ident),
+                    lambda: state.result is not None or state.error is not None, f"the data of handle {ident}")
+        if state.error is not None:
+            raise state.error
+        return state.result
 
     def get_many(self, idents, outs=None) -> list[memoryview]:
         """`get` for several handles with all their requests in flight at once (one round trip, not one
@@ -136,25 +161,36 @@ class TransferManager:
         if len(outs) != len(idents) or len(set(idents)) != len(idents):
             raise BackendError(f"get_many: {len(idents)} handles (each once) and {len(outs)} destinations")
         states = [self._destination(ident, out) for ident, out in zip(idents, outs)]
-        with self._cv:
-            self._check()
-            for state in states:
-                if state.ident in self._gets:
-                    raise BackendError(f"get: handle {state.ident} is already being fetched on this connection")
-            self._gets.update((state.ident, state) for state in states)
-        try:
-            self._submit(b"".join(pack(Frame(Kind.GET, ident)) for ident in idents), None)
-            for state in states:
-                self._until(lambda s=state: s.result is not None or s.error is not None,
-                            f"the data of handle {state.ident}", abandon=state)
-        finally:
-            with self._cv:
-                for state in states:
-                    self._gets.pop(state.ident, None)
+
+        def what() -> str:
+            waiting = [s.ident for s in states if s.result is None and s.error is None]
+            return f"the data of handle {waiting[0] if waiting else states[-1].ident}"
+
+        self._fetch(states, b"".join([header(_GET, ident) for ident in idents]),
+                    lambda: all(s.result is not None or s.error is not None for s in states), what)
         for state in states:
             if state.error is not None:
                 raise state.error
         return [state.result for state in states]
+
+    def _fetch(self, states: list[_Get], requests: bytes, done, what) -> None:
+        """Register `states`, send their GETs, wait until done() by one deadline for all of them."""
+        deadline = time.monotonic() + self.timeout
+        with self._lock:
+            self._check()
+            for state in states:
+                if state.ident in self._gets:
+                    raise BackendError(f"get: handle {state.ident} is already being fetched on this connection")
+            for state in states:
+                state.deadline = deadline
+                self._gets[state.ident] = state
+        try:
+            self._submit(requests, None)
+            self._until(done, what, abandon=states, deadline=deadline)
+        finally:
+            with self._lock:
+                for state in states:
+                    self._gets.pop(state.ident, None)
 
     @staticmethod
     def _destination(ident: int, out) -> _Get:
@@ -171,19 +207,21 @@ class TransferManager:
 
     def release(self, ident: int) -> None:
         """Tell the server to free handle `ident`; returns at once (flush waits for it and raises its error)."""
-        with self._cv:
+        with self._lock:
             self._check()
             self._releases[ident] += 1
-        self._submit(pack(Frame(Kind.RELEASE, ident)), None)
+            self._outstanding_added()
+        self._submit(header(_RELEASE, ident), None)
 
     def close(self) -> None:
         """Send what is queued and BYE (within the deadline), then close; waiters get an ExecutionError."""
-        with self._cv:
+        with self._lock:
             if self._closing:
                 return
             if self._dead is None and self._threads:
-                self._queue.append((pack(Frame(Kind.BYE, 0)), None, None))
-                self._cv.notify_all()
+                self._queue.append((header(_BYE, 0), None))
+                self._draining = True
+                self._send_cv.notify()
                 deadline = time.monotonic() + self.timeout
                 while (self._queue or self._sending) and self._dead is None and time.monotonic() < deadline:
                     self._cv.wait(deadline - time.monotonic())
@@ -204,44 +242,92 @@ class TransferManager:
         if self._dead is not None:
             raise ExecutionError(f"the data channel is down: {self._dead}") from self._dead
 
-    def _until(self, done, what: str, abandon: _Get | None = None) -> None:
-        deadline = time.monotonic() + self.timeout
-        with self._cv:
-            while not done():
-                if self._dead is not None:
-                    raise ExecutionError(f"waiting for {what}: the data channel is down: {self._dead}") \
-                        from self._dead
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    if abandon is not None and abandon.receiving:
-                        # its bytes are half-read: the stream cannot be trusted after this
-                        self._fail(ExecutionError(f"a fetch was abandoned mid-transfer after {self.timeout} s"))
+    def _outstanding_added(self) -> None:
+        """Under the lock, after a PUT or RELEASE was queued: a parked receiver starts its grace (its reply
+        is read by a caller that waits for it, or by the receiver if none comes)."""
+        if self._receiver_parked and not self._waiting and not self._reading:
+            self._recv_cv.notify()
+
+    def _until(self, done, what, abandon: list[_Get] | None = None, deadline: float | None = None) -> None:
+        """Until done() (checked under the lock): this thread reads and dispatches frames itself while no
+        other thread has the read side, else waits to be told; an ExecutionError at the deadline."""
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
+        with self._lock:
+            self._waiting += 1
+            try:
+                while not done():
+                    if self._dead is not None:
+                        raise ExecutionError(f"waiting for {_say(what)}: the data channel is down: {self._dead}") \
+                            from self._dead
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        if abandon is not None and any(state.receiving for state in abandon):
+                            # its bytes are half-read: the stream cannot be trusted after this
+                            self._fail(ExecutionError(f"a fetch was abandoned mid-transfer after {self.timeout} s"))
+                            self.transport.close()
+                        peer = getattr(self.transport, "peer", "the server")
+                        raise ExecutionError(f"waited {self.timeout} s for {_say(what)} from {peer} (the deadline); "
+                                             "the server is slow, stalled or gone")
+                    if self._reading:
+                        self._cv.wait(left)
+                        continue
+                    self._reading = True
+                    self._lock.release()
+                    try:
+                        self._read(done, deadline)
+                    except EidosError as e:                  # the stream is broken (or half-read): done with it
+                        with self._lock:
+                            self._fail(e)
                         self.transport.close()
-                    peer = getattr(self.transport, "peer", "the server")
-                    raise ExecutionError(f"waited {self.timeout} s for {what} from {peer} (the deadline); "
-                                         "the server is slow, stalled or gone")
-                self._cv.wait(left)
+                    finally:
+                        self._lock.acquire()
+                        self._reading = False
+                        if self._waiting > 1:
+                            self._cv.notify_all()                # another caller may take the read side
+            finally:
+                self._waiting -= 1
+                if not self._waiting and not self._reading and (self._unacked or self._releases):
+                    self._recv_cv.notify()
+
+    def _read(self, done, deadline: float) -> None:
+        """With the read side: frames until done() or the deadline (between frames, so nothing is left
+        half-read)."""
+        reader = self._reader
+        while True:
+            with self._lock:
+                if done() or self._dead is not None:
+                    return
+            if reader.buffered() < HEADER_SIZE and \
+                    not self.transport.wait_readable(deadline - time.monotonic()):
+                return                                       # the deadline: the caller's loop says so
+            self._frame(deadline)
 
     # ---- sending -------------------------------------------------------------------------------------
 
-    def _submit(self, header: bytes, view: memoryview | None) -> None:
+    def _submit(self, head: bytes, view: memoryview | None) -> None:
         """Queue a frame; when it is small and nothing is ahead of it, send it from this thread."""
-        with self._cv:
+        with self._lock:
             self._check()
-            self._queue.append((header, view, None))
-            batch = None
+            self._queue.append((head, view))
             if len(self._queue) == 1 and not self._sending and self._threads and \
                     (view is None or view.nbytes < self.small):
                 batch = self._pop_batch()
-                self._sending = batch is not None
-            if batch is None:
-                self._cv.notify_all()
-                return
-        self._write(batch)
+                if batch is not None:
+                    self._sending = True
+                    self._lock.release()
+                    try:
+                        self._write(batch)
+                    finally:
+                        self._lock.acquire()
+                        self._sent()
+                    return
+            if self._sender_idle:
+                self._send_cv.notify()
 
     def _sender(self) -> None:
         while True:
-            with self._cv:
+            with self._lock:
                 while True:
                     if self._dead is not None or self._closing:
                         return
@@ -249,29 +335,41 @@ class TransferManager:
                     if batch is not None:
                         self._sending = True
                         break
-                    self._cv.wait()
+                    self._window_full = bool(self._queue) and not self._sending
+                    if self._window_full and self._receiver_parked and not self._waiting and not self._reading:
+                        self._recv_cv.notify()               # ACKs must be read for the window to open
+                    self._sender_idle = not self._queue
+                    self._send_cv.wait()
+                self._window_full = self._sender_idle = False
             try:
                 self._write(batch)
             except EidosError:
                 return
+            finally:
+                with self._lock:
+                    self._sent()
+
+    def _sent(self) -> None:
+        """Under the lock, after a write: the next writer (or close) may go on."""
+        self._sending = False
+        if self._queue and not self._window_full:
+            self._send_cv.notify()
+        if self._draining:
+            self._cv.notify_all()
 
     def _write(self, batch: list) -> None:
         try:
             self.transport.send(batch)
         except EidosError as e:
-            with self._cv:
-                self._sending = False
+            with self._lock:
                 self._fail(e)
             raise ExecutionError(f"the data channel is down: {e}") from e
-        with self._cv:
-            self._sending = False
-            self._cv.notify_all()
 
     def _pop_batch(self) -> list | None:
         """The next buffers to send within the window (under the lock), or None."""
         batch: list = []
         while self._queue and len(batch) < _BATCH_IOVECS:
-            header, view, _ = self._queue[0]
+            head, view = self._queue[0]
             large = view is not None and view.nbytes >= self.small
             if view is not None:
                 if (self._large >= self.window) if large else (self._small_n >= _SMALL_IN_FLIGHT):
@@ -281,7 +379,7 @@ class TransferManager:
                 else:
                     self._small_n += 1
             self._queue.popleft()
-            batch.append(header)
+            batch.append(head)
             if view is not None and view.nbytes:
                 batch.append(view)
             if large:
@@ -291,47 +389,88 @@ class TransferManager:
     # ---- receiving -----------------------------------------------------------------------------------
 
     def _receiver(self) -> None:
-        try:
-            while True:
-                if self._reader.buffered() < HEADER_SIZE:
-                    self.transport.wait_readable(None)
-                    if self._closing:
+        """Reads when replies are outstanding and no caller waits for one (so no caller would read them):
+        after a grace that lets a caller about to wait read its own, at once when the window is full."""
+        lock = self._lock
+        while True:
+            with lock:
+                grace_until = None
+                while True:
+                    if self._dead is not None or self._closing:
                         return
-                header = self._reader.take(HEADER_SIZE)
-                if header is None:
-                    raise ExecutionError(f"{getattr(self.transport, 'peer', 'the server')} closed the data channel")
-                self._dispatch(parse(header, max_length=self.max_frame))
-        except EidosError as e:
-            with self._cv:
-                self._fail(e if not self._closing else ExecutionError("the data channel was closed"))
+                    if self._reading or self._waiting or not (self._unacked or self._releases):
+                        grace_until = None
+                        self._receiver_parked = True
+                        self._recv_cv.wait()
+                        self._receiver_parked = False
+                        continue
+                    if self._window_full:
+                        break
+                    now = time.monotonic()
+                    if grace_until is None:
+                        grace_until = now + _GRACE
+                    elif now >= grace_until:
+                        break
+                    self._recv_cv.wait(grace_until - now)
+                self._reading = True
+            try:
+                while True:
+                    if self._reader.buffered() < HEADER_SIZE:
+                        self.transport.wait_readable(None)
+                        if self._closing:
+                            return
+                    self._frame(None)
+                    with lock:
+                        if self._waiting or self._dead is not None or not (self._unacked or self._releases):
+                            break                            # a caller reads its own from here on
+            except EidosError as e:
+                with lock:
+                    self._fail(e if not self._closing else ExecutionError("the data channel was closed"))
+                return
+            finally:
+                with lock:
+                    self._reading = False
+                    if self._waiting:
+                        self._cv.notify_all()
 
-    def _dispatch(self, frame: Frame) -> None:
-        if frame.kind is Kind.ACK:
-            with self._cv:
+    def _frame(self, deadline: float | None) -> None:
+        """Read one frame and dispatch it (with the read side)."""
+        head = self._reader.take(HEADER_SIZE)
+        if head is None:
+            raise ExecutionError(f"{getattr(self.transport, 'peer', 'the server')} closed the data channel")
+        frame = parse(head, max_length=self.max_frame)
+        kind = frame.kind
+        if kind is _ACK:
+            with self._lock:
                 self._acked(frame.ident)
-        elif frame.kind is Kind.DATA:
-            self._data(frame)
-        elif frame.kind is Kind.ERROR:
+        elif kind is _DATA:
+            self._data(frame, deadline)
+        elif kind is _ERROR:
             payload = memoryview(bytearray(frame.length))
-            self._reader.read_into(payload)
-            with self._cv:
+            self._reader.read_into(payload, deadline)
+            with self._lock:
                 self._error(frame.ident, error_from(payload, f"the server sent an error about id {frame.ident} "
-                                                                "and said nothing more"))
+                                                             "and said nothing more"))
         else:
-            raise FrameError(f"the server sent a {frame.kind.name} frame, which a client never receives")
+            raise FrameError(f"the server sent a {kind.name} frame, which a client never receives")
 
     def _acked(self, ident: int) -> None:
+        """Under the lock: PUT or RELEASE `ident` is done; wake whoever that may concern."""
         if ident in self._unacked:
             self._unacked.discard(ident)
             if self._sizes.pop(ident, 0) >= self.small:
                 self._large -= 1
             else:
                 self._small_n -= 1
+            if self._window_full:
+                self._window_full = False
+                self._send_cv.notify()
         elif self._releases[ident] > 1:
             self._releases[ident] -= 1
         else:
             self._releases.pop(ident, None)
-        self._cv.notify_all()
+        if self._waiting:
+            self._cv.notify_all()
 
     def _error(self, ident: int, error: EidosError) -> None:
         state = self._gets.get(ident)
@@ -344,38 +483,40 @@ class TransferManager:
             self._acked(ident)
         self._cv.notify_all()
 
-    def _data(self, frame: Frame) -> None:
-        with self._cv:
+    def _data(self, frame: Frame, deadline: float | None) -> None:
+        with self._lock:
             state = self._gets.get(frame.ident)
             if state is not None:
                 state.receiving = True
         if state is None:                                    # an abandoned fetch: drop its bytes
-            self._reader.read_into(memoryview(bytearray(frame.length)))
+            self._reader.read_into(memoryview(bytearray(frame.length)), deadline)
             return
+        deadline = state.deadline                            # read by the deadline of the fetch it belongs to
         error = None
         if state.out is not None and state.out.nbytes < frame.length:
             error = BackendError(f"get: `out` holds {state.out.nbytes} bytes; handle {frame.ident} has {frame.length}")
         if state.out is not None and error is None:
             buffer = state.out[:frame.length]
             if self._staging is not None:
-                self._bounce(buffer)
+                self._bounce(buffer, deadline)
             else:
-                self._reader.read_into(buffer)
+                self._reader.read_into(buffer, deadline)
         else:
             buffer = memoryview(bytearray(frame.length))
-            self._reader.read_into(buffer)
+            self._reader.read_into(buffer, deadline)
             if error is None and state.target is not None:
                 error = _copy_into(state.target, buffer, frame.ident)
-        with self._cv:
+        with self._lock:
             state.receiving = False
             state.error, state.result = error, buffer.toreadonly()
-            self._cv.notify_all()
+            if self._waiting:
+                self._cv.notify_all()
 
-    def _bounce(self, dest: memoryview) -> None:
+    def _bounce(self, dest: memoryview, deadline: float | None) -> None:
         """The staged fallback: receive through the bounce buffer, copying each chunk into `dest`."""
         for start in range(0, dest.nbytes, STAGING_CHUNK):
             chunk = self._staging[:min(STAGING_CHUNK, dest.nbytes - start)]
-            self._reader.read_into(chunk)
+            self._reader.read_into(chunk, deadline)
             dest[start:start + chunk.nbytes] = chunk
 
     def _fail(self, error: EidosError) -> None:
@@ -383,6 +524,13 @@ class TransferManager:
         if self._dead is None:
             self._dead = error
         self._cv.notify_all()
+        self._send_cv.notify_all()
+        self._recv_cv.notify_all()
+
+
+def _say(what) -> str:
+    """What a wait was for (a callable builds the words only when they are needed)."""
+    return what() if callable(what) else what
 
 
 def _copy_into(target, staging: memoryview, ident: int) -> EidosError | None:
