@@ -24,6 +24,11 @@ from .transport import Reader, TcpTransport
 
 STAGING_CHUNK = 256 << 10    # the staged fallback's bounce buffer (fits a core's L2: the copy reads from cache)
 _ACKS = 64                   # ACKs held back at most while more frames are already read ahead
+# ACKs held back (at most this many) while the next frame has already come, payload and all: it is read
+# without waiting, so no ACK waits on bytes still to come. One send, and one wake of the client, per few
+# large PUTs instead of one each; the client's window (8 by default) keeps the rest in flight meanwhile.
+# Whatever is held goes as soon as the server would wait for bytes.
+_ACKS_BEFORE_PAYLOAD = 4
 
 _PUT, _GET, _RELEASE, _BYE, _ACK, _DATA = Kind.PUT, Kind.GET, Kind.RELEASE, Kind.BYE, Kind.ACK, Kind.DATA
 
@@ -163,9 +168,10 @@ class Connection:
         """The next frame's header; None at a clean end of stream between frames. Before waiting for more
         bytes, the ACKs held back go out (many PUTs read ahead in one receive are ACKed in one send)."""
         if self.reader.buffered() < HEADER_SIZE:
-            if self._acks:
-                self._send([])
-            self.transport.wait_readable(None)             # no deadline between frames: a client may idle
+            if self._acks and (len(self._acks) >= _ACKS_BEFORE_PAYLOAD or not self.reader.ready(HEADER_SIZE)):
+                self._send([])                             # about to wait (or enough held back): they go now
+            if self.reader.buffered() < HEADER_SIZE:
+                self.transport.wait_readable(None)         # no deadline between frames: a client may idle
         head = self.reader.take(HEADER_SIZE)
         return None if head is None else parse(head, max_length=self.listener.max_frame)
 
@@ -204,8 +210,10 @@ class Connection:
                 self._error(frame.ident, e)
                 self._discard(frame.length)
                 return True
-            if self._acks and self.reader.buffered() < frame.length:
-                self._send([])                            # about to wait for bytes: the held-back ACKs go now
+            if self._acks and self.reader.buffered() < frame.length and (
+                    len(self._acks) >= _ACKS_BEFORE_PAYLOAD or
+                    self.reader.buffered() + self.transport.available() < frame.length):
+                self._send([])                            # the payload is not all here (or enough are held back)
             if self._staging is not None:
                 self._bounce(entry.block.view)
             else:

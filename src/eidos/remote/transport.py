@@ -7,10 +7,12 @@ RDMA hardware (InfiniBand, RoCE, NVLink through UCX).
 
 from __future__ import annotations
 
+import fcntl
 import select
 import socket
 import ssl
 import struct
+import termios
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -22,6 +24,9 @@ _IOV_MAX = 1024
 # 10-20% faster in 256 KiB pieces than in one call for the whole buffer (the kernel copies into a
 # destination a piece at a time either way; smaller calls keep the socket's window moving)
 RECV_PIECE = 256 << 10
+# what a header's receive may read ahead: many small frames in one call, yet little of a large payload
+# (what was read ahead is copied into the payload's destination; 64 KiB of each 1 MiB cost a few percent)
+READ_AHEAD = 8 << 10
 
 
 def bytes_view(buffer) -> memoryview:
@@ -55,6 +60,15 @@ class Transport(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def available(self) -> int:
+        """Bytes that have arrived and wait to be read (a lower bound; this default knows of none)."""
+        return 0
+
+    def recv_nowait(self, view: memoryview) -> int:
+        """Whatever has arrived, up to `view.nbytes`, without waiting: 0 when nothing has (or the stream
+        ended: the next blocking read says so). This default never reads."""
+        return 0
 
     def wait_readable(self, seconds: float | None) -> bool:
         """Whether bytes are ready to read within `seconds` (lets a receiver idle without a half-read frame)."""
@@ -200,6 +214,22 @@ class TcpTransport(Transport):
             raise ExecutionError(f"receiving from {self.peer} failed after {got} of {least} bytes: {e}") from e
         return got
 
+    def available(self) -> int:
+        if self.tls:
+            return 0
+        try:
+            return struct.unpack("@i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+        except (OSError, ValueError):
+            return 0
+
+    def recv_nowait(self, view: memoryview) -> int:
+        if self.tls:
+            return 0                                      # an SSLSocket takes no flags: the blocking path reads
+        try:
+            return self.sock.recv_into(view, 0, socket.MSG_DONTWAIT)
+        except OSError:                                   # nothing yet (EAGAIN), or an error the next read names
+            return 0
+
     def wait_readable(self, seconds: float | None) -> bool:
         if (self.tls and self.sock.pending()) or self._closed:
             return True                                   # closed: let the next read say so
@@ -294,13 +324,24 @@ class Reader:
     """Read-ahead over a transport: many small frames come out of one receive call, while a large payload
     still lands straight in its destination (only the part already read ahead is copied, at most `size`)."""
 
-    def __init__(self, transport: Transport, size: int = 64 * 1024):
+    def __init__(self, transport: Transport, size: int = READ_AHEAD):
         self.transport = transport
         self._view = memoryview(bytearray(size))
         self._start = self._end = 0
 
     def buffered(self) -> int:
         return self._end - self._start
+
+    def ready(self, nbytes: int) -> bool:
+        """Whether `nbytes` (at most `size`) can be taken without waiting, reading what has arrived if need be."""
+        have = self._end - self._start
+        if have >= nbytes:
+            return True
+        if self._start + nbytes > self._view.nbytes:
+            self._view[:have] = self._view[self._start:self._end]
+            self._start, self._end = 0, have
+        self._end += self.transport.recv_nowait(self._view[self._end:])
+        return self._end - self._start >= nbytes
 
     def take(self, nbytes: int) -> memoryview | None:
         """The next `nbytes` (at most `size`) as a view valid until the next call; None at a clean end of
