@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -118,6 +119,16 @@ def test_timeout_names_the_peer_and_the_timeout(loopback):
         server.recv_into(memoryview(bytearray(4)))
     assert "timed out after 0.05 s" in str(info.value) and "2 of 4 bytes" in str(info.value)
     assert client.peer.split(":")[0] in str(info.value)
+
+
+def test_a_receive_ends_at_its_deadline_before_the_sockets_timeout(loopback):
+    client, server = loopback
+    server.settimeout(30)
+    client.send([b"xy"])
+    with pytest.raises(ExecutionError, match=r"receiving from 127\.0\.0\.1:\d+: the deadline passed after 2 of 4"):
+        server.recv_into(memoryview(bytearray(4)), deadline=time.monotonic() + 0.1)
+    client.send([b"zw"])                              # the socket's own timeout is back afterwards
+    server.recv_into(memoryview(bytearray(2)))
 
 
 def test_send_to_a_closed_peer_is_an_execution_error(loopback):

@@ -27,6 +27,7 @@ RECV_PIECE = 256 << 10
 # what a header's receive may read ahead: many small frames in one call, yet little of a large payload
 # (what was read ahead is copied into the payload's destination; 64 KiB of each 1 MiB cost a few percent)
 READ_AHEAD = 8 << 10
+DEADLINE_SLACK = 0.01        # how far past its deadline a receive may end (what saves a syscall a piece)
 
 
 def bytes_view(buffer) -> memoryview:
@@ -164,17 +165,17 @@ class TcpTransport(Transport):
         view = bytes_view(view)
         want = view.nbytes
         got = 0
-        lowered = False                                   # SO_RCVTIMEO cut to what is left before `deadline`
+        lowered = None                                    # the receive timeout set to meet `deadline`, if any
         try:
             while got < want:
                 if deadline is not None:
-                    lowered = self._toward(deadline, got, want) or lowered
+                    lowered = self._toward(deadline, lowered, got, want)
                 n = self.sock.recv_into(view[got:], min(want - got, RECV_PIECE))
                 if n == 0:
                     raise ExecutionError(f"{self.peer} closed the connection after {got} of {want} bytes")
                 got += n
         except (TimeoutError, BlockingIOError) as e:
-            if lowered:
+            if lowered is not None:
                 raise ExecutionError(f"receiving from {self.peer}: the deadline passed after {got} of {want} "
                                      "bytes") from e
             raise ExecutionError(f"receiving from {self.peer} timed out after {self._timeout} s "
@@ -182,20 +183,22 @@ class TcpTransport(Transport):
         except OSError as e:
             raise ExecutionError(f"receiving from {self.peer} failed after {got} of {want} bytes: {e}") from e
         finally:
-            if lowered and not self._closed:
+            if lowered is not None and not self._closed:
                 self._set_recv_timeout(self._timeout)
 
-    def _toward(self, deadline: float, got: int, want: int) -> bool:
-        """Before a receive bound by `deadline`: raise once it has passed; where less is left than the
-        socket's own timeout, lower the receive timeout to it (True). Plain TCP only (TLS checks between
-        pieces)."""
-        left = deadline - time.monotonic()
+    def _toward(self, deadline: float, lowered: float | None, got: int, want: int) -> float | None:
+        """Before a receive bound by `deadline`: raise once it has passed; lower the socket's receive timeout
+        when a receive started now could end more than DEADLINE_SLACK past it (plain TCP; TLS checks between
+        pieces only). Returns the timeout now set (None: the socket's own)."""
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             raise ExecutionError(f"receiving from {self.peer}: the deadline passed after {got} of {want} bytes")
-        if self.tls or (self._timeout is not None and left >= self._timeout):
-            return False
+        current = lowered if lowered is not None else self._timeout
+        if self.tls or (current is not None and current <= left + DEADLINE_SLACK):
+            return lowered
         self._set_recv_timeout(left)
-        return True
+        return left
 
     def recv_some(self, view: memoryview, least: int) -> int:
         got = 0
