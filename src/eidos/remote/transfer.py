@@ -44,6 +44,7 @@ class _Get:
     error: EidosError | None = None
     receiving: bool = False
     deadline: float | None = None  # its bytes are read by then (time.monotonic), whoever reads them
+    left: list | None = None       # [fetches of its get_many not yet answered], shared by them
 
 
 class TransferManager:
@@ -161,13 +162,15 @@ class TransferManager:
         if len(outs) != len(idents) or len(set(idents)) != len(idents):
             raise BackendError(f"get_many: {len(idents)} handles (each once) and {len(outs)} destinations")
         states = [self._destination(ident, out) for ident, out in zip(idents, outs)]
+        left = [len(states)]
+        for state in states:
+            state.left = left
 
         def what() -> str:
             waiting = [s.ident for s in states if s.result is None and s.error is None]
             return f"the data of handle {waiting[0] if waiting else states[-1].ident}"
 
-        self._fetch(states, b"".join([header(_GET, ident) for ident in idents]),
-                    lambda: all(s.result is not None or s.error is not None for s in states), what)
+        self._fetch(states, b"".join([header(_GET, ident) for ident in idents]), lambda: not left[0], what)
         for state in states:
             if state.error is not None:
                 raise state.error
@@ -292,16 +295,16 @@ class TransferManager:
 
     def _read(self, done, deadline: float) -> None:
         """With the read side: frames until done() or the deadline (between frames, so nothing is left
-        half-read)."""
-        reader = self._reader
+        half-read). The caller has just found done() false."""
+        reader, lock = self._reader, self._lock
         while True:
-            with self._lock:
-                if done() or self._dead is not None:
-                    return
             if reader.buffered() < HEADER_SIZE and \
                     not self.transport.wait_readable(deadline - time.monotonic()):
                 return                                       # the deadline: the caller's loop says so
             self._frame(deadline)
+            with lock:
+                if done() or self._dead is not None:
+                    return
 
     # ---- sending -------------------------------------------------------------------------------------
 
@@ -475,6 +478,8 @@ class TransferManager:
     def _error(self, ident: int, error: EidosError) -> None:
         state = self._gets.get(ident)
         if state is not None:
+            if state.result is None and state.error is None and state.left is not None:
+                state.left[0] -= 1
             state.error = error
         elif ident == 0:
             self._fail(error)                                # about the connection itself: the server closes it
@@ -508,6 +513,8 @@ class TransferManager:
                 error = _copy_into(state.target, buffer, frame.ident)
         with self._lock:
             state.receiving = False
+            if state.left is not None and state.error is None:
+                state.left[0] -= 1
             state.error, state.result = error, buffer.toreadonly()
             if self._waiting:
                 self._cv.notify_all()
