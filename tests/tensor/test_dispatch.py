@@ -137,6 +137,8 @@ def test_every_operation_that_runs_as_a_program_is_a_name_select_backend_takes()
     floats, ints = T([1.0, 2.0]), T([1, 2])
     checked = []
     for name in ops.__all__:
+        if name in ops.ALIASES:   # NumPy's and torch's second names: the canonical name is the operation's
+            continue
         for args in ((floats,), (floats, "int32"), (floats, floats), (ints, ints), (ints,), (T([True]), floats, floats)):
             try:
                 r = getattr(ops, name)(*args)

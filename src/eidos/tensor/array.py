@@ -17,6 +17,7 @@ import numpy as np
 from eidos.errors import AxisError, BackendUnavailable, DeviceError, DTypeError, ShapeError
 
 from . import backend as _backend
+from . import dlpack as _dlpack
 from . import dtypes as D
 from . import storage as _dev
 
@@ -187,8 +188,6 @@ class Tensor:
         if self.device != "cpu":  # torch exports the device memory (and orders `stream` after its own)
             kw = {"max_version": max_version, "dl_device": dl_device, "copy": copy}
             return a.__dlpack__(stream=-1 if stream is None else stream, **{k: v for k, v in kw.items() if v is not None})
-        if self.dtype == D.bfloat16:
-            raise DTypeError("bfloat16 has no NumPy DLPack export; convert with .astype('float32') first")
         kw = {}
         if max_version is not None:
             kw["max_version"] = max_version
@@ -196,10 +195,11 @@ class Tensor:
             kw["copy"] = copy
         if dl_device is not None:
             kw["dl_device"] = dl_device
+        export = (lambda **k: _dlpack.bfloat16_capsule(a, **k)) if self.dtype == D.bfloat16 else a.__dlpack__
         try:
-            return a.__dlpack__(stream=stream, **kw)
+            return export(stream=stream, **kw)
         except TypeError:
-            return a.__dlpack__(stream=stream)
+            return export(stream=stream)
 
     def __dlpack_device__(self):
         if self.device[0] == "r":
@@ -209,15 +209,27 @@ class Tensor:
             return _realize(self).__dlpack_device__()
         return (1, 0)  # kDLCPU
 
-    def to(self, device) -> Tensor:
+    def to(self, device=None, dtype=None, *, copy=False, non_blocking=False) -> Tensor:
         """The tensor on `device`: 'cpu' (host, NumPy), 'gpu' ('cuda', 'cuda:0': the gpu backend's device), or
         'remote:gpu' / 'remote:cpu' (the service of eidos.remote.current(): its accelerator, or its host).
         Realizes the graph where it is, then copies the data once; the same tensor if it is already there.
+        As torch's: `.to(dtype)`, `.to(device, dtype)`, `.to(other_tensor)` (its device and dtype), dtypes as
+        eidos, NumPy or torch name them; copy=True always gives a new tensor.
 
         >>> t = ei.tensor([1.0, 2.0])
-        >>> t.to("cpu") is t
-        True
+        >>> t.to("cpu") is t, t.to("float32").dtype, t.to("cpu", "int8").dtype
+        (True, dtype('float32'), dtype('int8'))
         """
+        if isinstance(device, Tensor):
+            device, dtype = device.device, device.dtype
+        elif device is not None and dtype is None and _is_dtype(device):
+            device, dtype = None, device
+        t = self if dtype is None else ops.astype(self, dtype)
+        if device is not None:
+            t = t._to_device(device)
+        return ops._clone(t) if copy and t is self else t
+
+    def _to_device(self, device) -> Tensor:
         name = _device_name(device)
         if name == self.device:
             return self
@@ -515,101 +527,102 @@ class Tensor:
         """
         return ops.clip(self, min, max)
 
-    def sum(self, axis=None, keepdims=False, dtype=None):
-        """The sum over `axis` (None: all); integers and bools sum in 64 bits.
+    def sum(self, axis=None, keepdims=False, dtype=None, *, dim=None, keepdim=None):
+        """The sum over `axis` (None: all); integers and bools sum in 64 bits. Every reduction method takes
+        torch's `dim=`/`keepdim=` too; min/max with `dim=` give torch's (values, indices).
 
         >>> ei.tensor([[1, 2], [3, 4]]).sum(axis=0)
         Tensor([4, 6], dtype=int64, device='cpu')
         """
-        return ops.sum(self, axis, keepdims, dtype)
+        return ops.sum(self, axis, keepdims, dtype, dim=dim, keepdim=keepdim)
 
-    def prod(self, axis=None, keepdims=False, dtype=None):
+    def prod(self, axis=None, keepdims=False, dtype=None, *, dim=None, keepdim=None):
         """The product over `axis` (None: all); integers and bools multiply in 64 bits.
 
         >>> ei.tensor([[1, 2], [3, 4]]).prod(axis=1)
         Tensor([ 2, 12], dtype=int64, device='cpu')
         """
-        return ops.prod(self, axis, keepdims, dtype)
+        return ops.prod(self, axis, keepdims, dtype, dim=dim, keepdim=keepdim)
 
-    def min(self, axis=None, keepdims=False):
+    def min(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The minimum over `axis` (None: all).
 
         >>> ei.tensor([[1, 5], [3, 2]]).min(axis=1)
         Tensor([1, 2], dtype=int64, device='cpu')
         """
-        return ops.min(self, axis, keepdims)
+        return ops.min(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The maximum over `axis` (None: all).
 
         >>> ei.tensor([[1, 5], [3, 2]]).max().item()
         5
         """
-        return ops.max(self, axis, keepdims)
+        return ops.max(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def mean(self, axis=None, keepdims=False):
+    def mean(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The mean over `axis` (None: all); integers in float64.
 
         >>> ei.tensor([[1, 2], [3, 4]]).mean(axis=0)
         Tensor([2., 3.], dtype=float64, device='cpu')
         """
-        return ops.mean(self, axis, keepdims)
+        return ops.mean(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def var(self, axis=None, keepdims=False, correction=0):
-        """The variance over `axis`, dividing by n - correction.
+    def var(self, axis=None, keepdims=False, correction=None, *, dim=None, keepdim=None, unbiased=None):
+        """The variance over `axis`, dividing by n - correction (default 0; with torch's `dim=`, 1 as torch's).
 
         >>> ei.tensor([1.0, 2.0, 3.0, 4.0]).var().item(), ei.tensor([1.0, 3.0]).var(correction=1).item()
         (1.25, 2.0)
         """
-        return ops.var(self, axis, keepdims, correction)
+        return ops.var(self, axis, keepdims, correction, dim=dim, keepdim=keepdim, unbiased=unbiased)
 
-    def std(self, axis=None, keepdims=False, correction=0):
+    def std(self, axis=None, keepdims=False, correction=None, *, dim=None, keepdim=None, unbiased=None):
         """The standard deviation over `axis`: sqrt(var).
 
         >>> ei.tensor([1.0, 3.0]).std().item()
         1.0
         """
-        return ops.std(self, axis, keepdims, correction)
+        return ops.std(self, axis, keepdims, correction, dim=dim, keepdim=keepdim, unbiased=unbiased)
 
-    def argmin(self, axis=None, keepdims=False):
+    def argmin(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The index of the first minimum over `axis` (None: of the flattened tensor).
 
         >>> ei.tensor([[3, 1], [0, 2]]).argmin(axis=1)
         Tensor([1, 0], dtype=int64, device='cpu')
         """
-        return ops.argmin(self, axis, keepdims)
+        return ops.argmin(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def argmax(self, axis=None, keepdims=False):
+    def argmax(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """The index of the first maximum over `axis` (None: of the flattened tensor).
 
         >>> ei.tensor([[3, 1], [0, 2]]).argmax().item()
         0
         """
-        return ops.argmax(self, axis, keepdims)
+        return ops.argmax(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def any(self, axis=None, keepdims=False):
+    def any(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Whether any element over `axis` is nonzero.
 
         >>> ei.tensor([[0, 0], [0, 3]]).any(axis=1)
         Tensor([False,  True], dtype=bool, device='cpu')
         """
-        return ops.any(self, axis, keepdims)
+        return ops.any(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def all(self, axis=None, keepdims=False):
+    def all(self, axis=None, keepdims=False, *, dim=None, keepdim=None):
         """Whether every element over `axis` is nonzero.
 
         >>> ei.tensor([[1, 0], [2, 3]]).all(axis=1)
         Tensor([False,  True], dtype=bool, device='cpu')
         """
-        return ops.all(self, axis, keepdims)
+        return ops.all(self, axis, keepdims, dim=dim, keepdim=keepdim)
 
-    def softmax(self, axis=-1):
+    def softmax(self, axis=None, *, dim=None):
         """exp(x) / sum(exp(x)) along `axis` (the ISA's Softmax instruction).
 
         >>> ei.tensor([0.0, 0.0, 0.0, 0.0]).softmax()
         Tensor([0.25, 0.25, 0.25, 0.25], dtype=float64, device='cpu')
         """
-        return ops.softmax(self, axis)
+        return ops.softmax(self, axis, dim=dim)
 
     def reshape(self, *shape):
         """The same elements in `shape` (one dimension may be -1); a tuple or separate ints.
@@ -636,21 +649,21 @@ class Tensor:
         """
         return self.transpose(*axes)
 
-    def squeeze(self, axis=None):
+    def squeeze(self, axis=None, *, dim=None):
         """Without the dimensions of size 1 at `axis` (None: all of them).
 
         >>> ei.tensor([[[1], [2]]]).squeeze().shape
         (2,)
         """
-        return ops.squeeze(self, axis)
+        return ops.squeeze(self, axis, dim=dim)
 
-    def unsqueeze(self, axis):
-        """With a new dimension of size 1 at `axis`.
+    def unsqueeze(self, axis=None, *, dim=None):
+        """With a new dimension of size 1 at `axis` (torch's `dim`).
 
         >>> ei.tensor([1, 2]).unsqueeze(0).shape
         (1, 2)
         """
-        return ops.expand_dims(self, axis)
+        return ops.expand_dims(self, axis, dim=dim)
 
     def expand(self, *shape):
         """Broadcast to `shape` (-1 keeps a dimension).
@@ -692,6 +705,163 @@ class Tensor:
         axes = list(range(self.ndim))
         axes[-1], axes[-2] = axes[-2], axes[-1]
         return ops.transpose(self, axes)
+
+    # ---- torch's spellings ---------------------------------------------------------------------------------
+    def view(self, *shape):
+        """torch's reshape (the same elements in `shape`); `.view(dtype)` reinterprets the bytes as `dtype`
+        (the last dimension scales by the ratio of the item sizes). A value, as every eidos tensor: writing into
+        the view does not change this tensor.
+
+        >>> ei.tensor([1, 2, 3, 4]).view(2, 2).shape, ei.tensor([1.0], dtype="float32").view("int32").item()
+        ((2, 2), 1065353216)
+        """
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, tuple, list)):
+            return ops._view_dtype(self, shape[0])
+        return self.reshape(*shape)
+
+    def clone(self) -> Tensor:
+        """A copy with its own memory (lazy: made when a value is needed), as torch's.
+
+        >>> t = ei.tensor([1, 2])
+        >>> c = t.clone()
+        >>> c += 1
+        >>> t.tolist(), c.tolist()
+        ([1, 2], [2, 3])
+        """
+        return ops._clone(self)
+
+    def matmul(self, other) -> Tensor:
+        """self @ other (see eidos.tensor.matmul).
+
+        >>> ei.tensor([[1, 2]]).matmul(ei.tensor([[3], [4]]))
+        Tensor([[11]], dtype=int64, device='cpu')
+        """
+        return ops.matmul(self, other)
+
+    def clamp(self, min=None, max=None):
+        """torch's name for .clip(min, max).
+
+        >>> ei.tensor([-2, 0, 5]).clamp(min=0)
+        Tensor([0, 0, 5], dtype=int64, device='cpu')
+        """
+        return ops.clip(self, min, max)
+
+    def dim(self) -> int:
+        """torch's name for .ndim.
+
+        >>> ei.tensor([[1, 2]]).dim()
+        2
+        """
+        return self.ndim
+
+    def numel(self) -> int:
+        """torch's name for .size (the number of elements).
+
+        >>> ei.tensor([[1, 2]]).numel()
+        2
+        """
+        return self.size
+
+    def fill_(self, value):
+        """Every element set to `value` (converted to the dtype, as torch's and NumPy's fill), in place.
+
+        >>> ei.tensor([1, 2, 3]).fill_(7)
+        Tensor([7, 7, 7], dtype=int64, device='cpu')
+        """
+        self[...] = value
+        return self
+
+    def zero_(self):
+        """Every element set to 0, in place.
+
+        >>> ei.tensor([1.5, 2.5]).zero_()
+        Tensor([0., 0.], dtype=float64, device='cpu')
+        """
+        return self.fill_(0)
+
+    def copy_(self, src):
+        """src's values written into this tensor (broadcast, converted to its dtype, as torch's copy_).
+
+        >>> ei.tensor([0, 0]).copy_(ei.tensor([1.9, 2.1]))
+        Tensor([1, 2], dtype=int64, device='cpu')
+        """
+        if isinstance(src, Tensor) and src.dtype != self.dtype and src.dtype not in D.COMPLEX:
+            src = ops.astype(src, self.dtype)
+        self[...] = src
+        return self
+
+
+def _method(name: str, fn, doc: str) -> None:
+    fn.__name__, fn.__qualname__, fn.__doc__ = name, f"Tensor.{name}", doc
+    setattr(Tensor, name, fn)
+
+
+# torch's dtype methods: .float() is .astype('float32'), ...
+for _name, _dt, _example in (
+        ("float", "float32", "ei.tensor([1, 2]).float()\n        Tensor([1., 2.], dtype=float32, device='cpu')"),
+        ("half", "float16", "ei.tensor([1, 2]).half().dtype\n        dtype('float16')"),
+        ("bfloat16", "bfloat16", "ei.tensor([1, 2]).bfloat16().dtype\n        dtype(bfloat16)"),
+        ("double", "float64", "ei.tensor([1, 2], dtype='float32').double().dtype\n        dtype('float64')"),
+        ("int", "int32", "ei.tensor([1.7, -1.7]).int()\n        Tensor([ 1, -1], dtype=int32, device='cpu')"),
+        ("long", "int64", "ei.tensor([1.7]).long().dtype\n        dtype('int64')"),
+        ("bool", "bool", "ei.tensor([0, 2]).bool()\n        Tensor([False,  True], dtype=bool, device='cpu')")):
+    _method(_name, (lambda dt: lambda self: ops.astype(self, dt))(D.NAMES[_dt]),
+            f"torch's name for .astype('{_dt}').\n\n        >>> {_example}\n        ")
+
+# torch's in-place methods (trailing underscore): the result written into this tensor's memory in its dtype
+# (NumPy's same-kind rule, as torch's: an integer tensor's div_ is an error); the tensor itself returned.
+_BINARY_INPLACE = (("add_", "+=", operator.add, "ei.tensor([1, 2]).add_(ei.tensor([10, 20]), alpha=2)",
+                    "Tensor([21, 42], dtype=int64, device='cpu')"),
+                   ("sub_", "-=", operator.sub, "ei.tensor([5, 6]).sub_(1)", "Tensor([4, 5], dtype=int64, device='cpu')"),
+                   ("mul_", "*=", operator.mul, "ei.tensor([1.0, 2.0]).mul_(3)",
+                    "Tensor([3., 6.], dtype=float64, device='cpu')"),
+                   ("div_", "/=", operator.truediv, "ei.tensor([1.0, 2.0]).div_(4)",
+                    "Tensor([0.25, 0.5 ], dtype=float64, device='cpu')"),
+                   ("pow_", "**=", operator.pow, "ei.tensor([2, 3]).pow_(2)", "Tensor([4, 9], dtype=int64, device='cpu')"))
+for _name, _sym, _fn, _call, _result in _BINARY_INPLACE:
+    if _name in ("add_", "sub_"):
+        def _f(self, other, *, alpha=1, _sym=_sym, _fn=_fn, _name=_name):
+            return _inplace(self, _sym, _fn, other if alpha == 1 else other * alpha, _name)
+    else:
+        def _f(self, other, _sym=_sym, _fn=_fn, _name=_name):
+            return _inplace(self, _sym, _fn, other, _name)
+    _method(_name, _f, f"x {_sym[:-1]} other{' * alpha' if _name in ('add_', 'sub_') else ''}, in place (torch's "
+            f"{_name}): into this tensor's memory, in its dtype.\n\n        >>> {_call}\n        {_result}\n        ")
+
+_UNARY_INPLACE = (("abs_", "abs", "[-1, 2]", "Tensor([1, 2], dtype=int64, device='cpu')"),
+                  ("neg_", "negative", "[1, -2]", "Tensor([-1,  2], dtype=int64, device='cpu')"),
+                  ("sqrt_", "sqrt", "[4.0, 9.0]", "Tensor([2., 3.], dtype=float64, device='cpu')"),
+                  ("exp_", "exp", "[0.0]", "Tensor([1.], dtype=float64, device='cpu')"),
+                  ("log_", "log", "[1.0]", "Tensor([0.], dtype=float64, device='cpu')"),
+                  ("sin_", "sin", "[0.0]", "Tensor([0.], dtype=float64, device='cpu')"),
+                  ("cos_", "cos", "[0.0]", "Tensor([1.], dtype=float64, device='cpu')"),
+                  ("tanh_", "tanh", "[0.0]", "Tensor([0.], dtype=float64, device='cpu')"),
+                  ("sigmoid_", "sigmoid", "[0.0]", "Tensor([0.5], dtype=float64, device='cpu')"),
+                  ("relu_", "relu", "[-1.0, 2.0]", "Tensor([0., 2.], dtype=float64, device='cpu')"),
+                  ("floor_", "floor", "[1.5, -1.5]", "Tensor([ 1., -2.], dtype=float64, device='cpu')"),
+                  ("ceil_", "ceil", "[1.5, -1.5]", "Tensor([ 2., -1.], dtype=float64, device='cpu')"),
+                  ("round_", "round", "[0.5, 1.5]", "Tensor([0., 2.], dtype=float64, device='cpu')"),
+                  ("trunc_", "trunc", "[1.5, -1.5]", "Tensor([ 1., -1.], dtype=float64, device='cpu')"))
+for _name, _op, _call, _result in _UNARY_INPLACE:
+    _method(_name, (lambda op, name: lambda self: _inplace(self, "=", lambda a, _: getattr(ops, op)(a), None, name))(
+        _op, _name), f"{_op}(x), in place (torch's {_name}): into this tensor's memory, in its dtype.\n\n"
+        f"        >>> ei.tensor({_call}).{_name}()\n        {_result}\n        ")
+
+
+def _clamp_(self, min=None, max=None):
+    return _inplace(self, "=", lambda a, _: ops.clip(a, min, max), None, "clamp_")
+
+
+_method("clamp_", _clamp_, "clip(x, min, max), in place (torch's clamp_; clip_ is the same method).\n\n"
+        "        >>> ei.tensor([-2, 0, 5]).clamp_(0, 3)\n        Tensor([0, 0, 3], dtype=int64, device='cpu')\n        ")
+Tensor.clip_ = Tensor.clamp_
+
+
+def _is_dtype(x) -> bool:
+    """Whether .to()'s argument is a dtype (a name, a NumPy dtype or type, a torch dtype) rather than a device."""
+    if isinstance(x, str):
+        return x in D.NAMES
+    return isinstance(x, (np.dtype, type)) or (type(x).__name__ == "dtype" and type(x).__module__ == "torch")
 
 
 def _device_name(device) -> str:
@@ -832,14 +1002,15 @@ def _inplace(t: Tensor, sym: str, fn, o, name: str | None = None) -> Tensor:
     as float into int, or of another shape is an error). A pending t (no memory yet) or one on a service takes
     the new value as a lazy node instead: nothing outside could see its memory."""
     what = name or f"x {sym} y"
+    instead = f"x = x {sym[:-1]} y" if sym != "=" else f"x = x.{name[:-1]}(...)"
     r = fn(t, o)
     if r.shape != t.shape:
         raise ShapeError(f"{what}: the result has shape {r.shape}, x has {t.shape}; an in-place operation keeps "
-                         f"x's shape (y broadcasts to it); write x = x {sym[:-1]} y for a new tensor")
+                         f"x's shape (y broadcasts to it); write {instead} for a new tensor")
     if r.dtype != t.dtype:
         if not np.can_cast(r.dtype, t.dtype, "same_kind"):
             raise DTypeError(f"{what}: the result is {r.dtype}, which x's dtype {t.dtype} cannot take (NumPy's "
-                             f"same-kind rule); write x = x {sym[:-1]} y for a new tensor")
+                             f"same-kind rule, as torch's in-place methods); write {instead} for a new tensor")
         r = ops.astype(r, t.dtype)
     if r is t:
         return t
@@ -891,7 +1062,7 @@ def _wrap(data, dtype):
         r = t if dtype is None else ops.astype(t, dtype)
         return r, r is t
     if hasattr(data, "__dlpack__") and not isinstance(data, np.ndarray):
-        arr, shares = np.from_dlpack(data), True
+        arr, shares = _dlpack.host_array(data), True
     else:
         arr, shares = np.asarray(data), not isinstance(data, _CONVERTED)
     new = arr
@@ -925,7 +1096,7 @@ def from_dlpack(x, *, device=None, copy=None) -> Tensor:
             _dev.torch_device().type == "cpu":  # the interpreter's device memory is host memory: share it
         return Tensor(_dev.adopt(x), _device="gpu")
     else:
-        t = Tensor(np.from_dlpack(x))
+        t = Tensor(_dlpack.host_array(x))
     if want is None or want == t.device:
         if copy:
             a = _realize(t)

@@ -47,6 +47,8 @@ def as_dtype(d) -> np.dtype:
         return float64
     if d is complex:
         return complex128
+    if type(d).__name__ == "dtype" and type(d).__module__ == "torch":   # torch.float32 -> float32
+        d = str(d).removeprefix("torch.")
     try:
         dt = NAMES[d] if isinstance(d, str) and d in NAMES else np.dtype(d)
     except TypeError:

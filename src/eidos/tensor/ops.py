@@ -12,7 +12,7 @@ from weakref import ref as _weakref
 
 import numpy as np
 
-from eidos.errors import AxisError, DTypeError, ShapeError
+from eidos.errors import AxisError, DeviceError, DTypeError, ShapeError
 
 from . import backend as _backend
 from . import complex as C
@@ -237,6 +237,32 @@ def _documented(f, name: str, summary: str, call: str, result: str):
     return f
 
 
+def _dim(axis, keepdims, dim, keepdim, what: str):
+    """axis and keepdims, given the standard's way or torch's (dim=, keepdim=); both at once is an AxisError."""
+    if dim is not None:
+        if axis is not None:
+            raise AxisError(f"{what}: axis={axis!r} and dim={dim!r} name the same thing (dim is torch's spelling); "
+                            "give one")
+        axis = tuple(dim) if isinstance(dim, list) else dim
+    return axis, (keepdims if keepdim is None else keepdim)
+
+
+class values_indices(tuple):
+    """torch's result of max(dim=)/min(dim=): (values, indices), also by name.
+
+    >>> r = ei.tensor.max([[1, 5], [7, 2]], dim=1)
+    >>> r.values, r.indices
+    (Tensor([5, 7], dtype=int64, device='cpu'), Tensor([1, 0], dtype=int64, device='cpu'))
+    """
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return tuple.__new__(cls, (values, indices))
+
+    values = property(lambda self: self[0], doc="The extreme values.")
+    indices = property(lambda self: self[1], doc="Their indices along dim.")
+
+
 def astype(x: Tensor, dtype, copy: bool = True) -> Tensor:
     """x converted to `dtype` (x itself when it has it; floats to integers truncate toward zero).
 
@@ -248,6 +274,28 @@ def astype(x: Tensor, dtype, copy: bool = True) -> Tensor:
     if x.dtype == dt:
         return x
     return _node("cast", (x,), x.shape, dt)
+
+
+def _clone(x: Tensor) -> Tensor:
+    """A copy of x in new memory, lazily: x * 1 (exact for every dtype, -0.0 and NaN included), which fuses into
+    whatever computes x and runs on x's device."""
+    return _binary("mul", x, True if x.dtype == D.bool_ else 1)
+
+
+def _view_dtype(x: Tensor, dtype) -> Tensor:
+    """x's bytes read as `dtype` (torch's view(dtype), NumPy's view): the last dimension scales by the item sizes."""
+    dt = D.as_dtype(dtype)
+    if x.device != "cpu":
+        raise DeviceError(f"view({dt}) reads a {x.device} tensor's bytes on the host; .to('cpu') first")
+    old, new = x.dtype.itemsize, dt.itemsize
+    if old == new:
+        shape = x.shape
+    elif not x.ndim or (x.shape[-1] * old) % new:
+        raise ShapeError(f"view({dt}): the last dimension of shape {x.shape} ({x.dtype}) is not a whole number of "
+                         f"{dt} items")
+    else:
+        shape = (*x.shape[:-1], x.shape[-1] * old // new)
+    return _move("view", [x], shape, dt, lambda a: np.ascontiguousarray(a).view(dt), str(dt))
 
 
 def _float_of(x: Tensor) -> Tensor:
@@ -657,12 +705,14 @@ def sum_dtype(dt, dtype=None):
     return dt
 
 
-def sum(x, axis=None, keepdims=False, dtype=None) -> Tensor:
-    """The sum over `axis` (None: all); integers and bools sum in 64 bits (see sum_dtype).
+def sum(x, axis=None, keepdims=False, dtype=None, *, dim=None, keepdim=None) -> Tensor:
+    """The sum over `axis` (None: all); integers and bools sum in 64 bits (see sum_dtype). torch's
+    spellings `dim=` and `keepdim=` are taken too (as by every reduction).
 
-    >>> ei.tensor.sum([[1, 2], [3, 4]], axis=1)
-    Tensor([3, 7], dtype=int64, device='cpu')
+    >>> ei.tensor.sum([[1, 2], [3, 4]], axis=1), ei.tensor.sum([[1, 2], [3, 4]], dim=0, keepdim=True)
+    (Tensor([3, 7], dtype=int64, device='cpu'), Tensor([[4, 6]], dtype=int64, device='cpu'))
     """
+    axis, keepdims = _dim(axis, keepdims, dim, keepdim, "sum")
     x = tensor(x) if not isinstance(x, Tensor) else x
     dt = sum_dtype(x.dtype, dtype)
     if dtype is not None and dt != x.dtype:
@@ -670,12 +720,13 @@ def sum(x, axis=None, keepdims=False, dtype=None) -> Tensor:
     return _reduce("sum", x, axis, keepdims, dt)
 
 
-def prod(x, axis=None, keepdims=False, dtype=None) -> Tensor:
+def prod(x, axis=None, keepdims=False, dtype=None, *, dim=None, keepdim=None) -> Tensor:
     """The product over `axis` (None: all); integers and bools multiply in 64 bits.
 
     >>> ei.tensor.prod([[1, 2], [3, 4]], axis=0)
     Tensor([3, 8], dtype=int64, device='cpu')
     """
+    axis, keepdims = _dim(axis, keepdims, dim, keepdim, "prod")
     x = tensor(x) if not isinstance(x, Tensor) else x
     dt = sum_dtype(x.dtype, dtype)
     if dtype is not None and dt != x.dtype:
@@ -683,70 +734,86 @@ def prod(x, axis=None, keepdims=False, dtype=None) -> Tensor:
     return _reduce("prod", x, axis, keepdims, dt)
 
 
-def min(x, axis=None, keepdims=False) -> Tensor:
-    """The minimum over `axis` (None: all); ShapeError for an empty one.
+def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None) -> Tensor:
+    """The minimum over `axis` (None: all); ShapeError for an empty one. With torch's `dim=`, torch's result:
+    (values, indices) (see values_indices).
 
     >>> ei.tensor.min([[1, 5], [3, 2]], axis=0)
     Tensor([1, 2], dtype=int64, device='cpu')
     """
+    if dim is not None:
+        return _with_indices("min", x, axis, keepdims, dim, keepdim)
     x = tensor(x) if not isinstance(x, Tensor) else x
     if x.dtype == D.bool_:
         return all(x, axis, keepdims)
     return _reduce("min", x, axis, keepdims, x.dtype)
 
 
-def max(x, axis=None, keepdims=False) -> Tensor:
-    """The maximum over `axis` (None: all); ShapeError for an empty one.
+def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None) -> Tensor:
+    """The maximum over `axis` (None: all); ShapeError for an empty one. With torch's `dim=`, torch's result:
+    (values, indices) (see values_indices).
 
     >>> ei.tensor.max([[1, 5], [3, 2]], axis=1, keepdims=True)
     Tensor([[5],
             [3]], dtype=int64, device='cpu')
     """
+    if dim is not None:
+        return _with_indices("max", x, axis, keepdims, dim, keepdim)
     x = tensor(x) if not isinstance(x, Tensor) else x
     if x.dtype == D.bool_:
         return any(x, axis, keepdims)
     return _reduce("max", x, axis, keepdims, x.dtype)
 
 
-def any(x, axis=None, keepdims=False) -> Tensor:
+def _with_indices(op, x, axis, keepdims, dim, keepdim):
+    axis, keepdims = _dim(axis, keepdims, dim, keepdim, op)
+    if not isinstance(axis, (int, np.integer)):
+        raise AxisError(f"{op}(dim=...) takes one dimension, as torch's, got {axis!r}; use axis= for several")
+    f, arg = (max, argmax) if op == "max" else (min, argmin)
+    return values_indices(f(x, axis, keepdims), arg(x, axis, keepdims))
+
+
+def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None) -> Tensor:
     """Whether any element over `axis` (None: all) is nonzero.
 
     >>> ei.tensor.any([[0, 0], [0, 1]], axis=1)
     Tensor([False,  True], dtype=bool, device='cpu')
     """
+    axis, keepdims = _dim(axis, keepdims, dim, keepdim, "any")
     x = tensor(x) if not isinstance(x, Tensor) else x
     return _reduce("max", astype(x, D.bool_).astype(D.uint8), axis, keepdims, D.uint8).astype(D.bool_) \
         if x.size else _reduce("sum", astype(x, D.bool_), axis, keepdims, D.int64).astype(D.bool_)
 
 
-def all(x, axis=None, keepdims=False) -> Tensor:
+def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None) -> Tensor:
     """Whether every element over `axis` (None: all) is nonzero (an empty tensor: True).
 
     >>> ei.tensor.all([[1, 1], [0, 1]], axis=1)
     Tensor([ True, False], dtype=bool, device='cpu')
     """
+    axis, keepdims = _dim(axis, keepdims, dim, keepdim, "all")
     x = tensor(x) if not isinstance(x, Tensor) else x
     if x.size == 0:
         return logical_not(_reduce("sum", logical_not(x), axis, keepdims, D.int64))
     return _reduce("min", astype(x, D.bool_).astype(D.uint8), axis, keepdims, D.uint8).astype(D.bool_)
 
 
-def argmin(x, axis=None, keepdims=False) -> Tensor:
+def argmin(x, axis=None, keepdims=False, *, dim=None, keepdim=None) -> Tensor:
     """The index of the first minimum along `axis` (None: in the flattened tensor).
 
     >>> ei.tensor.argmin([[3, 1], [0, 2]], axis=0)
     Tensor([1, 0], dtype=int64, device='cpu')
     """
-    return _arg("argmin", x, axis, keepdims)
+    return _arg("argmin", x, *_dim(axis, keepdims, dim, keepdim, "argmin"))
 
 
-def argmax(x, axis=None, keepdims=False) -> Tensor:
+def argmax(x, axis=None, keepdims=False, *, dim=None, keepdim=None) -> Tensor:
     """The index of the first maximum along `axis` (None: in the flattened tensor).
 
     >>> ei.tensor.argmax([[3, 1], [0, 5]]).item()
     3
     """
-    return _arg("argmax", x, axis, keepdims)
+    return _arg("argmax", x, *_dim(axis, keepdims, dim, keepdim, "argmax"))
 
 
 def _arg(op, x, axis, keepdims):
@@ -761,12 +828,13 @@ def _arg(op, x, axis, keepdims):
     return _reduce(op, x, axis, keepdims, D.int64)
 
 
-def mean(x, axis=None, keepdims=False) -> Tensor:
+def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None) -> Tensor:
     """The mean over `axis` (None: all); integers in float64; the sum and the division are one program.
 
     >>> ei.tensor.mean([[1, 2], [3, 4]], axis=1)
     Tensor([1.5, 3.5], dtype=float64, device='cpu')
     """
+    axis, keepdims = _dim(axis, keepdims, dim, keepdim, "mean")
     x = tensor(x) if not isinstance(x, Tensor) else x
     xf = _float_of(x)
     axes = normalize_axes(axis, x.ndim, "mean")
@@ -776,12 +844,26 @@ def mean(x, axis=None, keepdims=False) -> Tensor:
     return _reduce("sum", xf, axis, keepdims, xf.dtype, n)  # the sum and the division: one program
 
 
-def var(x, axis=None, keepdims=False, correction=0) -> Tensor:
-    """The variance over `axis` (None: all), dividing by n - correction (real tensors).
+def _correction(correction, unbiased, dim):
+    """The standard's default is 0; torch's (dim= or unbiased= given) is 1, as torch's var and std."""
+    if correction is not None:
+        return correction
+    if unbiased is not None:
+        return int(bool(unbiased))
+    return 0 if dim is None else 1
+
+
+def var(x, axis=None, keepdims=False, correction=None, *, dim=None, keepdim=None, unbiased=None) -> Tensor:
+    """The variance over `axis` (None: all), dividing by n - correction (real tensors). correction defaults to
+    0 (NumPy, the Array API); with torch's `dim=` it defaults to 1, as torch's (`unbiased=` is taken too).
 
     >>> ei.tensor.var([1.0, 2.0, 3.0, 4.0]).item(), ei.tensor.var([1.0, 3.0], correction=1).item()
     (1.25, 2.0)
+    >>> ei.tensor.var([[1.0, 3.0]], dim=1)
+    Tensor([2.], dtype=float64, device='cpu')
     """
+    correction = _correction(correction, unbiased, dim)
+    axis, keepdims = _dim(axis, keepdims, dim, keepdim, "var")
     x = tensor(x) if not isinstance(x, Tensor) else x
     if x.dtype in D.COMPLEX:
         raise DTypeError(f"var/std take real tensors, got {x.dtype}; use var(abs(x)) or var of real(x) and imag(x)")
@@ -795,13 +877,13 @@ def var(x, axis=None, keepdims=False, correction=0) -> Tensor:
     return _reduce("sum", square(xf - m), axis, keepdims, xf.dtype, d)
 
 
-def std(x, axis=None, keepdims=False, correction=0) -> Tensor:
-    """The standard deviation over `axis`: sqrt(var(x, axis, keepdims, correction)).
+def std(x, axis=None, keepdims=False, correction=None, *, dim=None, keepdim=None, unbiased=None) -> Tensor:
+    """The standard deviation over `axis`: sqrt(var(...)), with var's defaults (torch's `dim=`: correction 1).
 
     >>> ei.tensor.std([1.0, 3.0]).item()
     1.0
     """
-    return sqrt(var(x, axis, keepdims, correction))
+    return sqrt(var(x, axis, keepdims, correction, dim=dim, keepdim=keepdim, unbiased=unbiased))
 
 
 # ---- matmul, softmax, layer_norm ----------------------------------------------------------------
@@ -833,13 +915,16 @@ def matmul(a, b) -> Tensor:
     return _node("matmul", (astype(a, dt), astype(b, dt)), shape, dt)
 
 
-def softmax(x, axis=-1) -> Tensor:
-    """exp(x) / sum(exp(x)) along `axis`: the ISA's Softmax instruction (integers in float64).
+def softmax(x, axis=None, *, dim=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis` (default -1; torch's `dim=` too): the ISA's Softmax instruction
+    (integers in float64).
 
     >>> ei.tensor.softmax([[0.0, 0.0], [1.0, 1.0]], axis=1)
     Tensor([[0.5, 0.5],
             [0.5, 0.5]], dtype=float64, device='cpu')
     """
+    axis, _ = _dim(axis, False, dim, None, "softmax")
+    axis = -1 if axis is None else axis
     x = _float_of(tensor(x) if not isinstance(x, Tensor) else x)
     (ax,) = normalize_axes(axis, x.ndim, "softmax") if x.ndim else (0,)
     return _node("softmax", (x,), x.shape, x.dtype, (ax,))
@@ -922,12 +1007,13 @@ def permute_dims(x, axes) -> Tensor:
     return transpose(x, axes)
 
 
-def squeeze(x, axis=None) -> Tensor:
+def squeeze(x, axis=None, *, dim=None) -> Tensor:
     """x without the dimensions of size 1 at `axis` (None: all of them).
 
     >>> ei.tensor.squeeze(ei.tensor.zeros((1, 3, 1)), axis=0).shape
     (3, 1)
     """
+    axis, _ = _dim(axis, False, dim, None, "squeeze")
     x = tensor(x) if not isinstance(x, Tensor) else x
     axes = tuple(i for i, d in enumerate(x.shape) if d == 1) if axis is None else normalize_axes(axis, x.ndim, "squeeze")
     for a in axes:
@@ -937,12 +1023,14 @@ def squeeze(x, axis=None) -> Tensor:
     return _move("squeeze", [x], shape, x.dtype, lambda a: a.reshape(shape), str(axes))
 
 
-def expand_dims(x, axis=0) -> Tensor:
+def expand_dims(x, axis=None, *, dim=None) -> Tensor:
     """x with a new dimension of size 1 at `axis`.
 
     >>> ei.tensor.expand_dims([1, 2], axis=1).shape
     (2, 1)
     """
+    axis, _ = _dim(axis, False, dim, None, "expand_dims")
+    axis = 0 if axis is None else axis
     x = tensor(x) if not isinstance(x, Tensor) else x
     n = x.ndim + 1
     if not -n <= axis < n:
@@ -973,12 +1061,17 @@ def expand(x, shape) -> Tensor:
 broadcast_to = expand
 
 
-def concat(tensors, axis=0) -> Tensor:
-    """The tensors joined along `axis` (None: flattened first), in their promoted dtype.
+def concat(tensors, axis=0, *, dim=None) -> Tensor:
+    """The tensors joined along `axis` (None: flattened first), in their promoted dtype; `concatenate`
+    (NumPy's name) and `cat` (torch's, with `dim=`) are the same function.
 
     >>> ei.tensor.concat([[1, 2], [3.5]])
     Tensor([1. , 2. , 3.5], dtype=float64, device='cpu')
+    >>> ei.tensor.cat([ei.tensor([[1]]), ei.tensor([[2]])], dim=1)
+    Tensor([[1, 2]], dtype=int64, device='cpu')
     """
+    if dim is not None:
+        axis, _ = _dim(None if axis == 0 else axis, False, dim, None, "concat")
     ts = [tensor(t) if not isinstance(t, Tensor) else t for t in tensors]
     if not ts:
         raise ShapeError("concat needs at least one tensor")
@@ -999,13 +1092,15 @@ def concat(tensors, axis=0) -> Tensor:
     return _move("concat", [astype(t, dt) for t in ts], shape, dt, lambda *a: np.concatenate(a, axis=ax), str(ax), ax)
 
 
-def stack(tensors, axis=0) -> Tensor:
+def stack(tensors, axis=0, *, dim=None) -> Tensor:
     """Tensors of one shape joined along a new dimension `axis`.
 
     >>> ei.tensor.stack([[1, 2], [3, 4]], axis=1)
     Tensor([[1, 3],
             [2, 4]], dtype=int64, device='cpu')
     """
+    if dim is not None:
+        axis, _ = _dim(None if axis == 0 else axis, False, dim, None, "stack")
     ts = [tensor(t) if not isinstance(t, Tensor) else t for t in tensors]
     if not ts:
         raise ShapeError("stack needs at least one tensor")
@@ -1019,3 +1114,21 @@ def stack(tensors, axis=0) -> Tensor:
 
 
 
+# ---- other spellings: NumPy's names the Array API renamed, and torch's --------------------------------
+# The same functions under a second name (docs/tensor.md, "NumPy and PyTorch spellings"): ei.tensor.concatenate
+# is ei.tensor.concat. Tensor methods carry torch's method spellings (array.py).
+
+concatenate = cat = concat
+power = pow
+absolute = abs
+arccos, arccosh, arcsin, arcsinh, arctan, arctanh, arctan2 = acos, acosh, asin, asinh, atan, atanh, atan2
+invert, left_shift, right_shift = bitwise_invert, bitwise_left_shift, bitwise_right_shift
+true_divide, mod, conjugate = divide, remainder, conj
+amax, amin = max, min
+clamp, unsqueeze = clip, expand_dims
+ALIASES = {"concatenate": "concat", "cat": "concat", "power": "pow", "absolute": "abs", "arccos": "acos",
+           "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh", "arctan": "atan", "arctanh": "atanh",
+           "arctan2": "atan2", "invert": "bitwise_invert", "left_shift": "bitwise_left_shift",
+           "right_shift": "bitwise_right_shift", "true_divide": "divide", "mod": "remainder", "conjugate": "conj",
+           "amax": "max", "amin": "min", "clamp": "clip", "unsqueeze": "expand_dims"}
+__all__ += [*ALIASES, "values_indices"]
