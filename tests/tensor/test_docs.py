@@ -45,3 +45,20 @@ def test_the_guide_examples():
                               extraglobs={"ei": ei, "np": np}, raise_on_error=False, report=True, verbose=False)
     assert result.attempted >= 4
     assert result.failed == 0, f"{result.failed} example(s) in docs/tensor.md failed (see the output)"
+
+
+def test_help_lists_the_public_surface():
+    """help(ei.tensor) documents the public names (eidos.tensor.__all__), not the rooms' internals; ei.tensor
+    stays callable and ei.tensor.explain reachable."""
+    import pydoc
+
+    text = pydoc.render_doc(ei.tensor, renderer=pydoc.plaintext)
+    functions = text[text.index("\nFUNCTIONS\n"):text.index("\nDATA\n")]
+    data = text[text.index("\nDATA\n"):]
+    for name in ("sum", "concat", "concatenate", "explain", "realize", "from_dlpack", "set_backend", "where"):
+        assert f"\n    {name}(" in functions or f"\n    {name} = " in functions, name
+    for internal in ("lowering_cache", "_CallableModule", "_make", "storage.", "D.", "_host"):
+        assert internal not in functions + data, internal
+    assert set(ei.tensor.__all__) >= {"Tensor", "tensor", "eager"} - {"tensor"}
+    assert all(hasattr(ei.tensor, name) for name in ei.tensor.__all__)
+    assert ei.tensor([1, 2]).tolist() == [1, 2] and callable(ei.tensor.explain)

@@ -1,9 +1,11 @@
-"""eidos.tensor: the Tensor API (the corepy layer) and its op dispatcher, built on eidos.isa.
+"""Lazy, fused n-dimensional arrays (eidos.Tensor) over the Atlas ISA: `ei.tensor(data)` makes one.
 
-`ei.tensor` is both this package and the constructor: the module is callable, so
-`ei.tensor([1, 2, 3])` makes a tensor and `ei.tensor.explain(t)` explains one. The rooms:
-array.py (the Tensor class, construction), ops.py (the operations), realization.py (fusion, dispatch,
-explain), lower.py (kernels to ISA programs), shapes.py, dtypes.py, complex.py, storage.py, backend.py.
+`ei.tensor` is both the constructor and this namespace: `ei.tensor([1, 2, 3], dtype="float32", device="gpu")`
+makes a tensor, `ei.tensor.sum(t)`, `ei.tensor.explain(t)` and the rest below work on them. Operations record a
+graph that runs as fused ISA programs when a value is needed (`with ei.eager():` runs each at once).
+NumPy's functions take tensors (`np.sum(t)`), NumPy's and torch's names are here too (`concatenate`, `cat`,
+`power`, `arccos`, ...), and Tensor has torch's methods (`.float()`, `.view()`, `add_`, `dim=`). The guide
+is docs/tensor.md; the standard's namespace is eidos.array_api.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import types
 
 from eidos.errors import AxisError, DTypeError, ShapeError
 
-from . import backend, dtypes
+from . import array, backend, dtypes, ops, realization, shapes
 from .array import *  # noqa: F403
 from .array import tensor as _make
 from .backend import (
@@ -47,6 +49,12 @@ from .lower import CACHE as lowering_cache
 from .ops import *  # noqa: F403
 from .realization import *  # noqa: F403
 from .shapes import *  # noqa: F403
+
+# what help(ei.tensor) and `from eidos.tensor import *` show: the public names, not the rooms' internals
+__all__ = sorted({*array.__all__, *ops.__all__, *realization.__all__, *shapes.__all__} - {"tensor"}) + [
+    "Backend", "OperationProperties", "get_backend_priority", "register_backend", "select_backend", "set_backend",
+    "set_backend_priority", "set_threshold", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16",
+    "uint32", "uint64", "float16", "bfloat16", "float32", "float64", "complex64", "complex128"]
 
 
 class _CallableModule(types.ModuleType):
