@@ -17,9 +17,7 @@ r0, r1, r2 = Register(0), Register(1), Register(2)
 
 @pytest.fixture
 def target(remote):
-    registry.register_target("remote", RemoteBackend)
-    yield registry.create("remote")                  # on the current connection: `remote`
-    registry.unregister_target("remote")
+    return registry.create("remote")                 # on the current connection: `remote`
 
 
 @pytest.mark.parametrize("service_target", ["cpu", "reference"])
@@ -108,9 +106,5 @@ def test_without_a_service_the_target_is_unavailable_with_the_reason(monkeypatch
 
     monkeypatch.setattr(eidos.remote, "current", lambda: None)
     monkeypatch.delenv("EIDOS_REMOTE", raising=False)
-    registry.register_target("remote", RemoteBackend)
-    try:
-        with pytest.raises(BackendUnavailable, match="ei.connect"):
-            registry.create("remote")
-    finally:
-        registry.unregister_target("remote")
+    with pytest.raises(BackendUnavailable, match="ei.connect"):
+        registry.create("remote")               # registered by its entry point, as every target

@@ -185,14 +185,14 @@ class ExecutionService:
         message = protocol.load(command, "do_put")
         session = self.sessions.get(protocol.field(message, "session", str, "do_put"))
         ident = protocol.field(message, "id", int, "do_put")
-        limit = self.config.max_buffer
-        held = sum(e.nbytes for e in list(session.store._entries.values()) if e.kind == "table")
+        store = session.store
         batches, nbytes = [], 0
         for chunk in reader:
             nbytes += chunk.data.nbytes
-            if held + nbytes > limit:
-                raise ResourceError(f"the table sent as id {ident} passes this session's limit of {limit:,} bytes "
-                                    f"(tables already held: {held:,} bytes); release results or send less")
+            if store.limit is not None and store.held + nbytes > store.limit:     # refused as it comes
+                raise ResourceError(f"the table sent as id {ident} passes this session's limit of "
+                                    f"{store.limit:,} bytes outside the pool ({store.held:,} held); release "
+                                    "results or send less")
             batches.append(chunk.data)
         table = pa.Table.from_batches(batches, schema=reader.schema)
         session.store.put("table", table, nbytes, ident=_client_id(ident), rows=table.num_rows)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eidos.errors import BackendError, EidosError, ExecutionError
+from eidos.errors import BackendError, EidosError, ExecutionError, ResourceError
 
 SERVER_IDS = 1 << 62
 TICKET_BYTES = 32
@@ -48,10 +48,12 @@ class Entry:
 
 
 class Store:
-    """A session's entries by id; the pool memory they hold is charged to the session."""
+    """A session's entries by id. The pool memory they hold is charged to the session by the pool; what they
+    hold outside it (tables, results made on the server, device tensors) is charged here, up to `limit`."""
 
-    def __init__(self, pool, owner: str):
-        self.pool, self.owner = pool, owner
+    def __init__(self, pool, owner: str, limit: int | None = None):
+        self.pool, self.owner, self.limit = pool, owner, limit
+        self.held = 0                        # bytes of entries held outside the pool
         self._entries: dict[int, Entry] = {}
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
@@ -61,14 +63,19 @@ class Store:
 
     def _add(self, entry: Entry) -> Entry:
         with self._lock:
+            refused = None
             if self._closed:
-                self._free(entry)
-                raise ExecutionError(f"session {self.owner} is closed; its results were released")
-            if entry.id in self._entries:
-                self._free(entry)
-                raise BackendError(f"id {entry.id} is already in use in this session; release it first "
-                                   "or send under a new id")
+                refused = ExecutionError(f"session {self.owner} is closed; its results were released")
+            elif entry.id in self._entries:
+                refused = BackendError(f"id {entry.id} is already in use in this session; release it first "
+                                       "or send under a new id")
+            if refused is not None:
+                if entry.block is not None:          # never counted in `held`: only its pool block goes back
+                    self.pool.free(entry.block)
+                raise refused
             self._entries[entry.id] = entry
+            if entry.block is None:
+                self.held += entry.nbytes
             self._released.pop(entry.id, None)
             self._arrived.notify_all()
         return entry
@@ -84,9 +91,13 @@ class Store:
     def put(self, kind: str, value: Any, nbytes: int, *, block: Any = None, ident: int | None = None,
             **meta) -> Entry:
         """A ready entry made on the server (a run's result, a table uploaded on the control plane)."""
-        if ident is None:
-            with self._lock:
+        with self._lock:
+            if ident is None:
                 ident, self._next = self._next, self._next + 1
+            if block is None and self.limit is not None and self.held + nbytes > self.limit:
+                raise ResourceError(f"a {kind} of {nbytes:,} bytes would pass this session's limit of "
+                                    f"{self.limit:,} bytes outside the pool ({self.held:,} held); release "
+                                    "results it no longer needs")
         entry = self._add(Entry(ident, kind, nbytes, block=block, value=value, meta=meta))
         entry.ready.set()
         return entry
@@ -163,6 +174,9 @@ class Store:
             if ids else "it holds none"
 
     def _free(self, entry: Entry) -> None:
+        if entry.block is None:
+            with self._lock:
+                self.held -= entry.nbytes
         block, entry.block, entry.value = entry.block, None, None
         if block is not None:
             self.pool.free(block)
@@ -171,10 +185,10 @@ class Store:
 class Session:
     """One client: its store, its ticket for the data channel, the work it has in flight."""
 
-    def __init__(self, pool, *, on_close: Callable[[Session], None] | None = None):
+    def __init__(self, pool, *, on_close: Callable[[Session], None] | None = None, limit: int | None = None):
         self.id = secrets.token_hex(8)
         self.ticket = secrets.token_bytes(TICKET_BYTES)
-        self.store = Store(pool, self.id)
+        self.store = Store(pool, self.id, limit if limit is not None else pool.capacity)
         self.opened = time.monotonic()
         self.attached = threading.Event()       # its data channel has connected
         self.closed = threading.Event()
@@ -230,7 +244,7 @@ class Sessions:
         self._lock = threading.Lock()
 
     def open(self) -> Session:
-        session = Session(self.pool, on_close=self._forget)
+        session = Session(self.pool, on_close=self._forget, limit=self.quota)
         self.pool.set_quota(session.id, self.quota)
         with self._lock:
             self._by_id[session.id] = session

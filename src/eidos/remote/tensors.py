@@ -487,10 +487,12 @@ def _key_bound(key: tuple, shape: tuple) -> int:
 # ---- the service's side ---------------------------------------------------------------------------
 
 def server_device() -> str:
-    """Where a service computes tensors: 'gpu' when the gpu backend is available here, else 'cpu'."""
+    """Where a service computes tensors: 'gpu' when it has one, else 'cpu'. Triton's interpreter (a GPU
+    simulated on the CPU, for tests) is not one: a service without a GPU computes on its CPU."""
+    from eidos.tensor import storage
     from eidos.tensor.backend import get_backend
 
-    return "gpu" if get_backend("gpu").is_available() else "cpu"
+    return "gpu" if get_backend("gpu").is_available() and not storage.interpreted() else "cpu"
 
 
 class _Moved(Mapping):
