@@ -306,3 +306,21 @@ def test_a_run_past_its_deadline_is_cancelled_on_the_service_too(remote, service
     while remote.health().load["running"]:
         assert time.monotonic() < deadline, "the run went on after its deadline"
         time.sleep(0.05)
+
+
+def test_results_made_there_count_toward_the_sessions_limit():
+    from eidos.errors import ResourceError
+
+    svc = start_service(pool_bytes=4 << 20, session_bytes=1 << 20)
+    try:
+        with connect(svc.address, token=TOKEN) as r:
+            small = ei.from_pydict({"x": list(range(1000))})
+            (h,) = r.run_subgraph({"kind": "plan", "plan": small.to_json()})
+            assert svc.sessions.get(r.session).store.held == h.nbytes > 0
+            big = r.table(pa.table({"x": np.zeros(100_000)}))                     # 800 KB held
+            with pytest.raises(ResourceError, match="would pass this session's limit"):
+                r.run_subgraph({"kind": "plan", "plan": big.select(y=ei.col("x") + 1).to_json()})
+            r.release(h)
+            assert svc.sessions.get(r.session).store.held == 800_000
+    finally:
+        svc.shutdown()
