@@ -257,3 +257,37 @@ def test_get_many_has_every_request_in_flight(service):
             tm.get_many([ids[0], 77])
         with pytest.raises(BackendError, match="each once"):
             tm.get_many([ids[0], ids[0]])
+
+
+def test_threads_sharing_a_manager_each_get_their_own_replies(service):
+    """Four threads at once on one connection (puts large and small, waits, gets, releases): whichever thread
+    has the read side dispatches every reply to its waiter, and each transfer ends with its own bytes."""
+    listener, sessions, _ = service
+    session = sessions.open()
+    failures: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(25):
+                size = int(rng.choice([0, 1, 700, 70_000, 300_000]))
+                data = rng.integers(0, 256, size, dtype=np.uint8)
+                ident = tm.put(data)
+                if rng.random() < 0.5:
+                    tm.wait(ident)
+                out = np.empty(size, dtype=np.uint8)
+                got = tm.get(ident, out=out)
+                assert bytes(got) == data.tobytes() and np.array_equal(out, data)
+                tm.release(ident)
+        except BaseException as e:  # noqa: BLE001 - handed to the test, which raises it
+            failures.append(e)
+
+    with _manager(listener, session) as tm:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        tm.flush()
+        assert not failures, failures
+        assert len(session.store) == 0
