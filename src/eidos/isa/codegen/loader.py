@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import sys
 import threading
 from pathlib import Path
 
 from eidos.errors import BackendError
 
-from ..cache import write_atomic
+from ..cache import cache_root, write_atomic
 
 _LOCK = threading.Lock()
 _HERE = Path(__file__).parent
-
-
-def cache_root() -> Path:
-    """$EIDOS_CACHE_DIR, else $XDG_CACHE_HOME/eidos, else ~/.cache/eidos."""
-    return Path(os.environ.get("EIDOS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "eidos"))
 
 
 def generator_version(*files: Path) -> str:

@@ -24,13 +24,14 @@ in `err` so Python re-raises the reference's exact BackendError (eidos.isa.fault
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ... import instructions as I
 from ...address import CLASS_BYTES, POINTER_SHIFT, Register, Space, Special
+from ...cache import cache_root, kernel_dir, trim
 from ...codegen import Blocks, Emitter, basic_blocks, emit_block, generator_version, import_source, s64
-from ...codegen.loader import cache_root
 from ...codegen.state import AT_BARRIER, AT_COLLECTIVE, EXITED, FAILED, RUNNING
 from ...faults import E_BARRIER, E_BUDGET, E_MEMORY, E_NEIGHBOUR, E_STACK, MAX_CALL_DEPTH
 from ...types import Type
@@ -467,12 +468,26 @@ def generate(program, digest: str) -> tuple[str, Gen]:
 # ---- loading: one module file per program in the cache directory, numba's cache beside it ---------
 
 def default_cache_dir() -> Path:
-    return cache_root() / "isa-cpu"
+    """cache_root()/isa-cpu/<build tag> (eidos.isa.cache.kernel_dir)."""
+    return kernel_dir("isa-cpu")
 
 
 def load_module(source: str, name: str, directory: Path):
-    """The generated module `name` (written once to directory/name.py: numba's on-disk cache stays valid)."""
-    return import_source(source, directory / f"{name}.py", f"eidos_isa_cpu_{name}")
+    """The generated module `name` (written once to directory/name.py: numba's on-disk cache stays valid), its
+    functions' numba cache files sealed (seal_numba_cache)."""
+    fresh = f"eidos_isa_cpu_{name}" not in sys.modules
+    module = import_source(source, directory / f"{name}.py", f"eidos_isa_cpu_{name}")
+    if fresh:
+        from .runtime import seal_numba_cache
+
+        seal_numba_cache(module)
+        if not _TRIMMED and directory.parent.parent == cache_root():
+            _TRIMMED.append(True)   # once a process, when it first loads or compiles: keep the cache bounded
+            trim()
+    return module
+
+
+_TRIMMED: list = []
 
 
 # ---- may a launch run its threads in parallel? -------------------------------------------------

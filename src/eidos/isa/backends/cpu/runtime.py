@@ -9,12 +9,18 @@ float64 (floats, always holding a value exactly representable in the instruction
 from __future__ import annotations
 
 import math
+import pickle as _pickle
+import sys as _sys
+from pathlib import Path as _Path
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core.caching import IndexDataCacheFile as _IndexDataCacheFile
 from numba.extending import intrinsic
 
+from ...cache import seal as _seal
+from ...cache import unseal as _unseal
 from ...codegen.state import FAILED
 
 OPTS = {"cache": True, "error_model": "numpy", "nogil": True}
@@ -524,3 +530,43 @@ def radd(typingctx, a, b):
     def codegen(context, builder, signature, args):
         return builder.fadd(args[0], args[1], flags=("reassoc",))
     return types.float64(types.float64, types.float64), codegen
+
+
+# ---- numba's cache files, sealed ----------------------------------------------------------------------
+
+class _Sealed(_IndexDataCacheFile):
+    """numba's index and data files (both pickles), written sealed and read only when their seal holds
+    (eidos.isa.cache.seal/unseal): a damaged or foreign file is compiled again, never unpickled."""
+
+    def _load_index(self):
+        payload = _unseal(_Path(self._index_path))
+        if payload is None:
+            return {}
+        version, stamp, overloads = _pickle.loads(payload)
+        return overloads if (version, stamp) == (self._version, self._source_stamp) else {}
+
+    def _save_index(self, overloads):
+        _seal(_Path(self._index_path), _pickle.dumps((self._version, self._source_stamp, overloads), protocol=-1))
+
+    def _load_data(self, name):
+        payload = _unseal(_Path(self._data_path(name)))
+        if payload is None:
+            raise FileNotFoundError(self._data_path(name))   # IndexDataCacheFile.load: no entry, so compile
+        return _pickle.loads(payload)
+
+    def _save_data(self, name, data):
+        _seal(_Path(self._data_path(name)), self._dump(data))
+
+
+def seal_numba_cache(module) -> None:
+    """The module's cached numba functions read and write their cache files through _Sealed."""
+    for value in vars(module).values():
+        cache = getattr(value, "_cache", None)
+        old = getattr(cache, "_cache_file", None)
+        if isinstance(old, _IndexDataCacheFile) and not isinstance(old, _Sealed):
+            new = _Sealed.__new__(_Sealed)
+            new.__dict__.update(old.__dict__)
+            cache._cache_file = new
+
+
+seal_numba_cache(_sys.modules[__name__])   # these helpers' own cache files (beside this file) too
