@@ -13,6 +13,7 @@ the definitions. Address checks and their errors are the reference's (arrays.Arr
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 
@@ -156,19 +157,21 @@ def sum_source(ty: Type, steps: list[tuple], nslots: int, nscalars: int, src) ->
     return "\n".join(lines) + "\n"
 
 
-def table_source(ty: Type, binary: bool, parallel: bool) -> str:
-    """One numba function per (type, arity) holding a loop for every operation, chosen by `op` outside
-    the loop: single-operation maps of any kind compile once per type, not once per operation."""
-    dt = f"np.{ty.np_dtype.name}"
+def table_ops(ty: Type, binary: bool) -> list:
+    """The operations of ty's table of loops (table_source), in the order of their `op` numbers."""
     ops = [o for o in (B if binary else M) if ty.is_float or (o not in I.FLOAT_ONLY_MAPS and o not in I.FLOAT_ONLY_BINARY_MAPS)]
     if not ty.is_float:
         ops = [o for o in ops if o in ((B.Add, B.Sub, B.Mul, B.Div, B.Min, B.Max) if binary else (M.Abs, M.Neg, M.Relu))]
-    args = "n, op, d, a, b" if binary else "n, op, d, a"
-    lines = ["import math", "import numpy as np", "from numba import njit, prange",
-             "from eidos.isa.backends.cpu.runtime import *  # noqa: F403", "",
-             f"@njit(parallel={parallel}, **OPTS)", f"def kernel({args}):"]
+    return ops
+
+
+def table_body(ty: Type, binary: bool, parallel: bool) -> list[str]:
+    """The body of a table function over arrays d, a (and b) of n elements: one loop per operation, chosen by
+    `op` outside the loop."""
+    dt = f"np.{ty.np_dtype.name}"
     load = (lambda x: f"np.float64({x}[i])") if ty.is_float else (lambda x: f"np.int64({x}[i])")
-    for k, op in enumerate(ops):
+    lines = []
+    for k, op in enumerate(table_ops(ty, binary)):
         if ty.is_float:
             e = _FLOAT_BINARY[op].format(a=load("a"), b=load("b")) if binary else _unary_float(op, ty).format(x="x")
         else:
@@ -178,7 +181,17 @@ def table_source(ty: Type, binary: bool, parallel: bool) -> str:
         if not binary:
             lines.append(f"            x = {load('a')}")
         lines.append(f"            d[i] = {dt}({e})")
-    return "\n".join(lines) + "\n", ops
+    return lines
+
+
+def table_source(ty: Type, binary: bool, parallel: bool) -> str:
+    """One numba function per (type, arity) holding a loop for every operation, chosen by `op` outside
+    the loop: single-operation maps of any kind compile once per type, not once per operation."""
+    args = "n, op, d, a, b" if binary else "n, op, d, a"
+    lines = ["import math", "import numpy as np", "from numba import njit, prange",
+             "from eidos.isa.backends.cpu.runtime import *  # noqa: F403", "",
+             f"@njit(parallel={parallel}, **OPTS)", f"def kernel({args}):", *table_body(ty, binary, parallel)]
+    return "\n".join(lines) + "\n", table_ops(ty, binary)
 
 
 _KERNELS: dict[str, object] = {}
@@ -215,16 +228,38 @@ def sum_kernel(ty: Type, steps: list[tuple], nslots: int, nscalars: int, src, pa
     return m.kernel_par if parallel else m.kernel_seq
 
 
+def native_table(ty: Type, binary: bool, backend):
+    """ty's table compiled ahead of time (native.py), loaded without importing numba; None when not built yet
+    (then the first process to compile the JIT table starts the build in the background) or numba is disabled."""
+    if not backend._use_numba or ty in (Type.F16, Type.BF16) or ty.is_extended:
+        return None
+    from . import native
+
+    where = Path(backend.cache_dir) / "native"
+    found = native.load(ty, binary, where)
+    if found is None and not _WARMING:
+        _WARMING.append(native.warm_in_background(where))
+    return found
+
+
+_WARMING: list = []
+
+
 def direct_map(operation, ty: Type, backend):
     """(kernel, op) to call as kernel(n, op, out, a[, b]) over 1-d C-contiguous, aligned, writable NumPy arrays
     of ty (`a.flags.carray`): the loop a one-instruction
     ParallelMap/ParallelMapBinary
     of `operation` runs here (the per-type table, one thread), for a caller holding arrays rather than buffers
-    and a program (the tensor layer's small eager operations). None where no such loop exists (no numba,
-    F16/BF16, an operation the type lacks)."""
+    and a program (the tensor layer's small eager operations): the table compiled ahead of time when built (no
+    numba import: a fresh process's first operation costs well under a millisecond), else numba's. None where
+    no such loop exists (no numba, F16/BF16, an operation the type lacks)."""
+    binary = isinstance(operation, I.BinaryMapOperation)
+    aot = native_table(ty, binary, backend)
+    if aot is not None:
+        op = aot[1].get(operation)
+        return None if op is None else (aot[0], op)
     if backend.numba is None or ty in (Type.F16, Type.BF16) or ty.is_extended:
         return None
-    binary = isinstance(operation, I.BinaryMapOperation)
     k, index = table_kernel(ty, binary, False, backend.cache_dir)
     op = index.get(operation)
     if op is None:
@@ -343,9 +378,27 @@ class MapStep:
         ty, n = self.ty, self.count
         table = NUMPY_EXACT_FLOAT if ty.is_float else NUMPY_EXACT_INT
         has_scalars = bool(self.scalars)
-        if self.backend.numba is not None and ty not in (Type.F16, Type.BF16):
-            par = n >= PAR_MIN
-            if (len(plan) == 1 and not has_scalars) or n < FUSE_MIN:
+        par = n >= PAR_MIN
+        tables = (len(plan) == 1 and not has_scalars) or n < FUSE_MIN
+        aot = {b is not None: native_table(ty, b is not None, self.backend) for _d, _op, _a, b in plan} \
+            if tables and not par else {}
+        if aot and all(t is not None and op in t[1] for (_d, op, _a, b) in plan for t in (aot[b is not None],)):
+            # the tables compiled ahead of time (native.py): the same loops, and no numba import
+            calls = [(aot[b is not None][0], aot[b is not None][1][op], views[d], a, b) for d, op, a, b in plan]
+
+            def arr(x, sv):
+                return np.full(n, sv[x[1]], dtype=ty.np_dtype) if _operand(x) else views[x]
+
+            def run(sv, calls=calls):
+                for k, op, out, a, b in calls:
+                    if b is None:
+                        k(n, op, out, arr(a, sv))
+                    else:
+                        k(n, op, out, arr(a, sv), arr(b, sv))
+            self.how = ("loop compiled ahead of time" if len(plan) == 1 else
+                        f"{len(plan)} loops compiled ahead of time, one a step ({n} < {FUSE_MIN} elements)")
+        elif self.backend.numba is not None and ty not in (Type.F16, Type.BF16):
+            if tables:
                 # the per-type tables of loops (compiled once per type for every operation), one call a step:
                 # equal to the fused loop by the fusion condition, and no compile for a new chain
                 def arr(x, sv):
