@@ -501,6 +501,42 @@ def _first_line(e: BaseException) -> str:
 # ---------------------------------------------------------------- parser
 
 
+def cmd_cache(args: argparse.Namespace, out: Out) -> int:
+    """The compiled-kernel cache: where it is and its size (info), emptied (clear), or its ahead-of-time kernels
+    built now (warm) rather than in the background on first use."""
+    from eidos.isa import cache
+
+    if args.action == "clear":
+        freed = cache.clear()
+        out.line(f"removed {freed / 2**20:.1f} MiB of compiled kernels from {cache.cache_root()}")
+        return 0
+    if args.action == "warm":
+        from eidos.isa.backends.cpu import native
+
+        names = native.build_all()
+        out.line(f"built {len(names)} ahead-of-time kernel tables in {native.directory()}")
+        return 0
+    u = cache.usage()
+    if args.json:
+        out.line(json.dumps({**u, "limit_bytes": cache.max_bytes(), "build": cache.build_versions(),
+                             "build_tag": cache.build_tag()}, indent=2))
+        return 0
+    rows = [("folder", u["root"] + ("  ($EIDOS_CACHE_DIR)" if os.environ.get("EIDOS_CACHE_DIR") else "")),
+            ("size", f"{u['bytes'] / 2**20:.1f} MiB in {u['files']} files (limit {cache.max_bytes() >> 20} MiB, "
+                     "EIDOS_CACHE_MAX_MB)"),
+            *((f"  {t}", f"{n / 2**20:.1f} MiB") for t, n in u["targets"].items()),
+            ("this build", f"{cache.build_tag()} ({', '.join(f'{k} {v}' for k, v in cache.build_versions().items())})")]
+    out.table(["kernel cache", "value"], rows)
+    return 0
+
+
+def _cache_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=("info", "clear", "warm"), default="info",
+                   help="info (default): where and how big; clear: remove every compiled kernel; warm: build the "
+                        "ahead-of-time kernels now")
+    _json_flag(p)
+
+
 def _json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -614,6 +650,11 @@ COMMANDS = {
              "one flow (filter, join, group_by/agg, sort), and run it on every available lane: each "
              "lane's planner verdict, time (best of two runs), and whether its result agrees with the "
              "reference lane's. Exits 1 when a lane fails or disagrees."),
+    "cache": (cmd_cache, _cache_args, "the compiled-kernel cache: where, how big; clear it; warm it",
+              "Show the compiled-kernel cache ($EIDOS_CACHE_DIR, else $XDG_CACHE_HOME/eidos, else ~/.cache/eidos): its "
+              "size against its limit (EIDOS_CACHE_MAX_MB, default 1024) and the build it is for (library versions, "
+              "CPU). 'clear' removes every compiled kernel; 'warm' builds the ahead-of-time element-wise kernels now "
+              "(otherwise built in the background the first time a process needs them)."),
     "serve": (cmd_serve, _serve_args, "run an execution service for remote clients (ei.connect)",
               "Serve remote clients: they connect with ei.connect('eidos://HOST:PORT', token=...) and run plans "
               "(engine='remote'), tensors (device 'remote:gpu') and ISA programs here. Every call needs the "
