@@ -5,10 +5,18 @@ likewise one eidos service in this process, connected for the tests that run the
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 
 import pytest
 
-from tests.lanes.ray import shared
+# Compiled kernels go to a folder of the machine's temporary space, never the user's home: one per user, kept
+# between runs (a later run loads what an earlier one compiled; the cache bounds its size), unless CI or the user
+# names another. No ahead-of-time build in the background (tests/isa/test_kernel_cache.py builds what it checks).
+os.environ.setdefault("EIDOS_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"eidos-test-cache-{os.getuid()}"))
+os.environ.setdefault("EIDOS_CACHE_WARM", "0")
+
+from tests.lanes.ray import shared  # noqa: E402
 
 
 def pytest_configure(config):
