@@ -526,6 +526,10 @@ def cmd_cache(args: argparse.Namespace, out: Out) -> int:
                      "EIDOS_CACHE_MAX_MB)"),
             *((f"  {t}", f"{n / 2**20:.1f} MiB") for t, n in u["targets"].items()),
             ("this build", f"{cache.build_tag()} ({', '.join(f'{k} {v}' for k, v in cache.build_versions().items())})")]
+    native = Path(u["root"]) / "isa-cpu" / cache.build_tag() / "native"
+    error = native / "build-error.txt"
+    rows.append(("ahead-of-time kernels", f"{len(list(native.glob('*.json')))} tables built"
+                 + (f"; the build failed: {error.read_text()}" if error.exists() else "")))
     out.table(["kernel cache", "value"], rows)
     return 0
 

@@ -209,6 +209,8 @@ def warm_in_background(where: Path | None = None) -> bool:
         base.mkdir(parents=True, exist_ok=True)
     except (UnsupportedError, OSError):
         return False
+    if (base / "build-error.txt").exists():   # this build failed here once (it says why): no retry per process
+        return False
     lock = base / ".lock-build"
     try:
         if time.time() - lock.stat().st_mtime > LOCK_STALE_S:
@@ -233,8 +235,8 @@ def _main(argv: list[str]) -> int:
     try:
         build_all(where)
         return 0
-    except UnsupportedError as e:
-        write_atomic((where or directory()) / "build-error.txt", str(e).encode())
+    except Exception as e:   # recorded for `eidos cache` and so that no later process retries; the JIT path runs
+        write_atomic((where or directory()) / "build-error.txt", f"{type(e).__name__}: {e}".encode())
         return 1
     finally:
         if lock is not None:
