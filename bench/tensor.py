@@ -1,18 +1,27 @@
 """eidos.Tensor next to NumPy, in one run: the fused chain, per-operation overhead, matmul.
 
-Run: python bench/tensor.py [--quick]
+Run: python bench/tensor.py [--quick] [--cold-start] [--suite]
 Reports min and median wall time (and process CPU time) of several runs, and the ratio to NumPy.
 Goals (issue 5): the fused chain at least 3x faster than NumPy; per-op overhead on 1,000 elements
 within 2x of NumPy eager; matmul at NumPy's speed.
+--cold-start (issue 18): the first call of each operation in a fresh process, with an empty kernel cache (cold:
+numba compiles) and a warm one (goal: under 1 ms), NumPy's first calls beside them; only this section runs.
+--suite (issue 18): the Array API test suite (../shared/array-api-tests, --max-examples 5, one seed) on
+array-api-strict, NumPy and eidos.array_api (cold cache, then warm), with the machine's load; minutes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -106,5 +115,130 @@ def main(quick: bool = False) -> None:
         print(row(f"matmul {m}x{m} float32", ours, npy))
 
 
+# ---- cold start (issue 18) ---------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+# One fresh process: each case's first call, in ms (the process's first tensor operation also pays the imports and
+# backend selection every later one reuses, so it is shown apart).
+FIRST_CALLS = r"""
+import json, sys, time
+import numpy as np
+t = time.perf_counter()
+import eidos as ei
+import eidos.tensor as T
+out = {"import eidos": time.perf_counter() - t}
+rng = np.random.default_rng(0)
+a32, b32 = rng.random(1000, dtype=np.float32), rng.random(1000, dtype=np.float32)
+a64, i64 = rng.random(1000), rng.integers(0, 100, 1000)
+ta, tb, tc, ti = T(a32), T(b32), T(a64), T(i64)
+cases = [("process's first op: (a + b).numpy(), float32", lambda: (ta + tb).numpy()),
+         ("(a * b).numpy(), float32", lambda: (ta * tb).numpy()), ("(a - b).numpy(), float32", lambda: (ta - tb).numpy()),
+         ("(c + c).numpy(), float64", lambda: (tc + tc).numpy()), ("(i + i).numpy(), int64", lambda: (ti + ti).numpy()),
+         ("a.exp().numpy(), float32", lambda: ta.exp().numpy()), ("c.sqrt().numpy(), float64", lambda: tc.sqrt().numpy()),
+         ("float(a.sum()), float32 (reduction)", lambda: float(ta.sum()))]
+if sys.argv[1] == "numpy":
+    cases = [(n, f) for n, f in zip([c[0] for c in cases], [lambda: a32 + b32, lambda: a32 * b32, lambda: a32 - b32,
+             lambda: a64 + a64, lambda: i64 + i64, lambda: np.exp(a32), lambda: np.sqrt(a64), lambda: float(a32.sum())])]
+for name, f in cases:
+    if "reduction" in name:
+        out["numba imported"] = "numba" in sys.modules   # by the element-wise calls before the reduction
+    t = time.perf_counter()
+    f()
+    out[name] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+
+
+def _child(kind: str, cache: str, warm_build: bool = False) -> dict:
+    env = dict(os.environ, EIDOS_CACHE_DIR=cache, EIDOS_CACHE_WARM="1" if warm_build else "0",
+               PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)   # a user's install has its bytecode: measure compiles, not parsing
+    done = subprocess.run([sys.executable, "-c", FIRST_CALLS, kind], env=env, capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _wait_build(cache: str, timeout: float = 600) -> None:
+    end = time.time() + timeout
+    while time.time() < end and list(Path(cache).glob("isa-cpu/*/native/.lock-build")):
+        time.sleep(1)
+
+
+def cold_start(runs: int = 5) -> None:
+    """The first call of each operation in fresh processes: cold (empty cache), then warm (after one process
+    filled it and the ahead-of-time build finished), NumPy's first calls beside them."""
+    print(f"\n# Cold start: first call per operation in a fresh process (ms; load {_load()})")
+    cache = tempfile.mkdtemp(prefix="eidos-bench-cache-")
+    try:
+        _child("eidos", cache)                  # bytecode of eidos's own modules written (not what is measured)
+        shutil.rmtree(cache)
+        cold = _child("eidos", cache, warm_build=True)   # numba compiles; starts the ahead-of-time build
+        _wait_build(cache)
+        _child("eidos", cache)
+        warm = [_child("eidos", cache) for _ in range(runs)]
+        npy = [_child("numpy", cache) for _ in range(runs)]
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    print(f"| case | eidos cold cache | eidos warm cache min / median ({runs} processes) | NumPy min / median |")
+    print("|---|---|---|---|")
+    for name in cold:
+        if name == "numba imported":
+            continue
+        w = [r[name] * 1e3 for r in warm]
+        n = [r[name] * 1e3 for r in npy] if name in npy[0] else [float("nan")]
+        print(f"| {name} | {cold[name] * 1e3:.3f} | {min(w):.3f} / {statistics.median(w):.3f} | "
+              f"{min(n):.3f} / {statistics.median(n):.3f} |")
+    print(f"| numba imported by the element-wise calls | {cold['numba imported']} | {warm[0]['numba imported']} | |")
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{os.cpu_count()} CPUs, load average {one:.2f} (1 min) {five:.2f} (5 min)"
+
+
+# the pinned suite beside the project (../shared/array-api-tests; from a worktree under wt/, ../../shared), or
+# $EIDOS_ARRAY_API_TESTS
+SUITE = next((p for p in (Path(os.environ.get("EIDOS_ARRAY_API_TESTS", "")), ROOT.parent / "shared" / "array-api-tests",
+                          ROOT.parent.parent / "shared" / "array-api-tests") if str(p) != "." and p.is_dir()),
+             ROOT.parent / "shared" / "array-api-tests")
+
+
+def suite(seed: int = 0) -> None:
+    """The Array API suite, pinned (SUITE/PINNED.md), --max-examples 5 and one seed, on each namespace in turn;
+    eidos twice, with an empty kernel cache and then with the one its first run left."""
+    if not SUITE.is_dir():
+        print(f"\n# Array API suite: not found at {SUITE} (see PINNED.md there)")
+        return
+    print(f"\n# Array API suite ({SUITE.name}, --max-examples 5, --hypothesis-seed {seed}); start: {_load()}")
+    print("| namespace | result | wall time | load average (1 min) after |")
+    print("|---|---|---|---|")
+    work = Path(tempfile.mkdtemp(prefix="eidos-suite-"))
+    cache = str(work / "cache")
+    try:
+        shutil.copytree(SUITE, work / "suite", ignore=shutil.ignore_patterns(".git", ".hypothesis"))
+        for label, module, fresh in (("array_api_strict", "array_api_strict", False), ("numpy", "numpy", False),
+                                     ("eidos.array_api, cold cache", "eidos.array_api", True),
+                                     ("eidos.array_api, warm cache", "eidos.array_api", False)):
+            if fresh:
+                shutil.rmtree(cache, ignore_errors=True)
+            env = dict(os.environ, ARRAY_API_TESTS_MODULE=module, EIDOS_CACHE_DIR=cache, EIDOS_CACHE_WARM="1",
+                       PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+            t = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "pytest", "array_api_tests", "-q", "--max-examples", "5",
+                                   f"--hypothesis-seed={seed}", "-p", "no:cacheprovider"],
+                                  cwd=work / "suite", env=env, capture_output=True, text=True)
+            wall = time.perf_counter() - t
+            last = (done.stdout.strip().splitlines() or ["(no output)"])[-1].strip("= ")
+            print(f"| {label} | {last} | {wall:.1f} s | {os.getloadavg()[0]:.2f} |", flush=True)
+            _wait_build(cache)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    main("--quick" in sys.argv)
+    if "--cold-start" in sys.argv:
+        cold_start()
+    if "--suite" in sys.argv:
+        suite()
+    if "--cold-start" not in sys.argv and "--suite" not in sys.argv:
+        main("--quick" in sys.argv)
