@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 
 import numpy as np
@@ -45,10 +46,13 @@ def _torch():
 
 
 def interpreted() -> bool:
-    """Triton's interpreter is on (TRITON_INTERPRET=1: the device is simulated on the CPU)."""
-    from eidos.isa.backends.triton.device_memory import interpreting
-
-    return interpreting()
+    """Triton's interpreter is on (TRITON_INTERPRET=1: the device is simulated on the CPU). The triton target's own
+    answer once it is loaded; before, the same reading of the environment, so that choosing a backend for a
+    process's first operation does not import that target (about 30 ms) just to word a rejection."""
+    memory = sys.modules.get("eidos.isa.backends.triton.device_memory")
+    if memory is not None:
+        return memory.interpreting()
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
 _DEVICE: dict = {}
