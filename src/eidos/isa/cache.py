@@ -22,7 +22,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from importlib import metadata
@@ -274,9 +273,10 @@ def kernel_dir(target: str, root: str | os.PathLike | None = None) -> Path:
 
 
 def _key_of(root: Path) -> bytes:
-    """The cache's sealing key: 32 random bytes in root/.key (mode 600), made once (O_EXCL: one writer wins)."""
+    """The cache's sealing key: 32 random bytes in root/.key (mode 600), made once. Published whole by a hard link
+    (which fails if the name exists), so a reader never sees half a key and two makers agree on the first one."""
     path = root / ".key"
-    for _ in range(2):
+    for _ in range(3):
         try:
             data = path.read_bytes()
             if len(data) == 32:
@@ -284,15 +284,15 @@ def _key_of(root: Path) -> bytes:
             path.unlink(missing_ok=True)   # damaged: every sealed file becomes foreign and is rebuilt
         except FileNotFoundError:
             pass
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-key-")   # mkstemp: mode 600
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(32))
+            os.link(tmp, path)
         except FileExistsError:
-            time.sleep(0.01)
-            continue
-        data = os.urandom(32)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return data
+            pass
+        finally:
+            os.unlink(tmp)
     raise BackendError(f"the eidos cache key {path} could not be read or made; remove it and retry")
 
 
