@@ -454,3 +454,26 @@ def test_array_api_creation_honours_device():
     c = xp.asarray(g, copy=True)
     g[0] = 9  # a copy on the device: no aliasing
     assert c.numpy()[0] == 0 and xp.zeros(2).device == "cpu"
+
+
+def test_numpy_protocols_and_torch_spellings_on_gpu_tensors():
+    """np.exp(t) stays a gpu graph; a NumPy fallback comes back to the gpu and says so; in-place operators and
+    torch's in-place methods write the device memory (a torch view of it sees them); clone and .to(dtype)."""
+    a = np.array([[1.0, -2.0], [3.0, 4.0]], dtype=np.float32)
+    t = on_gpu(a)
+    r = np.sum(np.exp(t) * 2, axis=0)
+    assert r.device == "gpu" and not r.is_realized
+    np.testing.assert_allclose(r.numpy(), np.sum(np.exp(a) * 2, axis=0), rtol=1e-5)
+    m = np.median(t)
+    assert m.device == "gpu" and "values copied from gpu and back" in T.explain(m)
+    assert float(m) == np.median(a)
+    view = torch.from_dlpack(t)
+    c = t.clone()
+    t += 1
+    t.mul_(2).clamp_(max=8.0)
+    want = np.minimum((a + 1) * 2, 8.0)
+    np.testing.assert_allclose(view.cpu().numpy(), want)
+    np.testing.assert_allclose(c.numpy(), a)
+    assert t.to("float16").device == "gpu" and t.to("float16").dtype == np.float16
+    with pytest.raises(EidosError):
+        t.view("int32")
