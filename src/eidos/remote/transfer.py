@@ -7,8 +7,8 @@ sends (many small PUTs in one sendmsg) while at most `window` large ones wait fo
 Replies (ACK, DATA, ERROR) are read by whoever waits for one: a caller in `wait`, `flush` or `get`
 takes the read side when no other thread has it and dispatches every frame it reads until its own has
 come, so a GET's bytes land in its buffer from the thread that asked, with no hand-off between threads
-(one costs tens of microseconds in CPython). A receiver thread reads when work is outstanding and no
-caller waits (after a short grace, at once when the sender waits for the window). Every wait has a
+(one costs tens of microseconds in CPython). A receiver thread reads when no caller waits and the
+sender waits for the window, or many replies are unread (after a short grace). Every wait has a
 deadline: a server that dies or stalls is an ExecutionError within it, never a hang. A buffer given to
 `put` must stay alive and unchanged until `wait` (or `flush`) returns for it.
 """
@@ -31,6 +31,7 @@ STAGING_CHUNK = 256 << 10     # the staged fallback's bounce buffer: received an
 _SMALL_IN_FLIGHT = 4096       # unacknowledged small PUTs allowed at once (bookkeeping bound)
 _BATCH_IOVECS = 512
 _GRACE = 0.002                # how long the receiver thread leaves outstanding replies to a caller about to wait
+_UNREAD = 256                 # replies outstanding that wake the receiver though no caller waits (8 KiB of ACKs)
 _ACK, _DATA, _ERROR, _PUT, _GET, _RELEASE, _BYE = (Kind.ACK, Kind.DATA, Kind.ERROR, Kind.PUT, Kind.GET, Kind.RELEASE,
                                                   Kind.BYE)
 
@@ -246,9 +247,11 @@ class TransferManager:
             raise ExecutionError(f"the data channel is down: {self._dead}") from self._dead
 
     def _outstanding_added(self) -> None:
-        """Under the lock, after a PUT or RELEASE was queued: a parked receiver starts its grace (its reply
-        is read by a caller that waits for it, or by the receiver if none comes)."""
-        if self._receiver_parked and not self._waiting and not self._reading:
+        """Under the lock, after a PUT or RELEASE was queued. Its reply is read by a caller that waits for it;
+        the receiver is woken only once many replies are unread (waking it for each cost a put+wait a third
+        of its time): the window wakes it too, when the sender waits for ACKs."""
+        if self._receiver_parked and not self._waiting and not self._reading and \
+                len(self._unacked) + len(self._releases) >= _UNREAD:
             self._recv_cv.notify()
 
     def _until(self, done, what, abandon: list[_Get] | None = None, deadline: float | None = None) -> None:
