@@ -328,8 +328,8 @@ class Tensor:
     def __invert__(self): return ops.bitwise_invert(self)
     __hash__ = None  # type: ignore[assignment]
 
-    # in place: t[key] = v writes t's memory; t += v gives t the value t + v (lazily). Either way a graph that
-    # read t before keeps t's value as it was then (_before_write, _assign).
+    # in place: t[key] = v and t += v write t's memory (t += v on a t not yet run: t becomes the lazy node t + v).
+    # Either way a graph that read t before keeps t's value as it was then (_before_write, _assign).
     def __setitem__(self, key, value):
         if self.dtype not in D.COMPLEX and (isinstance(value, (complex, np.complexfloating)) or (
                 isinstance(value, Tensor) and value.dtype in D.COMPLEX)):
