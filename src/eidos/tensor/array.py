@@ -762,6 +762,227 @@ class Tensor:
         """
         return self.size
 
+    # torch's dtype methods
+    def float(self) -> Tensor:
+        """torch's name for .astype('float32').
+
+        >>> ei.tensor([1, 2]).float()
+        Tensor([1., 2.], dtype=float32, device='cpu')
+        """
+        return ops.astype(self, D.float32)
+
+    def half(self) -> Tensor:
+        """torch's name for .astype('float16').
+
+        >>> ei.tensor([1, 2]).half().dtype
+        dtype('float16')
+        """
+        return ops.astype(self, D.float16)
+
+    def bfloat16(self) -> Tensor:
+        """torch's name for .astype('bfloat16').
+
+        >>> ei.tensor([1, 2]).bfloat16().dtype
+        dtype(bfloat16)
+        """
+        return ops.astype(self, D.bfloat16)
+
+    def double(self) -> Tensor:
+        """torch's name for .astype('float64').
+
+        >>> ei.tensor([1, 2], dtype='float32').double().dtype
+        dtype('float64')
+        """
+        return ops.astype(self, D.float64)
+
+    def int(self) -> Tensor:
+        """torch's name for .astype('int32').
+
+        >>> ei.tensor([1.7, -1.7]).int()
+        Tensor([ 1, -1], dtype=int32, device='cpu')
+        """
+        return ops.astype(self, D.int32)
+
+    def long(self) -> Tensor:
+        """torch's name for .astype('int64').
+
+        >>> ei.tensor([1.7]).long().dtype
+        dtype('int64')
+        """
+        return ops.astype(self, D.int64)
+
+    def bool(self) -> Tensor:
+        """torch's name for .astype('bool').
+
+        >>> ei.tensor([0, 2]).bool()
+        Tensor([False,  True], dtype=bool, device='cpu')
+        """
+        return ops.astype(self, D.bool_)
+
+    # torch's in-place methods (trailing underscore): the result written into this tensor's memory in its dtype
+    # (NumPy's same-kind rule, as torch's: an integer tensor's div_ is an error); the tensor itself returned.
+    def add_(self, other, *, alpha=1) -> Tensor:
+        """x + other * alpha, in place (torch's add_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1, 2]).add_(ei.tensor([10, 20]), alpha=2)
+        Tensor([21, 42], dtype=int64, device='cpu')
+        """
+        return _inplace(self, "+=", operator.add, other if alpha == 1 else other * alpha, "add_")
+
+    def sub_(self, other, *, alpha=1) -> Tensor:
+        """x - other * alpha, in place (torch's sub_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([5, 6]).sub_(1)
+        Tensor([4, 5], dtype=int64, device='cpu')
+        """
+        return _inplace(self, "-=", operator.sub, other if alpha == 1 else other * alpha, "sub_")
+
+    def mul_(self, other) -> Tensor:
+        """x * other, in place (torch's mul_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1.0, 2.0]).mul_(3)
+        Tensor([3., 6.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "*=", operator.mul, other, "mul_")
+
+    def div_(self, other) -> Tensor:
+        """x / other, in place (torch's div_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1.0, 2.0]).div_(4)
+        Tensor([0.25, 0.5 ], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "/=", operator.truediv, other, "div_")
+
+    def pow_(self, other) -> Tensor:
+        """x ** other, in place (torch's pow_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([2, 3]).pow_(2)
+        Tensor([4, 9], dtype=int64, device='cpu')
+        """
+        return _inplace(self, "**=", operator.pow, other, "pow_")
+
+    def abs_(self) -> Tensor:
+        """abs(x), in place (torch's abs_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([-1, 2]).abs_()
+        Tensor([1, 2], dtype=int64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.abs(a), None, "abs_")
+
+    def neg_(self) -> Tensor:
+        """negative(x), in place (torch's neg_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1, -2]).neg_()
+        Tensor([-1,  2], dtype=int64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.negative(a), None, "neg_")
+
+    def sqrt_(self) -> Tensor:
+        """sqrt(x), in place (torch's sqrt_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([4.0, 9.0]).sqrt_()
+        Tensor([2., 3.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.sqrt(a), None, "sqrt_")
+
+    def exp_(self) -> Tensor:
+        """exp(x), in place (torch's exp_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([0.0]).exp_()
+        Tensor([1.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.exp(a), None, "exp_")
+
+    def log_(self) -> Tensor:
+        """log(x), in place (torch's log_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1.0]).log_()
+        Tensor([0.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.log(a), None, "log_")
+
+    def sin_(self) -> Tensor:
+        """sin(x), in place (torch's sin_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([0.0]).sin_()
+        Tensor([0.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.sin(a), None, "sin_")
+
+    def cos_(self) -> Tensor:
+        """cos(x), in place (torch's cos_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([0.0]).cos_()
+        Tensor([1.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.cos(a), None, "cos_")
+
+    def tanh_(self) -> Tensor:
+        """tanh(x), in place (torch's tanh_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([0.0]).tanh_()
+        Tensor([0.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.tanh(a), None, "tanh_")
+
+    def sigmoid_(self) -> Tensor:
+        """sigmoid(x), in place (torch's sigmoid_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([0.0]).sigmoid_()
+        Tensor([0.5], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.sigmoid(a), None, "sigmoid_")
+
+    def relu_(self) -> Tensor:
+        """relu(x), in place (torch's relu_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([-1.0, 2.0]).relu_()
+        Tensor([0., 2.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.relu(a), None, "relu_")
+
+    def floor_(self) -> Tensor:
+        """floor(x), in place (torch's floor_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1.5, -1.5]).floor_()
+        Tensor([ 1., -2.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.floor(a), None, "floor_")
+
+    def ceil_(self) -> Tensor:
+        """ceil(x), in place (torch's ceil_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1.5, -1.5]).ceil_()
+        Tensor([ 2., -1.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.ceil(a), None, "ceil_")
+
+    def round_(self) -> Tensor:
+        """round(x), in place (torch's round_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([0.5, 1.5]).round_()
+        Tensor([0., 2.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.round(a), None, "round_")
+
+    def trunc_(self) -> Tensor:
+        """trunc(x), in place (torch's trunc_): into this tensor's memory, in its dtype.
+
+        >>> ei.tensor([1.5, -1.5]).trunc_()
+        Tensor([ 1., -1.], dtype=float64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.trunc(a), None, "trunc_")
+
+    def clamp_(self, min=None, max=None) -> Tensor:
+        """clip(x, min, max), in place (torch's clamp_; clip_ is the same method).
+
+        >>> ei.tensor([-2, 0, 5]).clamp_(0, 3)
+        Tensor([0, 0, 3], dtype=int64, device='cpu')
+        """
+        return _inplace(self, "=", lambda a, _: ops.clip(a, min, max), None, "clamp_")
+
+    clip_ = clamp_
+
     def fill_(self, value):
         """Every element set to `value` (converted to the dtype, as torch's and NumPy's fill), in place.
 
@@ -789,72 +1010,6 @@ class Tensor:
             src = ops.astype(src, self.dtype)
         self[...] = src
         return self
-
-
-def _method(name: str, fn, doc: str) -> None:
-    fn.__name__, fn.__qualname__, fn.__doc__ = name, f"Tensor.{name}", doc
-    setattr(Tensor, name, fn)
-
-
-# torch's dtype methods: .float() is .astype('float32'), ...
-for _name, _dt, _example in (
-        ("float", "float32", "ei.tensor([1, 2]).float()\n        Tensor([1., 2.], dtype=float32, device='cpu')"),
-        ("half", "float16", "ei.tensor([1, 2]).half().dtype\n        dtype('float16')"),
-        ("bfloat16", "bfloat16", "ei.tensor([1, 2]).bfloat16().dtype\n        dtype(bfloat16)"),
-        ("double", "float64", "ei.tensor([1, 2], dtype='float32').double().dtype\n        dtype('float64')"),
-        ("int", "int32", "ei.tensor([1.7, -1.7]).int()\n        Tensor([ 1, -1], dtype=int32, device='cpu')"),
-        ("long", "int64", "ei.tensor([1.7]).long().dtype\n        dtype('int64')"),
-        ("bool", "bool", "ei.tensor([0, 2]).bool()\n        Tensor([False,  True], dtype=bool, device='cpu')")):
-    _method(_name, (lambda dt: lambda self: ops.astype(self, dt))(D.NAMES[_dt]),
-            f"torch's name for .astype('{_dt}').\n\n        >>> {_example}\n        ")
-
-# torch's in-place methods (trailing underscore): the result written into this tensor's memory in its dtype
-# (NumPy's same-kind rule, as torch's: an integer tensor's div_ is an error); the tensor itself returned.
-_BINARY_INPLACE = (("add_", "+=", operator.add, "ei.tensor([1, 2]).add_(ei.tensor([10, 20]), alpha=2)",
-                    "Tensor([21, 42], dtype=int64, device='cpu')"),
-                   ("sub_", "-=", operator.sub, "ei.tensor([5, 6]).sub_(1)", "Tensor([4, 5], dtype=int64, device='cpu')"),
-                   ("mul_", "*=", operator.mul, "ei.tensor([1.0, 2.0]).mul_(3)",
-                    "Tensor([3., 6.], dtype=float64, device='cpu')"),
-                   ("div_", "/=", operator.truediv, "ei.tensor([1.0, 2.0]).div_(4)",
-                    "Tensor([0.25, 0.5 ], dtype=float64, device='cpu')"),
-                   ("pow_", "**=", operator.pow, "ei.tensor([2, 3]).pow_(2)", "Tensor([4, 9], dtype=int64, device='cpu')"))
-for _name, _sym, _fn, _call, _result in _BINARY_INPLACE:
-    if _name in ("add_", "sub_"):
-        def _f(self, other, *, alpha=1, _sym=_sym, _fn=_fn, _name=_name):
-            return _inplace(self, _sym, _fn, other if alpha == 1 else other * alpha, _name)
-    else:
-        def _f(self, other, _sym=_sym, _fn=_fn, _name=_name):
-            return _inplace(self, _sym, _fn, other, _name)
-    _method(_name, _f, f"x {_sym[:-1]} other{' * alpha' if _name in ('add_', 'sub_') else ''}, in place (torch's "
-            f"{_name}): into this tensor's memory, in its dtype.\n\n        >>> {_call}\n        {_result}\n        ")
-
-_UNARY_INPLACE = (("abs_", "abs", "[-1, 2]", "Tensor([1, 2], dtype=int64, device='cpu')"),
-                  ("neg_", "negative", "[1, -2]", "Tensor([-1,  2], dtype=int64, device='cpu')"),
-                  ("sqrt_", "sqrt", "[4.0, 9.0]", "Tensor([2., 3.], dtype=float64, device='cpu')"),
-                  ("exp_", "exp", "[0.0]", "Tensor([1.], dtype=float64, device='cpu')"),
-                  ("log_", "log", "[1.0]", "Tensor([0.], dtype=float64, device='cpu')"),
-                  ("sin_", "sin", "[0.0]", "Tensor([0.], dtype=float64, device='cpu')"),
-                  ("cos_", "cos", "[0.0]", "Tensor([1.], dtype=float64, device='cpu')"),
-                  ("tanh_", "tanh", "[0.0]", "Tensor([0.], dtype=float64, device='cpu')"),
-                  ("sigmoid_", "sigmoid", "[0.0]", "Tensor([0.5], dtype=float64, device='cpu')"),
-                  ("relu_", "relu", "[-1.0, 2.0]", "Tensor([0., 2.], dtype=float64, device='cpu')"),
-                  ("floor_", "floor", "[1.5, -1.5]", "Tensor([ 1., -2.], dtype=float64, device='cpu')"),
-                  ("ceil_", "ceil", "[1.5, -1.5]", "Tensor([ 2., -1.], dtype=float64, device='cpu')"),
-                  ("round_", "round", "[0.5, 1.5]", "Tensor([0., 2.], dtype=float64, device='cpu')"),
-                  ("trunc_", "trunc", "[1.5, -1.5]", "Tensor([ 1., -1.], dtype=float64, device='cpu')"))
-for _name, _op, _call, _result in _UNARY_INPLACE:
-    _method(_name, (lambda op, name: lambda self: _inplace(self, "=", lambda a, _: getattr(ops, op)(a), None, name))(
-        _op, _name), f"{_op}(x), in place (torch's {_name}): into this tensor's memory, in its dtype.\n\n"
-        f"        >>> ei.tensor({_call}).{_name}()\n        {_result}\n        ")
-
-
-def _clamp_(self, min=None, max=None):
-    return _inplace(self, "=", lambda a, _: ops.clip(a, min, max), None, "clamp_")
-
-
-_method("clamp_", _clamp_, "clip(x, min, max), in place (torch's clamp_; clip_ is the same method).\n\n"
-        "        >>> ei.tensor([-2, 0, 5]).clamp_(0, 3)\n        Tensor([0, 0, 3], dtype=int64, device='cpu')\n        ")
-Tensor.clip_ = Tensor.clamp_
 
 
 def _is_dtype(x) -> bool:
