@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from eidos.flow.frame import Flow
 
 TOKEN_ENV = "EIDOS_TOKEN"
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_TIMEOUT = 30.0          # a control call (health, release, cancel, a transfer's stall)
+DEFAULT_RUN_TIMEOUT = 600.0     # a run: it may compile and compute for a while
 TABLE_IDS = 1 << 61
 
 _lock = threading.Lock()
@@ -77,10 +78,12 @@ class HealthStatus:
 
 
 def connect(address: str, token: str | None = None, *, tls_ca: str | None = None,
-            timeout: float = DEFAULT_TIMEOUT) -> Remote:
+            timeout: float = DEFAULT_TIMEOUT, run_timeout: float = DEFAULT_RUN_TIMEOUT) -> Remote:
     """Connect to the eidos service at `address` ("eidos://host:port", or "eidos+tls://host:port" with TLS,
     checked against the CA certificate `tls_ca`). `token` defaults to the EIDOS_TOKEN environment variable.
     The connection becomes the current one (`current()`): engine="remote" and 'remote:gpu' tensors use it.
+    Every call has a deadline: `timeout` seconds for control calls and for a transfer that stalls,
+    `run_timeout` for a run (run_subgraph, and what the remote lane and remote tensors run there).
 
     Examples:
         >>> from eidos.remote.service import Config, ExecutionService
@@ -97,7 +100,7 @@ def connect(address: str, token: str | None = None, *, tls_ca: str | None = None
         >>> remote.release(h, r)
         >>> remote.close(); service.shutdown()
     """
-    return Remote(address, token, tls_ca=tls_ca, timeout=timeout)
+    return Remote(address, token, tls_ca=tls_ca, timeout=timeout, run_timeout=run_timeout)
 
 
 def current() -> Remote | None:
@@ -133,7 +136,7 @@ class Remote:
     """An open connection to one service (see the module's docstring)."""
 
     def __init__(self, address: str, token: str | None = None, *, tls_ca: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT):
+                 timeout: float = DEFAULT_TIMEOUT, run_timeout: float = DEFAULT_RUN_TIMEOUT):
         import pyarrow.flight as flight
 
         from .transfer import TransferManager
@@ -146,7 +149,7 @@ class Remote:
             raise PlanError(f"connecting to {self.address} needs its token: ei.connect(address, token=...) or the "
                             f"{TOKEN_ENV} environment variable")
         check_token(token)
-        self.timeout = float(timeout)
+        self.timeout, self.run_timeout = float(timeout), float(run_timeout)
         self.closed = False
         self._flight = flight
         self._header = [bearer(token)]
@@ -218,7 +221,7 @@ class Remote:
             fragment = {**fragment, "id": self.new_plan_id()}
         body = {"session": self.session, "fragment": fragment}
         try:
-            answer = self._action("run_subgraph", body, timeout)
+            answer = self._action("run_subgraph", body, self.run_timeout if timeout is None else timeout)
         except ExecutionError as e:
             if "deadline" in str(e) and isinstance(fragment, dict) and isinstance(fragment.get("id"), str):
                 with contextlib.suppress(EidosError):

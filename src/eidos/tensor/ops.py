@@ -992,8 +992,10 @@ def transpose(x, axes=None) -> Tensor:
     if axes is None:
         axes = tuple(range(x.ndim))[::-1]
     axes = tuple(int(a) for a in axes)
-    if sorted(a % x.ndim if x.ndim else a for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
+    outside = [a for a in axes if not -x.ndim <= a < x.ndim]     # (any and all are this module's own)
+    if outside or len(axes) != x.ndim or sorted(a % x.ndim for a in axes) != list(range(x.ndim)):
         raise AxisError(f"transpose: axes {axes} are not a permutation of the {x.ndim} dimensions of shape {x.shape}")
+    axes = tuple(a % x.ndim for a in axes)
     shape = tuple(x.shape[a] for a in axes)
     return _move("transpose", [x], shape, x.dtype, lambda a: np.transpose(a, axes), str(axes), axes)
 
