@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tempfile
 
 import pytest
@@ -51,6 +52,19 @@ def pytest_sessionfinish(session):
     if _service:
         _service[1].close()
         _service[0].shutdown()
+
+
+@pytest.fixture(autouse=True)
+def no_connection_outlives_its_test():
+    """A test's connections to eidos services close with it: one left open (its service shut down or killed)
+    would stay the current connection, and later tests of the remote lane would meet a dead service."""
+    client = sys.modules.get("eidos.remote.client")
+    before = {id(r) for r in client.connections()} if client else set()
+    yield
+    client = sys.modules.get("eidos.remote.client")
+    for r in client.connections() if client else ():
+        if id(r) not in before and (not _service or r is not _service[1]):
+            r.close()
 
 
 @pytest.fixture(scope="session")

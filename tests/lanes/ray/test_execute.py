@@ -18,6 +18,7 @@ import eidos as ei
 from eidos import col
 from eidos.ir import nodes as N
 from eidos.testing.compare import assert_tables_equal
+from tests.processes import alive
 
 ray = pytest.importorskip("ray")
 
@@ -121,18 +122,8 @@ def test_ctrl_c_cancels_the_running_tasks(tmp_path, ray_cluster, ctrl_c):
         flow.run(engine="ray")
     workers = [int(name) for name in os.listdir(tmp_path)]
     for _ in range(300):   # a cancelled task's worker is killed (ray.cancel(force=True))
-        if not any(_alive(pid) for pid in workers):
+        if not any(alive(pid) for pid in workers):
             break
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in workers), f"workers {workers} still run their tasks"
+    assert not any(alive(pid) for pid in workers), f"workers {workers} still run their tasks"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False

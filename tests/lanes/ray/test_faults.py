@@ -34,7 +34,7 @@ import eidos as ei
 from eidos import col
 from eidos.testing.compare import assert_tables_equal
 from tests.lanes.ray.multinode import FOLDER_ENV, ROOT, Driver, Nodes, Probe, wait_for
-from tests.lanes.ray.shared import _alive
+from tests.processes import alive
 
 pytest.importorskip("ray")
 
@@ -204,7 +204,7 @@ def test_ctrl_c_cancels_the_querys_tasks(nodes, expected, tmp_path):
         (tmp_path / "interrupt").touch()
         wait_for(lambda: (tmp_path / "interrupted").exists(), "the driver's KeyboardInterrupt")
         start = time.monotonic()
-        wait_for(lambda: not nodes.running("eidos") and not _alive(held["pid"]), "the lane's tasks to end", 30)
+        wait_for(lambda: not nodes.running("eidos") and not alive(held["pid"]), "the lane's tasks to end", 30)
         quiet = time.monotonic() - start
         probe.go()
         got = driver.result()
