@@ -29,7 +29,7 @@ def test_health_names_devices_memory_load_and_version(remote, service):
     h = remote.health()
     assert h.version == ei.__version__ and h.protocol == protocol.PROTOCOL
     assert h.devices["cpu_cores"] >= 1 and "reference" in h.devices["targets"]
-    assert h.memory["pool_bytes"] == service.pool.capacity and h.memory["pinned"] is False
+    assert h.memory["pool_bytes"] == service.pool.capacity and h.memory["pinned"] is service.pool.pinned
     assert h.load["sessions"] >= 1 and len(h.load["loadavg"]) == 3
 
 
