@@ -289,7 +289,7 @@ def test_per_connection_memory_limits_refuse_what_passes_them():
 
 
 def test_remote_table_is_a_flow_whose_plans_run_there(remote):
-    import polars as pl
+    pl = pytest.importorskip("polars")
 
     t = remote.table(pl.DataFrame({"k": ["a", "b", "a"], "x": [1, 2, 3]}))
     q = t.group_by("k").agg(s=ei.col("x").sum()).sort("k")

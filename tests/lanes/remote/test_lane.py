@@ -175,6 +175,8 @@ def test_tables_on_two_services_run_each_on_its_own(remote):
 def test_named_it_reads_files_here_and_databases_through_their_lane(remote, tmp_path):
     import sqlite3
 
+    pytest.importorskip("adbc_driver_sqlite", reason="the sqlite lane needs eidos[sql]")
+
     import pyarrow.parquet as pq
 
     pq.write_table(PEOPLE, tmp_path / "people.parquet")
