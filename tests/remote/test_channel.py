@@ -196,13 +196,15 @@ def test_get_waits_for_a_result_without_blocking_puts(service):
 
 def test_close_ends_every_connection_and_joins(service):
     listener, sessions, _ = service
+    others = {t for t in threading.enumerate()                              # other services of the run live on
+              if t.name.startswith("eidos-channel") and t.name != f"eidos-channel-accept-{listener.port}"}
     peers = [Peer(listener) for _ in range(3)]
     opened = [sessions.open() for _ in peers]
     for p, s in zip(peers, opened):
         p.hello(s)
     listener.close()
     assert all(p.closed() for p in peers) and all(s.closed.is_set() for s in opened)
-    assert not [t for t in threading.enumerate() if t.name.startswith("eidos-channel")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("eidos-channel") and t not in others]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

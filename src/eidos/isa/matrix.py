@@ -188,10 +188,10 @@ def limits(n: int = 1 << 22, repeats: int = 5) -> dict:
 
 def measure(sizes=SIZES, repeats: int = 5, *, kinds=None, targets=None, reference_max: int = REFERENCE_MAX,
             command: str = "", progress: Callable[[str], None] | None = None) -> dict:
-    """Time every kind at every size on every available target (or those named); returns the result
+    """Time every kind at every size on every available target of this machine (or those named); returns the result
     that save() writes: machine, date, command, the targets with their availability, and one cell per
     (kind, size, target) with min and median seconds and GB/s (GFLOP/s for GEMM), or why not measured."""
-    infos = [registry.info(n) for n in (targets or registry.names())]
+    infos = [registry.info(n) for n in (targets or [n for n in registry.names() if n not in registry.ELSEWHERE])]
     kinds = list(kinds or KINDS)
     cells = []
     for kind in kinds:

@@ -21,6 +21,10 @@ from eidos.errors import BackendUnavailable, PlanError, no_such
 
 ENTRY_POINT_GROUP = "eidos.isa.backends"
 
+# Targets whose memory lives on another machine (an eidos service): no local work is dispatched to them and
+# this machine's speed matrix does not time them; a user reaches them by name or through 'remote:' tensors.
+ELSEWHERE = frozenset({"remote"})
+
 
 class _Entry:
     """One registered target: where it comes from and, once loaded, its class (or why it did not load)."""

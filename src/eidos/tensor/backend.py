@@ -401,16 +401,11 @@ class GPUBackend(IsaBackend):
 
 # ---- registry, priority ------------------------------------------------------------------------
 
-# Kernel targets whose memory lives on another machine: a host tensor is never sent there by dispatch; a
-# tensor goes there when its user moves it (`t.to("remote:gpu")`, eidos.remote.tensors).
-ELSEWHERE = frozenset({"remote"})
-
-
 def _from_targets() -> dict[str, Backend]:
     """One tensor backend per registered kernel target, in the default priority order: gpu, cpu, any other
     target, the reference interpreter last (the slowest; it is for checking)."""
     classes = {cls.target: cls for cls in (GPUBackend, CPUBackend, ReferenceBackend)}
-    made = [classes[t]() if t in classes else IsaBackend(t) for t in targets.names() if t not in ELSEWHERE]
+    made = [classes[t]() if t in classes else IsaBackend(t) for t in targets.names() if t not in targets.ELSEWHERE]
     first = ["gpu", "cpu"]
     made.sort(key=lambda b: (first.index(b.name) if b.name in first else len(first), b.name == "reference"))
     return {b.name: b for b in made}
