@@ -5,7 +5,6 @@ likewise one eidos service in this process, connected for the tests that run the
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import tempfile
 
@@ -65,12 +64,7 @@ def no_connection_outlives_its_test():
     for r in client.connections() if client else ():
         if id(r) not in before and (not _service or r is not _service[1]):
             r.close()
-    if client and os.environ.get("EIDOS_DEBUG_CONN"):
-        left = [r for r in client.connections() if not _service or r is not _service[1]]
-        if left:
-            print("LEFT OPEN", os.environ.get("PYTEST_CURRENT_TEST"), left, file=open(f"/tmp/conn-{os.getpid()}.log", "a"))
-        if _service and _service[0]._stop.is_set():
-            print("SHARED DEAD", os.environ.get("PYTEST_CURRENT_TEST"), file=open(f"/tmp/conn-{os.getpid()}.log", "a"))
+
 
 
 @pytest.fixture(scope="session")

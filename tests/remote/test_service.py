@@ -324,3 +324,16 @@ def test_results_made_there_count_toward_the_sessions_limit():
             assert svc.sessions.get(r.session).store.held == 800_000
     finally:
         svc.shutdown()
+
+
+def test_a_signal_to_the_process_does_not_stop_a_service_in_it(remote):
+    import os
+    import signal
+
+    previous = signal.signal(signal.SIGINT, lambda *_: None)   # the process handles Ctrl-C for other work
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert remote.health().protocol == protocol.PROTOCOL   # Flight's own serve() would have stopped the server

@@ -62,7 +62,8 @@ class Config:
 
 
 class ExecutionService:
-    """A running service: `start()` in a thread (tests, notebooks) or `serve()` in the foreground."""
+    """A running service, serving from the moment it is made: keep it in your process (tests, notebooks) and
+    `shutdown()` it, or `serve()` in the foreground as `eidos serve` does."""
 
     def __init__(self, config: Config):
         self.config = config
@@ -82,29 +83,31 @@ class ExecutionService:
         self._reaper = threading.Thread(target=self._reap, name="eidos-serve-reaper", daemon=True)
         self._stop = threading.Event()
         self._reaper.start()
-        self._thread: threading.Thread | None = None
 
     @property
     def address(self) -> str:
         return f"eidos://{self.config.host}:{self.port}"
 
     def serve(self) -> None:
-        """Serve until shutdown() (or the process is told to stop)."""
-        self.flight.serve()
+        """Wait in the foreground until shutdown() (from another thread, or SIGTERM in `eidos serve`); Ctrl-C
+        raises KeyboardInterrupt here. Not Flight's serve(): it stops the server on any signal the process
+        gets, and a process that hosts a service (a notebook, a test run) may get SIGINT for other work."""
+        while not self._stop.wait(0.5):
+            pass
 
     def start(self) -> ExecutionService:
-        self._thread = threading.Thread(target=self.serve, name="eidos-serve", daemon=True)
-        self._thread.start()
+        """The service is serving from the moment it is made (Flight and the data channel listen at once):
+        this returns it, for `ExecutionService(config).start()` and `with ExecutionService(config):`."""
         return self
 
     def shutdown(self) -> None:
-        """Stop both planes and free every session."""
+        """Stop both planes and free every session (once; later calls return at once)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self.flight.shutdown()
         self.channel.close()
         self.sessions.close()
-        if self._thread is not None:
-            self._thread.join()
         self._reaper.join()
 
     def __enter__(self) -> ExecutionService:
