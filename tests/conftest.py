@@ -5,6 +5,7 @@ likewise one eidos service in this process, connected for the tests that run the
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import tempfile
 
