@@ -79,6 +79,21 @@ def _int_binary(op, ty: Type, a: str, b: str) -> str:
     raise KeyError(op)
 
 
+def _one_a_step(calls, n: int, ty, views):
+    """run(scalars): each (kernel, op index, out, a, b) of a table of loops called in turn, a scalar operand
+    broadcast to the n elements its loop reads."""
+    def arr(x, sv):
+        return np.full(n, sv[x[1]], dtype=ty.np_dtype) if _operand(x) else views[x]
+
+    def run(sv):
+        for k, op, out, a, b in calls:
+            if b is None:
+                k(n, op, out, arr(a, sv))
+            else:
+                k(n, op, out, arr(a, sv), arr(b, sv))
+    return run
+
+
 def _operand(x) -> bool:
     """A plan operand: an int is an array slot (x<k>), a tuple ("s", k) a scalar argument (s<k>)."""
     return isinstance(x, tuple)
@@ -384,37 +399,19 @@ class MapStep:
             if tables and not par else {}
         if aot and all(t is not None and op in t[1] for (_d, op, _a, b) in plan for t in (aot[b is not None],)):
             # the tables compiled ahead of time (native.py): the same loops, and no numba import
-            calls = [(aot[b is not None][0], aot[b is not None][1][op], views[d], a, b) for d, op, a, b in plan]
-
-            def arr(x, sv):
-                return np.full(n, sv[x[1]], dtype=ty.np_dtype) if _operand(x) else views[x]
-
-            def run(sv, calls=calls):
-                for k, op, out, a, b in calls:
-                    if b is None:
-                        k(n, op, out, arr(a, sv))
-                    else:
-                        k(n, op, out, arr(a, sv), arr(b, sv))
+            run = _one_a_step([(aot[b is not None][0], aot[b is not None][1][op], views[d], a, b)
+                               for d, op, a, b in plan], n, ty, views)
             self.how = ("loop compiled ahead of time" if len(plan) == 1 else
                         f"{len(plan)} loops compiled ahead of time, one a step ({n} < {FUSE_MIN} elements)")
         elif self.backend.numba is not None and ty not in (Type.F16, Type.BF16):
             if tables:
                 # the per-type tables of loops (compiled once per type for every operation), one call a step:
                 # equal to the fused loop by the fusion condition, and no compile for a new chain
-                def arr(x, sv):
-                    return np.full(n, sv[x[1]], dtype=ty.np_dtype) if _operand(x) else views[x]
-
                 calls = []
                 for d, op, a, b in plan:
                     k, index = table_kernel(ty, b is not None, par, self.backend.cache_dir)
                     calls.append((k, index[op], views[d], a, b))
-
-                def run(sv, calls=calls):
-                    for k, op, out, a, b in calls:
-                        if b is None:
-                            k(n, op, out, arr(a, sv))
-                        else:
-                            k(n, op, out, arr(a, sv), arr(b, sv))
+                run = _one_a_step(calls, n, ty, views)
                 self.how = (f"numba loop{' in parallel (prange)' if par else ''}" if len(plan) == 1 else
                             f"{len(plan)} numba loops, one a step ({n} < {FUSE_MIN} elements: fusing would not pay "
                             "for its compile)")
