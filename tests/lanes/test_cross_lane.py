@@ -483,14 +483,16 @@ def test_extreme_floats(lane_name, name, load_into):
 
 # ---------------------------------------------------------------- generated plans
 
-def _check_generated(lane_name: str, data, load_into) -> None:
+def _check_generated(lane_name: str, data, load_into, *, deep: bool = False) -> None:
     lane = lane_or_skip(lane_name)
     probe = load_into(lane, ei.from_pydict({"a": [1]}))
     unreadable = [gap for gap in lane.supports(probe.plan) if gap.startswith("cannot read")]
     if unreadable:
         pytest.skip(f"lane {lane_name!r} cannot read the generated sources: {', '.join(unreadable)}")
     kinds = holds(lane_name)
-    gen = data.draw(flows(coverage=lane.coverage, dtypes=kinds, nan=lane_name != "sqlite"), label="generated")
+    depth = {"expr_depth": DEEP, "max_ops": 2} if deep else {}
+    gen = data.draw(flows(coverage=lane.coverage, dtypes=kinds, nan=lane_name != "sqlite", deep=deep, **depth),
+                    label="generated")
     try:
         flow = load_into(lane, gen.flow)
     except UnsupportedError:
@@ -534,3 +536,17 @@ def test_generated(lane_name, data, load_into):
 def test_generated_stored(lane_name, data, load_into):
     """Lanes that read from a database: each example first stores its tables there (slow), so fewer examples."""
     _check_generated(lane_name, data, load_into)
+
+
+# Deep expressions (a function of a function of ..., DEEP levels on one line of descent): the SQL lanes
+# bind a value a guard reads twice, so their SQL grows linearly with the depth (issue 17, item 0), and
+# every lane must still agree with the reference lane. Fewer examples: each plan is larger.
+DEEP = 8
+DEEP_LANES = [name for name in LANES if name in ("duckdb", "sqlite", "postgresql", "polars")]
+
+
+@pytest.mark.parametrize("lane_name", DEEP_LANES)
+@settings(parent=profile(), max_examples=max(5, profile().max_examples // 3))
+@given(data=st.data())
+def test_generated_deep(lane_name, data, load_into):
+    _check_generated(lane_name, data, load_into, deep=True)

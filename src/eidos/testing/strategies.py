@@ -254,7 +254,10 @@ class Options:
 
     `zero_division`: whether an integer or decimal divisor may be zero (only if the semantics make it
     well defined, e.g. null); `float_to_string`: whether floats may be cast to String; `nan`: whether
-    data and literals hold NaN (False for stores that cannot hold it, such as SQLite).
+    data and literals hold NaN (False for stores that cannot hold it, such as SQLite). `deep`: expressions
+    nest about `expr_depth` levels on one line of descent (a function of a function of ...), each other
+    operand at most one level deep, so their size stays linear in the depth; aggregations take such
+    arguments and may be nested in functions themselves.
     """
 
     nodes: frozenset[str]
@@ -269,6 +272,7 @@ class Options:
     zero_division: bool = True
     float_to_string: bool = True
     nan: bool = True
+    deep: bool = False
 
 
 def options(*, coverage: Coverage | None = None, nodes: Iterable[str] | None = None,
@@ -376,6 +380,14 @@ class _Builder:
     def chance(self, p: float) -> bool:
         return self.draw(st.integers(0, 999)) < int(p * 1000)
 
+    def stops(self, p: float) -> bool:
+        """Whether an expression stops at a leaf here (`p`; rarely when drawing deep expressions)."""
+        return self.chance(p / 8 if self.o.deep else p)
+
+    def side(self, depth: int) -> int:
+        """The depth of an operand beside the line of descent (deep expressions keep them shallow)."""
+        return min(depth - 1, 1) if self.o.deep else depth - 1
+
     def has(self, *fns: str) -> bool:
         return all(f in self.fns for f in fns)
 
@@ -457,7 +469,7 @@ class _Builder:
 
     # numeric
     def numeric(self, s: _State, depth: int) -> _TE | None:
-        if depth <= 0 or self.chance(0.3):
+        if depth <= 0 or self.stops(0.3):
             return self._leaf_for(s, "numeric")
         choices = []
         if any(self.has(f) for f in F.ARITHMETIC):
@@ -491,7 +503,7 @@ class _Builder:
         a = self.numeric(s, depth - 1)
         if a is None:
             return None
-        b = self.numeric(s, depth - 1) if self.chance(0.5) else self._operand_like(a)
+        b = self.numeric(s, self.side(depth)) if self.chance(0.5) else self._operand_like(a)
         if b is None:
             return None
         if op in ("truediv", "floordiv", "mod"):
@@ -622,13 +634,13 @@ class _Builder:
     def _case(self, s: _State, depth: int, kind: str) -> _TE | None:
         n = self.pick((1, 1, 2))
         branches = []
-        for _ in range(n):
-            c = self.boolean(s, depth - 1)
-            v = self.expr(s, kind, depth - 1)
+        for i in range(n):
+            c = self.boolean(s, self.side(depth))
+            v = self.expr(s, kind, depth - 1 if i == 0 else self.side(depth))
             if c is None or v is None:
                 return None
             branches.append((c, v))
-        other = self.expr(s, kind, depth - 1) if self.chance(0.8) else None
+        other = self.expr(s, kind, self.side(depth)) if self.chance(0.8) else None
         chain = when(branches[0][0].e).then(branches[0][1].e)
         for c, v in branches[1:]:
             chain = chain.when(c.e).then(v.e)
@@ -639,7 +651,7 @@ class _Builder:
 
     # strings
     def string(self, s: _State, depth: int) -> _TE | None:
-        if depth <= 0 or self.chance(0.35):
+        if depth <= 0 or self.stops(0.35):
             return self._leaf_for(s, "string")
         choices = [f for f in ("str_to_lower", "str_to_upper", "str_slice", "fill_null", "case", "cast")
                    if self.has(f)]
@@ -669,7 +681,7 @@ class _Builder:
 
     # temporal
     def temporal(self, s: _State, depth: int) -> _TE | None:
-        if depth <= 0 or self.chance(0.4):
+        if depth <= 0 or self.stops(0.4):
             return self._leaf_for(s, "temporal")
         choices = [f for f in ("add", "sub", "cast", "fill_null", "case") if self.has(f)]
         if not choices:
@@ -700,7 +712,7 @@ class _Builder:
 
     # booleans
     def boolean(self, s: _State, depth: int) -> _TE | None:
-        if depth <= 0 or self.chance(0.15):
+        if depth <= 0 or self.stops(0.15):
             leaf = self.column(s, lambda t: t == T.Boolean)
             if leaf is not None or depth <= 0:
                 return leaf or (self._compare(s, 0) if self._compare_ok() else self.literal(T.Boolean))
@@ -717,7 +729,7 @@ class _Builder:
         if what == "compare":
             return self._compare(s, depth)
         if what in ("and", "or"):
-            a, b = self.boolean(s, depth - 1), self.boolean(s, depth - 1)
+            a, b = self.boolean(s, depth - 1), self.boolean(s, self.side(depth))
             if a is None or b is None:
                 return None
             if self.chance(0.15):
@@ -806,10 +818,11 @@ class _Builder:
         fn = self.pick(fns)
         if fn == "count_rows":
             return self.typed(ei.count(), s, Fraction(0), Fraction(s.rows), agg=True)
+        depth = self.o.expr_depth if self.o.deep else self.pick((0, 0, 1))
         if fn in ("sum", "mean", "std", "var"):
-            a = self.numeric(s, self.pick((0, 0, 1)))
+            a = self.numeric(s, depth)
         else:
-            a = self.expr(s, "any", self.pick((0, 0, 1)))
+            a = self.expr(s, "any", depth)
         if a is None:
             return None
         if fn == "sum":
@@ -893,14 +906,14 @@ class _Plans(_Builder):
             pass
         return [s for s in ok for _ in range(_STEP_WEIGHTS[s])]
 
-    def chain(self, s: _State, n_ops: int, allow_join: bool = True) -> _State:
+    def chain(self, s: _State, n_ops: int, allow_join: bool = True, first: tuple[str, ...] = ()) -> _State:
         menu = self.steps()
         if not allow_join:
             menu = [m for m in menu if m != "join"]
-        for _ in range(n_ops):
+        for i in range(n_ops):
             if not menu:
                 break
-            step = self.pick(menu)
+            step = self.pick([m for m in menu if m in first] or menu) if i == 0 and first else self.pick(menu)
             new = getattr(self, "step_" + step)(s)
             if new is not None and self._dtypes_ok(new):
                 s = new
@@ -978,6 +991,8 @@ class _Plans(_Builder):
                 continue
             if self.has("add") and self.chance(0.15) and a.dtype.is_float:
                 a = _TE(a.e + 1, a.dtype)
+            if self.o.deep and a.dtype.is_float:
+                a = self._around_aggregation(s, a)
             name = self.fresh(taken)
             taken.append(name)
             aggs.append((name, a))
@@ -987,6 +1002,14 @@ class _Plans(_Builder):
         flow = s.flow.group_by(*key_exprs).agg(**named) if key_exprs else s.flow.agg(**named)
         bounds.update({n: (a.lo, a.hi) for n, a in aggs})
         return self._new_state(s, flow, bounds, rows=s.rows if key_exprs else 1)
+
+    def _around_aggregation(self, s: _State, a: _TE) -> _TE:
+        """Functions of an aggregation's result (read on the grouped rows), a few levels deep."""
+        fns = [f for f in ("exp", "log", "sin", "tanh", "abs", "neg") if self.has(f)]
+        for _ in range(self.draw(st.integers(0, 3)) if fns else 0):
+            fn = self.pick(fns)
+            a = self.typed(-a.e if fn == "neg" else getattr(a.e, fn)(), s, agg=True) or a
+        return a
 
     def step_join(self, s: _State) -> _State | None:
         hows = [h for h in N.JOIN_KINDS if h in self.o.joins]
@@ -1140,7 +1163,8 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
           functions: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
           joins: Iterable[str] | None = None, exclude: Iterable[str] = (), max_ops: int = 4,
           max_rows: int = 8, max_sources: int = 2, expr_depth: int = 2, case_sensitive: bool = True,
-          zero_division: bool = True, float_to_string: bool = True, nan: bool = True, opts: Options | None = None) -> Generated:
+          zero_division: bool = True, float_to_string: bool = True, nan: bool = True, deep: bool = False,
+          opts: Options | None = None) -> Generated:
     """Well-typed random Flows over 1..max_sources in-memory sources, drawn only from what is allowed.
 
     Restrict with a lane's `coverage` (and/or explicit `nodes`, `functions`, `dtypes`, `joins` sets, minus
@@ -1149,7 +1173,7 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
     o = opts or options(coverage=coverage, nodes=nodes, functions=functions, dtypes=dtypes, joins=joins,
                         exclude=exclude, max_ops=max_ops, max_rows=max_rows, max_sources=max_sources,
                         expr_depth=expr_depth, case_sensitive=case_sensitive, zero_division=zero_division,
-                        float_to_string=float_to_string, nan=nan)
+                        float_to_string=float_to_string, nan=nan, deep=deep)
     kinds = sorted(k for k in o.dtypes if k in _DTYPE_WEIGHTS)
     n_sources = draw(st.integers(1, max(1, o.max_sources)))
     first = draw(schemas(kinds=kinds, case_sensitive=o.case_sensitive))
@@ -1160,7 +1184,11 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
         table = draw(tables(schema, max_rows=o.max_rows, nan=o.nan))
         srcs.append((ei.from_arrow(table), table))
     p = _Plans(draw, o, srcs)
-    s = p.chain(p.source_state(0), draw(st.integers(0, o.max_ops)))
+    if o.deep:  # its first step computes expressions, so every plan has deep ones
+        s = p.chain(p.source_state(0), draw(st.integers(1, max(1, o.max_ops))),
+                    first=("filter", "with_columns", "aggregate"))
+    else:
+        s = p.chain(p.source_state(0), draw(st.integers(0, o.max_ops)))
     ordered = s.ordered
     if not ordered and "Sort" in o.nodes and draw(st.booleans()):
         s = p._new_state(s, p._sort_all(s), ordered=True)

@@ -130,6 +130,11 @@ class Dialect:
     def error(self, message: str, witness: exp.Expression, t: DType) -> exp.Expression:
         raise NotImplementedError
 
+    def layer(self, select: exp.Select) -> exp.Select:
+        """A SELECT that adds bound values as columns (translate.Exprs.layered); engines that would
+        merge it into the SELECT above, spelling each value out again at every use, are fenced here."""
+        return select
+
     def scan_column(self, e: exp.Expression, t: DType, source=None) -> exp.Expression:
         """A source column as its eidos type (engines may hold a wider or differently named one)."""
         return self.cast(e, T.Null, t, force=True)

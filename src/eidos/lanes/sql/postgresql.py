@@ -74,26 +74,10 @@ def _col(name: str) -> exp.Expression:
     return exp.Column(this=ident(name))
 
 
-# Values whose SQL is at most this long are spelled out at each use: a subquery costs PostgreSQL
-# about 2 us a row, far more than evaluating a small expression a few times over.
-INLINE_SQL = 2000
-
-
-def _bound(body: exp.Expression, **values: exp.Expression) -> exp.Expression:
-    """`(SELECT body FROM (SELECT value AS name, ... OFFSET 0) s)`: `body` reads each value by name, so
-    a value's SQL (and its evaluation) is not repeated at each use. OFFSET 0 fences the subquery:
-    PostgreSQL would otherwise pull the values up into every use again. Short values are spelled
-    out at each use instead (INLINE_SQL), and so is an aggregate of no column (COUNT(*) in the
-    subquery would count its one row); an aggregate of the outer rows' columns stays the outer
-    query's, computed once."""
-    counts_rows = any(a.find(exp.Column) is None for v in values.values() for a in v.find_all(exp.AggFunc))
-    if counts_rows or sum(len(v.sql("postgres")) for v in values.values()) <= INLINE_SQL:
-        return body.transform(lambda n: values[n.name].copy()
-                              if isinstance(n, exp.Column) and n.name in values else n)
-    inner = exp.select(*[exp.Alias(this=v, alias=ident(k)) for k, v in values.items()])
-    inner = inner.offset(exp.Literal.number(0))
-    return exp.Subquery(this=exp.select(body).from_(
-        exp.Subquery(this=inner, alias=exp.TableAlias(this=ident("__eidos_s")))))
+def _spelled(body: exp.Expression, **values: exp.Expression) -> exp.Expression:
+    """`body` with each column named in `values` replaced by its value. The values are short (the
+    translator binds an argument that is not small and is read more than once: translate.Exprs.apply)."""
+    return body.transform(lambda n: values[n.name].copy() if isinstance(n, exp.Column) and n.name in values else n)
 
 
 def _abs(e):
@@ -133,7 +117,7 @@ class PostgresDialect(Dialect):
     # PostgreSQL's float arithmetic raises "value out of range: overflow" (or underflow) where IEEE
     # gives an infinity (or zero). So each operation decides those cases first, from operands
     # scaled by powers of two (exact), and computes natively only what cannot raise. The operands
-    # are named once in a scalar subquery (`_bound`), so nested arithmetic does not repeat them.
+    # are read many times: the translator binds each that is not small once, below (Exprs.apply).
     # Float32 is computed in float8, where its sums, products and quotients cannot overflow, and
     # rounded once. (power() is a declared gap: see coverage.py.)
     def ieee(self, cls, a, b, t):
@@ -147,7 +131,7 @@ class PostgresDialect(Dialect):
             body = self._ieee_scaled(cls, x, y)
         if cls is exp.Sub and t != T.Float32:
             b = exp.Neg(this=paren(b))
-        return _bound(body, __eidos_x=exp.Cast(this=paren(a), to=f8), __eidos_y=exp.Cast(this=paren(b), to=f8))
+        return _spelled(body, __eidos_x=exp.Cast(this=paren(a), to=f8), __eidos_y=exp.Cast(this=paren(b), to=f8))
 
     def _ieee_add(self, x, y):
         """x + y: it overflows exactly when the rounded sum of the halves exceeds half the largest
@@ -202,6 +186,11 @@ class PostgresDialect(Dialect):
         big = super().to_float32(e, t)
         return case([(tiny, zero)], big)
 
+    def layer(self, select):
+        # OFFSET 0 keeps PostgreSQL from pulling the subquery up into the query above, which would
+        # put a copy of each bound value in every place that reads it.
+        return select.offset(exp.Literal.number(0))
+
     def aggregate(self, fn_, arg, at, t):
         if fn_ in ("min", "max") and at == T.Boolean:  # false < true; PostgreSQL has no min(boolean)
             return fn("bool_and" if fn_ == "min" else "bool_or", arg)
@@ -229,7 +218,7 @@ class PostgresDialect(Dialect):
                      (exp.LTE(this=total, expression=_numeric("-" + _OVERFLOW)), _f8(-math.inf)),
                      (exp.LTE(this=_abs(total), expression=_numeric(_UNDERFLOW)), _f8(0.0))],
                     exp.Cast(this=total, to=self.sql_type(T.Float64)))
-        return _bound(body, __eidos_t=sum_)
+        return _spelled(body, __eidos_t=sum_)
 
     def matches(self, s, pattern):
         return exp.RegexpLike(this=s, expression=string(f"^(?:{pattern})$"))

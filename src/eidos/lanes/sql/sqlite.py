@@ -98,6 +98,11 @@ class SQLiteDialect(Dialect):
         bad = _and(_is(r), *[_not_null(a) for a in args])
         return case([(bad, self.nan(t, r))], r)
 
+    def layer(self, select):
+        # SQLite's query flattener would merge the subquery into the one above, copying each bound
+        # value into every place that reads it; it leaves a subquery with an OFFSET alone.
+        return select.limit(exp.Literal.number(-1)).offset(exp.Literal.number(0))
+
     def float_mod(self, a, b):
         return fn("mod", a, b)
 
@@ -123,7 +128,7 @@ class SQLiteDialect(Dialect):
         if ts[0] != T.Date:
             a, b = b, a
         n = b if cls is exp.Add else exp.Neg(this=paren(b))
-        shift = fn("printf", string("%+d days"), n)
+        shift = exp.DPipe(this=paren(n), expression=string(" days"))  # NULL for a null count (printf gives +0)
         r = fn("date", a, shift)
         # Past 9999 SQLite's date() gives null, before year 1 text such as '0000-12-28': both raise (semantics 12)
         bad = _or(_and(_is(r), _not_null(a), _not_null(b)), exp.LT(this=r, expression=string("0001-01-01")))

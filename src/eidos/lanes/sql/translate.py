@@ -10,6 +10,11 @@ Identifiers are always quoted `exp.Identifier(quoted=True)` and literals are bui
 Row order is data: a Sort adds a hidden ROW_NUMBER column that Filter, Project, Limit and
 Distinct carry along and the final SELECT orders by, because SQL does not promise that a
 CTE's ORDER BY survives the next SELECT.
+
+A value the SQL would spell out more than once (the argument a CASE guard of exp, log or a cast
+tests and then computes) is bound once instead: a column of a layer below the node's SELECT
+(`SELECT *, value AS b FROM ...`), read by name at each use. So the text grows linearly with
+the plan, however deep its expressions nest (see `Exprs.apply`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal as _decimal
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import singledispatch
 
@@ -138,9 +144,12 @@ class Ctx:
         return f"__eidos_{stem}{self._n}"
 
     def add(self, select: exp.Expression, n_columns: int, order: tuple[str, ...] = ()) -> Rel:
+        return Rel(self.cte(select), slots(n_columns), order)
+
+    def cte(self, select: exp.Expression) -> str:
         name = self.fresh()
         self.ctes.append((name, select))
-        return Rel(name, slots(n_columns), order)
+        return name
 
 
 def to_sql(plan: N.Node, dialect) -> Query:
@@ -195,41 +204,64 @@ def _(n: N.Scan, ctx: Ctx) -> Rel:
 @node.register
 def _(n: N.Filter, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
-    x = Exprs(ctx.dialect, n.input.schema, rel.refs(n.input.schema))
-    sel = _select(rel, [column(c) for c in rel.columns]).where(x(n.predicate))
+    x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
+    predicate = x(n.predicate)
+    sel = _select(x.layered(rel), [column(c) for c in rel.columns]).where(predicate)
     return ctx.add(sel, len(rel.columns), rel.order)
 
 
 @node.register
 def _(n: N.Project, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
-    x = Exprs(ctx.dialect, n.input.schema, rel.refs(n.input.schema))
+    x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
     items = [x.typed(e, n.schema[name]) for name, e in n.columns]
-    return ctx.add(_select(rel, _outputs(items)), len(items), rel.order)
+    return ctx.add(_select(x.layered(rel), _outputs(items)), len(items), rel.order)
 
 
 @node.register
 def _(n: N.Aggregate, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     schema = n.input.schema
-    x = Exprs(ctx.dialect, schema, rel.refs(schema))
+    x = Exprs(ctx, schema, rel.refs(schema))
     # Stage 1: the keys as hidden columns k0, k1, ... next to the input columns.
     keys = {name: f"k{i}" for i, (name, _) in enumerate(n.keys)}
     items = [column(c) for c in rel.columns]
     items += [_named(x.typed(e, n.schema[name]), keys[name]) for name, e in n.keys]
-    stage = ctx.add(_select(rel, items, carry_order=False), len(rel.columns))
-    # Stage 2: group; outside an aggregation a key's name means the key.
+    stage = ctx.add(_select(x.layered(rel), items, carry_order=False), len(rel.columns))
+    # Stage 2: group; outside an aggregation a key's name means the key. Each aggregation is first
+    # a column of its own (Exprs.aggregations), put back in place unless the SQL reads it twice.
     key_refs = {name: column(keys[name]) for name in keys}
-    ax = Exprs(ctx.dialect, _with_keys(schema, n), stage.refs(schema), outside_agg=key_refs)
+    ax = Exprs(ctx, _with_keys(schema, n), stage.refs(schema), outside_agg=key_refs)
     out = [column(keys[name]) for name, _ in n.keys]
     out += [ax.typed(e, n.schema[name]) for name, e in n.aggs]
+    below = ax.layered(stage)
     # Without keys it is one row, also when no aggregate is left in the SQL (the sum of a null literal is
     # a constant): a hidden COUNT(*) beyond the node's columns makes the SELECT an aggregate.
     hidden = [] if keys else [exp.Count(this=exp.Star())]
-    sel = exp.select(*_outputs(out + hidden)).from_(_from(stage))
+    aggs = dict(ax.aggregations)
+    uses = Counter(c.name for o in out for c in o.find_all(exp.Column) if c.name in aggs)
+    apart = bool(ax.after) or any(k > 1 for k in uses.values())
+    if not apart:
+        sel = exp.select(*_outputs([_put(o, aggs) for o in out] + hidden)).from_(_from(below))
+    else:  # the aggregations as columns, and the node's expressions over them in a SELECT of their own
+        sel = exp.select(*[column(k) for k in keys.values()], *[_named(v, a) for a, v in aggs.items()],
+                         *[_named(h, ctx.fresh("n")) for h in hidden]).from_(_from(below))
     if keys:
         sel = sel.group_by(*[column(k) for k in keys.values()])
+    if apart:
+        grouped = Rel(ctx.cte(sel), tuple(keys.values()))
+        sel = exp.select(*_outputs(out)).from_(_from(ax.layered(grouped, after=True)))
     return ctx.add(sel, len(out))
+
+
+def _put(e: exp.Expression, values: dict[str, exp.Expression]) -> exp.Expression:
+    """`e` with each column named in `values` (each read once in it) replaced by its value."""
+    if isinstance(e, exp.Column) and e.name in values:
+        return values[e.name]
+    for c in list(e.find_all(exp.Column)):
+        if c.name in values:
+            c.replace(_fit(values[c.name], c.parent))
+    return e
 
 
 def _with_keys(schema: Schema, n: N.Aggregate) -> Schema:
@@ -286,7 +318,7 @@ def _join_condition(n: N.Join, d, lref, rref) -> exp.Expression:
 @node.register
 def _(n: N.Sort, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
-    x = Exprs(ctx.dialect, n.input.schema, rel.refs(n.input.schema))
+    x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
     keys = []
     for k in n.keys:
         t = infer(k.expr, n.input.schema)
@@ -296,7 +328,7 @@ def _(n: N.Sort, ctx: Ctx) -> Rel:
     keys += [exp.Ordered(this=column(o), desc=False, nulls_first=False) for o in rel.order]
     order = ctx.fresh("o")
     rank = exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=keys))
-    sel = exp.select(*[column(c) for c in rel.columns], _named(rank, order)).from_(_from(rel))
+    sel = exp.select(*[column(c) for c in rel.columns], _named(rank, order)).from_(_from(x.layered(rel)))
     return ctx.add(sel, len(rel.columns), (order,))
 
 
@@ -349,13 +381,39 @@ def _(n: N.Union, ctx: Ctx) -> Rel:
 
 # ---------------------------------------------------------------- expressions
 
-class Exprs:
-    """Translates expressions over one input schema; `outside_agg` maps key names read outside aggregations."""
+SMALL = 6  # nodes: a value this small (a column, a literal, a cast of either) is spelled out at each use
 
-    def __init__(self, dialect, schema: Schema, cols: dict[str, exp.Expression],
+
+def small(e: exp.Expression) -> bool:
+    return all(i < SMALL for i, _ in enumerate(e.walk()))
+
+
+def _fit(value: exp.Expression, parent: exp.Expression | None) -> exp.Expression:
+    """`value` put where a column was: parenthesized unless the place is a function's argument."""
+    if parent is None or (isinstance(parent, exp.Func) and not isinstance(parent, exp.Binary)):
+        return value
+    return paren(value)
+
+
+class Exprs:
+    """Translates expressions over one input schema; `outside_agg` maps key names read outside aggregations.
+
+    Values a rendering repeats are bound (`apply`, `bind`) as columns of layers below the node's
+    SELECT, which the node reads from `layered(rel)`: `below` holds those over the input rows
+    (inside aggregations too), `after` those over the grouped rows of an Aggregate, whose
+    aggregations are then columns too (`aggregations`: name -> SQL). A value bound inside a
+    `when` branch is computed only on the rows that take the branch (`guard`), as semantics 9 says.
+    """
+
+    def __init__(self, ctx: Ctx, schema: Schema, cols: dict[str, exp.Expression],
                  outside_agg: dict[str, exp.Expression] | None = None):
-        self.d, self.schema, self.cols, self.keys = dialect, schema, cols, outside_agg
+        self.ctx, self.d, self.schema, self.cols, self.keys = ctx, ctx.dialect, schema, cols, outside_agg
         self.in_agg = False
+        self.guard: Guard | Shared | None = None
+        self.below: list[tuple[str, exp.Expression]] = []
+        self.after: list[tuple[str, exp.Expression]] = []
+        self.aggregations: list[tuple[str, exp.Expression]] = []
+        self.level: dict[str, int] = {}
 
     def dtype(self, e: E.Expr) -> DType:
         return infer(e, self.schema, allow_agg=self.keys is not None and not self.in_agg)
@@ -377,6 +435,96 @@ class Exprs:
             return self.d.literal(e.value, t)
         return self.d.cast(self(e), self.dtype(e), t)
 
+    # ------------------------------------------------------------ binding repeated values
+    def apply(self, render, args: list[exp.Expression]) -> exp.Expression:
+        """`render(args)`, with each argument that is not small and that the rendering reads more than
+        once bound (a column read at each use); one read once stays in place. The rendering sees a
+        stand-in column for each such argument, so whatever it does with it costs no more text."""
+        stand, values = [], {}
+        for i, a in enumerate(args):
+            if small(a):
+                stand.append(a)
+            else:
+                name = f"__eidos_arg{i}"
+                values[name] = a
+                stand.append(column(name))
+        out = render(stand)
+        if not values:
+            return out
+        out = out.copy()  # a tree of its own (a rendering may put one node in several places)
+        reads = Counter(c.name for c in out.find_all(exp.Column) if c.name in values)
+        put = {name: (values[name] if k == 1 else self.bind(values[name])) for name, k in reads.items()}
+        if isinstance(out, exp.Column) and out.name in put:
+            return put[out.name]
+        for c in list(out.find_all(exp.Column)):
+            if c.name in put:
+                v = put[c.name]
+                c.replace(_fit(v, c.parent) if reads[c.name] == 1 else v.copy())
+        return out
+
+    def bind(self, value: exp.Expression) -> exp.Column:
+        """A column holding `value`, computed in the lowest layer that has what it reads."""
+        if self.guard is not None:
+            value = case([(self.guard.ref(), value)], None)
+        name = self.ctx.fresh("b")
+        self.level[name] = 1 + max((self.level[c.name] for c in value.find_all(exp.Column) if c.name in self.level),
+                                   default=0)
+        (self.below if self.keys is None or self.in_agg else self.after).append((name, value))
+        return column(name)
+
+    def layered(self, rel: Rel, *, after: bool = False) -> Rel:
+        """`rel` with the bound values as columns beside its own, one SELECT per layer."""
+        bindings = self.after if after else self.below
+        layers: dict[int, list] = {}
+        for name, value in bindings:
+            layers.setdefault(self.level[name], []).append(_named(value, name))
+        bindings.clear()
+        for _, items in sorted(layers.items()):
+            sel = self.d.layer(exp.select(exp.Star(), *items).from_(_from(rel)))
+            rel = Rel(self.ctx.cte(sel), rel.columns, rel.order)
+        return rel
+
+
+class Shared:
+    """A translated value read in several places only if a guard asks for it: then bound (on the rows of
+    `guard`); `final()` is what the expression itself reads."""
+
+    def __init__(self, x: Exprs, value: exp.Expression, guard):
+        self.x, self.value, self.guard, self.col = x, value, guard, None
+
+    def ref(self) -> exp.Expression:
+        if self.col is None:
+            if self.guard is None and small(self.value):
+                return self.value.copy()
+            saved, self.x.guard = self.x.guard, self.guard
+            try:
+                self.col = self.x.bind(self.value)
+            finally:
+                self.x.guard = saved
+        return self.col.copy()
+
+    def final(self) -> exp.Expression:
+        return self.value if self.col is None else self.col
+
+
+class Guard:
+    """The rows on which a `when` branch's condition is computed: those of `outer` where `test()` holds
+    (bound as a column when `outer` is a guard itself, so that nesting adds no text)."""
+
+    def __init__(self, x: Exprs, outer, test):
+        self.x, self.outer, self.test, self.col = x, outer, test, None
+
+    def ref(self) -> exp.Expression:
+        if self.outer is None:
+            return self.test()
+        if self.col is None:
+            saved, self.x.guard = self.x.guard, self.outer
+            try:
+                self.col = self.x.bind(self.test())
+            finally:
+                self.x.guard = saved
+        return self.col.copy()
+
 
 @singledispatch
 def expr(e: E.Expr, x: Exprs) -> exp.Expression:
@@ -386,8 +534,8 @@ def expr(e: E.Expr, x: Exprs) -> exp.Expression:
 @expr.register
 def _(e: E.Column, x: Exprs) -> exp.Expression:
     if x.keys is not None and not x.in_agg and e.name in x.keys:
-        return x.keys[e.name]
-    return x.cols[e.name]
+        return x.keys[e.name].copy()
+    return x.cols[e.name].copy()
 
 
 @expr.register
@@ -405,28 +553,49 @@ def _(e: E.Cast, x: Exprs) -> exp.Expression:
     src = x.dtype(e.expr)
     if isinstance(e.expr, E.Literal) and e.expr.weak and src.is_numeric and e.dtype.is_numeric:
         src = e.expr.dtype
-    return x.d.convert(x(e.expr), src, e.dtype)
+    return x.apply(lambda a: x.d.convert(a[0], src, e.dtype), [x(e.expr)])
 
 
 @expr.register
 def _(e: E.Case, x: Exprs) -> exp.Expression:
+    # Only the branch a row takes is computed for it: a value bound inside a branch is computed on the
+    # rows that take it (the condition, bound), a later condition on the rows no earlier one took.
     t = x.dtype(e)
-    branches = [(x(c), x.typed(v, t)) for c, v in e.branches]
-    return case(branches, x.typed(e.otherwise, t))
+    outer = reach = x.guard
+    conds, values = [], []
+    try:
+        for c, v in e.branches:
+            x.guard = reach
+            cond = Shared(x, x(c), reach)
+            x.guard = cond
+            values.append(x.typed(v, t))
+            conds.append(cond)
+            reach = Guard(x, reach, lambda cond=cond: case([(cond.ref(), x.d.boolean(False))], x.d.boolean(True)))
+        x.guard = reach
+        otherwise = x.typed(e.otherwise, t)
+    finally:
+        x.guard = outer
+    return case([(c.final(), v) for c, v in zip(conds, values)], otherwise)
 
 
 @expr.register
 def _(e: E.Agg, x: Exprs) -> exp.Expression:
     t = x.dtype(e)
     if e.fn == "count_rows":
-        return x.d.cast(exp.Count(this=exp.Star()), T.Int64, T.Int64, force=True)
-    x.in_agg = True
-    try:
-        at = x.dtype(e.arg)
-        arg = x(e.arg)
-    finally:
-        x.in_agg = False
-    return x.d.aggregate(e.fn, arg, at, t)
+        value = x.d.cast(exp.Count(this=exp.Star()), T.Int64, T.Int64, force=True)
+    else:
+        # The argument is computed on every row of the input, whatever the expression around the aggregation.
+        x.in_agg, guard, x.guard = True, x.guard, None
+        try:
+            at = x.dtype(e.arg)
+            value = x.apply(lambda a: x.d.aggregate(e.fn, a[0], at, t), [x(e.arg)])
+        finally:
+            x.in_agg, x.guard = False, guard
+    if x.keys is None:
+        return value
+    name = x.ctx.fresh("a")
+    x.aggregations.append((name, value))
+    return column(name)
 
 
 @expr.register
@@ -434,7 +603,7 @@ def _(e: E.Call, x: Exprs) -> exp.Expression:
     t = x.dtype(e)
     ts = x.operand_types(e)
     args = [x.typed(a, at) for a, at in zip(e.args, ts)]
-    return x.d.call(e.fn, args, ts, t, e.options)
+    return x.apply(lambda a: x.d.call(e.fn, a, ts, t, e.options), args)
 
 
 def translated(dialect) -> Coverage:
