@@ -141,14 +141,13 @@ def _target(session: Session, config, fragment: dict):
     instance = field(fragment, "instance", str, "isa fragment", default="")
     if len(instance) > 64:
         raise PlanError(f"isa fragment: instance names are at most 64 characters, got {len(instance)}")
-    targets = session.__dict__.setdefault("targets", {})
+    targets = session.targets
     key = (name, instance)
     if key not in targets:
         if len(targets) >= MAX_INSTANCES:
             raise PlanError(f"this session already holds {MAX_INSTANCES} kernel-target instances; close one "
                             "(op 'close') before making another")
         targets[key] = registry.create(name)
-        targets[key].remote_key = key
     return targets[key]
 
 
@@ -234,7 +233,9 @@ def _state(op, target, session, config, at):
 
 def _close(op, target, session, config, at):
     """Drop this kernel-target instance and all its memory (a client's target object was collected)."""
-    session.__dict__.get("targets", {}).pop(target.remote_key, None)
+    for key, kept in list(session.targets.items()):
+        if kept is target:
+            del session.targets[key]
     return None
 
 
@@ -277,7 +278,7 @@ def _program(op: dict, session: Session, at: str):
     session sent before, so a repeated run costs no parsing."""
     from eidos.isa import serialize
 
-    programs: dict = session.__dict__.setdefault("programs", {})
+    programs = session.programs
     if "program" in op:
         program = serialize.from_dict(field(op, "program", dict, at)).validate()
         if len(programs) >= MAX_PROGRAMS:

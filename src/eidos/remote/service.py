@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from eidos.errors import BackendError, EidosError, PlanError, ResourceError
+from eidos.errors import BackendError, EidosError, PlanError
 
 from . import jobs, protocol
 from .auth import Tls, valid
@@ -188,17 +188,13 @@ class ExecutionService:
         message = protocol.load(command, "do_put")
         session = self.sessions.get(protocol.field(message, "session", str, "do_put"))
         ident = protocol.field(message, "id", int, "do_put")
-        store = session.store
         batches, nbytes = [], 0
         for chunk in reader:
             nbytes += chunk.data.nbytes
-            if store.limit is not None and store.held + nbytes > store.limit:     # refused as it comes
-                raise ResourceError(f"the table sent as id {ident} passes this session's limit of "
-                                    f"{store.limit:,} bytes outside the pool ({store.held:,} held); release "
-                                    "results or send less")
+            session.store.room(nbytes, f"the table sent as id {ident} passes")     # refused as it comes
             batches.append(chunk.data)
         table = pa.Table.from_batches(batches, schema=reader.schema)
-        session.store.put("table", table, nbytes, ident=_client_id(ident), rows=table.num_rows)
+        session.store.put("table", table, nbytes, ident=ident, rows=table.num_rows)
 
     def get_table(self, ticket: bytes) -> pa.Table:
         message = protocol.load(ticket, "do_get")
@@ -207,14 +203,6 @@ class ExecutionService:
         if entry.kind != "table":
             raise PlanError(f"handle {entry.id} holds a {entry.kind}; fetch it on the data channel, not as a table")
         return entry.value
-
-
-def _client_id(ident: int) -> int:
-    from .store import SERVER_IDS
-
-    if not 0 < ident < SERVER_IDS:
-        raise PlanError(f"a client's id must be between 1 and {SERVER_IDS - 1}, got {ident}")
-    return ident
 
 
 class _Auth(flight.ServerMiddlewareFactory):

@@ -83,8 +83,7 @@ class Store:
     def reserve(self, ident: int, kind: str, nbytes: int, **meta) -> Entry:
         """An entry for `nbytes` arriving from the client under `ident`, with pool memory to receive them
         into (ResourceError when the pool or the session's quota cannot hold them)."""
-        if not 0 < ident < SERVER_IDS:
-            raise BackendError(f"a client's id must be between 1 and {SERVER_IDS - 1}, got {ident}")
+        _client_id(ident)
         block = self.pool.allocate(nbytes, self.owner)
         return self._add(Entry(ident, kind, nbytes, block=block, meta=meta))
 
@@ -94,13 +93,20 @@ class Store:
         with self._lock:
             if ident is None:
                 ident, self._next = self._next, self._next + 1
-            if block is None and self.limit is not None and self.held + nbytes > self.limit:
-                raise ResourceError(f"a {kind} of {nbytes:,} bytes would pass this session's limit of "
-                                    f"{self.limit:,} bytes outside the pool ({self.held:,} held); release "
-                                    "results it no longer needs")
+            else:
+                _client_id(ident)
+            if block is None:
+                self.room(nbytes, f"a {kind} of {nbytes:,} bytes would pass")
         entry = self._add(Entry(ident, kind, nbytes, block=block, value=value, meta=meta))
         entry.ready.set()
         return entry
+
+    def room(self, nbytes: int, what: str) -> None:
+        """ResourceError (worded `what` + the limit) when `nbytes` more outside the pool pass the session's
+        limit: a result made here, or a table still arriving, before it is kept."""
+        if self.limit is not None and self.held + nbytes > self.limit:
+            raise ResourceError(f"{what} this session's limit of {self.limit:,} bytes outside the pool "
+                                f"({self.held:,} held); release results it no longer needs or send less")
 
     def complete(self, ident: int) -> None:
         self._entry(ident).ready.set()
@@ -193,6 +199,8 @@ class Session:
         self.attached = threading.Event()       # its data channel has connected
         self.closed = threading.Event()
         self._work: dict[str, threading.Event] = {}   # plan id -> its cancel flag
+        self.targets: dict[tuple[str, str], object] = {}  # (kernel target, instance) -> its target (jobs.py)
+        self.programs: dict[str, object] = {}             # ISA programs sent, by digest, oldest first
         self._lock = threading.Lock()
         self._on_close = on_close
 
@@ -279,6 +287,13 @@ class Sessions:
             self._by_id.pop(session.id, None)
             self._by_ticket.pop(_digest(session.ticket), None)
         self.pool.set_quota(session.id, None)
+
+
+def _client_id(ident: int) -> int:
+    """`ident` when it is one a client may choose (below SERVER_IDS), else BackendError."""
+    if not 0 < ident < SERVER_IDS:
+        raise BackendError(f"a client's id must be between 1 and {SERVER_IDS - 1}, got {ident}")
+    return ident
 
 
 def _digest(ticket: bytes) -> bytes:

@@ -614,7 +614,7 @@ class RemoteArray:
 
     @property
     def id(self) -> int:
-        return self.handle.id if hasattr(self.handle, "id") else int(self.handle["id"])
+        return self.handle.id
 
 
 _collected: list = []   # (connection, handle) of collected remote tensors' results, not yet given back
@@ -675,7 +675,7 @@ def move(t: Tensor, device: str) -> Tensor:
         data = np.ascontiguousarray(t.numpy())
         buf = remote.put_buffer(data.reshape(-1).view(np.uint8), wait=False)   # the run waits for it there
         try:
-            (h,) = _ship(remote, _leaf_graph(buf.id if hasattr(buf, "id") else buf["id"], t.shape, t.dtype), device)
+            (h,) = _ship(remote, _leaf_graph(buf.id, t.shape, t.dtype), device)
         finally:
             remote.release(buf)
         return _remote_tensor(remote, h, t.shape, t.dtype, device,
