@@ -342,6 +342,76 @@ class Flow:
 
         return explain(self._plan, engine=engine, address=address)
 
+    # other libraries: each runs the flow once and converts its Arrow result
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """Run, and hand the result over by the Arrow C stream interface: `pa.table(flow)`,
+        `pl.DataFrame(flow)` and DuckDB's `duckdb.sql("SELECT ... FROM flow")` take a Flow as it is.
+
+        Examples:
+            >>> import pyarrow as pa
+            >>> pa.table(ei.from_pydict({"a": [1, 2]}).with_columns(b=col("a") * 10)).to_pydict()
+            {'a': [1, 2], 'b': [10, 20]}
+        """
+        return self.run().__arrow_c_stream__(requested_schema)
+
+    def to_pandas(self, engine: str | None = None):
+        """Run and return a pandas DataFrame (with pandas' default index).
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2]}).to_pandas()["a"].tolist()
+            [1, 2]
+        """
+        from eidos.flow.interop import to_pandas
+
+        return to_pandas(self.run(engine))
+
+    def to_polars(self, engine: str | None = None):
+        """Run and return a polars DataFrame.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 2]}).to_polars().shape
+            (2, 1)
+        """
+        from eidos.flow.interop import to_polars
+
+        return to_polars(self.run(engine))
+
+    def to_numpy(self, engine: str | None = None, *, dtype: Any = None):
+        """Run and return a 2-D NumPy array, a row per row and a column per column, of the columns' common
+        type (or `dtype`). Every column must be boolean, integer or float, without nulls (a DTypeError or an
+        ExecutionError names the column and what to do). `np.asarray(flow)` and `ei.tensor(flow)` call it.
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, 2], "y": [0.5, 1.5]}).to_numpy()
+            array([[1. , 0.5],
+                   [2. , 1.5]])
+        """
+        from eidos.flow.interop import to_numpy
+
+        return to_numpy(self.run(engine), dtype)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None):
+        return self.to_numpy(dtype=dtype)
+
+    def to_torch(self, engine: str | None = None, *, return_type: str = "tensor", dtype: Any = None):
+        """Run and return the numeric columns as torch tensors: one 2-D tensor of their common type
+        (`return_type="tensor"`), or a 1-D tensor per column (`"dict"`), as Polars' `DataFrame.to_torch`;
+        `dtype` (a torch dtype) converts them. Columns as `to_numpy` takes them.
+
+        Examples:
+            >>> ei.from_pydict({"x": [1.0, 2.0], "y": [3.0, 4.0]}).to_torch().shape  # doctest: +SKIP
+            torch.Size([2, 2])
+        """
+        from eidos.flow.interop import to_torch
+
+        return to_torch(self.run(engine), return_type, dtype)
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: the schema, the lane the plan would run on and why, and the plan."""
+        from eidos.hal.notebook import flow_html
+
+        return flow_html(self._plan)
+
     def write_parquet(self, path: str, engine: str | None = None, *, address: str | None = None) -> None:
         """Write the result to `path` atomically: a complete file or none (an old file stays).
 

@@ -110,6 +110,7 @@ def from_arrow(obj: Any) -> Flow:
     """A pyarrow Table, RecordBatch, RecordBatchReader or any `__arrow_c_stream__` object.
 
     That covers a polars or pandas DataFrame and a DuckDB relation; the data is read into memory now.
+    A pandas DataFrame's index is dropped, as `from_pandas` does by default.
 
     Examples:
         >>> import pyarrow as pa
@@ -120,18 +121,40 @@ def from_arrow(obj: Any) -> Flow:
         >>> flow.filter(col("s").is_null()).run().to_pydict()
         {'a': [2], 's': [None]}
     """
+    from eidos.flow.interop import from_pandas_table, is_pandas
+
     if isinstance(obj, pa.RecordBatch):
         table = pa.Table.from_batches([obj])
     elif isinstance(obj, pa.Table):
         table = obj
     elif isinstance(obj, pa.RecordBatchReader):
         table = obj.read_all()
+    elif is_pandas(obj):
+        table = from_pandas_table(obj, include_index=False)
     elif hasattr(obj, "__arrow_c_stream__"):
         table = pa.RecordBatchReader.from_stream(obj).read_all()
     else:
         raise PlanError(f"from_arrow takes a pyarrow Table, RecordBatch, RecordBatchReader or an object "
                         f"with __arrow_c_stream__ (polars/pandas DataFrame, DuckDB relation), got {type(obj).__name__}")
     return Flow(Scan(ArrowSource.of(table)))
+
+
+def from_pandas(df: Any, *, include_index: bool = False) -> Flow:
+    """A pandas DataFrame; its index is dropped, or kept (`include_index=True`) as its first columns under the
+    names `df.reset_index()` gives them ("index" for an unnamed one), never as `__index_level_0__`.
+
+    Examples:
+        >>> import pandas as pd
+        >>> df = pd.DataFrame({"a": [1, 2]}, index=pd.Index(["x", "y"], name="key"))
+        >>> ei.from_pandas(df).schema, ei.from_pandas(df, include_index=True).schema
+        (Schema(a: Int64), Schema(key: String, a: Int64))
+    """
+    from eidos.flow.interop import from_pandas_table, is_pandas
+
+    if not is_pandas(df):
+        raise PlanError(f"from_pandas takes a pandas DataFrame, got {type(df).__name__}; from_arrow takes "
+                        "other tables")
+    return Flow(Scan(ArrowSource.of(from_pandas_table(df, include_index))))
 
 
 def from_pydict(mapping: Mapping[str, Any]) -> Flow:

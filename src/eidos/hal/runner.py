@@ -42,6 +42,11 @@ class RunRecord:
         tried = "; ".join(f"{name}: {outcome}" for name, outcome in self.attempts)
         return f"ran on {self.lane} in {self.seconds:.3f} s ({tried})"
 
+    def _repr_html_(self) -> str:
+        from eidos.hal.notebook import run_html
+
+        return run_html(self)
+
 
 _last: contextvars.ContextVar[RunRecord | None] = contextvars.ContextVar("eidos_last_run", default=None)
 

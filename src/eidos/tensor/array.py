@@ -174,6 +174,13 @@ class Tensor:
 
     __str__ = __repr__
 
+    def _repr_html_(self) -> str:
+        """What a notebook shows: shape, dtype and device, then the values (computed, as repr computes them)."""
+        from eidos import html
+
+        body = np.array2string(_host(self), separator=", ", threshold=200)
+        return html.box("eidos Tensor", f"shape {self.shape}, {self.dtype}, on {self.device}", html.text(body))
+
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d tensor")
