@@ -14,7 +14,7 @@ from eidos.ir.dtypes import DType
 from eidos.ir.evaluate.values import CTX, dec_fit, fail, hash_key, int_check
 
 
-def _float_sum(xs: list[float]) -> float:
+def float_sum(xs: list[float]) -> float:
     try:
         return math.fsum(xs)
     except (ValueError, OverflowError):
@@ -40,7 +40,7 @@ def _sum(dtype: DType, rt: DType) -> Callable[[list], Any]:
             except ExecutionError:
                 raise fail(f"decimal overflow: sum = {total} does not fit in {rt}") from None
         return g
-    return lambda xs: _float_sum(xs) if xs else None
+    return lambda xs: float_sum(xs) if xs else None
 
 
 def _decimal_total(xs: list) -> decimal.Decimal:
@@ -53,7 +53,7 @@ def _mean(dtype: DType) -> Callable[[list], Any]:
         return lambda xs: sum(xs) / len(xs) if xs else None
     if dtype.is_decimal:
         return lambda xs: float(CTX.divide(_decimal_total(xs), len(xs))) if xs else None
-    return lambda xs: _float_sum(xs) / len(xs) if xs else None
+    return lambda xs: float_sum(xs) / len(xs) if xs else None
 
 
 def _var(dtype: DType, *, root: bool) -> Callable[[list], Any]:
@@ -64,8 +64,8 @@ def _var(dtype: DType, *, root: bool) -> Callable[[list], Any]:
         if dtype.is_float:
             if any(x != x or math.isinf(x) for x in xs):
                 return math.nan
-            m = _float_sum(xs) / n
-            v = _float_sum([(x - m) * (x - m) for x in xs]) / (n - 1)  # overflow is inf, not an error
+            m = float_sum(xs) / n
+            v = float_sum([(x - m) * (x - m) for x in xs]) / (n - 1)  # overflow is inf, not an error
         else:
             with decimal.localcontext(CTX):
                 ds = [decimal.Decimal(x) for x in xs]

@@ -1,6 +1,7 @@
 """The pieces Polars has no exact form for, done in NumPy and Python (translate.py calls them
-from map_batches): Python's float %, correctly rounded float sums and exact std/var over
-groups, and the code points whose case mapping differs between Rust's and Python's tables."""
+from map_batches): Python's float %, correctly rounded float sums (eidos.hal.fsum) and exact
+std/var over groups, and the code points whose case mapping differs between Rust's and Python's
+tables."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 import polars as pl
+from eidos.hal import fsum
 from eidos.ir.dtypes import DType
 
 
@@ -52,6 +54,7 @@ def exact_aggregation(fn: str, t: DType):
         if t.is_float:
             with np.errstate(all="ignore"):
                 out = _float_groups(fn, lists.values.to_numpy(zero_copy_only=False), offsets)
+            return pl.Series(s.name, out)
         else:
             values = lists.values.to_pylist()
             out = [_one(fn, t, values[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
@@ -59,66 +62,32 @@ def exact_aggregation(fn: str, t: DType):
     return run
 
 
-def _float_groups(fn: str, values: np.ndarray, offsets: np.ndarray) -> list:
-    """Float sum/mean/var/std of each group (values[offsets[i]:offsets[i + 1]]), vectorised
-    with NumPy; the sums are correctly rounded like math.fsum."""
+def _float_groups(fn: str, values: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """Float sum/mean/var/std of each group (values[offsets[i]:offsets[i + 1]]): the sums
+    correctly rounded like math.fsum (eidos.hal.fsum), the rest vectorised with NumPy."""
     values = values[offsets[0]:offsets[-1]]
     offsets = offsets - offsets[0]
     n = np.diff(offsets)
-    sums = _group_sums(values, offsets)
+    sums = fsum.sums(values, offsets)
     if fn in ("sum", "mean"):
-        out = sums if fn == "sum" else sums / np.maximum(n, 1)
-        return [None if k == 0 else float(v) for k, v in zip(n, out)]
+        return pa.array(sums if fn == "sum" else sums / np.maximum(n, 1), mask=n == 0)
     means = sums / np.maximum(n, 1)
     d = values - np.repeat(means, n)
-    v = _group_sums(d * d, offsets) / np.maximum(n - 1, 1)  # (x - m) squared overflows to inf (IEEE)
+    v = fsum.sums(d * d, offsets) / np.maximum(n - 1, 1)  # (x - m) squared overflows to inf (IEEE)
     bad = np.concatenate(([0], np.cumsum(~np.isfinite(values))))
     bad = bad[offsets[1:]] - bad[offsets[:-1]]  # NaN or inf values in each group
-    out = np.sqrt(v) if fn == "std" else v
-    return [None if k < 2 else (math.nan if b else float(x)) for k, b, x in zip(n, bad, out)]
-
-
-def _group_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Correctly rounded sums of consecutive groups. When every value is a multiple of 2**-30 and
-    their magnitudes add up to less than 2**53, every partial sum is exact, so a cumulative sum
-    serves; otherwise math.fsum runs on each group."""
-    def integral(v: np.ndarray) -> bool:
-        scaled = v * 2.0 ** 30
-        return bool(np.isfinite(scaled).all() and (scaled == np.floor(scaled)).all())
-
-    if integral(values[:1024]) and integral(values) and np.abs(values).sum() * 2.0 ** 30 < 2.0 ** 53:
-        total = np.concatenate(([0.0], np.cumsum(values)))
-        return total[offsets[1:]] - total[offsets[:-1]]
-    flat = values.tolist()
-    return np.array([fsum(flat[a:b]) for a, b in zip(offsets[:-1], offsets[1:])], dtype=np.float64)
+    out = np.where(bad > 0, np.nan, np.sqrt(v) if fn == "std" else v)
+    return pa.array(out, mask=n < 2)
 
 
 def _one(fn: str, t: DType, xs: list) -> float | None:
+    """std/var of integers or decimals: n * sum(x^2) - sum(x)^2 over n (n - 1), exact, one
+    correctly rounded division."""
     n = len(xs)
-    if fn in ("sum", "mean"):
-        if not n:
-            return None
-        total = fsum(xs)
-        return total if fn == "sum" else total / n
     if n < 2:
         return None
-    if t.is_float:
-        if not all(map(math.isfinite, xs)):
-            return math.nan
-        m = fsum(xs) / n
-        v = fsum([(x - m) * (x - m) for x in xs]) / (n - 1)  # overflow is inf, as IEEE says
-    else:
-        # exact: n * sum(x^2) - sum(x)^2 over n (n - 1), one correctly rounded division
-        if t.is_decimal:
-            xs = [int(x.scaleb(t.scale)) for x in xs]
-        s1, s2 = sum(xs), sum(x * x for x in xs)
-        v = (n * s2 - s1 * s1) / (n * (n - 1) * 10 ** (2 * t.scale if t.is_decimal else 0))
+    if t.is_decimal:
+        xs = [int(x.scaleb(t.scale)) for x in xs]
+    s1, s2 = sum(xs), sum(x * x for x in xs)
+    v = (n * s2 - s1 * s1) / (n * (n - 1) * 10 ** (2 * t.scale if t.is_decimal else 0))
     return math.sqrt(v) if fn == "std" else v
-
-
-def fsum(xs: list) -> float:
-    """math.fsum, as ir.evaluate sums floats (inf with -inf, or an overflow: the plain sum)."""
-    try:
-        return math.fsum(xs)
-    except (ValueError, OverflowError):
-        return sum(xs)

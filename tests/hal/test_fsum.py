@@ -1,0 +1,88 @@
+"""eidos.hal.fsum against the reference's float sum (math.fsum, and its rules for NaN, infinities
+and overflow) on generated values: extreme magnitudes, subnormals, cancellation, specials, groups."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eidos.hal import fsum
+from eidos.ir.evaluate.aggregates import float_sum
+
+INF, NAN = math.inf, math.nan
+SPECIAL = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-300, 1.0, -1.0, 2.0 ** 52, 2.0 ** 53 + 2,
+           1e16, 1e300, -1e300, 1.7976931348623157e308, -1.7976931348623157e308, INF, -INF, NAN]
+values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(SPECIAL),
+                   st.integers(-1074, 1023).map(lambda e: math.ldexp(1.0, e)),
+                   st.floats(-1e6, 1e6), st.floats(-1e-300, 1e-300))
+
+
+def same(a: float, b: float) -> bool:
+    return (a != a and b != b) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+
+
+def want(xs: list) -> float:
+    return float_sum(xs) if xs else 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(values, max_size=40))
+def test_sum_is_the_references(xs):
+    got = fsum.sums(np.array(xs, dtype=np.float64))[0]
+    assert same(got, want(xs)), (xs, got, want(xs))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(values, max_size=60), st.lists(st.integers(0, 60), max_size=8))
+def test_grouped_sums_are_each_groups(xs, cuts):
+    offsets = np.array([0, *sorted(min(c, len(xs)) for c in cuts), len(xs)], dtype=np.int64)
+    got = fsum.sums(np.array(xs, dtype=np.float64), offsets)
+    for g, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
+        assert same(got[g], want(xs[a:b])), (xs[a:b], got[g])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 5000), st.sampled_from(["normal", "wide", "cancel", "tiny"]))
+def test_long_inputs_cross_blocks(seed, n, kind):
+    """Past one block (2048 values), with the fast way's two levels and the slow way mixed."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n)
+    if kind == "wide":
+        x = x * np.exp2(rng.integers(-200, 200, n))
+    elif kind == "cancel":
+        x = np.concatenate([x * 1e200, -x * 1e200, rng.standard_normal(3)])
+    elif kind == "tiny":
+        x = x * 5e-324 * 1000
+    offsets = np.array([0, len(x) // 3, len(x)], dtype=np.int64)
+    got = fsum.sums(x, offsets)
+    assert got[0] == math.fsum(x[:offsets[1]]) and got[1] == math.fsum(x[offsets[1]:])
+
+
+def test_split_over_threads_is_exact():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(3 * fsum.SPLIT) * np.exp2(rng.integers(-60, 60, 3 * fsum.SPLIT))
+    assert fsum.sums(x)[0] == math.fsum(x)
+    offsets = np.array([0, 5, fsum.SPLIT, 2 * fsum.SPLIT + 3, len(x)], dtype=np.int64)
+    assert fsum.sums(x, offsets).tolist() == [math.fsum(x[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+@pytest.mark.parametrize("xs", [
+    [2.0 ** 100, 1.0, 2.0 ** -53, 2.0 ** -80, -2.0 ** 100],   # DuckDB's fsum (Kahan-Babuska) gives 1.0
+    [1e308, 1e308, -1e308],                                     # math.fsum overflows part way: sum()
+    [1e308, 1e308, -INF],                                       # ... and sum() meets -inf: NaN
+    [1.7976931348623157e308, 1e292],                            # rounds past the largest float: inf
+    [INF, -INF, 1.0], [NAN, INF], [-0.0, -0.0], [],
+])
+def test_edges(xs):
+    assert same(fsum.sums(np.array(xs, dtype=np.float64))[0], want(xs))
+
+
+def test_float32_values_sum_as_their_float64_values():
+    x = np.array([1e30, 1.0, -1e30, 3.4e38, -3.4e38, 1e-45], dtype=np.float32)
+    assert fsum.sums(x)[0] == math.fsum(x.astype(np.float64).tolist())
