@@ -295,12 +295,15 @@ class Flow:
         return Flow(N.MapBatches(self._plan, fn, _as_schema(schema)))
 
     # running
-    def run(self, engine: str | None = None, *, strict: bool = False, address: str | None = None) -> pa.Table:
+    def run(self, engine: str | None = None, *, strict: bool = False, address: str | None = None,
+            progress: bool | None = None) -> pa.Table:
         """Run on the lane the HAL chooses (or `engine`); returns a pyarrow.Table.
 
         A lane that finds at run time that it cannot run the plan hands over to the next capable
         lane with a warning; `strict=True` raises instead. `ei.last_run()` tells where it ran.
         `address` says where a lane that runs elsewhere runs: `run(engine="ray", address="host:6379")`.
+        A run longer than a second shows a progress bar in a terminal or notebook (not in a pipe);
+        `progress=False` (or EIDOS_PROGRESS=0) turns it off, `progress=True` shows it anywhere.
 
         Examples:
             >>> flow = ei.from_pydict({"a": [1, 2, 3]}).filter(col("a") >= 2)
@@ -311,7 +314,7 @@ class Flow:
         """
         from eidos.hal.runner import run
 
-        return run(self._plan, engine=engine, strict=strict, address=address)
+        return run(self._plan, engine=engine, strict=strict, address=address, progress=progress)
 
     def stream(self, engine: str | None = None, *, address: str | None = None) -> Iterator[pa.RecordBatch]:
         """Run and yield the result as pyarrow record batches (how many depends on the lane).
@@ -325,8 +328,26 @@ class Flow:
 
         return stream(self._plan, engine=engine, address=address)
 
-    def explain(self, engine: str | None = None, *, address: str | None = None) -> str:
-        """The lane chosen, the deciding rule, every rejected lane with why, and the optimized plan.
+    def profile(self, engine: str | None = None, *, address: str | None = None):
+        """Run, and return a `Profile` of the run: each part and the finishing plan with the lane, rows and
+        time, the plan's nodes with the rows the planner estimated, and the engine's own profile where it
+        keeps one (DuckDB's operators with rows and time); `.result` is the table `run()` would give.
+
+        Examples:
+            >>> p = ei.from_pydict({"a": [1, 2, 3]}).filter(col("a") >= 2).profile(engine="reference")
+            >>> p.result.num_rows, p.steps[0][:3]
+            (2, ('plan', 'reference', 2))
+            >>> print(p.estimated_plan())
+              Filter(a >= 2)   ~2 rows
+                Scan arrow table arrow-... (3 rows)   ~3 rows
+        """
+        from eidos.hal.profile import profile
+
+        return profile(self._plan, engine, address=address)
+
+    def explain(self, engine: str | None = None, *, address: str | None = None, analyze: bool = False) -> str:
+        """The lane chosen, the deciding rule, every rejected lane with why, and the optimized plan; with
+        `analyze=True` the flow runs and its `profile()` follows (rows and time of each step).
 
         Examples:
             >>> flow = ei.from_pydict({"a": [1, 2, 3]}).filter(col("a") >= 2)
@@ -340,7 +361,8 @@ class Flow:
         """
         from eidos.hal.planner import explain
 
-        return explain(self._plan, engine=engine, address=address)
+        text = explain(self._plan, engine=engine, address=address)
+        return f"{text}\nprofile:\n{self.profile(engine, address=address)}" if analyze else text
 
     # other libraries: each runs the flow once and converts its Arrow result
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:

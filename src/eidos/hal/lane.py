@@ -133,6 +133,11 @@ class Lane(ABC):
     def execute(self, plan: N.Node) -> pa.Table:
         """Run `plan` and return its result as Arrow, with the plan's schema."""
 
+    def execute_profiled(self, plan: N.Node) -> tuple[pa.Table, list[str]]:
+        """`execute`, and the engine's own profile of that run as lines of text (its operators with rows
+        and time), for `Flow.profile()`; no lines where the engine keeps no profile (the default)."""
+        return self.execute(plan), []
+
     def execute_stream(self, plan: N.Node) -> Iterator[pa.RecordBatch]:
         """Run `plan` and yield record batches; lanes that can stream override this."""
         yield from self.execute(plan).to_batches()

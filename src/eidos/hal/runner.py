@@ -9,6 +9,7 @@ the caller gives another (a cluster's object store, a remote service).
 from __future__ import annotations
 
 import contextvars
+import logging
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -23,20 +24,29 @@ from eidos.hal.files import check as check_files
 from eidos.hal.lane import Lane
 from eidos.hal.parts import LOCALITY, Part
 from eidos.hal.planner import Decision, decide
+from eidos.hal.progress import watching
 from eidos.hal.results import DriverResults, PartResult, Results
 from eidos.ir import nodes as N
 from eidos.ir.rewrite import map_inputs
 from eidos.ir.sources import PartSource
 
+# The logger "eidos" (this is its child "eidos.hal.runner"): each decision, each hand-over to another lane,
+# each part's and run's end; the SQL lanes log the SQL they send under "eidos.lanes.sql" (DEBUG).
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class RunRecord:
-    """What happened in one run: the decision, each lane tried and how it ended, and the time."""
+    """What happened in one run: the decision, each lane tried and how it ended, and the time; `steps`
+    the parts and the finishing plan in the order they ran (what, lane, rows, seconds), and with
+    `profile=True` each lane's own profile of its work (`engine`: lane name and lines of text)."""
 
     decision: Decision
     attempts: list[tuple[str, str]] = field(default_factory=list)
     lane: str | None = None
     seconds: float = 0.0
+    steps: list[tuple[str, str, int | None, float]] = field(default_factory=list)
+    engine: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def __str__(self) -> str:
         tried = "; ".join(f"{name}: {outcome}" for name, outcome in self.attempts)
@@ -99,7 +109,11 @@ def _parts(decision: Decision, record: RunRecord, results: Results,
         return visit(plan)
 
     def on(lane: Lane, part: Part, plan: N.Node) -> PartResult:
-        return _call(lane, lambda p: results.run(lane, p, part.key), plan, record)
+        start = time.perf_counter()
+        handle = _call(lane, lambda p: results.run(lane, p, part.key), plan, record)
+        record.steps.append((f"part {part.key}", lane.name, handle.rows, time.perf_counter() - start))
+        log.info("part %s ran on %s in %.3f s (%s rows)", part.key, lane.name, record.steps[-1][3], handle.rows)
+        return handle
 
     def result(part: Part) -> PartResult:
         if part.key in done:
@@ -114,6 +128,7 @@ def _parts(decision: Decision, record: RunRecord, results: Results,
             if strict or lane.supports(plan):
                 raise
             record.attempts.append((part.lane_name, f"part unsupported: {e}"))
+            log.warning("lane %s cannot run part %s (%s); %s runs it", part.lane_name, part.key, e, lane.name)
             warnings.warn(f"lane {part.lane_name!r} cannot run its part of this plan ({e}); "
                           f"{lane.name} runs it", FallbackWarning, stacklevel=6)
             handle = on(lane, part, plan)
@@ -130,15 +145,24 @@ def _handover(record: RunRecord, lane: Lane, error: UnsupportedError, remaining:
     record.attempts.append((lane.name, f"unsupported: {error}"))
     if not remaining:
         raise error
+    log.warning("lane %s cannot run the plan (%s); handing over to the next capable lane", lane.name, error)
     warnings.warn(f"lane {lane.name!r} cannot run this plan ({error}); handing over to the next capable lane",
                   FallbackWarning, stacklevel=4)
 
 
+def _decided(decision: Decision) -> Decision:
+    log.info("lane %s chosen (rule %d: %s)", decision.lane_name, decision.rule, decision.reason)
+    return decision
+
+
 def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
-        results: Results | None = None, address: str | None = None) -> pa.Table:
+        results: Results | None = None, address: str | None = None, profile: bool = False,
+        progress: bool | None = None) -> pa.Table:
     """Run `plan` on the lane chosen for it (`engine` running at `address` when given); a split plan's
-    parts hand their results on through `results` (driver memory by default)."""
-    decision = decide(plan, engine, address=address)
+    parts hand their results on through `results` (driver memory by default). `profile=True` asks the
+    finishing lane for its engine's own profile too (`last_run().engine`); `progress` shows a bar for a
+    run longer than a second (None: where someone watches, as eidos.hal.progress says)."""
+    decision = _decided(decide(plan, engine, address=address))
     check_files(decision.plan)
     record = RunRecord(decision)
     _last.set(record)
@@ -146,27 +170,36 @@ def run(plan: N.Node, engine: str | None = None, *, strict: bool = False,
     lanes = _lanes_to_try(decision, strict)
     results = results or DriverResults()
     bind = _parts(decision, record, results, strict)
-    try:
-        for i, lane in enumerate(lanes):
-            local = bind(lane)
-            try:
-                table = _call(lane, lane.execute, local, record)
-            except UnsupportedError as e:
-                _handover(record, lane, e, remaining=i + 1 < len(lanes))
-                continue
-            record.attempts.append((lane.name, "ok"))
-            record.lane = lane.name
-            record.seconds = time.perf_counter() - start
-            return conform(table, plan.schema, lane.name)
-    finally:
-        results.release()
+    status = lambda: (len(record.steps), decision.lane_name)  # noqa: E731 - read by the bar's thread
+    with watching(progress, len(decision.parts) + 1, status):
+        try:
+            for i, lane in enumerate(lanes):
+                local = bind(lane)
+                began = time.perf_counter()
+                try:
+                    if profile:
+                        table, lines = _call(lane, lane.execute_profiled, local, record)
+                        record.engine.append((lane.name, lines))
+                    else:
+                        table = _call(lane, lane.execute, local, record)
+                except UnsupportedError as e:
+                    _handover(record, lane, e, remaining=i + 1 < len(lanes))
+                    continue
+                record.attempts.append((lane.name, "ok"))
+                record.lane = lane.name
+                record.seconds = time.perf_counter() - start
+                record.steps.append(("plan", lane.name, table.num_rows, time.perf_counter() - began))
+                log.info("ran on %s in %.3f s (%d rows)", lane.name, record.seconds, table.num_rows)
+                return conform(table, plan.schema, lane.name)
+        finally:
+            results.release()
     raise AssertionError("unreachable: the last lane either returns or raises")
 
 
 def stream(plan: N.Node, engine: str | None = None, *, results: Results | None = None,
            address: str | None = None) -> Iterator[pa.RecordBatch]:
     """Batches of the result. A lane may hand over only before its first batch."""
-    decision = decide(plan, engine, address=address)
+    decision = _decided(decide(plan, engine, address=address))
     check_files(decision.plan)
     return _stream(plan, decision, results or DriverResults())
 
@@ -200,6 +233,7 @@ def _stream(plan: N.Node, decision: Decision, results: Results) -> Iterator[pa.R
                     break
                 yield conform(batch, plan.schema, lane.name)
             record.seconds = time.perf_counter() - start
+            log.info("streamed from %s in %.3f s", lane.name, record.seconds)
             return
     finally:
         results.release()

@@ -43,10 +43,30 @@ class SqlLane(Lane):
             found.append(f"sources live in {len(places)} different {self.name} databases")
         return list(dict.fromkeys(found))
 
+    def describe(self, plan: N.Node) -> list[str]:
+        """The SQL this lane sends for `plan` (explain shows it); a plan reading other parts' results gets
+        its SQL when they have run."""
+        import sqlglot
+
+        from eidos.ir.sources import PartSource
+        from eidos.lanes.sql.execute import dialect, prepare
+
+        if any(isinstance(n, N.Scan) and isinstance(n.source, PartSource) for n in plan.walk()):
+            return [f"sql ({self.name}): made when the parts it reads have run"]
+        text = sqlglot.transpile(prepare(self.name, plan).sql, read=dialect(self.name).sqlglot, pretty=True)[0]
+        return [f"sql ({self.name}):"] + [f"  {line}" for line in text.splitlines()]
+
     def execute(self, plan: N.Node):
+        return self._run(plan)
+
+    def execute_profiled(self, plan: N.Node):
+        lines: list[str] = []
+        return self._run(plan, lines), lines
+
+    def _run(self, plan: N.Node, profile: list[str] | None = None):
         from eidos.lanes.sql.execute import run
 
-        return run(self.name, plan)
+        return run(self.name, plan, profile=profile)
 
     def execute_stream(self, plan: N.Node):
         from eidos.lanes.sql.execute import stream
@@ -95,13 +115,13 @@ class DuckDBLane(SqlLane):
 
         return DuckDBLane(budget=budget_bytes, spill_dir=tempfile.gettempdir())
 
-    def execute(self, plan: N.Node):
+    def _run(self, plan: N.Node, profile: list[str] | None = None):
         from eidos.lanes.sql.execute import run
 
         if self.budget is None:
-            return run(self.name, plan)
+            return run(self.name, plan, profile=profile)
         with self._within_budget(plan) as settings:
-            return run(self.name, plan, settings)
+            return run(self.name, plan, settings, profile=profile)
 
     def execute_stream(self, plan: N.Node):
         from eidos.lanes.sql.execute import stream

@@ -240,6 +240,27 @@ class Session:
                 raise self.errors[0] from None
             raise
 
+    def fetch_profiled(self, sql: str, lines: list[str]):
+        """`fetch`, with DuckDB's profile of the run (each operator with its rows and time) added to `lines`."""
+        import json
+
+        self.con.execute("PRAGMA enable_profiling='no_output'")
+        try:
+            table = self.fetch(sql)
+            info = json.loads(self.con.get_profiling_information(format="json"))
+        finally:
+            self.con.execute("PRAGMA disable_profiling")
+
+        def visit(op: dict, depth: int) -> None:
+            lines.append(f"{'  ' * depth}{op.get('name', '?')}   {op.get('intermediate_rows', 0):,} rows   "
+                         f"{op.get('timing', 0.0) * 1e3:.3f} ms")
+            for child in op.get("children", ()):
+                visit(child, depth + 1)
+
+        for op in info.get("operator", ()):
+            visit(op, 0)
+        return table
+
     def batches(self, sql: str):
         """The result, batch by batch, as DuckDB produces it (a streaming result)."""
         reader = self.con.sql(sql).to_arrow_reader(BATCH_ROWS)

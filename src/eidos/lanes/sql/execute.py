@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import re
 import threading
 import traceback
@@ -25,6 +26,9 @@ from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 from eidos.ir.uri import redact
+
+# A child of the logger "eidos": the SQL each run sends to its database, at DEBUG.
+log = logging.getLogger(__name__)
 
 DIALECTS = {"duckdb": "eidos.lanes.sql.duckdb", "sqlite": "eidos.lanes.sql.sqlite",
             "postgresql": "eidos.lanes.sql.postgresql"}
@@ -174,15 +178,19 @@ def prepare(lane: str, plan: N.Node):
     return query
 
 
-def run(lane: str, plan: N.Node, settings: dict | None = None) -> pa.Table:
+def run(lane: str, plan: N.Node, settings: dict | None = None, *, profile: list[str] | None = None) -> pa.Table:
     """Translate `plan` to one SQL statement, run it where its sources live, return the result as Arrow.
-    `settings` are engine settings for the connection (DuckDB's memory_limit and temp_directory)."""
+    `settings` are engine settings for the connection (DuckDB's memory_limit and temp_directory); with a
+    `profile` list, an engine that keeps a profile of the run (DuckDB) adds its lines there."""
     mod = module(lane)
     sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
     query = _guard(lane, sources, "translating the plan over", lambda: prepare(lane, plan))
+    log.debug("%s runs: %s", lane, query.sql)
     con = _guard(lane, sources, "connecting to", lambda: mod.connect(query, settings))
+    profiled = profile is not None and hasattr(con, "fetch_profiled")
     try:
-        table = _guard(lane, sources, "running the plan over", lambda: con.fetch(query.sql))
+        fetch = (lambda: con.fetch_profiled(query.sql, profile)) if profiled else (lambda: con.fetch(query.sql))
+        table = _guard(lane, sources, "running the plan over", fetch)
     finally:
         try:
             con.close()
@@ -204,6 +212,7 @@ def stream(lane: str, plan: N.Node, settings: dict | None = None) -> Iterator[pa
         return
     sources = [n.source for n in plan.walk() if isinstance(n, N.Scan)]
     query = _guard(lane, sources, "translating the plan over", lambda: prepare(lane, plan))
+    log.debug("%s streams: %s", lane, query.sql)
     con = _guard(lane, sources, "connecting to", lambda: opener(query, settings))
     try:
         reader = _guard(lane, sources, "running the plan over", lambda: con.batches(query.sql))
