@@ -72,3 +72,9 @@ def no_connection_outlives_its_test():
 def ray_cluster() -> str:
     """The address of the run's Ray, this process connected to it."""
     return shared.join()
+
+
+def pytest_unconfigure(config):
+    from tests.isa import distributed
+
+    distributed.close()

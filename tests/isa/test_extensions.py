@@ -226,3 +226,5 @@ def test_all_reduce_and_all_gather_are_unsupported_on_one_device(backend):
         run(backend, isa.AllReduce(X, 4, ReduceOperation.Sum, (0, 1)))
     with pytest.raises(UnsupportedError, match="AllGather"):
         run(backend, isa.AllGather(X, X, 4, (0, 1)))
+    with pytest.raises(UnsupportedError, match="Broadcast.*one device"):
+        run(backend, isa.Broadcast(X, 4))

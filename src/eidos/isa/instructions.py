@@ -577,12 +577,24 @@ RoPE = _array("RoPE", "input [batch,seq_len,heads,head_dim]; pairs (x[2j], x[2j+
 KVCacheUpdate = _array("KVCacheUpdate", "cache [max_seq,batch,heads,head_dim]: cache[position] <- new_kv [batch,heads,head_dim]",
                        {"cache": A, "new_kv": A, "position": N, "batch": N, "heads": N, "head_dim": N, "ty": "Type"},
                        {"ty": Type.F32}, types="any")
-AllReduce = _array("AllReduce", "reduce buffer[0:n] across devices in place; raises UnsupportedError on single-device backends",
+AllReduce = _array("AllReduce", "buffer[0:n] <- the reduction of every device's buffer[0:n], on each device of `devices` "
+                   "(every device of the group when empty); UnsupportedError on a backend in no device group",
                    {"buffer": A, "n": N, "operation": "ReduceOperation", "devices": "tuple[int, ...]", "ty": "Type"},
                    {"devices": (), "ty": Type.F32}, types="any")
-AllGather = _array("AllGather", "gather input[0:n] of every device into output; raises UnsupportedError on single-device backends",
+AllGather = _array("AllGather", "output[i*n:(i+1)*n] <- input[0:n] of the i-th device of `devices`, on each of them "
+                   "(every device of the group when empty); UnsupportedError on a backend in no device group",
                    {"output": A, "input": A, "n": N, "devices": "tuple[int, ...]", "ty": "Type"},
                    {"devices": (), "ty": Type.F32}, types="any")
+Broadcast = _array("Broadcast", "buffer[0:n] <- buffer[0:n] of device `root`, on each device of `devices` (every device "
+                   "of the group when empty); UnsupportedError on a backend in no device group",
+                   {"buffer": A, "n": N, "root": N, "devices": "tuple[int, ...]", "ty": "Type"},
+                   {"root": 0, "devices": (), "ty": Type.F32}, types="any")
+ReduceScatter = _array("ReduceScatter", "output[0:n] of the i-th device of `devices` <- the reduction of every device's "
+                       "input[i*n:(i+1)*n] (every device of the group when empty); UnsupportedError on a backend in "
+                       "no device group",
+                       {"output": A, "input": A, "n": N, "operation": "ReduceOperation", "devices": "tuple[int, ...]",
+                        "ty": "Type"}, {"devices": (), "ty": Type.F32}, types="any")
+COMMUNICATING = (AllReduce, AllGather, Broadcast, ReduceScatter)   # the instructions that run across devices
 del A, N
 
 ARRAY_INSTRUCTIONS = tuple(c for c in INSTRUCTIONS.values() if c.collective)

@@ -98,6 +98,8 @@ def _writable_bytes(out, what: str) -> np.ndarray:
 class Memory:
     """The allocations of one backend: buffers, pools, class memory, accumulators and phases."""
 
+    group = None   # the device group its collectives run across (Target.join; eidos.isa.distributed)
+
     def __init__(self) -> None:
         self.buffers: dict[int, np.ndarray] = {}
         self.pools: dict[int, np.ndarray] = {}

@@ -23,6 +23,11 @@ class Target(abc.ABC):
     def __init__(self) -> None:
         self.memory = Memory()
 
+    def join(self, group) -> None:
+        """Run AllReduce, AllGather, Broadcast and ReduceScatter across `group`'s devices, this backend being
+        one rank of it (eidos.isa.distributed); None leaves the group (they raise UnsupportedError again)."""
+        self.memory.group = group
+
     # ---- execution -----------------------------------------------------------------------
     def execute_program(self, program, config: LaunchConfig) -> None:
         if not isinstance(config, LaunchConfig):

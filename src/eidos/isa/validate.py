@@ -144,7 +144,7 @@ def _check_types(ins: Instruction) -> None:
         _fail(f"operation must be a MapOperation, got {op!r}")
     if isinstance(ins, I.ParallelMapBinary) and not isinstance(op, I.BinaryMapOperation):
         _fail(f"operation must be a BinaryMapOperation, got {op!r}")
-    if isinstance(ins, (I.ParallelReduce, I.AllReduce)) and not isinstance(op, I.ReduceOperation):
+    if isinstance(ins, (I.ParallelReduce, I.AllReduce, I.ReduceScatter)) and not isinstance(op, I.ReduceOperation):
         _fail(f"operation must be a ReduceOperation, got {op!r}")
     if isinstance(ins, I.FusedMap):
         for j, step in enumerate(ins.steps):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eidos.errors import BackendError, UnsupportedError
+from eidos.errors import BackendError
 
 from ... import instructions as I
 from ... import semantics as S
@@ -565,8 +565,8 @@ class ArrayStep:
         self.ins, self.index = ins, index
         fast = BLAS.get(type(ins))
         self.fast = fast if fast is not None and getattr(ins, "ty", None) in (Type.F32, Type.F64) else None
-        if isinstance(ins, (I.AllReduce, I.AllGather)):
-            self.how = "unsupported: one device"
+        if isinstance(ins, I.COMMUNICATING):
+            self.how = "across the devices of the backend's group (the reference's call); unsupported in none"
         elif isinstance(ins, (I.PoolAlloc, I.PoolFree)):
             self.how = "allocation in the backend's Memory (as the reference)"
         elif self.fast is not None:
@@ -576,8 +576,6 @@ class ArrayStep:
 
     def __call__(self, memory, threads=(), registers=None) -> None:
         ins = self.ins
-        if isinstance(ins, (I.AllReduce, I.AllGather)):
-            raise UnsupportedError(f"{ins.name} needs a multi-device backend; the cpu backend has one device")
         if self.fast is not None:
             self.fast(ins, ref.Arrays(memory, ins, self.index, threads), memory)
         else:

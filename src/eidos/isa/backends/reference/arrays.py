@@ -263,9 +263,79 @@ def _(ins, A: Arrays):
     A.memory.free_pool(ins.handle)
 
 
-@runs(I.AllReduce, I.AllGather)
+# ---- across devices: what a collective means over the ranks of a group -------------------------
+# A group has ranks 0..N-1, one device each, and every rank runs the same program. An instruction's
+# `devices` names the ranks taking part (all of them when empty), in ascending order; the others leave
+# their memory alone. These functions are the definition (`values` holds each member's array, in rank
+# order); a group (Memory.group, see eidos.isa.distributed) must give the same result, and the
+# reference's own (distributed.Simulated) calls them.
+
+def all_reduce(values: list, op, ty: Type) -> np.ndarray:
+    """Element i combines the members' element i as ParallelReduce combines an array: integers wrap (Sum,
+    Product) or compare exactly; float Sum is the exact sum rounded once to ty, Product multiplies in rank
+    order in float64 and rounds once, Min/Max are exact with NaN winning and -0.0 below 0.0. With two
+    ranks each of these is one IEEE operation in ty, so every engine's order gives it bit for bit."""
+    R = I.ReduceOperation
+    x = np.stack([np.asarray(v).reshape(-1) for v in values])
+    if ty.is_integer:
+        wide = x.astype(np.uint64 if ty.is_unsigned else np.int64)
+        with np.errstate(over="ignore"):
+            r = {R.Sum: lambda: wide.sum(0), R.Product: lambda: wide.prod(0),
+                 R.Min: lambda: wide.min(0), R.Max: lambda: wide.max(0)}[op]()
+        return r.astype(ty.np_dtype)
+    v = f64(x)
+    if op in (R.Min, R.Max):
+        pick = np.minimum if op is R.Min else np.maximum
+        return to_type(functools.reduce(lambda a, b: _fminmax(pick, a, b), v), ty)
+    if op is R.Product or len(v) <= 2:
+        with np.errstate(all="ignore"):
+            return to_type(np.prod(v, 0) if op is R.Product else v.sum(0), ty)
+    return np.array([reduce(R.Sum, v[:, i], ty) for i in range(v.shape[1])], dtype=ty.np_dtype)
+
+
+def all_gather(values: list) -> np.ndarray:
+    """The members' arrays one after another, in rank order."""
+    return np.concatenate([np.asarray(v).reshape(-1) for v in values])
+
+
+def members(devices, size: int, what: str = "a collective") -> tuple[int, ...]:
+    """The ranks taking part: `devices` (ascending, distinct, each below size) or all of them."""
+    if not devices:
+        return tuple(range(size))
+    devices = tuple(devices)
+    if list(devices) != sorted(set(devices)) or devices[0] < 0 or devices[-1] >= size:
+        raise BackendError(f"{what}: devices {devices} must be distinct ranks of the group (0..{size - 1}) "
+                           "in ascending order")
+    return devices
+
+
+def across(ins, ops, group) -> None:
+    """Run a collective instruction through `group` on the operands `ops` resolves (read and output as
+    Arrays has them: the reference's and cpu's NumPy views, or triton's device tensors)."""
+    if isinstance(ins, (I.AllReduce, I.Broadcast)):
+        buf = ops.output(ins.buffer, ins.ty, ins.n, "buffer")
+        if isinstance(ins, I.AllReduce):
+            group.all_reduce(buf, ins.operation, ins.ty, ins.devices)
+        else:
+            group.broadcast(buf, ins.root, ins.ty, ins.devices)
+        return
+    many = ins.n * len(group.members(ins.devices))
+    if isinstance(ins, I.AllGather):
+        src = ops.read(ins.input, ins.ty, ins.n, "input")
+        group.all_gather(ops.output(ins.output, ins.ty, many, "output"), src, ins.ty, ins.devices)
+    else:
+        src = ops.read(ins.input, ins.ty, many, "input")
+        group.reduce_scatter(ops.output(ins.output, ins.ty, ins.n, "output"), src, ins.operation, ins.ty,
+                             ins.devices)
+
+
+@runs(*I.COMMUNICATING)
 def _(ins, A: Arrays):
-    raise UnsupportedError(f"{ins.name} needs a multi-device backend; the reference backend has one device")
+    group = getattr(A.memory, "group", None)
+    if group is None:
+        raise UnsupportedError(f"{ins.name} needs a multi-device backend; this backend has one device (it is in "
+                               "no device group: eidos.isa.distributed)")
+    across(ins, A, group)
 
 
 # ---- extensions --------------------------------------------------------------------------------

@@ -453,9 +453,11 @@ class TritonBackend(Target):
             return "arrays.py"
         if isinstance(x, (I.PoolAlloc, I.PoolFree)):
             return "device memory"
-        if isinstance(x, (I.AllReduce, I.AllGather)):
-            raise UnsupportedError(f"instruction {i} ({x.name}) needs a multi-device backend; "
-                                   "the triton backend has one device")
+        if isinstance(x, I.COMMUNICATING):
+            if self.memory.group is None:
+                raise UnsupportedError(f"instruction {i} ({x.name}) needs a multi-device backend; the triton "
+                                       "backend has one device (it is in no device group: eidos.isa.distributed)")
+            return "extensions.py (the device group's call)"
         if type(x) not in _extensions().EXTENSIONS:
             raise UnsupportedError(f"instruction {i} ({x.name}) has no Triton form in extensions.py")
         return "extensions.py"

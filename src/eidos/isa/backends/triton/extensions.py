@@ -6,7 +6,8 @@ disjoint from inputs, and launches a kernel from kernels/. Instructions with a T
 GEMM, BatchedGEMM, MixedPrecisionGEMM, QuantizedGEMM, TensorContract (permuted into one GEMM),
 SparseGEMM, Softmax, LayerNorm, GroupNorm, BatchNorm, Attention, FlashAttention, RoPE, LayerScale.
 Through a vendor library (torch): Conv2D (cuDNN), FFT (cuFFT), KVCacheUpdate (a device copy).
-AllReduce and AllGather raise UnsupportedError (one device). The per-thread extensions (FMS, RCP,
+AllReduce, AllGather, Broadcast and ReduceScatter call the device group the backend joined (Memory.group:
+NCCL through torch.distributed), and raise UnsupportedError in none. The per-thread extensions (FMS, RCP,
 RSQRT, CLAMP, LERP, SIGN, FLOOR, CEIL, ROUND, TRUNC, GELU, SWISH) are register instructions and
 run in compile.py's thread kernels. docs/isa-triton.md says why each route was chosen.
 """
@@ -49,8 +50,7 @@ ROUTES: dict[type, tuple[str, str]] = {
     I.KVCacheUpdate: (VENDOR, "a device copy (Tensor.copy_)"),
 }
 EXTENSIONS = tuple(ROUTES)
-UNSUPPORTED = {I.AllReduce: "needs a multi-device backend; the triton backend has one device",
-               I.AllGather: "needs a multi-device backend; the triton backend has one device"}
+ACROSS = "needs a multi-device backend; the triton backend has one device (it is in no device group)"
 
 
 class Operands:
@@ -123,9 +123,6 @@ class Operands:
 
 @functools.singledispatch
 def _run(ins, ops: Operands) -> None:
-    reason = UNSUPPORTED.get(type(ins))
-    if reason is not None:
-        raise UnsupportedError(f"{ins.name} {reason}")
     raise UnsupportedError(f"{ins.name}: the triton backend has no array-level form of this instruction")
 
 
@@ -135,6 +132,15 @@ def _runs(*classes):
             _run.register(c, fn)
         return fn
     return reg
+
+
+@_runs(*I.COMMUNICATING)
+def _(ins, ops: Operands):
+    if ops.memory.group is None:
+        raise UnsupportedError(f"{ins.name} {ACROSS}")
+    from ..reference.arrays import across
+
+    across(ins, ops, ops.memory.group)
 
 
 def run(ins, memory, *, index: int = 0, pointers=None) -> None:
@@ -151,8 +157,8 @@ def run(ins, memory, *, index: int = 0, pointers=None) -> None:
 def source(ins) -> str:
     """How ins runs, and the Triton source of its kernel where it has one (for explain)."""
     cls = type(ins)
-    if cls in UNSUPPORTED:
-        return f"{ins.name}: unsupported ({UNSUPPORTED[cls]})"
+    if cls in I.COMMUNICATING:
+        return f"{ins.name}: the device group's call (NCCL through torch.distributed); unsupported in no group"
     if cls not in ROUTES:
         return f"{ins.name}: unsupported (no array-level form; a register instruction runs in threads)"
     route, what = ROUTES[cls]
@@ -408,4 +414,4 @@ def _(ins, ops: Operands) -> None:
     out.copy_(torch.view_as_real(r).reshape(-1))
 
 
-__all__ = ["EXTENSIONS", "ROUTES", "UNSUPPORTED", "run", "source", "Operands"]
+__all__ = ["EXTENSIONS", "ROUTES", "run", "source", "Operands"]

@@ -1,0 +1,1 @@
+class Split: pass
