@@ -136,3 +136,31 @@ def test_the_definition_with_more_ranks():
     i = [np.array([100], np.int8)] * 3
     assert ref.all_reduce(i, ReduceOperation.Sum, Type.I8).tolist() == [44]
     assert ref.all_reduce(i, ReduceOperation.Product, Type.I8).tolist() == [64]   # 10**6 mod 256
+
+
+# ---- the data-parallel executor: a buffer split over the ranks --------------------------------------
+
+@pytest.mark.parametrize("ranks", ["gloo", "simulated-3"])
+@pytest.mark.parametrize("n", [0, 1, 7, 1001])
+def test_split_maps_and_reductions_equal_one_device(ranks, n):
+    """A buffer split over the ranks (n not divisible by their number, some ranks empty), mapped, reduced
+    (partials combined by AllReduce) and gathered (AllGather), against the same on one reference device."""
+    from eidos.isa import BinaryMapOperation as B
+    from eidos.isa import MapOperation as M
+    from eidos.isa.distributed import Split
+
+    group = gloo_ranks() if ranks == "gloo" else SimulatedRanks(3)
+    one = SimulatedRanks(1)
+    x = values(3, 0, n, Type.F32)
+    x[~np.isfinite(x)] = 1.5
+    steps = (M.Abs, (B.Mul, 0.5), M.Sqrt)
+    here, there = Split.scatter(group, x), Split.scatter(one, x)
+    assert sum(here.counts) == n and max(here.counts) - min(here.counts) <= 1
+    same(here.gather(), x)
+    same(here.map(*steps).gather(), there.map(*steps).gather())
+    for op in (ReduceOperation.Min, ReduceOperation.Max):
+        same(np.float32(here.reduce(op, *steps)), np.float32(there.reduce(op, *steps)))
+    np.testing.assert_allclose(here.sum(*steps), there.sum(*steps), rtol=1e-6)
+    i = np.arange(n, dtype=np.int64) * 7919 - 3
+    assert Split.scatter(group, i).sum((B.Mul, 3)) == Split.scatter(one, i).sum((B.Mul, 3)) == (i * 3).sum()
+    here.free()

@@ -6,8 +6,8 @@ and the executor that splits work over the ranks (docs/isa-distributed.md).
 - process_group.py: `TorchGroup`, over torch.distributed (gloo between CPU processes, NCCL between GPUs).
 - ranks.py: `Ranks` (one spawned process per rank on this host) and `Simulated` ranks; `run(fn, *args)`.
 - ray.py: `RayRanks`, one Ray actor per rank (one GPU each on a GPU cluster), NCCL or gloo between them.
-- executor.py: `Sharded` arrays whose shards stay on their ranks, data-parallel maps and reductions
-  (partials combined by AllReduce), model-parallel GEMM (rows or columns sharded, gathered by AllGather).
+- executor.py: `Split`, a 1-D buffer over the ranks: data-parallel maps and reductions (partials combined
+  by AllReduce), gathered by AllGather. Sharded tensors and the model-parallel GEMM are eidos.tensor.sharded.
 
 A kernel target joins a group with `target.join(group)`; its collective instructions then run across it.
 Nothing here imports torch or ray until a group or a rank is made.

@@ -1,0 +1,270 @@
+"""Tensors split over the ranks of a device group (eidos.isa.distributed): each rank keeps its shard as a
+Tensor on its own device between operations, and operations run on every rank at once.
+
+`shard(ranks, x, axis)` splits by rows (axis 0) or columns (axis 1), `replicate(ranks, x)` puts the whole
+on every rank. Element-wise operations stay lazy on each rank, so a chain fuses there as on one device;
+reductions combine the ranks' partials by an AllReduce program on each rank's target; `a @ b` is the
+model-parallel GEMM (rows @ replicated -> rows, replicated @ columns -> columns, columns @ rows -> the
+partial products summed by AllReduce); `gather()` meets the shards on every rank by AllGather.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+
+import numpy as np
+
+from eidos.errors import ShapeError
+
+from . import dtypes as D
+
+_keys = itertools.count(1)
+_UNARY = ("abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil")
+_REDUCE = {"sum": "Sum", "prod": "Product", "min": "Min", "max": "Max"}
+
+
+def _sizes(n: int, size: int) -> list[int]:
+    from eidos.isa.distributed.executor import parts
+
+    return parts(n, size)
+
+
+class Sharded:
+    """A tensor of `shape` over `ranks`: split along `axis` (sizes[r] along it on rank r) or, with axis None,
+    whole on every rank."""
+
+    def __init__(self, ranks, shape, dtype, axis, key=None) -> None:
+        self.ranks, self.shape, self.dtype, self.axis = ranks, tuple(shape), np.dtype(dtype), axis
+        self.key = key or f"sharded-{next(_keys)}"
+        self.sizes = None if axis is None else _sizes(self.shape[axis], ranks.size)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """Where the shards are: 'gpu:0', 'gpu:1', ... (or 'cpu:r' for CPU ranks)."""
+        return self.ranks.devices
+
+    def __repr__(self) -> str:
+        how = "replicated" if self.axis is None else f"split on axis {self.axis} {self.sizes}"
+        return f"Sharded(shape={self.shape}, dtype={self.dtype}, {how}, devices={self.devices})"
+
+    def _like(self, shape=None, dtype=None, axis=...) -> Sharded:
+        return Sharded(self.ranks, self.shape if shape is None else shape, dtype or self.dtype,
+                       self.axis if axis is ... else axis)
+
+    # ---- element-wise: lazy on every rank ---------------------------------------------------------
+    def _apply(self, name: str, *others) -> Sharded:
+        args = [self]
+        for o in others:
+            if isinstance(o, Sharded) and (o.ranks is not self.ranks or o.shape != self.shape or o.axis != self.axis):
+                raise ShapeError(f"{name}: sharded operands must have one shape and split ({self!r}, {o!r})")
+            args.append(o)
+        out = self._like()
+        self.ranks.run(_apply, out.key, name, [("s", a.key) if isinstance(a, Sharded) else ("v", a) for a in args])
+        out.dtype = np.dtype(self.ranks.run(_dtype, out.key)[0])
+        return out
+
+    def __add__(self, o):
+        return self._apply("add", o)
+
+    def __sub__(self, o):
+        return self._apply("sub", o)
+
+    def __mul__(self, o):
+        return self._apply("mul", o)
+
+    def __truediv__(self, o):
+        return self._apply("truediv", o)
+
+    def __neg__(self):
+        return self._apply("neg")
+
+    __radd__, __rmul__ = __add__, __mul__
+
+    def __getattr__(self, name):
+        if name in _UNARY:
+            return lambda: self._apply(name)
+        if name in _REDUCE:
+            return lambda: self._reduce(name)
+        raise AttributeError(name)
+
+    # ---- reductions: partial on every rank, combined by AllReduce -------------------------------------
+    def _reduce(self, name: str):
+        return self.ranks.run(_reduce, self.key, name, self.axis is None)[0]
+
+    # ---- GEMM -----------------------------------------------------------------------------------------
+    def __matmul__(self, other: Sharded) -> Sharded:
+        if not isinstance(other, Sharded) or other.ranks is not self.ranks:
+            raise ShapeError("@: both operands must be Sharded over the same ranks (replicate() a whole one)")
+        if len(self.shape) != 2 or len(other.shape) != 2 or self.shape[1] != other.shape[0]:
+            raise ShapeError(f"@: shapes {self.shape} and {other.shape} do not multiply")
+        layout = (self.axis, other.axis)
+        if layout not in ((0, None), (None, 1), (1, 0), (None, None)):
+            raise ShapeError(f"@: splits {layout} (left, right axis) have no model-parallel form; use rows @ "
+                             "replicated, replicated @ columns or columns @ rows")
+        axis = {(0, None): 0, (None, 1): 1}.get(layout)
+        out = Sharded(self.ranks, (self.shape[0], other.shape[1]), D.promote(self.dtype, other.dtype), axis)
+        self.ranks.run(_matmul, out.key, self.key, other.key, layout == (1, 0))
+        return out
+
+    # ---- moving shards ------------------------------------------------------------------------------
+    def gather(self) -> Sharded:
+        """The whole tensor on every rank (AllGather over the group; shards padded to the largest)."""
+        if self.axis is None:
+            return self
+        out = self._like(axis=None)
+        self.ranks.run(_gather, out.key, self.key, self.axis, self.sizes)
+        return out
+
+    def numpy(self) -> np.ndarray:
+        """The whole tensor in this (the driver's) memory."""
+        got = self.ranks.run(_fetch, self.key, self.axis is None)
+        return got[0] if self.axis is None else np.concatenate(got, axis=self.axis)
+
+    def free(self) -> None:
+        self.ranks.run(_free, self.key)
+
+
+def shard(ranks, x, axis: int = 0) -> Sharded:
+    """x (anything ei.tensor takes) split along axis 0 (rows) or 1 (columns) over the ranks."""
+    x = np.asarray(x)
+    if axis not in (0, 1) or x.ndim <= axis:
+        raise ShapeError(f"shard: axis must be 0 or 1 and below the {x.ndim} dimensions, got {axis}")
+    out = Sharded(ranks, x.shape, x.dtype, axis)
+    cuts = np.cumsum([0, *out.sizes])
+    ranks.run(_put, out.key, each=[(np.take(x, np.arange(cuts[r], cuts[r + 1]), axis=axis),)
+                                   for r in range(ranks.size)])
+    return out
+
+
+def replicate(ranks, x) -> Sharded:
+    """x whole on every rank."""
+    x = np.asarray(x)
+    out = Sharded(ranks, x.shape, x.dtype, None)
+    ranks.run(_put, out.key, x)
+    return out
+
+
+def make(ranks, shape, dtype, axis, fill) -> Sharded:
+    """A Sharded whose shards the ranks make themselves: fill(rank, shard_shape) -> anything ei.tensor takes
+    (or a torch tensor on the rank's GPU), called on each rank; no data through the driver."""
+    out = Sharded(ranks, shape, D.as_dtype(dtype), axis)
+    local = [tuple(out.sizes[r] if a == axis else s for a, s in enumerate(shape)) for r in range(ranks.size)]
+    ranks.run(_make, out.key, fill, str(out.dtype), each=[(s,) for s in local])
+    return out
+
+
+# ---- on each rank ------------------------------------------------------------------------------------
+
+def _tensor(rank, x, dtype=None):
+    from .array import from_dlpack, tensor
+
+    if type(x).__module__ == "torch" and rank.device == "gpu":
+        return from_dlpack(x)
+    return tensor(x, dtype=dtype, device=rank.device)
+
+
+def _raw(t):
+    """The tensor's array (NumPy on the CPU, torch on the GPU), realized."""
+    if t.device == "cpu":
+        return np.ascontiguousarray(t.numpy())
+    import torch
+
+    return torch.from_dlpack(t).contiguous()
+
+
+def _put(rank, key, x) -> None:
+    rank.store[key] = _tensor(rank, x)
+
+
+def _make(rank, key, fill, dtype, shape) -> None:
+    rank.store[key] = _tensor(rank, fill(rank, shape), dtype)
+
+
+def _apply(rank, out, name, args) -> None:
+    vals = [rank.store[v] if kind == "s" else v for kind, v in args]
+    f = getattr(operator, name, None)
+    rank.store[out] = f(*vals) if f is not None else getattr(vals[0], name)()
+
+
+def _dtype(rank, key) -> str:
+    return str(rank.store[key].dtype)
+
+
+def _combine(rank, value, op_name: str):
+    """value combined over the ranks by an AllReduce program on the rank's target."""
+    from eidos.isa import Address, LaunchConfig, ProgramBuilder, ReduceOperation
+    from eidos.isa import instructions as I
+
+    value = np.asarray(value).reshape(1)
+    ty = D.isa_type(value.dtype)
+    t = rank.target
+    h = t.allocate_typed(1, ty)
+    t.copy_to_buffer(h, value.astype(ty.np_dtype))
+    t.execute_program(ProgramBuilder().add(I.AllReduce(Address.buffer(h), 1, ReduceOperation[op_name], ty=ty))
+                      .build(), LaunchConfig.linear(1))
+    t.copy_from_buffer(h, value)
+    t.free_buffer(h)
+    return value[0]
+
+
+def _reduce(rank, key, name, replicated):
+    t = rank.store[key]
+    part = getattr(t, name)().numpy() if t.size else _identity(name, t.dtype)
+    return part if replicated else _combine(rank, part, _REDUCE[name])
+
+
+def _identity(name, dtype):
+    dt = np.dtype("int64" if name in ("sum", "prod") and dtype.kind in "biu" else dtype)
+    if name in ("sum", "prod"):
+        return np.asarray(int(name == "prod"), dt)
+    info = np.finfo(dt) if dt.kind == "f" else np.iinfo(dt)
+    big = np.inf if dt.kind == "f" else (info.max if name == "min" else info.min)
+    return np.asarray(big if name == "min" else -big if dt.kind == "f" else big, dt)
+
+
+def _matmul(rank, out, a, b, partial) -> None:
+    c = rank.store[a] @ rank.store[b]
+    if partial:   # columns @ rows: every rank holds a partial product of the whole; AllReduce sums them
+        raw = _raw(c)
+        rank.group.all_reduce(raw.reshape(-1), _sum(), D.isa_type(np.dtype(str(c.dtype))))
+        c = _tensor(rank, raw)
+    rank.store[out] = c
+
+
+def _sum():
+    from eidos.isa import ReduceOperation
+
+    return ReduceOperation.Sum
+
+
+def _gather(rank, out, key, axis, sizes) -> None:
+    part = _raw(rank.store[key])
+    ty = D.isa_type(np.dtype(str(rank.store[key].dtype)))
+    width, n = max(sizes), rank.size
+    if isinstance(part, np.ndarray):
+        xp, pad = np, np.zeros
+    else:
+        import torch as xp
+
+        def pad(shape, dtype):
+            return xp.zeros(shape, dtype=dtype, device=part.device)
+    shape = list(part.shape)
+    shape[axis] = width
+    mine = pad(tuple(shape), part.dtype)
+    (mine[:sizes[rank.rank]] if axis == 0 else mine[:, :sizes[rank.rank]])[...] = part
+    whole = pad((n, *shape), part.dtype)
+    rank.group.all_gather(whole.reshape(-1), mine.reshape(-1), ty)
+    pieces = [whole[r, :sizes[r]] if axis == 0 else whole[r, :, :sizes[r]] for r in range(n)]
+    rank.store[out] = _tensor(rank, np.concatenate(pieces, axis) if xp is np else xp.cat(pieces, axis))
+
+
+def _fetch(rank, key, replicated):
+    if replicated and rank.rank:
+        return None
+    t = rank.store[key]
+    return t.numpy() if t.device == "cpu" else t.to("cpu").numpy()
+
+
+def _free(rank, key) -> None:
+    rank.store.pop(key, None)

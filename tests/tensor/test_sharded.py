@@ -1,0 +1,61 @@
+"""Sharded tensors: shards stay on their ranks between operations; element-wise chains, reductions, the
+model-parallel GEMM and gathers equal the same on one device, over gloo processes and the simulated group."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import eidos as ei
+from eidos.errors import ShapeError
+from eidos.isa.distributed import SimulatedRanks
+from eidos.tensor.sharded import make, replicate, shard
+from tests.isa.distributed import gloo_ranks
+
+
+@pytest.fixture(params=["gloo", "simulated-3"])
+def ranks(request):
+    return gloo_ranks() if request.param == "gloo" else SimulatedRanks(3)
+
+
+def test_a_chain_stays_on_the_ranks_and_equals_one_device(ranks):
+    x = np.random.default_rng(1).normal(size=(7, 5)).astype(np.float32)
+    a = shard(ranks, x, axis=0)
+    assert a.devices == tuple(f"cpu:{r}" for r in range(ranks.size)) and sum(a.sizes) == 7
+    y = ((a * 2.0 + 1.0).tanh() - a).abs()
+    want = ((ei.tensor(x) * 2.0 + 1.0).tanh() - ei.tensor(x)).abs()
+    np.testing.assert_array_equal(y.numpy(), want.numpy())
+    assert y.max() == want.max().numpy() and y.min() == want.min().numpy()
+    np.testing.assert_allclose(y.sum(), want.sum().numpy(), rtol=1e-6)
+    col = shard(ranks, x, axis=1)
+    np.testing.assert_array_equal((col * col).numpy(), (ei.tensor(x) * ei.tensor(x)).numpy())
+    assert shard(ranks, np.arange(5, dtype=np.int32), 0).sum() == 10
+
+
+@pytest.mark.parametrize("m,k,n", [(5, 3, 4), (1, 2, 7)])
+def test_model_parallel_gemm(ranks, m, k, n):
+    rng = np.random.default_rng(m * n)
+    a = rng.integers(-4, 5, (m, k)).astype(np.float32)   # small integers: every order of summing is exact
+    b = rng.integers(-4, 5, (k, n)).astype(np.float32)
+    want = a @ b
+    rows = shard(ranks, a, 0) @ replicate(ranks, b)
+    cols = replicate(ranks, a) @ shard(ranks, b, 1)
+    inner = shard(ranks, a, 1) @ shard(ranks, b, 0)
+    assert (rows.axis, cols.axis, inner.axis) == (0, 1, None)
+    for c in (rows, cols, inner):
+        np.testing.assert_array_equal(c.numpy(), want)
+    np.testing.assert_array_equal(rows.gather().numpy(), want)
+    np.testing.assert_array_equal(cols.gather().numpy(), want)
+    with pytest.raises(ShapeError, match="no model-parallel form"):
+        shard(ranks, a, 0) @ shard(ranks, b, 0)
+
+
+def _fill(rank, shape):
+    return np.full(shape, rank.rank + 1, np.float32)
+
+
+def test_ranks_make_their_own_shards(ranks):
+    s = make(ranks, (5, 2), "float32", 0, _fill)
+    want = np.concatenate([np.full((c, 2), r + 1, np.float32) for r, c in enumerate(s.sizes)])
+    np.testing.assert_array_equal(s.numpy(), want)
+    s.free()
