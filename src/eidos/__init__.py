@@ -56,6 +56,8 @@ _LAZY = {
     "set_backend": "eidos.tensor",
     "set_backend_priority": "eidos.tensor",
     "connect": "eidos.remote",
+    "calibrate": "eidos.calibration",
+    "cost_constants": "eidos.calibration",
 }
 
 

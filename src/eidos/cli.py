@@ -534,10 +534,42 @@ def cmd_cache(args: argparse.Namespace, out: Out) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace, out: Out) -> int:
+    """Measure the lanes' cost constants here and store them (or, with --show, print those in use and whence)."""
+    if not args.show:
+        with out.status("measuring the lanes' cost constants (under a minute)") as status:
+            result = ei.calibrate(progress=status.update if status is not None else None)
+    used = ei.cost_constants()
+    if args.json:
+        out.line(json.dumps({lane: {"source": c.source, "values": dict(c.values)} for lane, c in used.items()}
+                            if args.show else {**result, "machine": asdict(result["machine"])}, indent=2))
+        return 0
+    if args.show:
+        for lane, c in used.items():
+            out.table(["constant", "value"], [(k, f"{v:.3g}") for k, v in c.values.items()], title=f"{lane}: {c.source}",
+                      right=[False, True])
+        return 0
+    machine = result["machine"]
+    rows = [(lane, k, f"{result['defaults'][lane][k]:.3g}", f"{result['scaled'][lane][k]:.3g}", f"{v:.3g}")
+            for lane, values in result["lanes"].items() for k, v in values.items()]
+    out.table(["lane", "constant", "default", "default scaled here", "measured here"], rows,
+              right=[False, False, True, True, True],
+              title=f"measured in {result['seconds']:.1f} s on {machine} ({machine.bandwidth / 1e9:.1f} GB/s copy); "
+                    f"written to {result['path']}")
+    for lane, why in result["skipped"].items():
+        out.line(f"skipped {lane}: {why}")
+    return 0
+
+
 def _cache_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", choices=("info", "clear", "warm"), default="info",
                    help="info (default): where and how big; clear: remove every compiled kernel; warm: build the "
                         "ahead-of-time kernels now")
+    _json_flag(p)
+
+
+def _calibrate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--show", action="store_true", help="print the constants in use and where they came from; measure nothing")
     _json_flag(p)
 
 
@@ -659,6 +691,12 @@ COMMANDS = {
               "size against its limit (EIDOS_CACHE_MAX_MB, default 1024) and the build it is for (library versions, "
               "CPU). 'clear' removes every compiled kernel; 'warm' builds the ahead-of-time element-wise kernels now "
               "(otherwise built in the background the first time a process needs them)."),
+    "calibrate": (cmd_calibrate, _calibrate_args, "measure the lanes' cost constants on this machine",
+                  "Time small probes on every lane with a cost model available here (under a minute) and store the "
+                  "constants they give in costs.json in the cache folder ($EIDOS_CACHE_DIR, else "
+                  "$XDG_CACHE_HOME/eidos, else ~/.cache/eidos); the planner uses them from the next plan on. "
+                  "Without it, each lane's defaults are scaled by this machine's cores. --show prints the "
+                  "constants in use and where they came from."),
     "serve": (cmd_serve, _serve_args, "run an execution service for remote clients (ei.connect)",
               "Serve remote clients: they connect with ei.connect('eidos://HOST:PORT', token=...) and run plans "
               "(engine='remote'), tensors (device 'remote:gpu') and ISA programs here. Every call needs the "

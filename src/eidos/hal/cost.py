@@ -10,7 +10,9 @@
               rows (a kernel launch); with setup_s they make the estimate's `fixed_s`
 
 Rows flow up the plan: a scan gives the source's rows (or bytes / bytes_per_row), a filter keeps
-filter_keeps of its input, a keyed aggregation groups_per_row of it (one row without keys), a join
+filter_keeps of its input, a keyed aggregation the distinct count of its keys where they are columns of
+a source (eidos.hal.distinct: parquet statistics and a sample), else groups_per_row of its input (one
+row without keys; never more groups than rows in), a join
 the larger input (the product for cross joins), a limit min(n, rows), a union the sum. The result of
 another part of a split plan (a PartSource) has the rows its subplan gives, at
 ROW_WIDTH bytes per value of a non-numeric column.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from eidos.hal.lane import Estimate
 from eidos.ir import expr as E
@@ -48,6 +50,24 @@ class RowFlow:
     filter_keeps: float = 0.5              # rows a filter keeps, lacking statistics
     groups_per_row: float = 0.1            # groups per input row of a keyed aggregation
     unknown_rows: float = 100_000          # a source that knows neither rows nor bytes
+    constants: str = ""                    # where the constants came from, for explain (eidos.hal.constants)
+
+
+_SCAN = "scan_{}_bytes_per_s"
+_FLAT = ("setup_s", "row_op_s", "agg_op_s", "join_row_s", "sort_row_s", "udf_row_s")
+
+
+def flat(model: RowFlow) -> dict[str, float]:
+    """The model's constants by name (scan rates as scan_<format>_bytes_per_s): a lane's Constants values."""
+    out = {k: getattr(model, k) for k in _FLAT if getattr(model, k) is not None}
+    return {**out, **{_SCAN.format(f): v for f, v in model.scan_bytes_per_s.items()}}
+
+
+def row_flow_model(model: RowFlow, values: Mapping[str, float], constants: str = "") -> RowFlow:
+    """`model` with the constants in `values` (flat()'s names), labelled with where they came from."""
+    rates = {f: values.get(_SCAN.format(f), v) for f, v in model.scan_bytes_per_s.items()}
+    named = {k: values[k] for k in _FLAT if k in values}
+    return replace(model, scan_bytes_per_s=rates, constants=constants, **named)
 
 
 Extra = Callable[[N.Node, float, float], float]
@@ -60,7 +80,8 @@ def estimate(plan: N.Node, model: RowFlow, extra: Extra | None = None, fixed: Fi
     out = _walk(plan, model, extra, acc, fixed)
     joins = f", {acc['joins']} join{'s' if acc['joins'] != 1 else ''}" if acc["joins"] else ""
     basis = (f"{model.lane}: {acc['rows'] / 1e6:.1f}M input rows, {acc['bytes'] / 1e6:.1f} MB scanned{joins} "
-             f"-> {acc['s']:.3g} s (~{out:,.0f} rows out)")
+             f"-> {acc['s']:.3g} s (~{out:,.0f} rows out)" + (f"; constants: {model.constants}" if model.constants
+                                                                else ""))
     return Estimate(seconds=acc["s"], basis=basis, fixed_s=acc["fixed"], input_bytes=acc["bytes"])
 
 
@@ -133,7 +154,12 @@ def _rows_out(node: N.Node, rows: float, ins: list[float], m: RowFlow, acc: dict
     if isinstance(node, N.Filter):
         return rows * m.filter_keeps
     if isinstance(node, N.Aggregate):
-        return max(1.0, rows * m.groups_per_row) if node.keys else 1.0
+        if not node.keys:
+            return 1.0
+        from eidos.hal.distinct import groups
+
+        known = groups(node)
+        return max(1.0, min(rows, known if known is not None else rows * m.groups_per_row))
     if isinstance(node, N.Join):
         acc["s"] += (ins[0] + ins[1]) * m.join_row_s
         acc["joins"] += 1

@@ -94,6 +94,11 @@ class Lane(ABC):
         """Estimated run time of `plan` on this lane; None when the lane has no cost model."""
         return None
 
+    def constants(self):
+        """The lane's default cost constants (an eidos.hal.constants.Constants), which `eidos calibrate`
+        measures here; None when the lane has no cost model."""
+        return None
+
     def out_of_core(self, budget_bytes: int) -> Lane | None:
         """This lane configured to run inputs larger than `budget_bytes` (streaming, spilling), or
         None when it cannot. The planner asks for it when the input exceeds the budget, and

@@ -234,6 +234,12 @@ def _cpu_features() -> str:
 
 
 @functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo; elsewhere platform.processor())."""
+    return _cpu_features().partition("|")[0] or platform.processor() or platform.machine()
+
+
+@functools.cache
 def build_versions() -> dict[str, str]:
     """What compiled code depends on besides its source: Python, eidos, NumPy, numba, llvmlite, the machine and
     its CPU features. Read without importing numba or llvmlite (a warm start never imports them)."""

@@ -42,9 +42,15 @@ class PolarsLane(Lane):
         return Availability(True)
 
     def estimate(self, plan: N.Node) -> Estimate:
-        from eidos.lanes.polars.cost import estimate
+        from eidos.hal.constants import key
+        from eidos.lanes.polars.cost import DEFAULTS, estimate
 
-        return once(plan, "polars.estimate", lambda: estimate(plan))
+        return once(plan, "polars.estimate " + key(DEFAULTS), lambda: estimate(plan))
+
+    def constants(self):
+        from eidos.lanes.polars.cost import DEFAULTS
+
+        return DEFAULTS
 
     def out_of_core(self, budget_bytes: int) -> Lane:
         return PolarsLane(streaming=True)

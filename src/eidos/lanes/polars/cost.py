@@ -12,12 +12,16 @@ Rows flow up the plan as in DuckDB's model: both are eidos.hal.cost's row flow, 
 their own constants, so the two compare like with like.
 
 The constants: fitted by bench/tpch.py; see bench/RESULTS.md, section "Where the CPU lanes'
-cost constants come from".
+cost constants come from". `DEFAULTS` holds them as data; the planner uses `in_use(DEFAULTS)`: what
+`eidos calibrate` measured here, else these scaled to this machine (eidos.hal.constants).
 """
 
 from __future__ import annotations
 
-from eidos.hal.cost import RowFlow
+from collections.abc import Mapping
+
+from eidos.hal.constants import DEV_VM, Constants, in_use
+from eidos.hal.cost import RowFlow, flat, row_flow_model
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
 from eidos.ir import dtypes as T
@@ -40,14 +44,27 @@ EXACT_ROW_S = 300e-9            # a float sum/mean/std/var, per value (gathered,
 EXACT_GROUP_S = 2e-6            # the same, per group (a Python loop over the groups)
 
 
-def estimate(plan: N.Node) -> Estimate:
-    return row_flow(plan, MODEL, _exact_cost)
+def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimate:
+    label = ""
+    if values is None:
+        c = in_use(DEFAULTS)
+        values, label = c.values, c.source
+
+    def exact(node: N.Node, rows: float, groups: float) -> float:
+        if not isinstance(node, N.Aggregate):
+            return 0.0
+        return _exact_aggregations(node) * (rows * values["exact_row_s"] + groups * values["exact_group_s"])
+
+    return row_flow(plan, row_flow_model(MODEL, values, label), exact)
 
 
-def _exact_cost(node: N.Node, rows: float, groups: float) -> float:
-    if not isinstance(node, N.Aggregate):
-        return 0.0
-    return _exact_aggregations(node) * (rows * EXACT_ROW_S + groups * EXACT_GROUP_S)
+DEFAULTS = Constants(
+    "polars", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S}, DEV_VM, estimate,
+    threaded=frozenset({"row_op_s", "agg_op_s", "join_row_s", "sort_row_s"}),
+    host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
+                          "scan_other_bytes_per_s"}),
+    probes={"setup": "setup_s", "project": "row_op_s", "parquet": "scan_parquet_bytes_per_s", "group": "agg_op_s",
+            "exact": "exact_row_s", "exact_groups": "exact_group_s", "join": "join_row_s", "sort": "sort_row_s"})
 
 
 def _exact_aggregations(node: N.Aggregate) -> int:

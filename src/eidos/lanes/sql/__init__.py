@@ -156,9 +156,15 @@ class DuckDBLane(SqlLane):
         return f"<lane duckdb (vector{budget})>"
 
     def estimate(self, plan: N.Node) -> Estimate:
-        from eidos.lanes.sql.cost import estimate
+        from eidos.hal.constants import key
+        from eidos.lanes.sql.cost import DEFAULTS, estimate
 
-        return once(plan, "duckdb.estimate", lambda: estimate(plan))
+        return once(plan, "duckdb.estimate " + key(DEFAULTS), lambda: estimate(plan))
+
+    def constants(self):
+        from eidos.lanes.sql.cost import DEFAULTS
+
+        return DEFAULTS
 
 
 class SQLiteLane(SqlLane):

@@ -3,12 +3,16 @@
 Deliberately simple, so the planner can compare it with the Polars lane's and explain() can
 show where the figure came from (the row flow is eidos.hal.cost's, shared with Polars).
 The constants: fitted by bench/tpch.py; see bench/RESULTS.md, section "Where the CPU lanes'
-cost constants come from".
+cost constants come from". `DEFAULTS` holds them as data; the planner uses `in_use(DEFAULTS)`: what
+`eidos calibrate` measured here, else these scaled to this machine (eidos.hal.constants).
 """
 
 from __future__ import annotations
 
-from eidos.hal.cost import RowFlow
+from collections.abc import Mapping
+
+from eidos.hal.constants import DEV_VM, Constants, in_use
+from eidos.hal.cost import RowFlow, flat, row_flow_model
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
 from eidos.ir import nodes as N
@@ -23,5 +27,16 @@ MODEL = RowFlow(
 )
 
 
-def estimate(plan: N.Node) -> Estimate:
-    return row_flow(plan, MODEL)
+def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimate:
+    if values is not None:
+        return row_flow(plan, row_flow_model(MODEL, values))
+    c = in_use(DEFAULTS)
+    return row_flow(plan, row_flow_model(MODEL, c.values, c.source))
+
+
+DEFAULTS = Constants(
+    "duckdb", flat(MODEL), DEV_VM, estimate, threaded=frozenset({"row_op_s", "join_row_s", "sort_row_s"}),
+    host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
+                          "scan_other_bytes_per_s"}),
+    probes={"setup": "setup_s", "project": "row_op_s", "parquet": "scan_parquet_bytes_per_s", "join": "join_row_s",
+            "sort": "sort_row_s"})

@@ -57,9 +57,15 @@ class TritonLane(Lane):
 
     def estimate(self, plan: N.Node) -> Estimate:
         """The GPU cost model (cost.py); the planner weighs it against the CPU lane's under rule 4."""
-        from eidos.lanes.triton.cost import ENV, estimate
+        from eidos.hal.constants import key
+        from eidos.lanes.triton.cost import DEFAULTS, ENV, estimate
 
-        return once(plan, "triton.estimate " + os.environ.get(ENV, ""), lambda: estimate(plan))
+        return once(plan, f"triton.estimate {os.environ.get(ENV, '')} {key(DEFAULTS)}", lambda: estimate(plan))
+
+    def constants(self):
+        from eidos.lanes.triton.cost import DEFAULTS
+
+        return DEFAULTS
 
     def execute(self, plan: N.Node) -> pa.Table:
         available = self.is_available_when_named()

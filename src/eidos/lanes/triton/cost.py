@@ -16,8 +16,9 @@ Both sides are affine in the input size (fixed_s + bytes x per-byte), so that si
 the two estimates.
 
 Every constant is in COSTS below: fitted by bench/gpu_flow.py --crossover; see bench/RESULTS.md,
-section "The Triton lane's crossover" (the run and which constants remain estimates).
-`EIDOS_TRITON_COST` overrides them:
+section "The Triton lane's crossover" (the run and which constants remain estimates). `DEFAULTS` holds
+them as data; the planner starts from `in_use(DEFAULTS)`: what `eidos calibrate` measured on this GPU
+machine, else these (eidos.hal.constants). `EIDOS_TRITON_COST` overrides them:
 `name=value` pairs (`setup_s=2ms,h2d_bytes_per_s=12GB/s`), or the path of the JSON that
 `bench/gpu_flow.py --crossover --out PATH` writes on the GPU machine (its "constants").
 """
@@ -31,6 +32,7 @@ import re
 from dataclasses import dataclass
 
 from eidos.errors import PlanError
+from eidos.hal.constants import Constants, Machine, in_use
 from eidos.hal.cost import RowFlow, row_bytes
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.devices import parse_size
@@ -64,20 +66,23 @@ class Costs:
 
 COSTS = Costs()
 _SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+# the host rates are the polars lane's, fitted on the 2-vCPU VM: they scale with its bandwidth
+H100_HOST = Machine(16, 0, "", 10e9, "an NVIDIA H100 80GB HBM3 host (16 CPUs)")
 
 
 def costs() -> Costs:
-    """COSTS with EIDOS_TRITON_COST's overrides applied."""
+    """The constants in use here (in_use(DEFAULTS)) with EIDOS_TRITON_COST's overrides applied."""
+    base = Costs(**in_use(DEFAULTS).values)
     text = os.environ.get(ENV, "").strip()
     if not text:
-        return COSTS
+        return base
     if "=" not in text:
-        return dataclasses.replace(COSTS, **_from_json(text))
+        return dataclasses.replace(base, **_from_json(text))
     values = {}
     for pair in filter(None, (p.strip() for p in text.split(","))):
         name, _, value = (x.strip() for x in pair.partition("="))
         values[_field(name)] = _value(name, value)
-    return dataclasses.replace(COSTS, **values)
+    return dataclasses.replace(base, **values)
 
 
 def _field(name: str) -> str:
@@ -118,7 +123,7 @@ def _from_json(path: str) -> dict[str, float]:
     return {_field(k): _value(k, str(v)) for k, v in data["constants"].items()}
 
 
-def model(c: Costs) -> RowFlow:
+def model(c: Costs, constants: str = "") -> RowFlow:
     """The row flow with the device's constants (the columns read are what crosses to the device)."""
     def host_then_device(host: float) -> float:
         return 1 / (1 / host + 1 / c.h2d_bytes_per_s)
@@ -133,11 +138,14 @@ def model(c: Costs) -> RowFlow:
         join_row_s=c.group_row_s,     # the row flow charges Distinct this per row: grouping on every column
         sort_row_s=c.group_row_s,     # the lane runs no sort; kept for completeness of the row flow
         columnar=frozenset({"parquet", "arrow"}),
+        constants=constants,
     )
 
 
 def estimate(plan: N.Node, c: Costs | None = None) -> Estimate:
-    c = c or costs()
+    label = ""
+    if c is None:
+        c, label = costs(), in_use(DEFAULTS).source + (f"; {ENV} overrides some" if os.environ.get(ENV) else "")
 
     def extra(node: N.Node, rows: float, out: float) -> float:
         s = 0.0
@@ -155,7 +163,14 @@ def estimate(plan: N.Node, c: Costs | None = None) -> Estimate:
         aggs = sum(1 for _, e in getattr(node, "aggs", ()) for x in e.walk() if isinstance(x, E.Agg))
         return c.step_s + aggs * c.agg_s
 
-    return row_flow(plan, model(c), extra, fixed)
+    return row_flow(plan, model(c, label), extra, fixed)
+
+
+DEFAULTS = Constants(
+    "triton", dataclasses.asdict(COSTS), H100_HOST, lambda plan, values: estimate(plan, Costs(**values)),
+    host_rates=frozenset({"parquet_host_bytes_per_s", "csv_host_bytes_per_s"}),
+    probes={"setup": "setup_s", "arrow": "h2d_bytes_per_s", "project": "row_op_s", "group": "group_row_s",
+            "exact": "exact_row_s"})
 
 
 def _sums(node: N.Aggregate) -> tuple[int, int]:
