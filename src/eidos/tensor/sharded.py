@@ -60,8 +60,8 @@ class Sharded:
                 raise ShapeError(f"{name}: sharded operands must have one shape and split ({self!r}, {o!r})")
             args.append(o)
         out = self._like()
-        self.ranks.run(_apply, out.key, name, [("s", a.key) if isinstance(a, Sharded) else ("v", a) for a in args])
-        out.dtype = np.dtype(self.ranks.run(_dtype, out.key)[0])
+        out.dtype = np.dtype(self.ranks.run(_apply, out.key, name, [("s", a.key) if isinstance(a, Sharded) else
+                                                                      ("v", a) for a in args])[0])
         return out
 
     def __add__(self, o):
@@ -120,6 +120,11 @@ class Sharded:
         """The whole tensor in this (the driver's) memory."""
         got = self.ranks.run(_fetch, self.key, self.axis is None)
         return got[0] if self.axis is None else np.concatenate(got, axis=self.axis)
+
+    def realize(self) -> Sharded:
+        """Compute the shards now, each rank waiting for its device (they are lazy until used)."""
+        self.ranks.run(_realize, self.key)
+        return self
 
     def free(self) -> None:
         self.ranks.run(_free, self.key)
@@ -181,14 +186,20 @@ def _make(rank, key, fill, dtype, shape) -> None:
     rank.store[key] = _tensor(rank, fill(rank, shape), dtype)
 
 
-def _apply(rank, out, name, args) -> None:
+def _apply(rank, out, name, args) -> str:
     vals = [rank.store[v] if kind == "s" else v for kind, v in args]
     f = getattr(operator, name, None)
-    rank.store[out] = f(*vals) if f is not None else getattr(vals[0], name)()
+    rank.store[out] = r = f(*vals) if f is not None else getattr(vals[0], name)()
+    return str(r.dtype)
 
 
-def _dtype(rank, key) -> str:
-    return str(rank.store[key].dtype)
+def _realize(rank, key) -> None:
+    t = rank.store[key]
+    _raw(t)
+    if t.device == "gpu":
+        import torch
+
+        torch.cuda.synchronize()
 
 
 def _combine(rank, value, op_name: str):

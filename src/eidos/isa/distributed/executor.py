@@ -136,8 +136,8 @@ def _program(rank, key, out_key, steps, operation, ty_name):
     width = t.buffer_length(h)
     b = ProgramBuilder()
     src = Address.buffer(h)
-    dst = Address.buffer(_alloc(rank, out_key, ty, width, count) if out_key else
-                         t.allocate_typed(width, ty)) if steps else src
+    dst = Address.buffer(_alloc(rank, out_key, ty, width, count) if out_key else _scratch(rank, ty, width)) \
+        if steps else src
     for j, (op, scalar) in enumerate(steps):
         a = src if j == 0 else dst
         if scalar is None:
@@ -152,14 +152,20 @@ def _program(rank, key, out_key, steps, operation, ty_name):
         b.add(I.STG(Address.buffer(partial), Register(0), ty))
         b.add(I.AllReduce(Address.buffer(partial), 1, operation, ty=ty))
     t.execute_program(b.build(), LaunchConfig.linear(1))
-    if steps and not out_key:
-        t.free_buffer(dst.handle)
     if partial is None:
         return None
     out = np.empty(1, ty.np_dtype)
     t.copy_from_buffer(partial, out)
     t.free_buffer(partial)
     return out[0]
+
+
+def _scratch(rank, ty: Type, width: int) -> int:
+    """A buffer for mapped values nobody keeps, made once per type and width and reused."""
+    key = ("scratch", ty, width)
+    if key not in rank.store:
+        rank.store[key] = (rank.target.allocate_typed(max(width, 1), ty), width)
+    return rank.store[key][0]
 
 
 def _gather(rank, key, ty_name, width):

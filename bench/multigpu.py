@@ -1,0 +1,222 @@
+"""ISA programs and sharded tensors across GPUs, beside torch.distributed and one GPU, in one run.
+
+    python bench/multigpu.py                 # on a host with 2 GPUs (after bench/gpu_setup.sh)
+    python bench/multigpu.py --quick         # gloo between 2 CPU processes, tiny sizes: a smoke check
+
+Measures, with one process per GPU (eidos.isa.distributed.Ranks over NCCL):
+- all-reduce bus bandwidth (float32 Sum) at 1 MiB, 64 MiB and 1 GiB: eidos's AllReduce instruction run by
+  each rank's triton target, beside torch.distributed.all_reduce on a tensor of the same size, in the same
+  processes, rounds interleaved; bus bandwidth = bytes * 2 (N - 1) / N / time, as nccl-tests counts it;
+- a data-parallel map+sum of n float32 (sum(abs(2 x))): a Split (one ISA program per rank, the partials
+  combined by AllReduce) and a sharded tensor chain, on 1 and on 2 GPUs, beside torch on one GPU;
+- a model-parallel bf16 GEMM, A (rows sharded) @ B (replicated), the result kept sharded, and then gathered
+  by AllGather, on 1 and on 2 GPUs, beside torch.matmul (cuBLAS) on one GPU.
+Times are taken in the driver (what a caller waits for) except the all-reduce, timed inside each rank
+(the slowest rank's time per sample); min and median of the samples. The limits: NVLink between the two
+GPUs (KINDS.md: NCCL's all-reduce of 1 GiB at about 329 GB/s on 2 H100s), HBM bandwidth for the map+sum
+(about 3.35 TB/s per H100), the matrix units for the GEMM (about 780 TFLOP/s measured per H100 in bf16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")   # NVLink multicast stays off (the host's GPUs are shared)
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+import numpy as np  # noqa: E402
+
+MiB = 1 << 20
+
+
+def _sync(rank):
+    if rank.device == "gpu":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _all_reduce(rank, nbytes, samples, iters):
+    """Per-sample seconds per all-reduce on this rank: eidos's AllReduce program, torch's all_reduce."""
+    import torch
+    import torch.distributed as dist
+
+    from eidos.isa import Address, LaunchConfig, ProgramBuilder, ReduceOperation, Type
+    from eidos.isa import instructions as I
+
+    t, n = rank.target, nbytes // 4
+    h = t.allocate_typed(n, Type.F32)
+    prog = ProgramBuilder().add(I.AllReduce(Address.buffer(h), n, ReduceOperation.Sum, ty=Type.F32)).build()
+    cfg = LaunchConfig.linear(1)
+    x = torch.zeros(n, device="cuda" if rank.device == "gpu" else "cpu")
+    ways = {"eidos": lambda: t.execute_program(prog, cfg), "torch": lambda: dist.all_reduce(x)}
+    got = {k: [] for k in ways}
+    for f in ways.values():   # warm-up: plans, NCCL channels
+        f()
+        f()
+    for _ in range(samples):
+        for k, f in ways.items():
+            dist.barrier()
+            _sync(rank)
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                f()
+            _sync(rank)
+            got[k].append((time.perf_counter() - t0) / iters)
+    t.free_buffer(h)
+    return got
+
+
+def stats(xs):
+    return min(xs), statistics.median(xs)
+
+
+def timed(f, samples, warm=2):
+    for _ in range(warm):
+        f()
+    out = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        f()
+        out.append(time.perf_counter() - t0)
+    return stats(out)
+
+
+def _fill_f32(rank, shape):
+    import torch
+
+    g = torch.Generator(device="cuda" if rank.device == "gpu" else "cpu").manual_seed(rank.rank)
+    return torch.randn(shape, generator=g, device=g.device) if rank.device == "gpu" else \
+        torch.randn(shape, generator=g).numpy()
+
+
+def _fill_bf16(rank, shape):
+    import torch
+
+    dev = "cuda" if rank.device == "gpu" else "cpu"
+    x = torch.randn(shape, device=dev, generator=torch.Generator(device=dev).manual_seed(rank.rank + 7))
+    return x.to(torch.bfloat16) if rank.device == "gpu" else x.numpy().astype("float32")
+
+
+def _split_fill(start, count):
+    return (np.arange(start, start + count, dtype=np.int64) % 1000 - 500).astype(np.float32) / 256
+
+
+def torch_baselines(n, m, k, nn, samples, gpu):
+    """One GPU through torch: the map+sum and the bf16 GEMM (cuBLAS)."""
+    import torch
+
+    dev = "cuda" if gpu else "cpu"
+    x = torch.randn(n, device=dev)
+    a = torch.randn(m, k, device=dev).to(torch.bfloat16 if gpu else torch.float32)
+    b = torch.randn(k, nn, device=dev).to(a.dtype)
+
+    def sync():
+        if gpu:
+            torch.cuda.synchronize()
+
+    def map_sum():
+        (2 * x).abs().sum().item()
+
+    def gemm():
+        torch.matmul(a, b)
+        sync()
+    return timed(map_sum, samples), timed(gemm, samples)
+
+
+def run_ranks(size, backend, args, sizes, n, m, k, nn):
+    from eidos.isa import BinaryMapOperation as B
+    from eidos.isa import MapOperation as M
+    from eidos.isa import Type
+    from eidos.isa.distributed import Ranks, Split
+    from eidos.tensor.sharded import make
+
+    out = {}
+    t0 = time.perf_counter()
+    with Ranks(size, backend) as ranks:
+        out["start_s"] = time.perf_counter() - t0
+        if size > 1:
+            for nbytes in sizes:
+                iters = 20 if nbytes <= 64 * MiB else 5
+                got = ranks.run(_all_reduce, nbytes, args.samples, iters)
+                for way in ("eidos", "torch"):
+                    per = [max(r[way][i] for r in got) for i in range(args.samples)]
+                    out[("allreduce", nbytes, way)] = stats(per)
+        split = Split.generate(ranks, n, Type.F32, _split_fill)
+        out["split_map_sum"] = timed(lambda: split.sum(M.Abs, (B.Mul, 2.0)), args.samples)
+        out["split_value"] = float(split.sum(M.Abs, (B.Mul, 2.0)))
+        split.free()
+        x = make(ranks, (n,), "float32", 0, _fill_f32)
+        out["tensor_map_sum"] = timed(lambda: ((x * 2.0).abs()).sum(), args.samples)
+        x.free()
+        dtype = "bfloat16" if backend == "nccl" else "float32"
+        a = make(ranks, (m, k), dtype, 0, _fill_bf16)
+        b = make(ranks, (k, nn), dtype, None, _fill_bf16)
+        a.realize()
+        b.realize()
+        out["gemm"] = timed(lambda: (a @ b).realize(), args.samples)
+        out["gemm_gather"] = timed(lambda: (a @ b).gather().realize(), args.samples)
+    return out
+
+
+def scaling(name, o, w, rate) -> None:
+    print(f"  {name:<22} 1 rank {o[0] * 1e3:8.2f} ({o[1] * 1e3:8.2f})  2 ranks {w[0] * 1e3:8.2f} "
+          f"({w[1] * 1e3:8.2f})  speed-up {o[0] / w[0]:.2f}x  ({rate})")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="gloo between CPU processes, tiny sizes")
+    ap.add_argument("--samples", type=int, default=None)
+    args = ap.parse_args(argv)
+    gpu = not args.quick
+    if gpu:
+        import torch
+
+        if torch.cuda.device_count() < 2:
+            print(f"needs 2 GPUs; this host has {torch.cuda.device_count()} (use --quick for the CPU smoke check)")
+            return 2
+        card = torch.cuda.get_device_name(0)
+        args.samples = args.samples or 10
+        sizes, n, (m, k, nn) = (MiB, 64 * MiB, 1024 * MiB), 1 << 30, (16384, 16384, 16384)
+    else:
+        card = "CPU (gloo)"
+        args.samples = args.samples or 3
+        sizes, n, (m, k, nn) = (MiB,), 1 << 20, (256, 256, 256)
+    backend = "nccl" if gpu else "gloo"
+    print(f"card: {card}; backend {backend}; samples {args.samples}")
+    two = run_ranks(2, backend, args, sizes, n, m, k, nn)
+    one = run_ranks(1, backend, args, sizes, n, m, k, nn)
+    tmap, tgemm = torch_baselines(n, m, k, nn, args.samples, gpu)
+
+    print(f"\nrank start-up: 2 ranks {two['start_s']:.1f} s, 1 rank {one['start_s']:.1f} s")
+    print("\nall-reduce, float32 Sum, 2 ranks: bus bandwidth GB/s (max over ranks per sample; min time, median)")
+    print(f"{'size':>8} {'eidos AllReduce':>22} {'torch all_reduce':>22} {'eidos/torch':>12}")
+    for nbytes in sizes:
+        e, t = two[("allreduce", nbytes, "eidos")], two[("allreduce", nbytes, "torch")]
+        bw = [nbytes / s / 1e9 for s in (e[0], e[1], t[0], t[1])]   # 2 (N-1)/N = 1 for N = 2
+        label = f"{nbytes // MiB} MiB" if nbytes < 1024 * MiB else f"{nbytes // (1024 * MiB)} GiB"
+        print(f"{label:>8} {bw[0]:>10.1f} ({bw[1]:>7.1f}) {bw[2]:>12.1f} ({bw[3]:>7.1f}) {bw[0] / bw[2]:>12.2f}")
+    gb = n * 4 / 1e9
+    print(f"\nmap+sum sum(abs(2 x)) over {n:,} float32 ({gb:.1f} GB): ms, min (median); GB/s of x read")
+    for name, key in (("Split (ISA programs)", "split_map_sum"), ("sharded tensor chain", "tensor_map_sum")):
+        scaling(name, one[key], two[key], f"{gb / two[key][0]:.0f} GB/s on 2")
+    print(f"  {'torch, one device':<22} {tmap[0] * 1e3:8.2f} ({tmap[1] * 1e3:8.2f})")
+    print(f"  Split sum values: 1 rank {one['split_value']!r}, 2 ranks {two['split_value']!r}")
+    flop = 2 * m * k * nn / 1e12
+    dt = "bf16" if gpu else "float32"
+    print(f"\nGEMM {m}x{k} @ {k}x{nn} {dt}, A rows sharded, B replicated: ms, min (median); TFLOP/s")
+    for name, key in (("result kept sharded", "gemm"), ("then AllGather", "gemm_gather")):
+        scaling(name, one[key], two[key], f"{flop / two[key][0]:.0f} TFLOP/s on 2")
+    print(f"  {'torch.matmul, one':<22} {tgemm[0] * 1e3:8.2f} ({tgemm[1] * 1e3:8.2f})  ({flop / tgemm[0]:.0f} TFLOP/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

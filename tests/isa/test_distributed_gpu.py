@@ -1,0 +1,63 @@
+"""The collectives, a split buffer and sharded tensors over NCCL between two GPUs (one process each, the
+triton target on each), against the reference's definition and one device. Runs on a host with 2 GPUs."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+
+def _gpus() -> int:
+    if importlib.util.find_spec("torch") is None:
+        return 0
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+pytestmark = pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA GPUs for NCCL (the H100 x2 machine runs these)")
+
+
+@pytest.fixture(scope="module")
+def nccl():
+    import os
+
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")   # NVLink multicast stays off on shared hosts
+    from eidos.isa.distributed import Ranks
+
+    with Ranks(2, "nccl") as ranks:
+        yield ranks
+
+
+def test_collectives_over_nccl_equal_the_definition(nccl):
+    from tests.isa.test_distributed import CASES, _check, _collectives
+
+    assert nccl.devices == ("gpu:0", "gpu:1")
+    _check(nccl.run(_collectives, CASES, 5), CASES, 5)
+
+
+def test_split_and_sharded_tensors_on_two_gpus(nccl):
+    from eidos.isa import BinaryMapOperation as B
+    from eidos.isa import MapOperation as M
+    from eidos.isa import ReduceOperation, Type
+    from eidos.isa.distributed import SimulatedRanks, Split
+    from eidos.tensor.sharded import replicate, shard
+    from tests.isa.distributed import same, values
+
+    x = values(4, 0, 100_003, Type.F32)
+    x[~np.isfinite(x)] = 2.0
+    here, one = Split.scatter(nccl, x), Split.scatter(SimulatedRanks(1), x)
+    same(here.map(M.Abs, (B.Mul, 0.5)).gather(), one.map(M.Abs, (B.Mul, 0.5)).gather())
+    assert here.reduce(ReduceOperation.Max, M.Neg) == one.reduce(ReduceOperation.Max, M.Neg)
+    np.testing.assert_allclose(here.sum(M.Abs), one.sum(M.Abs), rtol=1e-5)
+    rng = np.random.default_rng(3)
+    a = rng.integers(-4, 5, (301, 64)).astype(np.float32)
+    b = rng.integers(-4, 5, (64, 33)).astype(np.float32)
+    c = shard(nccl, a, 0) @ replicate(nccl, b)
+    assert c.devices == ("gpu:0", "gpu:1")
+    np.testing.assert_array_equal(c.gather().numpy(), a @ b)
+    np.testing.assert_array_equal((replicate(nccl, a) @ shard(nccl, b, 1)).gather().numpy(), a @ b)
+    s = shard(nccl, a, 0)
+    np.testing.assert_allclose(((s * 2.0).abs()).sum(), np.abs(a * 2).sum(), rtol=1e-6)
