@@ -58,6 +58,7 @@ _LAZY = {
     "connect": "eidos.remote",
     "calibrate": "eidos.calibration",
     "cost_constants": "eidos.calibration",
+    "sql": "eidos.flow.sql",
 }
 
 

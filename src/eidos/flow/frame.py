@@ -294,6 +294,18 @@ class Flow:
             raise PlanError(f"map_batches takes a callable, got {fn!r}")
         return Flow(N.MapBatches(self._plan, fn, _as_schema(schema)))
 
+    def sql(self, query: str, *, dialect: str = "duckdb", **flows: Any) -> Flow:
+        """A SQL query over this flow, named `self` in it (and other Flows by keyword); see `ei.sql`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [1, 2, 3]})
+            >>> flow.sql("SELECT k, sum(v) AS total FROM self WHERE v > 1 GROUP BY k ORDER BY k").run().to_pydict()
+            {'k': ['a', 'b'], 'total': [3, 2]}
+        """
+        from eidos.flow.sql import sql
+
+        return sql(query, dialect=dialect, self=self, **flows)
+
     # running
     def run(self, engine: str | None = None, *, strict: bool = False, address: str | None = None,
             progress: bool | None = None) -> pa.Table:
