@@ -93,10 +93,10 @@ class Rel:
                 break
             found = [f for f in self.fields if _same(f.name, name, exact)
                      and (table is None or (f.table is not None and f.table.lower() == table.lower()))]
-            if len({f.internal for f in found}) > 1:
-                using = [f for f in found if f.using]
-                if table is None and len(using) == 1:
-                    return using[0]
+            if len(found) > 1:
+                shown = [f for f in found if f.star]   # USING's merged column hides the two it merges
+                if table is None and len(shown) == 1:
+                    return shown[0]
                 raise PlanError(f"column {name!r} is ambiguous: it may be "
                                 f"{' or '.join(f'{f.table}.{f.name}' for f in found)}; qualify it")
             if found:
@@ -346,7 +346,7 @@ class Query:
         if source is None:
             if tree.args.get("joins"):
                 raise PlanError("JOIN without FROM")
-            return Rel(N.Scan(_one_row()), [])
+            return Rel(_one_row(), [])
         rel = self.table(source.this)
         joins = tree.args.get("joins") or []
         steal = all(j.side not in ("RIGHT", "FULL") for j in joins)
@@ -582,6 +582,10 @@ class Query:
         name = type(e).__name__
         if isinstance(e, exp.Paren):
             return x(e.this)
+        if e.args.get("negate"):  # NOT LIKE, NOT ILIKE (sqlglot marks them, not wraps them)
+            positive = e.copy()
+            positive.set("negate", None)
+            return E.Call("not", (x(positive),))
         if isinstance(e, exp.Column):
             if isinstance(e.this, exp.Star):
                 raise PlanError(f"{e.sql(self.dialect)} is not an expression")
@@ -817,13 +821,11 @@ def _user(internal: str, rel: Rel) -> str:
     return internal
 
 
-def _one_row():
-    """A source of one row and no meaningful column, for SELECT without FROM."""
-    import pyarrow as pa
+def _one_row() -> N.Node:
+    """One row and no column a query can name, for SELECT without FROM."""
+    from eidos.flow.read import from_pydict
 
-    from eidos.ir.sources import ArrowSource
-
-    return ArrowSource(pa.table({"__one": [0]}))
+    return from_pydict({"__one": [0]}).plan
 
 
 def read_file(path: str):
