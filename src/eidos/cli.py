@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import datetime as _dt
 import decimal
+import io
 import json
 import math
 import os
@@ -289,6 +290,31 @@ def cmd_run(args: argparse.Namespace, out: Out) -> int:
         seconds = time.perf_counter() - start
     show_table(out, table, args.head)
     out.line(f"{_ran_on()}in {seconds:.3f} s", style="dim")
+    return 0
+
+
+def cmd_query(args: argparse.Namespace, out: Out) -> int:
+    text = sys.stdin.read() if args.sql == "-" else args.sql
+    flow = ei.sql(text, dialect=args.dialect, files=True)
+    if args.explain:
+        show_explain(out, flow.explain(engine=args.engine))
+        return 0
+    if args.output:
+        getattr(flow, f"write_{output_format(args.output)}")(args.output, engine=args.engine)
+        out.line(f"wrote {args.output} {_ran_on()}".rstrip())
+        return 0
+    table = flow.run(engine=args.engine)
+    if args.format == "csv":
+        import pyarrow.csv as pcsv
+
+        sink = io.BytesIO()
+        pcsv.write_csv(table, sink)
+        sys.stdout.write(sink.getvalue().decode())
+    elif args.format == "json":  # one object a line; decimals, dates and times as text
+        for row in table.to_pylist():
+            sys.stdout.write(json.dumps(row, default=str, ensure_ascii=False, separators=(",", ":")) + "\n")
+    else:
+        show_table(out, table, args.head)
     return 0
 
 
@@ -603,6 +629,20 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                    help="fail instead of handing over to another lane when the chosen one cannot run it")
 
 
+def _query_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("sql", metavar="SQL", help="the query ('-' reads stdin); FROM 'data/*.parquet' or 'x.csv' "
+                                              "reads files")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (default: the first rows and the count), csv (every row, with a header) or json "
+                        "(every row, one object a line)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE (.parquet or .csv)")
+    p.add_argument("-n", "--head", type=int, default=HEAD_DEFAULT, metavar="N",
+                   help=f"rows to print as a table (default {HEAD_DEFAULT}; 0 prints all)")
+    p.add_argument("--engine", metavar="LANE", help="force this lane (see 'eidos backends')")
+    p.add_argument("--explain", action="store_true", help="show the plan, the lane and why; run nothing")
+    p.add_argument("--dialect", default="duckdb", help="the SQL dialect, as sqlglot names it (default duckdb)")
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=5000, metavar="N", help="orders to make (default 5000)")
     p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
@@ -681,6 +721,10 @@ COMMANDS = {
             "Run PLAN.json on the lane eidos chooses (or --engine). Without -o, print the first rows of "
             "the result and the row count; with -o, write the whole result atomically as parquet or CSV, "
             "chosen by extension."),
+    "query": (cmd_query, _query_args, "run a SQL query over parquet and CSV files",
+              "Run a SQL query (DuckDB's dialect by default) with eidos's semantics on the lane eidos chooses (or "
+              "--engine): tables in FROM are quoted file paths or globs, FROM 'data/*.parquet' or 'x.csv'. "
+              "Prints the first rows and the row count, or every row as --format csv / json, or writes -o FILE."),
     "demo": (cmd_demo, _demo_args, "make a small dataset and run one flow on every available lane",
              "Make a small orders/customers dataset (nulls, decimals, dates, strings) as parquet, build "
              "one flow (filter, join, group_by/agg, sort), and run it on every available lane: each "

@@ -397,6 +397,10 @@ def test_files_in_from_and_the_query_command(tmp_path, capsys, monkeypatch):
     assert ei.sql(query, files=True).run().to_pydict() == {"floor": [3, 1], "n": [3, 2]}
     with pytest.raises(PlanError, match="table 'data/\\*.parquet' is not known"):
         ei.sql(query)
+    functions = "SELECT count(*) AS n FROM read_parquet('data/*.parquet') JOIN read_csv('u.csv') AS d USING (dept)"
+    assert ei.sql(functions, files=True).run().to_pydict() == {"n": [5]}
+    with pytest.raises(PlanError, match="pass files=True"):
+        ei.sql(functions)
     assert main(["query", query, "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ['"floor","n"', "3,3", "1,2"]
     assert main(["query", query, "--format", "json"]) == 0

@@ -364,6 +364,14 @@ class Query:
                                 f"{t.sql(self.dialect)}; pass the table as ei.sql(query, name=flow)")
             plan = self.named(t.name, t.this.quoted)
             plan = self._rename(plan, t)
+        elif isinstance(t, exp.Table) and isinstance(t.this, (exp.ReadParquet, exp.ReadCSV)):
+            call = t.this
+            path = call.this if isinstance(call, exp.ReadCSV) else (call.expressions or [None])[0]
+            if self.files is None or not (isinstance(path, exp.Literal) and path.is_string):
+                raise PlanError(f"{call.sql(self.dialect)} reads a file: pass files=True to ei.sql (eidos query "
+                                "does), with the path as one string constant")
+            plan = self.files(path.this, "csv" if isinstance(call, exp.ReadCSV) else "parquet").plan
+            alias = t.alias or None
         else:
             raise UnsupportedError(f"ei.sql reads tables named by its arguments or subqueries in FROM, not "
                                    f"{t.sql(self.dialect)} ({type(t).__name__})")
@@ -828,11 +836,13 @@ def _one_row() -> N.Node:
     return from_pydict({"__one": [0]}).plan
 
 
-def read_file(path: str):
-    """A quoted path in FROM: a CSV file by its extension, else parquet (a file, a folder or a glob)."""
+def read_file(path: str, kind: str | None = None):
+    """A path in FROM: CSV by `kind` or the extension, else parquet (a file, a folder or a glob)."""
     from eidos.flow.read import read_csv, read_parquet
 
-    return read_csv(path) if path.lower().endswith((".csv", ".csv.gz")) else read_parquet(path)
+    if kind == "csv" or (kind is None and path.lower().endswith(".csv")):
+        return read_csv(path)
+    return read_parquet(path)
 
 
 def sql(query: str, *, dialect: str = "duckdb", files: bool = False, **flows: Any):
