@@ -18,6 +18,7 @@ MODULES = [
     "eidos.flow.expr",
     "eidos.flow.frame",
     "eidos.flow.read",
+    "eidos.flow.sql",
     "eidos.hal.registry",
     "eidos.hal.devices",
     "eidos.hal.trust",

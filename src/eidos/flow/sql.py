@@ -403,27 +403,18 @@ class Query:
 
     def join(self, left: Rel, j: exp.Join, where: list) -> Rel:
         right = self.table(j.this)
-        taken = {f.internal for f in left.fields} | set(left.plan.schema.names)
-        renames = {}
-        for n in right.plan.schema.names:
-            if n in taken:
-                renames[n] = self._unique(f"{right.fields[0].table or 'right'}.{n}", taken)
-            taken.add(renames.get(n, n))
-        if renames:
-            right = Rel(N.Project(right.plan, tuple((renames.get(n, n), E.Column(n)) for n in right.plan.schema.names)),
-                        [replace(f, internal=renames.get(f.internal, f.internal)) for f in right.fields])
         how = {"LEFT": "left", "RIGHT": "right", "FULL": "full"}.get(j.side, "inner")
         kind = (j.kind or "").upper()
         if kind in ("SEMI", "ANTI", "ASOF", "POSITIONAL") or j.args.get("method"):
             raise UnsupportedError(f"ei.sql does not support {j.sql(self.dialect).split(' JOIN')[0]} JOIN")
         using, on = j.args.get("using"), j.args.get("on")
-        both = Rel(left.plan, left.fields + right.fields)
         if using:
             pairs = []
             for ident in using:
                 lf, rf = left.resolve(ident.name, None, ident.quoted), right.resolve(ident.name, None, ident.quoted)
                 pairs.append((E.Column(lf.internal), E.Column(rf.internal)))
-            return self.keyed(left, right, how, pairs, [], using=[i.name for i in using])
+            right, pairs = self.apart(left, right, pairs, how)
+            return self.keyed(left, right, how, pairs, using=[i.name for i in using])
         terms = _conjuncts(on) if on is not None else []
         if on is None and kind != "CROSS" and how != "inner":
             raise PlanError(f"a {how.upper()} JOIN needs ON or USING")
@@ -435,12 +426,12 @@ class Query:
         for term in terms:
             pair = self.key_pair(term, left, right)
             (pairs.append(pair) if pair else rest.append(term))
+        right, pairs = self.apart(left, right, pairs, how)
         if not pairs:
             if how != "inner":
                 raise UnsupportedError(f"ei.sql runs a {how.upper()} JOIN whose ON has an equality between the "
                                        f"two sides; got ON {on.sql(self.dialect) if on is not None else ''}")
-            plan = N.Join(left.plan, right.plan, "cross", (), ())
-            out = Rel(plan, both.fields)
+            out = Rel(N.Join(left.plan, right.plan, "cross", (), ()), left.fields + right.fields)
             for term in rest:
                 out = self.filter(out, term)
             return out
@@ -458,12 +449,12 @@ class Query:
                 raise UnsupportedError(f"ei.sql runs a {how.upper()} JOIN whose ON is equalities between the "
                                        f"two sides and conditions on the {'right' if how == 'left' else 'left'} "
                                        f"side only; got {term.sql(self.dialect)}")
-        out = self.keyed(left, right, how, pairs, [])
+        out = self.keyed(left, right, how, pairs)
         for term in post:
             out = self.filter(out, term)
         return out
 
-    def keyed(self, left: Rel, right: Rel, how: str, pairs: list, _: list, using: list | None = None) -> Rel:
+    def keyed(self, left: Rel, right: Rel, how: str, pairs: list, using: list | None = None) -> Rel:
         """The equi-join of `left` and `right` on `pairs` of key expressions, every side's column kept as SQL
         keeps it: a key column the join would fill from the other side is joined through a copy."""
         copy_left, copy_right = how in ("right", "full"), how != "inner"
@@ -494,6 +485,23 @@ class Query:
             fields = fields[:first] + merged + fields[first:]
         plan = N.Join(lplan, rplan, how, tuple(lk), tuple(rk))
         return Rel(plan, fields + rfields)
+
+    def apart(self, left: Rel, right: Rel, pairs: list, how: str) -> tuple[Rel, list]:
+        """`right` with the columns whose names the left side holds renamed (`alias.name`), but for the
+        keys an inner join drops; and `pairs` reading the new names."""
+        dropped = {re.name for _, re in pairs if how == "inner" and isinstance(re, E.Column)}
+        taken = {f.internal for f in left.fields} | set(left.plan.schema.names)
+        renames = {}
+        for n in right.plan.schema.names:
+            if n in taken and n not in dropped:
+                renames[n] = self._unique(f"{right.fields[0].table or 'right'}.{n}", taken)
+            taken.add(renames.get(n, n))
+        if not renames:
+            return right, pairs
+        plan = N.Project(right.plan, tuple((renames.get(n, n), E.Column(n)) for n in right.plan.schema.names))
+        fields = [replace(f, internal=renames.get(f.internal, f.internal)) for f in right.fields]
+        rename = lambda e: E.Column(renames.get(e.name, e.name)) if isinstance(e, E.Column) else e  # noqa: E731
+        return Rel(plan, fields), [(le, E.transform(re, rename)) for le, re in pairs]
 
     def key_pair(self, term: exp.Expression, left: Rel, right: Rel) -> tuple[E.Expr, E.Expr] | None:
         if not isinstance(term, exp.EQ):
