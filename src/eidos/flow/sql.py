@@ -313,11 +313,9 @@ class Query:
 
     def by_position_or_alias(self, e: exp.Expression, items: list, rel: Rel) -> E.Expr:
         """GROUP BY / ORDER BY: `2` is the second select item; a bare name that is no input column, an alias."""
-        if isinstance(e, exp.Literal) and not e.is_string and e.is_int:
-            i = int(e.this)
-            if not 1 <= i <= len(items):
-                raise PlanError(f"position {i} is not in the select list (1 to {len(items)})")
-            return items[i - 1][1]
+        i = _position(e, items, "GROUP BY")
+        if i is not None:
+            return items[i][1]
         if isinstance(e, exp.Column) and not e.table:
             try:
                 rel.resolve(e.name, None, e.this.quoted)
@@ -329,11 +327,9 @@ class Query:
 
     def output_named(self, e: exp.Expression, items: list) -> str | None:
         """ORDER BY: the output column a position or a select alias names; None for an expression."""
-        if isinstance(e, exp.Literal) and not e.is_string and e.is_int:
-            i = int(e.this)
-            if not 1 <= i <= len(items):
-                raise PlanError(f"ORDER BY position {i} is not in the select list (1 to {len(items)})")
-            return items[i - 1][0]
+        i = _position(e, items, "ORDER BY")
+        if i is not None:
+            return items[i][0]
         if isinstance(e, exp.Column) and not e.table:
             for name, _, _ in items:
                 if name == e.name or (not e.this.quoted and name.lower() == e.name.lower()):
@@ -747,6 +743,16 @@ class Query:
 
 
 _NOT_CONSTANT = object()
+
+
+def _position(e: exp.Expression, items: list, what: str) -> int | None:
+    """The select item (from 0) a constant `2` in GROUP BY / ORDER BY names; None for anything else."""
+    if not (isinstance(e, exp.Literal) and not e.is_string and e.is_int):
+        return None
+    i = int(e.this)
+    if not 1 <= i <= len(items):
+        raise PlanError(f"{what} position {i} is not in the select list (1 to {len(items)})")
+    return i - 1
 
 
 def _literal_value(e: exp.Expression) -> Any:
