@@ -61,3 +61,20 @@ def test_split_and_sharded_tensors_on_two_gpus(nccl):
     np.testing.assert_array_equal((replicate(nccl, a) @ shard(nccl, b, 1)).gather().numpy(), a @ b)
     s = shard(nccl, a, 0)
     np.testing.assert_allclose(((s * 2.0).abs()).sum(), np.abs(a * 2).sum(), rtol=1e-6)
+
+
+def test_the_triton_lane_splits_a_rowwise_part_over_two_gpus():
+    import pyarrow as pa
+
+    import eidos as ei
+    from eidos import col
+    from eidos.lanes.triton import execute as X
+    from eidos.lanes.triton.target import Device
+    from eidos.testing.compare import assert_tables_equal
+
+    flow = ei.from_arrow(pa.table({"a": np.arange(100_001, dtype=np.float64)})).filter(col("a") > 3.0) \
+        .select(x=col("a") * 2.0 + 1.0)
+    devices = [Device("triton", index=0), Device("triton", index=1)]
+    assert [str(d.device) for d in devices] == ["cuda:0", "cuda:1"]
+    got = X.execute(flow.plan.optimized, devices=devices)
+    assert_tables_equal(got, flow.run(engine="reference"), ordered=True, float_rel=0)

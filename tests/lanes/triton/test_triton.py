@@ -450,3 +450,18 @@ def test_casts_at_the_edges(lane, arrow_type, values, monkeypatch):
             assert not codes.get("errors") or codes["errors"][row] == 0, (target, v)
             w = got[row].as_py()
             assert w == want or (w != w and want != want), (target, v, w, want)
+
+
+@pytest.mark.parametrize("pieces", [2, 3])
+def test_a_rowwise_part_split_by_rows_equals_one_device(lane, pieces):
+    """A Filter/Project part split by rows over several kernel targets (one per GPU on a host with several:
+    split.py) gives the unsplit result, rows in order; parts that are not row-wise are never split."""
+    from eidos.lanes.triton import execute as X
+    from eidos.lanes.triton import split
+    from eidos.lanes.triton.target import Device
+
+    flow = src().filter(col("b") > -2.0).select(x=col("a") * 2 + col("i8"), y=col("z").abs(), f=~col("f"))
+    plan = flow.plan.optimized
+    assert split.rowwise(plan) and not split.rowwise(src().agg(n=col("a").sum()).plan)
+    got = X.execute(plan, devices=[Device() for _ in range(pieces)])
+    assert_tables_equal(got, flow.run(engine="reference"), ordered=True, float_rel=0)

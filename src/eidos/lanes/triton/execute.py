@@ -30,7 +30,7 @@ from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer
 from eidos.lanes.triton import translate as L
-from eidos.lanes.triton.target import Device
+from eidos.lanes.triton.target import Device, target_name
 
 # Torch holds each column in a type it fully supports: unsigned 16..64-bit integers in the signed type
 # of their width (the same bytes; the ISA programs read them as unsigned, Arrow gets them back as such).
@@ -76,12 +76,32 @@ class Frame:
         return Schema([(name, c.dtype) for name, c in self.columns.items()])
 
 
-def execute(plan: N.Node, device: Device | None = None) -> pa.Table:
+def execute(plan: N.Node, device: Device | None = None, devices: list[Device] | None = None) -> pa.Table:
+    """The plan's result; with `devices` (or, on a host with several GPUs, for a row-wise part of many rows)
+    split by rows over them (split.py)."""
+    if devices is None and device is None:
+        devices = _split_over(plan)
+    if devices:
+        from eidos.lanes.triton import split
+
+        return split.execute(plan, devices, execute)
     dev = device or Device()
     try:
         return to_arrow(run(plan, dev), plan.schema, dev)
     finally:
         dev.release()
+
+
+def _split_over(plan: N.Node) -> list[Device] | None:
+    from eidos.lanes.triton import split
+
+    if not split.rowwise(plan) or target_name() != "triton":
+        return None
+    k = split.gpus()
+    if k < 2:
+        return None
+    rows = sum(n.source.estimated_rows or 0 for n in plan.walk() if isinstance(n, N.Scan))
+    return [Device(index=i) for i in range(k)] if rows >= split.MIN_ROWS else None
 
 
 @singledispatch

@@ -37,12 +37,13 @@ def target_class(name: str):
 class Device:
     """One run's kernel target: columns as torch tensors it can run programs on."""
 
-    def __init__(self, name: str | None = None):
+    def __init__(self, name: str | None = None, index: int | None = None):
         import torch
 
         self.torch = torch
         self.name = name or target_name()
-        self.backend = target_class(self.name)()
+        on = {"device": torch.device("cuda", index)} if index is not None and self.name == "triton" else {}
+        self.backend = target_class(self.name)(**on)   # index: the GPU of a split part's slice (split.py)
         memory = self.backend.memory
         self.adopts = hasattr(memory, "adopt")
         self.device = memory.device if self.adopts else torch.device("cpu")
