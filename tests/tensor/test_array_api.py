@@ -22,7 +22,7 @@ SKIPPED_MAIN = {"ArrayAPIStrictFlags", "Device", "__version__",
 
 def test_namespace_coverage():
     assert ei.tensor([1.0]).__array_namespace__() is xp
-    assert xp.__array_api_version__ == "2023.12"
+    assert xp.__array_api_version__ == "2024.12"
     assert sorted(n for n in strict.__all__ if n not in SKIPPED_MAIN and not hasattr(xp, n)) == []
     assert sorted(n for n in strict.linalg.__all__ if not hasattr(xp.linalg, n)) == []
     assert sorted(n for n in strict.fft.__all__ if not hasattr(xp.fft, n)) == []
@@ -383,3 +383,82 @@ def test_fft_helpers():
     same(xp.fft.rfftfreq(8, d=0.5), strict.fft.rfftfreq(8, d=0.5))
     both(lambda ns, x: ns.fft.fftshift(x), np.arange(6.0))
     both(lambda ns, x: ns.fft.ifftshift(x), np.arange(6.0))
+
+
+# ---- 2024.12 ------------------------------------------------------------------------------------------------
+
+def test_declares_2024_12_and_its_inspection_namespace():
+    assert xp.__array_api_version__ == "2024.12"
+    assert ei.tensor([1.0]).__array_namespace__(api_version="2024.12") is xp
+    info = xp.__array_namespace_info__()
+    caps = info.capabilities()
+    assert caps["boolean indexing"] is True and caps["data-dependent shapes"] is True
+    assert isinstance(caps["max dimensions"], int) and caps["max dimensions"] > 0
+    assert isinstance(info.devices(), list) and info.default_device() in info.devices()
+    assert info.default_dtypes()["indexing"] == xp.int64
+    assert set(info.dtypes(kind="integral").values()) == {xp.int8, xp.int16, xp.int32, xp.int64, xp.uint8,
+                                                           xp.uint16, xp.uint32, xp.uint64}
+    assert set(info.dtypes(kind=("bool", "complex floating"))) == {"bool", "complex64", "complex128"}
+
+
+def test_2024_12_additions_as_array_api_strict():
+    x = np.array([[1.0, 4.0, 9.0], [2.0, -0.0, 8.0]])
+    both(lambda ns, a: ns.diff(a, axis=1, n=2), x)
+    both(lambda ns, a, p: ns.diff(a, axis=0, prepend=p), x, x[:1])
+    both(lambda ns, a: ns.reciprocal(a), x)
+    both(lambda ns, a: ns.count_nonzero(a, axis=1, keepdims=True), x)
+    both(lambda ns, a: ns.cumulative_prod(a, axis=1, include_initial=True), x)
+    both(lambda ns, a: ns.cumulative_prod(a, dtype=ns.float32), x[0])
+    both(lambda ns, a, i: ns.take_along_axis(a, i, axis=1), x, np.array([[2, 0], [1, 1]]))
+    both(lambda ns, a: ns.nextafter(a, 100.0), x)                  # scalar arguments (2024.12)
+    both(lambda ns, a: ns.add(2, a), I)
+    both(lambda ns, a: ns.atan2(1.0, a), x)
+    both(lambda ns, a: ns.where(a > 2, 0.5, a), x)
+    both(lambda ns, a: ns.searchsorted(a, ns.asarray([0.0, 5.0]), side="right"), np.array([1.0, 4.0, 9.0]))
+    assert xp.result_type(xp.float32, 1.0, 2) == xp.float32
+    with pytest.raises(ei.errors.ShapeError, match="axis is required"):
+        xp.cumulative_prod(xp.asarray(x))
+
+
+def test_signatures_the_standard_asks_for():
+    """expand_dims takes axis positionally (2024.12); linalg.pinv takes rtol by keyword, a float or an array."""
+    assert xp.expand_dims(xp.asarray([1, 2]), 0).shape == (1, 2)
+    a = np.array([[[1.0, 2.0], [3.0, 4.0]], [[1.0, 0.0], [0.0, 1e-3]]])
+    same(xp.linalg.pinv(xp.asarray(a), rtol=0.01), strict.linalg.pinv(strict.asarray(a), rtol=0.01))
+    same(xp.linalg.pinv(xp.asarray(a), rtol=xp.asarray([1e-6, 0.01])),
+         strict.linalg.pinv(strict.asarray(a), rtol=strict.asarray([1e-6, 0.01])))
+
+
+def test_vecdot_contracts_without_broadcasting_in_the_promoted_dtype():
+    a, b = np.arange(6, dtype=np.int8).reshape(2, 3), np.ones((1, 3), np.int8)
+    both(lambda ns, x, y: ns.vecdot(x, y), a, b)                       # int8 stays int8, rows broadcast
+    both(lambda ns, x, y: ns.linalg.vecdot(x, y, axis=-2), a.T.copy(), np.ones((3, 1), np.int16))
+    with pytest.raises(ei.errors.ShapeError, match="differ in length"):
+        xp.vecdot(xp.asarray(a), xp.asarray(np.ones((2, 1), np.int8)))   # 3 against 1: no broadcast
+
+
+def test_remainder_zero_takes_the_divisor_sign(each_backend):
+    """-0 % 2 is +0 and 0 % -2 is -0 (Python, NumPy, the standard), on every kernel target."""
+    a = np.array([-0.0, 0.0, 0.0, -0.0, 4.0, -4.0, 3.0, 0.0, 5.5])
+    b = np.array([2.0, -2.0, 2.0, -2.0, 2.0, 2.0, np.inf, -np.inf, -2.0])
+    for dt in (np.float64, np.float32):
+        for got in (xp.remainder(xp.asarray(a.astype(dt)), xp.asarray(b.astype(dt))),
+                    xp.asarray(a.astype(dt)) % xp.asarray(b.astype(dt))):
+            want = np.remainder(a.astype(dt), b.astype(dt))
+            np.testing.assert_array_equal(got.numpy(), want)
+            np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want))
+
+
+def test_expm1_of_complex_zero_is_positive_zero():
+    out = xp.expm1(xp.asarray([complex(-0.0, 0.0), 0j, complex(-0.0, -0.0)])).numpy()   # (+-0 + 0j): +0 + 0j
+    np.testing.assert_array_equal(np.signbit(out.real), [False, False, False])
+    np.testing.assert_array_equal(np.signbit(out.imag), [False, False, True])           # conj(expm1(conj z))
+
+
+def test_tanh_of_infinite_real_part_keeps_the_sign_of_b():
+    """tanh(+-inf + bj), b finite: +-1 + 0j with b's sign of zero (NumPy follows sin(2b) instead)."""
+    z = np.array([complex(np.inf, 8.1757834761542755e+152), complex(np.inf, -2.0), complex(-np.inf, 2.0),
+                  complex(np.inf, 0.0)])
+    out = xp.tanh(xp.asarray(z)).numpy()
+    np.testing.assert_array_equal(out.real, [1.0, 1.0, -1.0, 1.0])
+    np.testing.assert_array_equal(np.signbit(out.imag), [False, True, False, False])

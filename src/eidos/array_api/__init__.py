@@ -1,4 +1,4 @@
-"""The Python Array API standard (2023.12) over eidos.Tensor: `Tensor.__array_namespace__()` returns this.
+"""The Python Array API standard (2024.12) over eidos.Tensor: `Tensor.__array_namespace__()` returns this.
 
 What runs where (docs/tensor.md has the table):
 - ISA programs (lazy, fused): arithmetic, comparison, logical and bitwise operators, the element-wise
@@ -8,8 +8,9 @@ What runs where (docs/tensor.md has the table):
   tensordot (GEMM), and linalg's matmul/vecdot/tensordot/outer/vector_norm.
 - NumPy on the host (the ISA has no instruction for them): the other transcendentals (acos, asin, atan,
   their hyperbolic forms, cosh, sinh, expm1, log1p, logaddexp, hypot, copysign, signbit), sorting,
-  searching (nonzero, searchsorted), sets (unique_*), cumulative_sum, and linalg decompositions and
-  solvers. Layout (reshape, flip, roll, take, ...) is NumPy on the host as for Tensor.
+  searching (nonzero, searchsorted), sets (unique_*), cumulative_sum/cumulative_prod, diff,
+  take_along_axis, and linalg decompositions and solvers. Layout (reshape, flip, roll, take, ...) is
+  NumPy on the host as for Tensor.
 - complex64 and complex128: every operation on them runs as NumPy on the host, lazily (see
   eidos/tensor/complex.py for why); the fft extension is NumPy's pocketfft on the host.
 """
@@ -24,11 +25,11 @@ import ml_dtypes
 import numpy as np
 
 import eidos.tensor as _T
-from eidos.errors import DTypeError
+from eidos.errors import DTypeError, ShapeError
 from eidos.tensor import Tensor
 from eidos.tensor import dtypes as _D
 
-__array_api_version__ = "2023.12"
+__array_api_version__ = "2024.12"
 
 bool = _D.bool_  # noqa: A001
 int8, int16, int32, int64 = _D.int8, _D.int16, _D.int32, _D.int64
@@ -361,19 +362,27 @@ def argmin(x, /, *, axis=None, keepdims=False):
     return _T.argmin(_t(x), axis, keepdims)
 
 
-def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+def _cumulative(np_fn, start, x, axis, dtype, include_initial, name):
     x = _t(x)
     if axis is None:
         if x.ndim > 1:
-            raise ValueError("cumulative_sum: axis is required for arrays of more than one dimension")
+            raise ShapeError(f"{name}: axis is required for arrays of more than one dimension, got shape {x.shape}")
         axis = 0
     dt = _T.sum_dtype(x.dtype, dtype)
-    a = np.cumsum(x.numpy(), axis=axis, dtype=dt)
+    a = np_fn(x.numpy(), axis=axis, dtype=dt)
     if include_initial:
         shape = list(a.shape)
         shape[axis] = 1
-        a = np.concatenate([np.zeros(shape, dt), a], axis=axis)
+        a = np.concatenate([np.full(shape, start, dt), a], axis=axis)
     return _wrap(a)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    return _cumulative(np.cumsum, 0, x, axis, dtype, include_initial, "cumulative_sum")
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    return _cumulative(np.cumprod, 1, x, axis, dtype, include_initial, "cumulative_prod")
 
 
 # ---- searching, sorting, sets ----------------------------------------------------------------------------
@@ -454,7 +463,7 @@ def stack(arrays, /, *, axis=0):
     return _T.stack(list(arrays), axis)
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     return _T.expand_dims(_t(x), axis)
 
 
@@ -530,31 +539,28 @@ def tensordot(x1, x2, /, *, axes=2):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """sum(conj(x1) * x2) over `axis` (the standard conjugates the first operand)."""
+    """sum(conj(x1) * x2) over `axis` in the operands' promoted dtype (the standard conjugates the first
+    operand); the other axes broadcast, the contracted one does not (its lengths must be equal)."""
     a, b = _t(x1), _t(x2)
+    n = builtins.max(a.ndim, b.ndim)
+    (ax,) = _T.normalize_axes(axis, n, "vecdot")
+    la, lb = (t.shape[ax - n + t.ndim] if ax - n + t.ndim >= 0 else None for t in (a, b))
+    if la is None or la != lb:
+        raise ShapeError(f"vecdot: the vectors along axis {axis} of shapes {a.shape} and {b.shape} differ in "
+                         "length (the contracted axis does not broadcast)")
+    dt = _D.promote(a.dtype, b.dtype)
     if a.dtype in _D.COMPLEX:
         a = conj(a)
-    return _T.sum(a * b, axis=axis)
+    return _T.sum(a * b, axis=ax - n, dtype=dt)
 
 
-# ---- 2024.12 additions (beyond 2023.12, cheap to give) ----------------------------------------------------------
+# ---- 2024.12 additions (beyond 2023.12) ----------------------------------------------------------------------
 
 reciprocal = _T.reciprocal
 
 
 def count_nonzero(x, /, *, axis=None, keepdims=False):
     return _T.sum(_t(x) != 0, axis, keepdims)
-
-
-def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
-    x = _t(x)
-    axis = 0 if axis is None else axis
-    a = np.cumprod(x.numpy(), axis=axis, dtype=_T.sum_dtype(x.dtype, dtype))
-    if include_initial:
-        shape = list(a.shape)
-        shape[axis] = 1
-        a = np.concatenate([np.ones(shape, a.dtype), a], axis=axis)
-    return _wrap(a)
 
 
 def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):

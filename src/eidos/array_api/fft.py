@@ -1,4 +1,4 @@
-"""The Array API fft extension (2023.12): NumPy's pocketfft on the host, in the input's precision.
+"""The Array API fft extension (2024.12): NumPy's pocketfft on the host, in the input's precision.
 
 Why not the ISA: its FFT instruction is one 1-d transform of interleaved pairs, so a batched n-d transform
 with padding and a norm would be host work around many instructions; pocketfft does all of it in one call,

@@ -58,8 +58,16 @@ def _np(fn):
 
 inv = _np(np.linalg.inv)
 det = _np(np.linalg.det)
-pinv = _np(lambda a, *, rtol=None: np.linalg.pinv(  # the standard's default: max(M, N) * eps
-    a, rcond=max(a.shape[-2:]) * np.finfo(a.dtype).eps if rtol is None else rtol))
+
+
+def pinv(x, /, *, rtol=None):
+    """The pseudo-inverse; singular values at most rtol times the largest count as zero (the standard's
+    default rtol: max(M, N) * eps)."""
+    a = _t(x).numpy()
+    tol = max(a.shape[-2:]) * np.finfo(a.dtype).eps if rtol is None else _t(rtol).numpy()
+    return _wrap(np.linalg.pinv(a, rtol=tol))
+
+
 matrix_power = _np(np.linalg.matrix_power)
 svdvals = _np(lambda a: np.linalg.svd(a, compute_uv=False))
 eigvalsh = _np(lambda a, *, UPLO="L": np.linalg.eigvalsh(a, UPLO=UPLO))

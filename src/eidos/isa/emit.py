@@ -111,12 +111,16 @@ class RegisterCode:
         o.append(I.SEL(r, pz, zero, res, ty))
 
     def float_mod(self, r: Register, a: Register, b: Register, ty: Type) -> None:
-        """Python's float modulo into r: fmod, then add b when the signs differ and the remainder is not 0."""
+        """Python's float modulo into r: fmod, then add b when the signs differ and the remainder is not 0; a zero
+        remainder takes b's sign (-0.0 % 2.0 is 0.0, 0.0 % -2.0 is -0.0, as Python and the Array API)."""
         o = self.out
         m = self.regs()
         zero = self.const(0.0, ty)
         o.append(I.REM(m, a, b, ty))
         p1, p2 = self.pred(), self.pred()
+        o.append(I.SETcc(p2, b, zero, Condition.LT, ty))
+        z = self.regs()
+        o.append(I.SEL(z, p2, self.const(-0.0, ty), zero, ty))
         o.append(I.SETcc(p1, m, zero, Condition.NE, ty))
         s = self.regs()
         o.append(I.MUL(s, m, b, ty))
@@ -125,7 +129,7 @@ class RegisterCode:
         o.append(I.ADD(mb, m, b, ty))
         t = self.regs()
         o.append(I.SEL(t, p2, mb, m, ty))
-        o.append(I.SEL(r, p1, t, m, ty))
+        o.append(I.SEL(r, p1, t, z, ty))
 
 
 def lane_pointers(regs: Registers, bases: list, lane_index: Register, strides: list, out: list) -> list:

@@ -293,7 +293,7 @@ class Tensor:
         return _protocols.array_function(func, types, args, kwargs)
 
     def __array_namespace__(self, *, api_version=None):
-        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
             raise ValueError(f"unsupported Array API version {api_version!r}")
         import eidos.array_api as xp
 

@@ -40,6 +40,7 @@ def _expm1(z):
     out.imag = np.exp(a) * np.sin(b)
     zero_b = b == 0
     out.imag[zero_b] = b[zero_b]                       # exp(a + 0j) - 1 is real: keep the signed zero
+    out.real[zero_b & (a == 0)] = 0.0                  # (+-0 + 0j) -> +0 + 0j (the standard), not -0 - 0
     bad_b = ~np.isfinite(b)
     lo = (a == -np.inf) & bad_b                        # -inf + (inf|nan)j -> -1 + 0j
     out.real[lo], out.imag[lo] = -1.0, 0.0
@@ -63,6 +64,15 @@ def _log1p(z):
     return out
 
 
+def _tanh(z):
+    """np.tanh, with the standard's +-1 + 0j for an infinite real part and a finite imaginary one: the zero takes
+    b's sign (NumPy's takes the sign of sin(2b), which the standard does not)."""
+    out = np.asarray(np.tanh(z))
+    big = np.isinf(z.real) & np.isfinite(z.imag)
+    out.real[big], out.imag[big] = np.sign(z.real[big]), np.copysign(0.0, z.imag[big])
+    return out
+
+
 def _sign(z):
     """z / |z|, 0 for 0, NaN + NaN j when a component is NaN."""
     out = np.asarray(np.sign(z))
@@ -72,7 +82,7 @@ def _sign(z):
 
 UNARY = {
     "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log": np.log, "sin": np.sin,
-    "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "acos": np.arccos,
+    "cos": np.cos, "tan": np.tan, "tanh": _tanh, "sinh": np.sinh, "cosh": np.cosh, "acos": np.arccos,
     "asin": np.arcsin, "atan": np.arctan, "acosh": np.arccosh, "asinh": np.arcsinh, "atanh": np.arctanh,
     "expm1": _expm1, "log1p": _log1p, "square": lambda z: z * z, "sign": _sign, "round": np.round,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "conj": np.conj, "real": np.real,
