@@ -1,4 +1,4 @@
-"""Run TPC-H Q1, Q3, Q5, Q6 and Q10 with eidos and print the results.
+"""Run the 22 TPC-H queries with eidos and print the results.
 
     python examples/tpch/run.py                       # every query, lane chosen by eidos
     python examples/tpch/run.py --engine duckdb q1 q6 # chosen queries on one lane

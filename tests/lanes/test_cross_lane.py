@@ -247,6 +247,13 @@ CASES = [
          {"id": [1, 2, 3, 5, 6], "dept": ["eng", "ops", "eng", "ops", "eng"]}),
     Case("join_anti", lambda s: people(s).select("id", "dept").join(s("depts"), on="dept", how="anti"),
          {"id": [4], "dept": [None]}),
+    # Two keys, one promoted (Int32 with Int64), nulls in each: a null key matches nothing.
+    Case("join_semi_two_keys", lambda s: people(s).select("id", "dept", "age").join(
+        people(s).filter(col("id").is_between(2, 5)).select(d="dept", a=col("age").cast(ei.Int64)),
+        left_on=["dept", "age"], right_on=["d", "a"], how="semi").select("id"), {"id": [3, 5]}),
+    Case("join_anti_two_keys", lambda s: people(s).select("id", "dept", "age").join(
+        people(s).filter(col("id").is_between(2, 5)).select(d="dept", a=col("age").cast(ei.Int64)),
+        left_on=["dept", "age"], right_on=["d", "a"], how="anti").select("id"), {"id": [1, 2, 4, 6]}),
     Case("join_cross", lambda s: people(s).select("id").filter(col("id") <= 2).join(
         s("depts").select("floor"), how="cross"),
         {"id": [1, 1, 1, 1, 2, 2, 2, 2], "floor": [3, 1, 2, 9, 3, 1, 2, 9]}),

@@ -362,6 +362,21 @@ def test_joins_match_reference(lane, how, store):
     assert_tables_equal(got, expected, ordered=False)
 
 
+@pytest.mark.parametrize("how", ["semi", "anti"])
+@pytest.mark.parametrize("lane", SQL_LANES)
+def test_two_key_semi_anti_match_reference(lane, how, store):
+    """Semi/anti joins on two keys with nulls in each (SQLite runs them as IN over the right's keys)."""
+    left = pa.table({"k": pa.array([1, 2, None, 4, 4, 2], pa.int64()),
+                     "s": pa.array(["a", "b", "c", None, "d", "x"], pa.large_string())})
+    right = pa.table({"k": pa.array([2, None, 4, 4, 1], pa.int64()),
+                      "t": pa.array(["b", "c", None, "d", "z"], pa.large_string())})
+    build = (lambda a, b: a.join(b, left_on=["k", "s"], right_on=["k", "t"], how=how))
+    got = run(lane, build(store(lane, "l2", left), store(lane, "r2", right)))
+    expected = reference(build(ei.from_arrow(left), ei.from_arrow(right)))
+    assert expected.num_rows == (2 if how == "semi" else 4)
+    assert_tables_equal(got, expected, ordered=False)
+
+
 @pytest.mark.parametrize("lane", ["duckdb", "postgresql"])
 def test_nan_is_a_value(lane, store):
     t = pa.table({"x": pa.array([math.nan, 1.0, None, math.nan, -math.inf], pa.float64()),

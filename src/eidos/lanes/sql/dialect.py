@@ -80,6 +80,8 @@ class Dialect:
     has_nan = True
     # True where AVG of a decimal overflows past 38 digits (the mean is then summed as floats).
     inexact_decimal_mean = False
+    # True where a semi/anti join is faster as an uncorrelated IN than as a correlated EXISTS.
+    semi_join_in = False
 
     # ------------------------------------------------------------ types and literals
     def sql_type(self, t: DType) -> exp.DataType:

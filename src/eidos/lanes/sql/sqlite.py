@@ -53,6 +53,7 @@ class SQLiteDialect(Dialect):
     sqlglot = "sqlite"
     native_ints = frozenset()
     has_nan = False
+    semi_join_in = True  # no hash join: a correlated EXISTS scans the right side once per left row
     types = {t.name: "INTEGER" for t in T.INTEGERS}
     types.update({"Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT", "Date": "TEXT"})
 

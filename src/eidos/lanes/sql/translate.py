@@ -276,10 +276,13 @@ def _(n: N.Join, ctx: Ctx) -> Rel:
     ls, rs = n.left.schema, n.right.schema
     lref, rref = left.refs(ls, "l"), right.refs(rs, "r")
     if n.how in ("semi", "anti"):
-        sub = exp.select(exp.Literal.number(1)).from_(_from(right, "r")).where(_join_condition(n, d, lref, rref))
-        test = exp.Exists(this=sub)
-        if n.how == "anti":
-            test = exp.Not(this=test)
+        if d.semi_join_in:
+            test = _member(n, d, lref, rref, right)
+        else:
+            sub = exp.select(exp.Literal.number(1)).from_(_from(right, "r")).where(_join_condition(n, d, lref, rref))
+            test = exp.Exists(this=sub)
+            if n.how == "anti":
+                test = exp.Not(this=test)
         sel = exp.select(*[column(c, "l") for c in left.columns], *[column(o, "l") for o in left.order])
         sel = sel.from_(_from(left, "l")).where(test)
         return ctx.add(sel, len(left.columns), left.order)
@@ -301,6 +304,26 @@ def _(n: N.Join, ctx: Ctx) -> Rel:
         kind = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL"}[n.how]
         sel = sel.join(_from(right, "r"), on=_join_condition(n, d, lref, rref), join_type=kind)
     return ctx.add(sel, len(items))
+
+
+def _member(n: N.Join, d, lref, rref, right: Rel) -> exp.Expression:
+    """A semi join as `keys IN (SELECT keys FROM right)`, an anti join as a null left key (it matches
+    nothing) or `NOT keys IN` the right's keys that have no null: an uncorrelated set the engine
+    builds once, where a correlated EXISTS rescans the right side per row on an engine without
+    hash joins (SQLite)."""
+    ls, rs = n.left.schema, n.right.schema
+    lks, rks = [], []
+    for lk, rk in zip(n.left_on, n.right_on):
+        t = promote(ls[lk], rs[rk], op="join")
+        lks.append(paren(d.cast(lref[lk], ls[lk], t)))
+        rks.append(paren(d.cast(rref[rk], rs[rk], t)))
+    sub = exp.select(*rks).from_(_from(right, "r"))
+    if n.how == "anti":
+        sub = sub.where(exp.and_(*(exp.Not(this=exp.Is(this=k, expression=NULL)) for k in rks)))
+    test = exp.In(this=lks[0] if len(lks) == 1 else exp.Tuple(expressions=lks), query=sub.subquery())
+    if n.how == "semi":
+        return test
+    return exp.Paren(this=exp.or_(*(exp.Is(this=k, expression=NULL) for k in lks), exp.Not(this=exp.Paren(this=test))))
 
 
 def _join_condition(n: N.Join, d, lref, rref) -> exp.Expression:
