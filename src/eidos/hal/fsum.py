@@ -15,6 +15,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from eidos.ir.evaluate.aggregates import float_sum
 
@@ -46,6 +48,59 @@ def sums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
     for g in np.flatnonzero(python):
         out[g] = float_sum(v[offsets[g]:offsets[g + 1]].tolist())
     return out
+
+
+def aggregate(fn: str, values: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """Float sum, mean, var or std of each group values[offsets[g]:offsets[g + 1]] (no nulls), as
+    the reference computes them: null for no values (var, std: fewer than 2); var and std NaN where
+    a value is NaN or infinite, else fsum((x - m)**2) / (n - 1) with m = fsum(x) / n."""
+    values = np.asarray(values, dtype=np.float64)[offsets[0]:offsets[-1]]
+    offsets = np.asarray(offsets, dtype=np.int64) - offsets[0]
+    n = np.diff(offsets)
+    with np.errstate(all="ignore"):
+        total = sums(values, offsets)
+        if fn in ("sum", "mean"):
+            return pa.array(total if fn == "sum" else total / np.maximum(n, 1), mask=n == 0)
+        d = values - np.repeat(total / np.maximum(n, 1), n)
+        v = sums(d * d, offsets) / np.maximum(n - 1, 1)  # (x - m) squared overflows to inf (IEEE)
+        bad = np.concatenate(([0], np.cumsum(~np.isfinite(values))))
+        out = np.where(bad[offsets[1:]] > bad[offsets[:-1]], np.nan, np.sqrt(v) if fn == "std" else v)
+    return pa.array(out, mask=n < 2)
+
+
+def lists(fn: str, column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """aggregate() of each list of a list column (an engine's gathered groups): a null list is null,
+    null values in a list are skipped."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    offsets = column.offsets.to_numpy()
+    values = column.values
+    if values.null_count:   # drop them: each list's offsets shrink by the nulls before its end
+        nulls = np.concatenate(([0], np.cumsum(values.is_null().to_numpy(zero_copy_only=False))))
+        offsets = offsets - nulls[offsets]
+        values = values.drop_null()
+    out = aggregate(fn, values.to_numpy(zero_copy_only=False), offsets)
+    return pc.if_else(column.is_valid(), out, pa.scalar(None, pa.float64())) if column.null_count else out
+
+
+def aggregations(node) -> tuple[int, int]:
+    """(float sum/mean/var/std, other var/std) that an Aggregate node computes: what a lane sums
+    through this module, or exactly in Python, for its cost model."""
+    from eidos.ir import dtypes as T
+    from eidos.ir import expr as E
+    from eidos.ir.typing import infer
+
+    floats = others = 0
+    for _, e in node.aggs:
+        for a in e.walk():
+            if isinstance(a, E.Agg) and a.arg is not None and a.fn in ("sum", "mean", "std", "var"):
+                try:
+                    t = infer(a.arg, node.input.schema)
+                except Exception:  # noqa: BLE001 - a key read by name: count it as a float
+                    t = T.Float64
+                floats += t.is_float or t == T.Null
+                others += a.fn in ("std", "var") and not (t.is_float or t == T.Null)
+    return floats, others
 
 
 def _one(k, v: np.ndarray, lo: int, hi: int, parts: int) -> tuple[float, bool]:

@@ -4,9 +4,9 @@
             + bytes scanned / SCAN_BYTES_PER_S[format]      (parquet: only the columns read)
             + rows into a node x expression nodes it evaluates x ROW_OP_S (AGG_OP_S in aggregations)
             + rows into a join (both sides) x JOIN_ROW_S, a sort's rows x log2(rows) x SORT_ROW_S
-            + Python: rows x UDF_ROW_S per UDF; for each float sum/mean and each std/var (exactly
-              rounded: values gathered per group, then math.fsum or NumPy where any order is
-              exact) rows x EXACT_ROW_S + groups x EXACT_GROUP_S
+            + Python: rows x UDF_ROW_S per UDF; for each float sum/mean/std/var (correctly rounded
+              by eidos.hal.fsum) rows x EXACT_ROW_S (EXACT_GLOBAL_ROW_S without keys: no gather)
+              + groups x EXACT_GROUP_S; an integer or decimal std/var rows x PYTHON_ROW_S
 
 Rows flow up the plan as in DuckDB's model: both are eidos.hal.cost's row flow, with
 their own constants, so the two compare like with like.
@@ -24,10 +24,7 @@ from eidos.hal.constants import DEV_VM, Constants, in_use
 from eidos.hal.cost import RowFlow, flat, row_flow_model
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
-from eidos.ir import dtypes as T
-from eidos.ir import expr as E
 from eidos.ir import nodes as N
-from eidos.ir.typing import infer
 
 MODEL = RowFlow(
     lane="polars",
@@ -40,8 +37,11 @@ MODEL = RowFlow(
     udf_row_s=1e-6,              # a per-row Python function
     columnar=frozenset({"parquet"}),
 )
-EXACT_ROW_S = 300e-9            # a float sum/mean/std/var, per value (gathered, then math.fsum)
-EXACT_GROUP_S = 2e-6            # the same, per group (a Python loop over the groups)
+EXACT_ROW_S = 60e-9             # a float sum/mean/std/var in a group_by, per value: Polars gathers each
+                                # group's values into a list, then eidos.hal.fsum's kernel
+EXACT_GLOBAL_ROW_S = 3e-9       # the same without keys, per value: the kernel alone
+EXACT_GROUP_S = 0.2e-6          # the same, per group
+PYTHON_ROW_S = 300e-9           # an integer or decimal std/var, per value (Python's exact integers)
 
 
 def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimate:
@@ -53,29 +53,21 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
     def exact(node: N.Node, rows: float, groups: float) -> float:
         if not isinstance(node, N.Aggregate):
             return 0.0
-        return _exact_aggregations(node) * (rows * values["exact_row_s"] + groups * values["exact_group_s"])
+        from eidos.hal import fsum
+
+        floats, others = fsum.aggregations(node)
+        per_row = values["exact_row_s"] if node.keys else values.get("exact_global_row_s", EXACT_GLOBAL_ROW_S)
+        return (floats * (rows * per_row + groups * values["exact_group_s"])
+                + others * rows * values.get("python_row_s", PYTHON_ROW_S))
 
     return row_flow(plan, row_flow_model(MODEL, values, label), exact)
 
 
 DEFAULTS = Constants(
-    "polars", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S}, DEV_VM, estimate,
+    "polars", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S,
+                "exact_global_row_s": EXACT_GLOBAL_ROW_S, "python_row_s": PYTHON_ROW_S}, DEV_VM, estimate,
     threaded=frozenset({"row_op_s", "agg_op_s", "join_row_s", "sort_row_s"}),
     host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
                           "scan_other_bytes_per_s"}),
     probes={"setup": "setup_s", "project": "row_op_s", "parquet": "scan_parquet_bytes_per_s", "group": "agg_op_s",
             "exact": "exact_row_s", "exact_groups": "exact_group_s", "join": "join_row_s", "sort": "sort_row_s"})
-
-
-def _exact_aggregations(node: N.Aggregate) -> int:
-    """Aggregations that run in NumPy/Python per group: float sum/mean, and every std/var."""
-    n = 0
-    for _, e in node.aggs:
-        for a in e.walk():
-            if isinstance(a, E.Agg) and a.arg is not None and a.fn in ("sum", "mean", "std", "var"):
-                try:
-                    t = infer(a.arg, node.input.schema)
-                except Exception:  # noqa: BLE001 - a key read by name: count it as exact
-                    t = T.Float64
-                n += a.fn in ("std", "var") or t.is_float or t == T.Null
-    return n

@@ -52,32 +52,11 @@ def exact_aggregation(fn: str, t: DType):
             lists = lists.combine_chunks()
         offsets = lists.offsets.to_numpy()
         if t.is_float:
-            with np.errstate(all="ignore"):
-                out = _float_groups(fn, lists.values.to_numpy(zero_copy_only=False), offsets)
-            return pl.Series(s.name, out)
-        else:
-            values = lists.values.to_pylist()
-            out = [_one(fn, t, values[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+            return pl.Series(s.name, fsum.aggregate(fn, lists.values.to_numpy(zero_copy_only=False), offsets))
+        values = lists.values.to_pylist()
+        out = [_one(fn, t, values[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
         return pl.Series(s.name, out, dtype=pl.Float64)
     return run
-
-
-def _float_groups(fn: str, values: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    """Float sum/mean/var/std of each group (values[offsets[i]:offsets[i + 1]]): the sums
-    correctly rounded like math.fsum (eidos.hal.fsum), the rest vectorised with NumPy."""
-    values = values[offsets[0]:offsets[-1]]
-    offsets = offsets - offsets[0]
-    n = np.diff(offsets)
-    sums = fsum.sums(values, offsets)
-    if fn in ("sum", "mean"):
-        return pa.array(sums if fn == "sum" else sums / np.maximum(n, 1), mask=n == 0)
-    means = sums / np.maximum(n, 1)
-    d = values - np.repeat(means, n)
-    v = fsum.sums(d * d, offsets) / np.maximum(n - 1, 1)  # (x - m) squared overflows to inf (IEEE)
-    bad = np.concatenate(([0], np.cumsum(~np.isfinite(values))))
-    bad = bad[offsets[1:]] - bad[offsets[:-1]]  # NaN or inf values in each group
-    out = np.where(bad > 0, np.nan, np.sqrt(v) if fn == "std" else v)
-    return pa.array(out, mask=n < 2)
 
 
 def _one(fn: str, t: DType, xs: list) -> float | None:

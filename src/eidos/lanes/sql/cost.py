@@ -27,15 +27,28 @@ MODEL = RowFlow(
 )
 
 
+EXACT_ROW_S = 100e-9            # a float sum/mean/std/var, per value: DuckDB's list() of the group, then
+                                # eidos.hal.fsum in a vectorized Python function (DuckDB has no exact sum)
+
+
 def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimate:
-    if values is not None:
-        return row_flow(plan, row_flow_model(MODEL, values))
-    c = in_use(DEFAULTS)
-    return row_flow(plan, row_flow_model(MODEL, c.values, c.source))
+    label = ""
+    if values is None:
+        c = in_use(DEFAULTS)
+        values, label = c.values, c.source
+
+    def exact(node: N.Node, rows: float, groups: float) -> float:
+        if not isinstance(node, N.Aggregate):
+            return 0.0
+        from eidos.hal import fsum
+
+        return fsum.aggregations(node)[0] * rows * values.get("exact_row_s", EXACT_ROW_S)
+
+    return row_flow(plan, row_flow_model(MODEL, values, label), exact)
 
 
 DEFAULTS = Constants(
-    "duckdb", flat(MODEL), DEV_VM, estimate, threaded=frozenset({"row_op_s", "join_row_s", "sort_row_s"}),
+    "duckdb", {**flat(MODEL), "exact_row_s": EXACT_ROW_S}, DEV_VM, estimate, threaded=frozenset({"row_op_s", "join_row_s", "sort_row_s"}),
     host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
                           "scan_other_bytes_per_s"}),
     probes={"setup": "setup_s", "project": "row_op_s", "parquet": "scan_parquet_bytes_per_s", "join": "join_row_s",
