@@ -105,7 +105,7 @@ def _fill_bf16(rank, shape):
 
 
 def _split_fill(start, count):
-    return (np.arange(start, start + count, dtype=np.int64) % 1000 - 500).astype(np.float32) / 256
+    return (np.arange(start, start + count, dtype=np.float32) % 1000 - 500) / 256
 
 
 def torch_baselines(n, m, k, nn, samples, gpu):

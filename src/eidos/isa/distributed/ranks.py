@@ -1,7 +1,7 @@
 """Ranks: one worker per device, each holding a kernel target joined to the group, run from one driver.
 
 `Ranks` spawns one process per rank on this host (gloo between CPU processes, NCCL between GPUs, one GPU
-each: the process sees only its own as 'gpu'); `Simulated` runs the ranks as threads of this process over
+each: its current device, its 'gpu'); `Simulated` runs the ranks as threads of this process over
 the reference's group; eidos.isa.distributed.ray puts them on Ray actors. All three answer run(fn, *args):
 fn(rank, *args) on every rank at once, results in rank order. A rank is a `Rank`: its index, the group,
 its target, its device and a store of what stays on the device between calls (shards).
@@ -122,12 +122,20 @@ class Simulated:
 
 # ---- one process per rank ----------------------------------------------------------------------
 
-def setup(rank: int, size: int, backend: str, init_method: str, target: str | None) -> Rank:
-    """Join the torch.distributed group as `rank` and make the rank's target (in the rank's process)."""
+def setup(rank: int, size: int, backend: str, init_method: str, target: str | None, gpu: int = 0) -> Rank:
+    """Join the torch.distributed group as `rank` and make the rank's target (in the rank's process); with
+    NCCL the rank's GPU (`gpu`, an index among the visible ones) becomes the process's current device, so
+    its target, its tensors and NCCL use it (every GPU stays visible: NCCL's direct paths between GPUs
+    need the peer visible)."""
     import torch.distributed as dist
 
     from .. import registry
     from .process_group import TorchGroup
+
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(gpu)
 
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=TIMEOUT_S))
@@ -138,12 +146,10 @@ def setup(rank: int, size: int, backend: str, init_method: str, target: str | No
     return Rank(rank, size, g, t, device)
 
 
-def _serve(rank: int, size: int, backend: str, init_method: str, target, gpus, conn) -> None:
+def _serve(rank: int, size: int, backend: str, init_method: str, target, conn) -> None:
     """A rank's process: set up, then run what the driver sends until it sends None."""
-    if gpus is not None:   # this process sees only its own GPU, before anything imports torch
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[rank]
     try:
-        r = setup(rank, size, backend, init_method, target)
+        r = setup(rank, size, backend, init_method, target, gpu=rank)
     except BaseException as e:  # noqa: BLE001 - reported to the driver
         conn.send_bytes(_dumps((False, f"rank {rank}: set-up failed: {type(e).__name__}: {e}")))
         return
@@ -169,7 +175,7 @@ def _serve(rank: int, size: int, backend: str, init_method: str, target, gpus, c
 
 class Ranks:
     """`size` processes on this host, one per rank, joined by torch.distributed ('gloo' or 'nccl'; 'nccl'
-    gives rank r the r-th GPU of CUDA_VISIBLE_DEVICES). `target` names each rank's kernel target (default:
+    gives rank r the r-th visible GPU as its current device). `target` names each rank's kernel target (default:
     triton on a GPU, the reference interpreter on the CPU). Close them (or use `with`) to end the processes."""
 
     def __init__(self, size: int, backend: str = "gloo", target: str | None = None) -> None:
@@ -178,20 +184,19 @@ class Ranks:
         if backend not in ("gloo", "nccl"):
             raise BackendError(f"Ranks: backend must be 'gloo' (CPU) or 'nccl' (GPU), got {backend!r}")
         self.size, self.backend, self.kind = int(size), backend, backend
-        gpus = None
         if backend == "nccl":
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-            gpus = visible.split(",") if visible else [str(i) for i in range(self.size)]
-            if len(gpus) < self.size:
-                raise BackendError(f"Ranks: {self.size} NCCL ranks need {self.size} GPUs; "
-                                   f"CUDA_VISIBLE_DEVICES names {len(gpus)}")
+            import torch
+
+            if torch.cuda.device_count() < self.size:
+                raise BackendError(f"Ranks: {self.size} NCCL ranks need {self.size} GPUs; this host shows "
+                                   f"{torch.cuda.device_count()}")
         self._dir = tempfile.mkdtemp(prefix="eidos-ranks-")
         init = f"file://{os.path.join(self._dir, 'store')}"
         ctx = mp.get_context("spawn")
         self._conns, self._procs = [], []
         for r in range(self.size):
             here, there = ctx.Pipe()
-            p = ctx.Process(target=_serve, args=(r, self.size, backend, init, target, gpus, there),
+            p = ctx.Process(target=_serve, args=(r, self.size, backend, init, target, there),
                             name=f"eidos-rank-{r}", daemon=True)
             p.start()
             there.close()

@@ -29,7 +29,7 @@ class _Actor:
             return f"tcp://{host}:{s.getsockname()[1]}"
 
     def setup(self, rank, size, backend, init_method, target) -> None:
-        self.rank = setup(rank, size, backend, init_method, target)
+        self.rank = setup(rank, size, backend, init_method, target)   # Ray shows the actor its one GPU: 0
 
     def run(self, fn, args):
         return _call(self.rank, fn, args)
