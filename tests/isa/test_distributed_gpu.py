@@ -78,3 +78,14 @@ def test_the_triton_lane_splits_a_rowwise_part_over_two_gpus():
     assert [str(d.device) for d in devices] == ["cuda:0", "cuda:1"]
     got = X.execute(flow.plan.optimized, devices=devices)
     assert_tables_equal(got, flow.run(engine="reference"), ordered=True, float_rel=0)
+
+
+def _own_gpu(rank):
+    import eidos as ei
+
+    t = ei.tensor([1.0, 2.0], device=f"gpu:{rank.rank}") * 2.0
+    return t.device, (t.numpy() == [2.0, 4.0]).all()
+
+
+def test_each_rank_names_its_gpu(nccl):
+    assert nccl.run(_own_gpu) == [("gpu", True), ("gpu", True)]

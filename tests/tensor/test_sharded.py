@@ -59,3 +59,9 @@ def test_ranks_make_their_own_shards(ranks):
     want = np.concatenate([np.full((c, 2), r + 1, np.float32) for r, c in enumerate(s.sizes)])
     np.testing.assert_array_equal(s.numpy(), want)
     s.free()
+
+
+def test_a_second_gpu_is_reached_through_ranks():
+    """'gpu:N' names this process's GPU only (a rank's own, in a group); another GPU is a sharded tensor's."""
+    with pytest.raises(ei.errors.DeviceError, match="eidos.tensor.sharded"):
+        ei.tensor([1.0], device="gpu:7")

@@ -1028,13 +1028,18 @@ def _is_dtype(x) -> bool:
 
 def _device_name(device) -> str:
     """'cpu', 'gpu', 'remote:gpu' or 'remote:cpu' for a device given as a string ('cuda', 'cuda:0' and 'gpu:0'
-    mean 'gpu'; 'remote' means 'remote:gpu') or an object with a .type (a torch.device)."""
+    mean 'gpu', and so does 'gpu:N' where N is the GPU this process's gpu tensors use, as in a rank of
+    eidos.isa.distributed; 'remote' means 'remote:gpu') or an object with a .type (a torch.device)."""
     text = str(getattr(device, "type", device)).lower()
     name, _, index = text.partition(":")
     if name == "cpu" and not index:
         return "cpu"
-    if name in ("gpu", "cuda") and index in ("", "0"):
+    if name in ("gpu", "cuda") and (index in ("", "0") or index.isdigit() and index == _dev.gpu_index()):
         return "gpu"
+    if name in ("gpu", "cuda") and index.isdigit():
+        raise DeviceError(f"device {device!r}: this process's tensors use one GPU ('gpu', gpu:"
+                          f"{_dev.gpu_index() or 0}); a tensor over several GPUs is eidos.tensor.sharded, each "
+                          "GPU's shard held by a process of its own (eidos.isa.distributed.Ranks)")
     if name == "remote" and index in ("", "gpu", "cpu"):
         return f"remote:{index or 'gpu'}"
     raise DeviceError(f"unknown device {device!r}; devices: 'cpu', 'gpu' (also 'cuda', 'cuda:0'; one GPU), "

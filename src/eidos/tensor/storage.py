@@ -78,6 +78,15 @@ def torch_device():
     return dev
 
 
+def gpu_index() -> str | None:
+    """The index of the CUDA device gpu tensors live on, as text; None where they live on none."""
+    try:
+        dev = torch_device()
+    except BackendUnavailable:
+        return None
+    return str(dev.index) if dev.type == "cuda" and dev.index is not None else None
+
+
 def describe() -> str:
     """Where 'gpu' is, in words, for explain and repr."""
     d = torch_device()
