@@ -188,18 +188,22 @@ class Query:
         for item in tree.expressions:
             if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
                 table = item.table if isinstance(item, exp.Column) else None
-                for star in ("except", "replace", "rename"):
-                    if item.args.get(star) or (item.this.args.get(star) if isinstance(item, exp.Column) else None):
-                        raise UnsupportedError(f"ei.sql does not support * {star.upper()}")
+                star = item.this if isinstance(item, exp.Column) else item
+                for arg in ("replace", "rename", "ilike"):
+                    if star.args.get(arg):
+                        raise UnsupportedError(f"ei.sql does not support * {arg.upper()}")
                 fields = [f for f in rel.fields if f.star and (not table or (f.table or "").lower() == table.lower())]
                 if table and not fields:
                     raise PlanError(f"{table}.* names no table of the query; tables: "
                                     f"{', '.join(sorted({f.table for f in rel.fields if f.table})) or '(none)'}")
+                excluded = {Rel(rel.plan, fields).resolve(c.name, c.table or None, c.this.quoted).internal
+                            for c in star.args.get("except_") or star.args.get("except") or ()}
+                fields = [f for f in fields if f.internal not in excluded]
                 out.extend((f.name, E.Column(f.internal), item) for f in fields)
                 continue
             body = item.this if isinstance(item, exp.Alias) else item
             name = item.alias if isinstance(item, exp.Alias) else (
-                body.name if isinstance(body, exp.Column) else body.sql(self.dialect))
+                body.name if isinstance(body, exp.Column) else body.sql(self.dialect, normalize_functions="lower"))
             out.append((name, self.expr(body, rel), body))
         seen = set()
         for name, _, _ in out:
@@ -707,8 +711,9 @@ class Query:
         if isinstance(e, (exp.Subquery, exp.Exists)):
             raise UnsupportedError(f"ei.sql runs subqueries in FROM, and EXISTS / IN (subquery) as conditions of "
                                    f"WHERE joined by AND; not {e.sql(self.dialect)}")
-        what = e.sql_name() if isinstance(e, exp.Func) else name
-        raise UnsupportedError(f"ei.sql does not support {what}: {e.sql(self.dialect)}")
+        text = e.sql(self.dialect)
+        what = f"the function {text.split('(')[0]}" if isinstance(e, exp.Func) else name
+        raise UnsupportedError(f"ei.sql does not support {what}: {text}")
 
     def interval(self, e: exp.Expression, x: Callable) -> E.Expr:
         """date ± INTERVAL: folded on a constant date; a number of days on a column."""
