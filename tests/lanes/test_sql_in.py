@@ -10,6 +10,7 @@ answers; errors name the construct or the name.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal as D
@@ -425,3 +426,16 @@ def test_files_in_from_and_the_query_command(tmp_path, capsys, monkeypatch):
     assert "lane: reference" in capsys.readouterr().out
     assert main(["query", "SELECT nope FROM 'data/*.parquet'"]) == 1
     assert "error: column 'nope' does not exist" in capsys.readouterr().err
+
+
+def test_sqlglot_loads_only_for_sql():
+    """sqlglot (the `sql` extra; about a second to import) is not loaded by `import eidos` or a Flow."""
+    import subprocess
+    import sys
+
+    code = ("import sys, eidos as ei; ei.from_pydict({'a': [1]}).select('a'); before = 'sqlglot' in sys.modules; "
+            "ei.sql('SELECT a FROM f', f=ei.from_pydict({'a': [1]})); print(before, 'sqlglot' in sys.modules)")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": src})
+    assert out.stdout.split() == ["False", "True"]
