@@ -439,3 +439,13 @@ def test_sqlglot_loads_only_for_sql():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": src})
     assert out.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize("name", ["q1", "q10"])
+def test_tpch_sql_text_plans_as_the_flow_api_query_does(name):
+    """The SQL text and examples/tpch/queries.py's Flow give one optimized plan (the same tree)."""
+    from eidos.ir.render import tree
+    from examples.tpch import queries, sql
+
+    tables = {table: ei.read_parquet(str(DATA / f"{table}.parquet")) for table in sql.TABLES}
+    assert tree(ei.sql(sql.text(name), **tables).plan.optimized) == tree(queries.QUERIES[name](DATA).plan.optimized)
