@@ -86,7 +86,7 @@ def _fit(defaults: K.Constants, values: dict[str, float], name: str, plan, secon
     return 1 / x if rate else x
 
 
-def calibrate(*, lanes: list[str] | None = None, rows: int = 1_000_000, repeats: int = 5, save: bool = True,
+def calibrate(*, lanes: list[str] | None = None, rows: int = 1_000_000, repeats: int = 3, save: bool = True,
               progress: Callable[[str], None] | None = None) -> dict:
     """Measure the cost constants of every lane available here that has a cost model (or those named) and,
     with `save`, store them for the planner (costs.json in the user's cache folder). Returns what was written:

@@ -465,3 +465,14 @@ def test_a_rowwise_part_split_by_rows_equals_one_device(lane, pieces):
     assert split.rowwise(plan) and not split.rowwise(src().agg(n=col("a").sum()).plan)
     got = X.execute(plan, devices=[Device() for _ in range(pieces)])
     assert_tables_equal(got, flow.run(engine="reference"), ordered=True, float_rel=0)
+
+
+def test_calibrate_measures_the_gpu_lanes_constants(fake_gpu, monkeypatch, tmp_path):
+    """`eidos calibrate` runs the triton lane's probes where a GPU is (here under Triton's interpreter: tiny
+    sizes, figures that mean nothing) and the lane's model uses what they gave."""
+    monkeypatch.setenv("EIDOS_CACHE_DIR", str(tmp_path))
+    values = ei.calibrate(lanes=["triton"], rows=500, repeats=1)["lanes"]["triton"]
+    assert set(values) == set(cost.DEFAULTS.probes.values())
+    assert all(v > 0 and math.isfinite(v) for v in values.values())
+    assert cost.costs().setup_s == pytest.approx(values["setup_s"])
+    assert "measured here by `eidos calibrate`" in cost.estimate(src().agg(s=col("a").sum()).plan).basis
