@@ -58,8 +58,10 @@ def _probes(rows: int, folder: str) -> dict[str, Callable]:
         "arrow": lambda: ei.from_arrow(t).filter(none),
         "project": lambda: ei.from_arrow(t).filter(busy > 1e9),
         "group": lambda: ei.from_arrow(t).group_by("k").agg(s=col("g").sum(), m=col("i").max(), n=ei.count()),
+        "groups": lambda: ei.from_arrow(t).group_by("g").agg(s=col("i").sum(), n=ei.count()),
         "exact": lambda: ei.from_arrow(t).group_by("k").agg(s=x.sum()),
         "exact_groups": lambda: ei.from_arrow(t).group_by("g").agg(s=x.sum()),
+        "exact_global": lambda: ei.from_arrow(t).agg(s=x.sum()),
         "join": lambda: ei.from_arrow(half.select(["i", "x"])).join(ei.from_arrow(t.select(["i", "y"])), on="i"),
         "sort": lambda: ei.from_arrow(t.select(["x", "y"])).sort("x"),
     }

@@ -5,6 +5,7 @@
             + rows into a node x expression nodes it evaluates x row_op_s (agg_op_s in aggregations)
             + rows x udf_row_s per per-row Python function
             + rows into a join (both sides) x join_row_s; a sort's rows x log2(rows) x sort_row_s
+            + groups of a keyed aggregation x group_s
             + whatever the lane's `extra(node, rows_in, rows_out)` adds (e.g. exact aggregations)
             + whatever the lane's `fixed(node)` adds: seconds per node that do not grow with the
               rows (a kernel launch); with setup_s they make the estimate's `fixed_s`
@@ -45,6 +46,7 @@ class RowFlow:
     sort_row_s: float
     agg_op_s: float | None = None          # None: the same as row_op_s
     udf_row_s: float = 0.0
+    group_s: float = 0.0                   # per group of a keyed aggregation: its hash table entry, its output row
     columnar: frozenset[str] = field(default_factory=lambda: frozenset(_FORMATS.values()))
     bytes_per_row: float = 60              # when a source knows its size but not its rows
     filter_keeps: float = 0.5              # rows a filter keeps, lacking statistics
@@ -54,7 +56,7 @@ class RowFlow:
 
 
 _SCAN = "scan_{}_bytes_per_s"
-_FLAT = ("setup_s", "row_op_s", "agg_op_s", "join_row_s", "sort_row_s", "udf_row_s")
+_FLAT = ("setup_s", "row_op_s", "agg_op_s", "join_row_s", "sort_row_s", "udf_row_s", "group_s")
 
 
 def flat(model: RowFlow) -> dict[str, float]:
@@ -159,7 +161,9 @@ def _rows_out(node: N.Node, rows: float, ins: list[float], m: RowFlow, acc: dict
         from eidos.hal.distinct import groups
 
         known = groups(node)
-        return max(1.0, min(rows, known if known is not None else rows * m.groups_per_row))
+        out = max(1.0, min(rows, known if known is not None else rows * m.groups_per_row))
+        acc["s"] += out * m.group_s
+        return out
     if isinstance(node, N.Join):
         acc["s"] += (ins[0] + ins[1]) * m.join_row_s
         acc["joins"] += 1

@@ -35,6 +35,7 @@ MODEL = RowFlow(
     join_row_s=0.5e-9,           # hashing and probing one row, build and probe sides
     sort_row_s=2e-9,             # one row of a sort, times log2(rows)
     udf_row_s=1e-6,              # a per-row Python function
+    group_s=0.8e-6,              # one group of a keyed aggregation (bench/RESULTS.md: measured on the loaded VM)
     columnar=frozenset({"parquet"}),
 )
 EXACT_ROW_S = 60e-9             # a float sum/mean/std/var in a group_by, per value: Polars gathers each
@@ -66,8 +67,9 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
 DEFAULTS = Constants(
     "polars", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S,
                 "exact_global_row_s": EXACT_GLOBAL_ROW_S, "python_row_s": PYTHON_ROW_S}, DEV_VM, estimate,
-    threaded=frozenset({"row_op_s", "agg_op_s", "join_row_s", "sort_row_s"}),
+    threaded=frozenset({"row_op_s", "agg_op_s", "join_row_s", "sort_row_s", "group_s"}),
     host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
                           "scan_other_bytes_per_s"}),
     probes={"setup": "setup_s", "project": "row_op_s", "parquet": "scan_parquet_bytes_per_s", "group": "agg_op_s",
-            "exact": "exact_row_s", "exact_groups": "exact_group_s", "join": "join_row_s", "sort": "sort_row_s"})
+            "groups": "group_s", "exact": "exact_row_s", "exact_groups": "exact_group_s",
+            "exact_global": "exact_global_row_s", "join": "join_row_s", "sort": "sort_row_s"})
