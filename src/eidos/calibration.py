@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from eidos.hal import constants as K
 
-BUDGET_S = 50.0     # probes stop (the rest keep their defaults) once calibration has run this long
+BUDGET_S = 45.0     # probes stop (the rest keep their defaults) once calibration has run this long
 
 
 def bandwidth(n: int = 1 << 23, repeats: int = 10) -> float:
@@ -88,7 +88,7 @@ def _fit(defaults: K.Constants, values: dict[str, float], name: str, plan, secon
     return 1 / x if rate else x
 
 
-def calibrate(*, lanes: list[str] | None = None, rows: int = 1_000_000, repeats: int = 3, save: bool = True,
+def calibrate(*, lanes: list[str] | None = None, rows: int = 500_000, repeats: int = 3, save: bool = True,
               progress: Callable[[str], None] | None = None) -> dict:
     """Measure the cost constants of every lane available here that has a cost model (or those named) and,
     with `save`, store them for the planner (costs.json in the user's cache folder). Returns what was written:
@@ -122,11 +122,14 @@ def calibrate(*, lanes: list[str] | None = None, rows: int = 1_000_000, repeats:
                 defaults_used[lane.name] = {n: defaults.values[n] for n in defaults.probes.values()}
                 scaled[lane.name] = {n: values[n] for n in defaults.probes.values()}
                 for probe, name in defaults.probes.items():
+                    if time.perf_counter() - start > BUDGET_S:
+                        skipped[f"{lane.name}.{name}"] = f"out of time ({BUDGET_S:.0f} s): it keeps its default"
+                        continue
                     if progress:
                         progress(f"{lane.name}: {name} ({probe})")
                     flow = probes[probe]()
                     values[name] = _fit(defaults, values, name, flow.plan.optimized, _time(flow, lane.name, repeats))
-                measured[lane.name] = {n: values[n] for n in defaults.probes.values()}
+                measured[lane.name] = {n: values[n] for n in defaults.probes.values() if f"{lane.name}.{n}" not in skipped}
     seconds = time.perf_counter() - start
     result = {"machine": machine, "seconds": seconds, "lanes": measured, "skipped": skipped,
               "defaults": defaults_used, "scaled": scaled}
