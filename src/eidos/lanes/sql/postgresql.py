@@ -5,10 +5,12 @@ unless told COLLATE "C" (code points, as eidos)."""
 
 from __future__ import annotations
 
+import atexit
 import decimal
 import math
 import re
 import sys
+import threading
 
 from sqlglot import exp
 
@@ -231,6 +233,12 @@ class PostgresDialect(Dialect):
             return exp.Collate(this=e, expression=ident("C"))
         return e
 
+    def fn_eq(self, args, ts, t, o):
+        return _indexable(super().fn_eq(args, ts, t, o))
+
+    def fn_is_in(self, args, ts, t, o):
+        return _indexable(super().fn_is_in(args, ts, t, o))
+
     def fn_str_like(self, args, ts, t, o):
         like = exp.Like(this=paren(args[0]), expression=string(o[0]))
         return exp.Paren(this=exp.Escape(this=like, expression=string("")))
@@ -283,22 +291,99 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
             con.close()
 
 
+class _Idle:
+    """Connections kept open between runs, per server uri: opening one costs about a quarter of a second
+    (the driver reads the server's type catalog), far more than a query an index answers. A connection
+    comes back only after a run that ended cleanly (its transaction rolled back), is checked with a
+    round trip before it is used again (a server restarted meanwhile gives a new one), and at most
+    KEEP wait per uri; the rest are closed, and all of them when the process ends."""
+
+    KEEP = 4
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.idle: dict[str, list] = {}
+        atexit.register(self.close_all)
+
+    def take(self, uri: str):
+        while True:
+            with self.lock:
+                kept = self.idle.get(uri)
+                con = kept.pop() if kept else None
+            if con is None:
+                return _connect(uri)
+            try:
+                cur = con.cursor()
+                try:
+                    cur.execute("SELECT 1")
+                    cur.fetchall()
+                finally:
+                    cur.close()
+                con.rollback()
+                return con
+            except Exception:  # noqa: BLE001 - a connection the server dropped: close it and take the next
+                _close(con)
+
+    def give_back(self, uri: str, con) -> None:
+        with self.lock:
+            kept = self.idle.setdefault(uri, [])
+            if len(kept) < self.KEEP:
+                kept.append(con)
+                return
+        _close(con)
+
+    def close_all(self) -> None:
+        with self.lock:
+            cons = [c for kept in self.idle.values() for c in kept]
+            self.idle.clear()
+        for con in cons:
+            _close(con)
+
+
+def _close(con) -> None:
+    try:
+        con.close()
+    except Exception:  # noqa: BLE001, S110 - closing a broken connection must not hide why it broke
+        pass
+
+
+_IDLE = _Idle()
+
+
 class Session:
-    """One run's connection to the server: its statement runs in a READ ONLY transaction (so not
-    even a function the database defines can write), rolled back, and the connection is closed
-    after it. (A plan's description at build time makes a temporary view, which a read-only
-    transaction forbids; creating a view runs nothing of the query, and it is rolled back too.)"""
+    """One run's connection to the server (kept open between runs: _Idle): its statement runs in a READ
+    ONLY transaction (so not even a function the database defines can write), rolled back. (A plan's
+    description at build time makes a temporary view, which a read-only transaction forbids; creating a
+    view runs nothing of the query, and it is rolled back too.)"""
 
     def __init__(self, query, settings=None):
-        self.con = _connect(query.sources[0].connection_uri())
+        self.uri = query.sources[0].connection_uri()
+        self.con = _IDLE.take(self.uri)
+        self.clean = False
 
     def fetch(self, sql: str):
         from eidos.lanes.sql.execute import fetch_adbc
 
-        return fetch_adbc(self.con, sql, rollback=True, read_only=True)
+        table = fetch_adbc(self.con, sql, rollback=True, read_only=True)
+        self.clean = True
+        return table
 
     def close(self) -> None:
-        self.con.close()
+        if self.clean:
+            _IDLE.give_back(self.uri, self.con)
+        else:
+            _close(self.con)
 
 
 connect = Session
+
+
+def _indexable(exact: exp.Expression) -> exp.Expression:
+    """A string equality `exact` (under COLLATE "C") with the same test under the columns' own collation
+    before it, so that an index on the column serves the query (COLLATE "C" alone defeats it). Under any
+    collation strings equal by code point are equal, so the conjunction answers as `exact` does, also
+    where a nondeterministic collation makes more strings equal (the second test removes those rows)."""
+    if not any(isinstance(n, exp.Collate) for n in exact.walk()):
+        return exact
+    plain = exact.copy().transform(lambda n: n.this if isinstance(n, exp.Collate) else n)
+    return exp.Paren(this=exp.And(this=plain, expression=exact))

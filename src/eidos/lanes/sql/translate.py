@@ -338,8 +338,9 @@ def _join_condition(n: N.Join, d, lref, rref) -> exp.Expression:
     return cond
 
 
-@node.register
-def _(n: N.Sort, ctx: Ctx) -> Rel:
+def _sort_keys(n: N.Sort, ctx: Ctx) -> tuple[Rel, list[exp.Ordered]]:
+    """The sort's input, layered with any values its keys bind, and its keys: ties keep the order they
+    had (a stable sort), when there was one."""
     rel = node(n.input, ctx)
     x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
     keys = []
@@ -347,16 +348,43 @@ def _(n: N.Sort, ctx: Ctx) -> Rel:
         t = infer(k.expr, n.input.schema)
         keys.append(exp.Ordered(this=ctx.dialect.sort_key(x(k.expr), t), desc=k.descending,
                                 nulls_first=not k.nulls_last))
-    # Ties keep the order they had (a stable sort), when there was one.
     keys += [exp.Ordered(this=column(o), desc=False, nulls_first=False) for o in rel.order]
+    return x.layered(rel), keys
+
+
+def _ordinal(rel_name: str, columns: tuple[str, ...], keys: list[exp.Ordered], ctx: Ctx) -> Rel:
+    """The rows of `rel_name` with a hidden order column: their row number by `keys`."""
     order = ctx.fresh("o")
     rank = exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=keys))
-    sel = exp.select(*[column(c) for c in rel.columns], _named(rank, order)).from_(_from(x.layered(rel)))
-    return ctx.add(sel, len(rel.columns), (order,))
+    sel = exp.select(*[column(c) for c in columns], _named(rank, order)).from_(exp.Table(this=ident(rel_name)))
+    return ctx.add(sel, len(columns), (order,))
+
+
+@node.register
+def _(n: N.Sort, ctx: Ctx) -> Rel:
+    rel, keys = _sort_keys(n, ctx)
+    return _ordinal(rel.name, rel.columns, keys, ctx)
+
+
+def _top(n: N.Limit, ctx: Ctx) -> Rel:
+    """A limit of a sort as the engine's top-N: one SELECT ... ORDER BY keys LIMIT n (each key a column
+    of it, so the ORDER BY names plain columns an index or a heap serves), then the row number over the
+    rows left, not over every row (which would sort them all)."""
+    rel, keys = _sort_keys(n.input, ctx)
+    names = [ctx.fresh("k") for _ in keys]
+    by = [exp.Ordered(this=column(name), desc=k.args.get("desc"), nulls_first=k.args.get("nulls_first"))
+          for k, name in zip(keys, names)]
+    top = exp.select(*[column(c) for c in rel.columns], *[_named(k.this, name) for k, name in zip(keys, names)])
+    top = top.from_(_from(rel)).order_by(*by).limit(exp.Literal.number(n.n))
+    if n.offset:
+        top = top.offset(exp.Literal.number(n.offset))
+    return _ordinal(ctx.cte(top), rel.columns, by, ctx)
 
 
 @node.register
 def _(n: N.Limit, ctx: Ctx) -> Rel:
+    if isinstance(n.input, N.Sort):
+        return _top(n, ctx)
     rel = node(n.input, ctx)
     sel = _select(rel, [column(c) for c in rel.columns])
     if rel.order:
