@@ -1,9 +1,10 @@
 """eidos.Tensor next to NumPy, in one run: the fused chain, per-operation overhead, matmul.
 
 Run: python bench/tensor.py [--quick] [--cold-start] [--suite]
-Reports min and median wall time (and process CPU time) of several runs, and the ratio to NumPy.
-Goals (issue 5): the fused chain at least 3x faster than NumPy; per-op overhead on 1,000 elements
-within 2x of NumPy eager; matmul at NumPy's speed.
+Reports min and median wall time (and process CPU time) of several runs, and the ratios to NumPy and to torch eager on
+the CPU (torch.from_numpy of the same arrays; its columns read n/a without torch).
+Goals (issue 5): the fused chain at least 3x faster than NumPy; matmul at NumPy's speed; (issue 17) an eager small
+operation (a + b on 1,000 float32) within 1.5x of NumPy's time.
 --cold-start (issue 18): the first call of each operation in a fresh process, with an empty kernel cache (cold:
 numba compiles) and a warm one (goal: under 1 ms), NumPy's first calls beside them; only this section runs.
 --suite (issue 18): the Array API test suite (../shared/array-api-tests, --max-examples 5, one seed) on
@@ -37,74 +38,120 @@ def timeit(fn, repeats: int) -> dict:
     return {"min": min(wall), "median": statistics.median(wall), "cpu_min": min(cpu)}
 
 
-def per_call(fn, calls: int, repeats: int) -> dict:
-    def many():
-        for _ in range(calls):
+def interleaved(cases: dict, repeats: int) -> dict:
+    """timeit of each case, their runs taken in turn (a shared machine's load falls on each alike)."""
+    for fn in cases.values():
+        fn()
+    wall = {k: [] for k in cases}
+    cpu = {k: [] for k in cases}
+    for _ in range(repeats):
+        for k, fn in cases.items():
+            w, c = time.perf_counter(), time.process_time()
             fn()
-    r = timeit(many, repeats)
-    return {k: v / calls for k, v in r.items()}
+            wall[k].append(time.perf_counter() - w)
+            cpu[k].append(time.process_time() - c)
+    return {k: {"min": min(wall[k]), "median": statistics.median(wall[k]), "cpu_min": min(cpu[k])} for k in cases}
 
 
-def row(name: str, ours: dict, numpy: dict, unit: float = 1e3, suffix: str = "ms") -> str:
-    ratio = numpy["min"] / ours["min"]
-    return (f"| {name} | {ours['min'] * unit:.3f} / {ours['median'] * unit:.3f} {suffix} | "
-            f"{numpy['min'] * unit:.3f} / {numpy['median'] * unit:.3f} {suffix} | {ratio:.2f}x |")
+def row(name: str, ours: dict, numpy: dict, torch: dict | None = None, unit: float = 1e3, suffix: str = "ms") -> str:
+    def cell(r):
+        return "n/a" if r is None else f"{r['min'] * unit:.3f} / {r['median'] * unit:.3f} {suffix}"
+    vs_torch = "n/a" if torch is None else f"{torch['min'] / ours['min']:.2f}x"
+    return (f"| {name} | {cell(ours)} | {cell(numpy)} | {cell(torch)} | {numpy['min'] / ours['min']:.2f}x | "
+            f"{vs_torch} |")
+
+
+def _torch():
+    """torch on the CPU (eager, its default threads), or None where it is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
 
 
 def main(quick: bool = False) -> None:
     import eidos as ei
     import eidos.tensor as T
 
+    torch = _torch()
     n = 10**6 if quick else 10**7
     reps = 3 if quick else 15  # a shared machine: more runs give the min a chance at a quiet moment
     rng = np.random.default_rng(0)
     x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     tx, ty = T(x), T(y)
+    xt, yt = (torch.from_numpy(x), torch.from_numpy(y)) if torch else (None, None)
+
+    def tt(fn, r=reps):   # torch's time, or None without torch
+        return None if torch is None else timeit(fn, r)
     print(f"# Tensor benchmark: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}, NumPy {np.__version__}")
-    print("| case | eidos min / median | NumPy min / median | NumPy time / eidos time |")
-    print("|---|---|---|---|")
+          f"Python {platform.python_version()}, NumPy {np.__version__}, "
+          f"torch {torch.__version__ + f' (CPU, eager, {torch.get_num_threads()} threads)' if torch else 'not installed'}"
+          f"; {_load()}")
+    print("| case | eidos min / median | NumPy min / median | torch min / median | NumPy time / eidos time | "
+          "torch time / eidos time |")
+    print("|---|---|---|---|---|---|")
     two, one = np.float32(2), np.float32(1)
     bw = timeit(lambda: np.add(x, y), reps)
-    print(f"| (anchor) NumPy add, {n:.0e} float32: {3 * 4 * n / bw['min'] / 1e9:.1f} GB/s | | | |")
+    print(f"| (anchor) NumPy add, {n:.0e} float32: {3 * 4 * n / bw['min'] / 1e9:.1f} GB/s | | | | | |")
     ours = timeit(lambda: float(((tx * 2 + 1).exp() * ty).sum()), reps)
     npy = timeit(lambda: float((np.exp(x * two + one) * y).sum()), reps)
+    tor = tt(lambda: float(((xt * 2 + 1).exp() * yt).sum()))
     before = T.programs_executed()
     float(((tx * 2 + 1).exp() * ty).sum())
     progs = T.programs_executed() - before
-    print(row(f"((x*2+1).exp()*y).sum(), {n:.0e} float32 ({progs} program)", ours, npy))
+    print(row(f"((x*2+1).exp()*y).sum(), {n:.0e} float32 ({progs} program)", ours, npy, tor))
     # ei.tensor(array) copies the array (value semantics: NumPy may write it before the graph runs); copy=False
-    # shares it. The same chain with the wrapping inside the timed call shows what the copy costs.
+    # shares it. The same chain with the wrapping inside the timed call shows what the copy costs; torch's beside
+    # them: torch.tensor copies, torch.from_numpy shares.
     ours = timeit(lambda: float(((T(x) * 2 + 1).exp() * T(y)).sum()), reps)
-    print(row(f"the same, T(x) and T(y) inside (ei.tensor copies), {n:.0e} float32", ours, npy))
+    tor = tt(lambda: float(((torch.tensor(x) * 2 + 1).exp() * torch.tensor(y)).sum()))
+    print(row(f"the same, T(x) and T(y) inside (ei.tensor copies; torch.tensor), {n:.0e} float32", ours, npy, tor))
     if "copy" in T.__call__.__code__.co_varnames:
         ours = timeit(lambda: float(((T(x, copy=False) * 2 + 1).exp() * T(y, copy=False)).sum()), reps)
-        print(row(f"the same, T(x, copy=False) and T(y, copy=False) inside (shared), {n:.0e} float32", ours, npy))
+        tor = tt(lambda: float(((torch.from_numpy(x) * 2 + 1).exp() * torch.from_numpy(y)).sum()))
+        print(row(f"the same, T(x, copy=False) and T(y, copy=False) inside (shared; torch.from_numpy), {n:.0e} "
+                  "float32", ours, npy, tor))
     ours = timeit(lambda: float(((tx * 2 + 1) * ty).sum()), reps)
     npy = timeit(lambda: float(((x * two + one) * y).sum()), reps)
-    print(row(f"((x*2+1)*y).sum(), {n:.0e} float32 (no transcendental)", ours, npy))
+    tor = tt(lambda: float(((xt * 2 + 1) * yt).sum()))
+    print(row(f"((x*2+1)*y).sum(), {n:.0e} float32 (no transcendental)", ours, npy, tor))
     ours = timeit(lambda: ((tx * 2 + 1) * ty).numpy(), reps)
     npy = timeit(lambda: (x * two + one) * y, reps)
-    print(row(f"(x*2+1)*y, {n:.0e} float32 (map form, no reduction)", ours, npy))
+    tor = tt(lambda: ((xt * 2 + 1) * yt).numpy())
+    print(row(f"(x*2+1)*y, {n:.0e} float32 (map form, no reduction)", ours, npy, tor))
     ours = timeit(lambda: float((tx * ty).sum()), reps)
     npy = timeit(lambda: float((x * y).sum()), reps)
-    print(row(f"(x*y).sum(), {n:.0e} float32", ours, npy))
+    tor = tt(lambda: float((xt * yt).sum()))
+    print(row(f"(x*y).sum(), {n:.0e} float32", ours, npy, tor))
 
     a, b = rng.random(1000, dtype=np.float32), rng.random(1000, dtype=np.float32)
     ta, tb = T(a), T(b)
+    at, bt = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
     calls = 200 if quick else 1000
-    npy = per_call(lambda: a + b, calls, reps)
+
+    def many(fn):
+        def run():
+            for _ in range(calls):
+                fn()
+        return run
 
     def eager_adds():  # eager mode entered once: the per-operation cost, not the context manager's
         with ei.eager():
             for _ in range(calls):
                 ta + tb
-    ours_e = {k: v / calls for k, v in timeit(eager_adds, reps).items()}
-    ours_l = per_call(lambda: (ta + tb).numpy(), calls, reps)
-    ours_g = per_call(lambda: ta + tb, calls, reps)
-    print(row("a + b, 1,000 float32, eager (per op)", ours_e, npy, 1e6, "us"))
-    print(row("(a + b).numpy(), 1,000 float32, lazy (per op)", ours_l, npy, 1e6, "us"))
-    print(row("a + b, 1,000 float32, graph node only (per op)", ours_g, npy, 1e6, "us"))
+    cases = {"numpy": many(lambda: a + b), "eager": eager_adds, "lazy": many(lambda: (ta + tb).numpy()),
+             "graph": many(lambda: ta + tb)}
+    if torch is not None:
+        cases.update(torch=many(lambda: at + bt), torch_numpy=many(lambda: (at + bt).numpy()))
+    got = interleaved(cases, reps * 4)   # short runs: more of them
+    got = {k: {m: v / calls for m, v in r.items()} for k, r in got.items()}
+    small, ours_e, ours_l, ours_g = got["numpy"], got["eager"], got["lazy"], got["graph"]
+    tor_e, tor_l = got.get("torch"), got.get("torch_numpy")
+    print(row("a + b, 1,000 float32, eager (per op)", ours_e, small, tor_e, 1e6, "us"))
+    print(row("(a + b).numpy(), 1,000 float32, lazy (per op; torch: eager, then .numpy())", ours_l, small, tor_l, 1e6,
+              "us"))
+    print(row("a + b, 1,000 float32, graph node only (per op; torch: its eager op)", ours_g, small, tor_e, 1e6, "us"))
 
     for m in ((512,) if quick else (1024, 2048)):
         A, B = rng.random((m, m), dtype=np.float32), rng.random((m, m), dtype=np.float32)
@@ -112,7 +159,15 @@ def main(quick: bool = False) -> None:
         r = 3 if m >= 2048 else reps
         ours = timeit(lambda: (tA @ tB).numpy(), r)
         npy = timeit(lambda: A @ B, r)
-        print(row(f"matmul {m}x{m} float32", ours, npy))
+        tor = None if torch is None else timeit(lambda: (torch.from_numpy(A) @ torch.from_numpy(B)).numpy(), r)
+        print(row(f"matmul {m}x{m} float32", ours, npy, tor))
+    # the small op on process CPU time as well: on a shared machine the wall-clock minimum of a 1 us call waits for
+    # a core; CPU time does not count the wait
+    cpu = [f"{what} {r['cpu_min'] * 1e6:.3f} us" for what, r in (("eidos", ours_e), ("NumPy", small), ("torch", tor_e))
+           if r is not None]
+    print(f"\nEager a + b, 1,000 float32, process CPU time min per op: {', '.join(cpu)}; eidos time / NumPy time: "
+          f"{ours_e['min'] / small['min']:.2f}x wall, {ours_e['cpu_min'] / small['cpu_min']:.2f}x CPU (goal 1.5x); "
+          f"{_load()}")
 
 
 # ---- cold start (issue 18) ---------------------------------------------------------------------------------

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from eidos.errors import BackendError
 from eidos.isa import cache as C
@@ -214,7 +217,7 @@ _AOT_CHILD = textwrap.dedent("""
     out = {}
     for ty, binary, ops in ((Type.F32, True, ("Add", "Pow", "Max", "Atan2")), (Type.F32, False, ("Exp", "Sin", "Sigmoid")),
                             (Type.I64, True, ("Div", "Min"))):
-        k, index = native.load(ty, binary)
+        k, index, _fresh = native.load(ty, binary)
         dt = ty.np_dtype
         a = np.array([-2.5, -1, 0, 0.5, 3, np.nan, np.inf, 7] if ty.is_float else [-7, -1, 0, 5, 9, 2**62, -2**63, 3], dt)
         b = np.array([1.5, 0, -0.0, 2, -3, 1, np.nan, 7] if ty.is_float else [2, 0, -3, 5, -9, 3, -1, 1], dt)
@@ -275,7 +278,7 @@ def test_the_native_kernel_checks_its_arguments(root):
         pytest.skip(str(e))
     native.build(Type.F64, True)
     native._LOADED.clear()
-    k, _ = native.load(Type.F64, True)
+    k, _, _ = native.load(Type.F64, True)
     a = np.ones(4)
     with pytest.raises(ValueError, match="shorter than n"):
         k(8, 0, np.empty(4), a, a)
@@ -283,6 +286,101 @@ def test_the_native_kernel_checks_its_arguments(root):
         k(4, 99, np.empty(4), a, a)
     with pytest.raises(TypeError):
         k(4, 0, np.empty(4), a)
+    native._LOADED.clear()
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+def _operand(data, dt, like_shape):
+    """An array for fresh: of dt or another dtype, contiguous or not, writable or not, an ndarray or not."""
+    shape = data.draw(st.sampled_from([like_shape, like_shape, like_shape, (3,), (2, 2), ()]), "shape")
+    kind = data.draw(st.sampled_from(["plain"] * 6 + ["other dtype", "swapped", "strided", "read-only", "subclass",
+                                                      "list", "none"]), "kind")
+    if kind == "none":
+        return None   # (a tensor not realized yet)
+    x = data.draw(hnp.arrays(dt, shape, elements=hnp.from_dtype(dt, allow_subnormal=False)), "values")
+    if kind == "other dtype":
+        return x.astype(np.float64 if dt != np.float64 else np.float32)
+    if kind == "swapped":
+        return x.astype(dt.newbyteorder())
+    if kind == "strided":
+        return np.repeat(x[..., None], 2, axis=-1)[..., 0] if x.ndim else x
+    if kind == "read-only":
+        x.flags.writeable = False
+    if kind == "subclass":
+        return x.view(_Sub)
+    return x.tolist() if kind == "list" else x
+
+
+def test_fresh_in_c_equals_fresh_in_python(root, monkeypatch):
+    """The native modules' fresh (checks, allocation and loop in C) and direct_map's over numba's loop (Python) refuse
+    the same arrays and give the same new arrays, bit for bit the loop's, on generated operands."""
+    pytest.importorskip("numba")
+    from eidos.isa import instructions as I
+    from eidos.isa.backends.cpu import CpuBackend, arrays, native
+
+    try:
+        native._toolchain()
+    except Exception as e:
+        pytest.skip(str(e))
+    cases = [(Type.F32, I.BinaryMapOperation.Add), (Type.F32, I.BinaryMapOperation.Pow), (Type.F32, I.MapOperation.Exp),
+             (Type.I64, I.BinaryMapOperation.Sub), (Type.I64, I.BinaryMapOperation.Div)]
+    for ty, binary in {(ty, isinstance(op, I.BinaryMapOperation)) for ty, op in cases}:
+        native.build(ty, binary)
+    native._LOADED.clear()
+    be = CpuBackend()
+    c = [arrays.direct_map(op, ty, be) for ty, op in cases]
+    assert all(type(f).__name__ == "builtin_function_or_method" for f, _ in c)
+    monkeypatch.setattr(arrays, "native_table", lambda *args: None)
+    py = [arrays.direct_map(op, ty, be) for ty, op in cases]
+    assert all(type(f).__name__ == "function" for f, _ in py)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data):
+        i = data.draw(st.integers(0, len(cases) - 1), "case")
+        ty, op = cases[i]
+        dt = ty.np_dtype
+        shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, max_side=4), "like")
+        args = [_operand(data, dt, shape)]
+        if isinstance(op, I.BinaryMapOperation):
+            args.append(_operand(data, dt, shape))
+        limit = data.draw(st.sampled_from([0, 5, 1 << 16]), "limit")
+        with np.errstate(all="ignore"):
+            got, want = c[i][0](c[i][1], limit, *args), py[i][0](py[i][1], limit, *args)
+        if want is None:
+            assert got is None
+            return
+        assert got is not None and type(got) is np.ndarray and got.flags.carray
+        assert (got.dtype, got.shape, got.tobytes()) == (want.dtype, want.shape, want.tobytes())
+        assert not any(np.shares_memory(got, a) for a in args)
+
+    check()
+    f, op = c[0]
+    with pytest.raises(TypeError, match=r"fresh\(op, limit, a, b\)"):
+        f(op, 10, np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="op must be one of"):
+        f(999, 10, np.ones(2, np.float32), np.ones(2, np.float32))
+    native._LOADED.clear()
+
+
+def test_a_module_an_older_wrapper_made_is_built_again(root):
+    pytest.importorskip("numba")
+    from eidos.isa.backends.cpu import native
+
+    try:
+        native._toolchain()
+    except Exception as e:
+        pytest.skip(str(e))
+    native.build(Type.F64, False)
+    native._LOADED.clear()
+    manifest = native.directory() / "eidos_native_F64_u.json"
+    old = json.loads(C.unseal(manifest))
+    old.pop("wrapper")
+    C.seal(manifest, json.dumps(old).encode())
+    assert native.load(Type.F64, False) is None and not manifest.exists()
     native._LOADED.clear()
 
 

@@ -438,9 +438,9 @@ SMALL_MAX_ELEMENTS = 1 << 16   # the small eager path's limit (one thread; the G
 
 def small_kernel(op: str, dtype):
     """For one element-wise operation (a tensor op name with an ISA array operation) on small arrays of dtype:
-    the cpu backend's kernel for it, (kernel, op index, explain record) called as kernel(n, op, out, a[, b]),
-    when automatic
-    selection gives small element-wise work to the built-in cpu backend; else None. Memoized per
+    the cpu backend's loop for it, (fresh, op index, explain record), called as fresh(op, limit, a[, b]) on the
+    operands' NumPy arrays for a new array, or None where they do not fit (isa.backends.cpu.arrays.direct_map), when
+    automatic selection gives small element-wise work to the built-in cpu backend; else None. Memoized per
     configuration (cleared by every change of backends, priority or thresholds)."""
     table = small_table(op)
     try:

@@ -99,34 +99,19 @@ def _small_data(op: str, a: Tensor, b):
     """The small eager path (docs/tensor.md): one element-wise operation whose operands are realized,
     contiguous, of one shape and dtype and at most SMALL_MAX_ELEMENTS, run at once by the cpu backend's
     kernel for it (the loop its one-instruction program runs), with no graph node, lowering or program
-    object. (result array, explain record), or None where it does not apply (then the general path runs)."""
-    da = a._data
-    if da.__class__ is not np.ndarray or da.size > _SMALL_MAX or not da.flags.carray:
-        return None   # (None: not realized; a torch tensor: on the gpu; carray: C-contiguous, aligned, writable)
-    if b is not None:
-        db = b._data
-        if db.__class__ is not np.ndarray or b.shape != a.shape or b.dtype != a.dtype or not db.flags.carray:
-            return None
-    table = _SMALL_TABLES.get(op)
-    k = 0 if table is None else table.get(a.dtype, 0)
-    if k == 0:
+    object. (result array, explain record), or None where it does not apply (then the general path runs).
+    The checks of the arrays are the kernel's own (fresh: see backend.small_kernel)."""
+    try:
+        k = _SMALL_TABLES[op][a.dtype]
+    except KeyError:
         k = _small_kernel(op, a.dtype)
     if k is None:
         return None
-    kernel, index, record = k
-    out = np.empty(a.shape, a.dtype)
-    if da.ndim == 1:
-        if b is None:
-            kernel(da.size, index, out, da)
-        else:
-            kernel(da.size, index, out, da, db)
-    elif b is None:
-        kernel(da.size, index, out.reshape(-1), da.reshape(-1))
-    else:
-        kernel(da.size, index, out.reshape(-1), da.reshape(-1), db.reshape(-1))
+    out = k[0](k[1], _SMALL_MAX, a._data) if b is None else k[0](k[1], _SMALL_MAX, a._data, b._data)
+    if out is None:
+        return None
     _counters["programs"] += 1
-    return out, record
-
+    return out, k[2]
 
 
 EW_OPS = L.UNARY | L.BINARY | L.TERNARY

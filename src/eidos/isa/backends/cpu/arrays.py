@@ -261,31 +261,56 @@ _WARMING: list = []
 
 
 def direct_map(operation, ty: Type, backend):
-    """(kernel, op) to call as kernel(n, op, out, a[, b]) over 1-d C-contiguous, aligned, writable NumPy arrays
-    of ty (`a.flags.carray`): the loop a one-instruction
-    ParallelMap/ParallelMapBinary
-    of `operation` runs here (the per-type table, one thread), for a caller holding arrays rather than buffers
-    and a program (the tensor layer's small eager operations): the table compiled ahead of time when built (no
-    numba import: a fresh process's first operation costs well under a millisecond), else numba's. None where
-    no such loop exists (no numba, F16/BF16, an operation the type lacks)."""
+    """(fresh, op) to call as fresh(op, limit, a[, b]): the loop a one-instruction ParallelMap/ParallelMapBinary of
+    `operation` runs here (the per-type table, one thread), over NumPy arrays into a new array of a's dtype and shape,
+    for a caller holding arrays rather than buffers and a program (the tensor layer's small eager operations). It
+    returns None, computing nothing, unless a (and b) are C-contiguous, aligned, writable ndarrays of ty in native
+    byte order (`flags.carray`), of one shape, of at most `limit` elements. The table compiled ahead of time when
+    built (no numba import: a fresh process's first operation costs well under a millisecond; the checks and the
+    allocation in C), else numba's. None where no such loop exists (no numba, F16/BF16, an operation the type
+    lacks)."""
     binary = isinstance(operation, I.BinaryMapOperation)
     aot = native_table(ty, binary, backend)
     if aot is not None:
         op = aot[1].get(operation)
-        return None if op is None else (aot[0], op)
+        return None if op is None else (aot[2], op)
     if backend.numba is None or ty in (Type.F16, Type.BF16) or ty.is_extended:
         return None
     k, index = table_kernel(ty, binary, False, backend.cache_dir)
     op = index.get(operation)
     if op is None:
         return None
-    # The compiled function for 1-d C-contiguous, aligned, writable arrays (what the caller promises), called
-    # without numba's dispatch by argument types: a small operation costs about what a NumPy ufunc call does.
+    # The compiled function for 1-d C-contiguous, aligned, writable arrays (what fresh checks), called without
+    # numba's dispatch by argument types.
     z = np.zeros(1, ty.np_dtype)
     args = (0, op, z, z, z) if binary else (0, op, z, z)
     k(*args)
     compiled = k.overloads.get(tuple(k.typeof_pyval(x) for x in args))
-    return getattr(compiled, "entry_point", None) or k, op
+    return _fresh(getattr(compiled, "entry_point", None) or k, ty.np_dtype, binary), op
+
+
+def _fresh(kernel, dt, binary: bool):
+    """fresh(op, limit, a[, b]) of the native modules (native._WRAPPER) in Python, over numba's kernel."""
+    ndarray, empty = np.ndarray, np.empty
+
+    def fits(x, like=None) -> bool:
+        return (x.__class__ is ndarray and x.dtype == dt and x.flags.carray
+                and (like is None or x.shape == like.shape))
+
+    def unary(op, limit, a):
+        if not fits(a) or a.size > limit:
+            return None
+        out = empty(a.shape, a.dtype)
+        kernel(a.size, op, out.reshape(-1), a.reshape(-1))
+        return out
+
+    def binary_(op, limit, a, b):
+        if not fits(a) or a.size > limit or not fits(b, a):
+            return None
+        out = empty(a.shape, a.dtype)
+        kernel(a.size, op, out.reshape(-1), a.reshape(-1), b.reshape(-1))
+        return out
+    return binary_ if binary else unary
 
 
 class Resolver:

@@ -6,7 +6,9 @@ loading one of these costs about 0.2 ms).
 Each module holds numba's own code for the table (the same source the JIT path compiles, as a `cfunc` over
 pointers, so results are the same bits), emitted as a position-independent object for this CPU with llvmlite,
 linked by the C compiler (`cc`) with a few lines of C that call it with the arrays' buffers after checking their
-sizes. Built in the background the first time a process needs numba for one of these loops (a separate process:
+sizes (`kernel`), and that take NumPy arrays and return a new one (`fresh`, through NumPy's C API, the headers the
+installed NumPy ships: the tensor layer's small eager operations, where the checks and the allocation in Python
+cost more than the loop). Built in the background the first time a process needs numba for one of these loops (a separate process:
 it never holds this one's GIL; a lock file lets one process build), or at once by `eidos cache warm`. Without a
 C compiler, Python headers or numba, nothing is built and the JIT path runs as before.
 
@@ -64,8 +66,11 @@ def source(ty: Type, binary: bool) -> str:
 
 
 _WRAPPER = r"""
+#define PY_SSIZE_T_CLEAN
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
 #include <stdint.h>
+#include <numpy/arrayobject.h>
 extern void kernel(int64_t, int64_t, void *, void *, void *) __asm__("%(symbol)s");
 /* numba's C callback wrapper reports exceptions through these; error_model='numpy' loops raise none */
 void numba_gil_ensure(PyGILState_STATE *s) { *s = PyGILState_Ensure(); }
@@ -103,10 +108,59 @@ done:
     return result;
 }
 
-static PyMethodDef methods[] = {{"kernel", (PyCFunction)(void (*)(void))call, METH_FASTCALL, NULL}, {NULL}};
+/* fresh(op, limit, a[, b]): the loop over NumPy arrays into a new array of a's dtype and shape, the checks, the
+   allocation and the call in one C call (the tensor layer's small eager operations, where these cost more than the
+   loop); None where the arrays are not C-contiguous, aligned, writable ndarrays of this type in native byte order,
+   of one shape, of at most limit elements (the caller then takes its general path). */
+static int fits(PyObject *x, PyArrayObject *like) {
+    if (!PyArray_CheckExact(x)) return 0;
+    PyArrayObject *a = (PyArrayObject *)x;
+    if (!PyArray_ISCARRAY(a) || !PyArray_ISNOTSWAPPED(a) || !PyArray_EquivTypenums(PyArray_TYPE(a), %(npy)s))
+        return 0;
+    if (like == NULL || like == a) return 1;
+    int nd = PyArray_NDIM(a);
+    if (nd != PyArray_NDIM(like)) return 0;
+    npy_intp *d = PyArray_DIMS(a), *e = PyArray_DIMS(like);
+    for (int i = 0; i < nd; i++) if (d[i] != e[i]) return 0;
+    return 1;
+}
+
+static PyObject *fresh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != %(nargs)d - 1) {
+        PyErr_SetString(PyExc_TypeError, "fresh(op, limit, a%(b)s)");
+        return NULL;
+    }
+    int64_t op = PyLong_AsLongLong(args[0]), limit = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (op < 0 || op >= %(nops)d) {
+        PyErr_SetString(PyExc_ValueError, "fresh: op must be one of the table's");
+        return NULL;
+    }
+    if (!fits(args[2], NULL)) Py_RETURN_NONE;
+    PyArrayObject *a = (PyArrayObject *)args[2], *b = a;
+    if (nargs == 4) {
+        if (!fits(args[3], a)) Py_RETURN_NONE;
+        b = (PyArrayObject *)args[3];
+    }
+    npy_intp n = PyArray_SIZE(a);
+    if (n > limit) Py_RETURN_NONE;
+    PyArray_Descr *dt = PyArray_DESCR(a);
+    Py_INCREF(dt);   /* (stolen by PyArray_NewFromDescr) */
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, dt, PyArray_NDIM(a), PyArray_DIMS(a), NULL, NULL, 0, NULL);
+    if (out == NULL) return NULL;
+    kernel(n, op, PyArray_DATA((PyArrayObject *)out), PyArray_DATA(a), PyArray_DATA(b));
+    return out;
+}
+
+static PyMethodDef methods[] = {{"kernel", (PyCFunction)(void (*)(void))call, METH_FASTCALL, NULL},
+                                {"fresh", (PyCFunction)(void (*)(void))fresh, METH_FASTCALL, NULL}, {NULL}};
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "%(name)s", NULL, -1, methods};
-PyMODINIT_FUNC PyInit_%(name)s(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit_%(name)s(void) {
+    import_array();
+    return PyModule_Create(&module);
+}
 """
+WRAPPER_DIGEST = blake3.blake3(_WRAPPER.encode()).hexdigest()[:16]
 
 
 def _toolchain() -> tuple[str, str]:
@@ -126,6 +180,7 @@ def build(ty: Type, binary: bool, where: Path | None = None) -> Path:
     """Compile ty's table (numba, then llvmlite for this CPU, then cc) into where/<name>.so with its sealed
     manifest; the module's path."""
     import llvmlite.binding as ll
+    import numpy
 
     cc, include = _toolchain()
     where = directory() if where is None else Path(where)
@@ -140,13 +195,14 @@ def build(ty: Type, binary: bool, where: Path | None = None) -> Path:
     obj = machine.emit_object(ll.parse_assembly(str(fn._library._final_module)))
     nops = len(arrays.table_ops(ty, binary))
     wrapper = _WRAPPER % {"symbol": fn.native_name, "name": name, "nargs": 5 if binary else 4,
-                          "b": ", b" if binary else "", "nops": nops, "size": ty.size_bytes}
+                          "b": ", b" if binary else "", "nops": nops, "size": ty.size_bytes,
+                          "npy": f"NPY_{ty.np_dtype.name.upper()}"}
     with tempfile.TemporaryDirectory(dir=where, prefix=".build-") as tmp:
         o, c, so = Path(tmp, "kernel.o"), Path(tmp, "wrapper.c"), Path(tmp, f"{name}.so")
         o.write_bytes(obj)
         c.write_text(wrapper)
-        done = subprocess.run([cc, "-shared", "-fPIC", "-O2", f"-I{include}", str(c), str(o), "-o", str(so), "-lm"],
-                              capture_output=True, text=True)
+        done = subprocess.run([cc, "-shared", "-fPIC", "-O2", f"-I{include}", f"-I{numpy.get_include()}", str(c), str(o),
+                               "-o", str(so), "-lm"], capture_output=True, text=True)
         if done.returncode != 0:
             raise UnsupportedError(f"{cc} could not link the ahead-of-time kernel {name}: {done.stderr.strip()[-2000:]}")
         data = so.read_bytes()
@@ -154,7 +210,8 @@ def build(ty: Type, binary: bool, where: Path | None = None) -> Path:
         if not final.exists():
             os.replace(so, final)
     seal(where / f"{name}.json", json.dumps({"module": final.name, "blake3": blake3.blake3(data).hexdigest(),
-                                             "ops": [o.name for o in arrays.table_ops(ty, binary)]}).encode())
+                                             "ops": [o.name for o in arrays.table_ops(ty, binary)],
+                                             "wrapper": WRAPPER_DIGEST}).encode())
     return final
 
 
@@ -169,8 +226,10 @@ def build_all(where: Path | None = None) -> list[str]:
 
 
 def load(ty: Type, binary: bool, where: Path | None = None):
-    """(kernel, {operation: op}) from the ahead-of-time module, without importing numba; None when it is not
-    built (or its manifest or bytes do not check out: then it is removed, to be built again)."""
+    """(kernel, {operation: op}, fresh) from the ahead-of-time module, without importing numba; None when it is not
+    built (or its manifest or bytes do not check out, or an older wrapper made it: then it is removed, to be built
+    again). kernel(n, op, out, a[, b]) runs the loop over buffers; fresh(op, limit, a[, b]) over NumPy arrays into a
+    new one (see _WRAPPER)."""
     key = (ty, binary, where)
     if key in _LOADED:
         return _LOADED[key]
@@ -184,12 +243,13 @@ def load(ty: Type, binary: bool, where: Path | None = None):
             path = base / manifest["module"]
             data = path.read_bytes()
             ops = [o.name for o in arrays.table_ops(ty, binary)]
-            if blake3.blake3(data).hexdigest() == manifest["blake3"] and manifest["ops"] == ops:
+            if blake3.blake3(data).hexdigest() == manifest["blake3"] and manifest["ops"] == ops \
+                    and manifest.get("wrapper") == WRAPPER_DIGEST:   # (an older wrapper's module is built again)
                 spec = importlib.util.spec_from_file_location(
                     name, path, loader=importlib.machinery.ExtensionFileLoader(name, str(path)))
                 module = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(module)
-                found = (module.kernel, {o: j for j, o in enumerate(arrays.table_ops(ty, binary))})
+                found = (module.kernel, {o: j for j, o in enumerate(arrays.table_ops(ty, binary))}, module.fresh)
             else:
                 (base / f"{name}.json").unlink(missing_ok=True)
     except (OSError, ValueError, KeyError, ImportError):
