@@ -65,7 +65,7 @@ def pinv(x, /, *, rtol=None):
     default rtol: max(M, N) * eps)."""
     a = _t(x).numpy()
     tol = max(a.shape[-2:]) * np.finfo(a.dtype).eps if rtol is None else _t(rtol).numpy()
-    return _wrap(np.linalg.pinv(a, rtol=tol))
+    return _wrap(np.linalg.pinv(a, rcond=tol))   # rcond: NumPy 1.26 has no rtol
 
 
 matrix_power = _np(np.linalg.matrix_power)
