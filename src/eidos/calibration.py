@@ -77,14 +77,16 @@ def _time(flow, lane: str, repeats: int) -> float:
     return min(times)
 
 
-def _fit(defaults: K.Constants, values: dict[str, float], name: str, plan, seconds: float) -> float:
-    """The value of constant `name` that makes the lane's model give `seconds` for `plan` (see the module)."""
+def _fit(defaults: K.Constants, values: dict[str, float], name: str, plan, seconds: float) -> float | str:
+    """The value of constant `name` that makes the lane's model give `seconds` for `plan` (see the module), or
+    why it cannot be told: the probe took no longer than the model's other constants account for."""
     rate = name.endswith("_bytes_per_s")
     rest = defaults.estimate(plan, {**values, name: math.inf if rate else 0.0}).seconds
     unit = defaults.estimate(plan, {**values, name: 1.0}).seconds - rest
-    x = (seconds - rest) / unit if unit > 0 else math.nan
-    floor = (1 / values[name] if rate else values[name]) * 0.05   # the model's rest outweighs the probe
-    x = x if x > floor else floor
+    if unit <= 0 or seconds <= rest:
+        return (f"not measurable here: its probe took {seconds:.3g} s, no more than the model's other constants "
+                f"give ({rest:.3g} s); it keeps its default")
+    x = (seconds - rest) / unit
     return 1 / x if rate else x
 
 
@@ -128,7 +130,11 @@ def calibrate(*, lanes: list[str] | None = None, rows: int = 500_000, repeats: i
                     if progress:
                         progress(f"{lane.name}: {name} ({probe})")
                     flow = probes[probe]()
-                    values[name] = _fit(defaults, values, name, flow.plan.optimized, _time(flow, lane.name, repeats))
+                    got = _fit(defaults, values, name, flow.plan.optimized, _time(flow, lane.name, repeats))
+                    if isinstance(got, str):
+                        skipped[f"{lane.name}.{name}"] = got
+                    else:
+                        values[name] = got
                 measured[lane.name] = {n: values[n] for n in defaults.probes.values() if f"{lane.name}.{n}" not in skipped}
     seconds = time.perf_counter() - start
     result = {"machine": machine, "seconds": seconds, "lanes": measured, "skipped": skipped,
