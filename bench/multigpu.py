@@ -141,27 +141,49 @@ def run_ranks(size, backend, args, sizes, n, m, k, nn):
     t0 = time.perf_counter()
     with Ranks(size, backend) as ranks:
         out["start_s"] = time.perf_counter() - t0
-        if size > 1:
+
+        def section(name, f):   # one failing section is reported, and the others still run
+            before = set(out)
+            try:
+                f()
+            except Exception as e:  # noqa: BLE001
+                out.setdefault("errors", []).append(f"{size} rank(s), {name}: {type(e).__name__}: {e}"[:2000])
+            for key in set(out) - before:   # as it goes, in case the run is cut short
+                print(f"  [{size} rank(s)] {key}: {out[key]}", flush=True)
+
+        def all_reduce():
             for nbytes in sizes:
                 iters = 20 if nbytes <= 64 * MiB else 5
                 got = ranks.run(_all_reduce, nbytes, args.samples, iters)
                 for way in ("eidos", "torch"):
                     per = [max(r[way][i] for r in got) for i in range(args.samples)]
                     out[("allreduce", nbytes, way)] = stats(per)
-        split = Split.generate(ranks, n, Type.F32, _split_fill)
-        out["split_map_sum"] = timed(lambda: split.sum(M.Abs, (B.Mul, 2.0)), args.samples)
-        out["split_value"] = float(split.sum(M.Abs, (B.Mul, 2.0)))
-        split.free()
-        x = make(ranks, (n,), "float32", 0, _fill_f32)
-        out["tensor_map_sum"] = timed(lambda: ((x * 2.0).abs()).sum(), args.samples)
-        x.free()
-        dtype = "bfloat16" if backend == "nccl" else "float32"
-        a = make(ranks, (m, k), dtype, 0, _fill_bf16)
-        b = make(ranks, (k, nn), dtype, None, _fill_bf16)
-        a.realize()
-        b.realize()
-        out["gemm"] = timed(lambda: (a @ b).realize(), args.samples)
-        out["gemm_gather"] = timed(lambda: (a @ b).gather().realize(), args.samples)
+
+        def split_map_sum():
+            split = Split.generate(ranks, n, Type.F32, _split_fill)
+            out["split_map_sum"] = timed(lambda: split.sum(M.Abs, (B.Mul, 2.0)), args.samples)
+            out["split_value"] = float(split.sum(M.Abs, (B.Mul, 2.0)))
+            split.free()
+
+        def tensor_map_sum():
+            x = make(ranks, (n,), "float32", 0, _fill_f32)
+            out["tensor_map_sum"] = timed(lambda: ((x * 2.0).abs()).sum(), args.samples)
+            x.free()
+
+        def gemm():
+            dtype = "bfloat16" if backend == "nccl" else "float32"
+            a = make(ranks, (m, k), dtype, 0, _fill_bf16)
+            b = make(ranks, (k, nn), dtype, None, _fill_bf16)
+            a.realize()
+            b.realize()
+            out["gemm"] = timed(lambda: (a @ b).realize(), args.samples)
+            out["gemm_gather"] = timed(lambda: (a @ b).gather().realize(), args.samples)
+
+        if size > 1:
+            section("all-reduce", all_reduce)
+        section("Split map+sum", split_map_sum)
+        section("tensor map+sum", tensor_map_sum)
+        section("GEMM", gemm)
     return out
 
 
@@ -193,9 +215,21 @@ def main(argv=None) -> int:
     print(f"card: {card}; backend {backend}; samples {args.samples}")
     two = run_ranks(2, backend, args, sizes, n, m, k, nn)
     one = run_ranks(1, backend, args, sizes, n, m, k, nn)
-    tmap, tgemm = torch_baselines(n, m, k, nn, args.samples, gpu)
+    try:
+        tmap, tgemm = torch_baselines(n, m, k, nn, args.samples, gpu)
+    except Exception as e:  # noqa: BLE001 - reported, the eidos figures still print
+        print(f"FAILED: torch baselines: {type(e).__name__}: {e}")
+        tmap = tgemm = (float("nan"), float("nan"))
 
     print(f"\nrank start-up: 2 ranks {two['start_s']:.1f} s, 1 rank {one['start_s']:.1f} s")
+    for e in two.get("errors", []) + one.get("errors", []):
+        print("FAILED:", e)
+    nan = (float("nan"), float("nan"))
+    for d in (one, two):
+        for key in ("split_map_sum", "tensor_map_sum", "gemm", "gemm_gather",
+                    *[("allreduce", b, w) for b in sizes for w in ("eidos", "torch")]):
+            d.setdefault(key, nan)
+        d.setdefault("split_value", None)
     print("\nall-reduce, float32 Sum, 2 ranks: bus bandwidth GB/s (max over ranks per sample; min time, median)")
     print(f"{'size':>8} {'eidos AllReduce':>22} {'torch all_reduce':>22} {'eidos/torch':>12}")
     for nbytes in sizes:
