@@ -86,3 +86,16 @@ def test_edges(xs):
 def test_float32_values_sum_as_their_float64_values():
     x = np.array([1e30, 1.0, -1e30, 3.4e38, -3.4e38, 1e-45], dtype=np.float32)
     assert fsum.sums(x)[0] == math.fsum(x.astype(np.float64).tolist())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(values, max_size=20), max_size=6))
+def test_total_of_parts_is_the_sum_of_them_all(parts):
+    flat = [x for p in parts for x in p]
+    assert same(fsum.total([np.array(p, dtype=np.float64) for p in parts]), want(flat))
+
+
+def test_total_of_long_parts_over_threads():
+    rng = np.random.default_rng(8)
+    parts = [rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20) for n in (3, fsum.SPLIT + 7, 2 * fsum.SPLIT)]
+    assert fsum.total(parts) == math.fsum(np.concatenate(parts))

@@ -36,7 +36,7 @@ def sums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
     out, python = np.empty(groups), np.zeros(groups, dtype=np.bool_)
     parts = min(os.cpu_count() or 1, max(1, (int(offsets[-1]) - int(offsets[0])) // SPLIT))
     if groups == 1 and parts > 1:
-        out[0], python[0] = _one(k, v, int(offsets[0]), int(offsets[-1]), parts)
+        out[0], python[0] = _one(k, [v[offsets[0]:offsets[-1]]], parts)
     elif parts > 1:
         # contiguous runs of groups with about equal rows each, one per thread
         cuts = np.searchsorted(offsets, np.linspace(offsets[0], offsets[-1], parts + 1)[1:-1])
@@ -103,18 +103,33 @@ def aggregations(node) -> tuple[int, int]:
     return floats, others
 
 
-def _one(k, v: np.ndarray, lo: int, hi: int, parts: int) -> tuple[float, bool]:
-    """One long segment in parts, one per thread; their digits and counts add exactly."""
-    cuts = np.linspace(lo, hi, parts + 1).astype(np.int64)
-    digits = np.zeros((parts, k.CHUNKS), dtype=np.int64)
-    st = np.zeros((parts, 6))
+def total(parts: list[np.ndarray]) -> float:
+    """The correctly rounded sum of the values of every array in parts (no nulls), read where they
+    lie (an engine's chunks): nothing is copied into one array."""
+    k = _kernels()
+    parts = [np.ascontiguousarray(p, dtype=np.float64) for p in parts if len(p)]
+    threads = min(os.cpu_count() or 1, max(1, sum(map(len, parts)) // SPLIT))
+    s, python = _one(k, parts, threads)
+    return float_sum(np.concatenate(parts).tolist()) if python else s
+
+
+def _one(k, parts: list[np.ndarray], threads: int) -> tuple[float, bool]:
+    """One segment made of parts, in slices of at most SPLIT values shared among threads; each
+    thread adds its slices into digits of its own, and their digits and counts add exactly."""
+    work = [(p, a, min(a + SPLIT, len(p))) for p in parts for a in range(0, len(p), SPLIT)]
+    digits = np.zeros((threads, k.CHUNKS), dtype=np.int64)
+    st = np.zeros((threads, 6))
     st[:, 4] = k.CHUNKS
-    list(_pool().map(lambda i: k.accumulate(v, cuts[i], cuts[i + 1], digits[i], st[i]), range(parts)))
-    for d in digits:
-        k.carry(d, 0, k.CHUNKS)
-    total = st.sum(axis=0)
-    total[4], total[5] = 0, k.CHUNKS - 3
-    return k.finish(digits.sum(axis=0), total, NEG_ZERO, np.empty(k.CHUNKS + 1))
+
+    def run(i: int) -> None:
+        for p, a, b in work[i::threads]:
+            k.accumulate(p, a, b, digits[i], st[i])
+            st[i, 5] = k.carry(digits[i], int(st[i, 4]), int(st[i, 5]))
+
+    list(_pool().map(run, range(threads)))
+    sums = st.sum(axis=0)
+    sums[4], sums[5] = 0, k.CHUNKS - 3
+    return k.finish(digits.sum(axis=0), sums, NEG_ZERO, np.empty(k.CHUNKS + 1))
 
 
 @functools.cache

@@ -59,6 +59,20 @@ def exact_aggregation(fn: str, t: DType):
     return run
 
 
+def exact_total(fn: str):
+    """`fn` of a whole float column, nulls skipped (an aggregation without keys), one value."""
+    def run(s: pl.Series) -> pl.Series:
+        if s.null_count():
+            s = s.drop_nulls()
+        if fn == "sum" or fn == "mean":   # Polars' chunks, read in place
+            total = fsum.total([c.to_numpy() for c in s.get_chunks()]) if len(s) else None
+            out = total if fn == "sum" or total is None else total / len(s)
+            return pl.Series(s.name, [out], dtype=pl.Float64)
+        values = s.to_numpy()
+        return pl.Series(s.name, fsum.aggregate(fn, values, np.array([0, len(values)])))
+    return run
+
+
 def _one(fn: str, t: DType, xs: list) -> float | None:
     """std/var of integers or decimals: n * sum(x^2) - sum(x)^2 over n (n - 1), exact, one
     correctly rounded division."""

@@ -1027,8 +1027,12 @@ def _(fn, x, t, res, name, grouped) -> Leaf:
 def _exact(fn, x, t, res, name, grouped) -> Leaf:
     # eidos: float sums correctly rounded (math.fsum), std/var exact; Polars adds in its own
     # order (1e308 + 1.0 - 1e308 is 0.0) and its one-pass variance loses 2**62 + 1. Each
-    # group's values are gathered, and one Python call per batch of groups finishes them.
+    # group's values are gathered, and one Python call per batch of groups finishes them;
+    # without keys the column itself goes to that call (no list is built).
     values = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls()
+    if not grouped and t.is_float:
+        return Leaf([(name, x.map_batches(exact.exact_total(fn), return_dtype=pl.Float64, returns_scalar=True))],
+                    lambda g: pl.col(name))
     return Leaf([(name, values if grouped else values.implode())],  # in a group_by: a list already
                 lambda g: pl.col(name).map_batches(exact.exact_aggregation(fn, t if t != T.Null else T.Float64),
                                                    return_dtype=pl.Float64))
