@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITE = Path(os.environ.get("EIDOS_ARRAY_API_TESTS", ROOT.parent / "shared" / "array-api-tests"))
 VERSION = "2024.12"
 MAX_EXAMPLES = 5
-SEED = 0
+SEED = 0   # with PYTHONHASHSEED=0: the examples the suite draws depend on the hash seed too
 
 pytestmark = pytest.mark.array_api_suite
 
@@ -49,7 +49,7 @@ def run_suite(tmp_path: Path, module: str) -> dict[str, str]:
         pytest.importorskip(need, reason=f"the Array API suite needs {need} (the test extra installs it)")
     copy = tmp_path / "suite"   # a copy: pytest and Hypothesis write caches next to the tests
     shutil.copytree(SUITE, copy, ignore=shutil.ignore_patterns(".git", ".hypothesis", "__pycache__"))
-    env = dict(os.environ, ARRAY_API_TESTS_MODULE=module, ARRAY_API_TESTS_VERSION=VERSION,
+    env = dict(os.environ, ARRAY_API_TESTS_MODULE=module, ARRAY_API_TESTS_VERSION=VERSION, PYTHONHASHSEED="0",
                PYTHONPATH=os.pathsep.join([str(Path(eidos.__file__).parents[1]), str(HERE)]))
     report = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "pytest", "array_api_tests", "-q", "-p", "no:cacheprovider", "-p",
