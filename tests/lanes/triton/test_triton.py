@@ -261,10 +261,13 @@ def test_small_numeric_plan_stays_on_a_cpu_lane(fake_gpu):
     d = planner.decide(flow.plan)
     assert d.lane.kind == "vector" and d.rule == 5
     why = dict(d.rejected)["triton"]
-    assert why.startswith("numeric but") and "below the GPU crossover" in why and f"stays on {d.lane_name}" in why
+    # polars' float sum without keys costs 3 ns a row since the compiled exact sum: less than the copy to the
+    # device, so the GPU pays at no size for this plan; with a dearer CPU lane it pays above a crossover
+    assert why.startswith("numeric but") and f"stays on {d.lane_name}" in why
+    assert "below the GPU crossover" in why or "the GPU does not pay at any size" in why, why
     assert "cost model: " in why and any("rule 4: a GPU (Fake H100) is present" in n for n in d.notes)
     text = flow.explain()
-    assert "below the GPU crossover" in text and not text.startswith("lane: triton")
+    assert why in text and not text.startswith("lane: triton")
     got = flow.run()
     assert ei.last_run().lane == d.lane_name and not any(name == "triton" for name, _ in ei.last_run().attempts)
     assert_tables_equal(got, flow.run(engine="reference"), ordered=True)
