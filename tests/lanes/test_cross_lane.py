@@ -341,6 +341,33 @@ CASES = [
          {'x"y': ["b"], "列": [2.0], "a b": [False], "A": [20]}),
     Case("empty_filter_and_join", lambda s: s("empty").filter(col("age") > 1).select("id", "dept").join(
         s("depts"), on="dept", how="left"), {"id": [], "dept": [], "floor": []}),
+    Case("clip", lambda s: people(s).select(
+        "id", a=col("age").clip(25, 35), lo=col("age").clip(lower_bound=26), s=col("score").clip(0.0, 2.0),
+        e=col("age").clip(col("id") * 6, lit(None))),
+        {"id": IDS, "a": [30, None, 25, 35, 30, 25], "lo": [30, None, 26, 41, 30, 26],
+         "s": [1.5, 2.0, -0.0, None, 2.0, 2.0], "e": [30, None, 25, 41, 30, 36]}),
+    Case("log10_log_base", lambda s: s("reals").select("x", t=col("x").log10(), b=col("x").log(2)),
+        {"x": REALS["x"].to_pylist(), "t": [math.log10(4.0), NAN, -INF, math.log10(2.5), NAN, None, math.log10(0.25)],
+         "b": [2.0, NAN, -INF, math.log(2.5) / math.log(2), NAN, None, -2.0]}),
+    Case("pow_method", lambda s: s("reals").select("x", p=col("x").pow(2), q=col("x").pow(0.5)),
+        {"x": REALS["x"].to_pylist(), "p": [16.0, 1.0, 0.0, 6.25, 6.25, None, 0.0625],
+         "q": [2.0, NAN, 0.0, 2.5**0.5, NAN, None, 0.5]}),
+    Case("log10_of_powers_of_ten", lambda s: ei.from_pydict({"x": [1000, 10**15, 1]}).select(
+        t=col("x").log10()), {"t": [3.0, 15.0, 0.0]}),
+    Case("coalesce", lambda s: people(s).select(
+        "id", c=ei.coalesce("age", col("id") * 100), d=ei.coalesce(col("score"), 0), n=ei.coalesce("name", "dept")),
+        {"id": IDS, "c": [30, 200, 25, 41, 30, 7], "d": [1.5, NAN, -0.0, 0.0, INF, 2.25],
+         "n": ["Ann", "bob", "Zoë", "", "ops", "😀 é"]}),
+    Case("replace", lambda s: people(s).select(
+        "id", d=col("dept").replace({"eng": "E", None: "?"}), f=col("dept").replace({"eng": 1}, default=0),
+        s=col("score").replace({NAN: 0.0, INF: 9.0}), a=col("age").replace({30: 3, 7: 1000})),
+        {"id": IDS, "d": ["E", "ops", "E", "?", "ops", "E"], "f": [1, 0, 1, 0, 0, 1],
+         "s": [1.5, 0.0, -0.0, None, 9.0, 2.25], "a": [3, None, 25, 41, 3, 1000]}),
+    Case("filtered_aggregations", lambda s: people(s).group_by("dept").agg(
+        n=col("id").filter(col("age") > 26).count(), s=col("id").filter(col("active")).sum(),
+        m=col("score").filter(col("score") < 2).max(), none=col("id").filter(col("id") > 100).sum()).sort("dept"),
+        {"dept": ["eng", "ops", None], "n": [1, 1, 1], "s": [7, None, 4], "m": [1.5, None, None],
+         "none": [None, None, None]}, ordered=True),
     Case("chain", lambda s: people(s).filter(col("age").is_not_null()).with_columns(
         band=when(col("age") >= 30).then(lit("30+")).otherwise(lit("<30"))).group_by("band").agg(
         n=ei.count(), top=col("score").max()).sort("band"),

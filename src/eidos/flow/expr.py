@@ -16,6 +16,8 @@ from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir.typing import convert_literal, literal_dtype
 
+_NO_DEFAULT = object()
+
 
 def to_ir(value: Any) -> E.Expr:
     """An IR expression from an Expr or a Python value (a bare value is a literal)."""
@@ -202,14 +204,88 @@ class Expr:
         """
         return self._call("exp")
 
-    def log(self) -> Expr:
-        """The natural logarithm.
+    def log(self, base: float | None = None) -> Expr:
+        """The logarithm: natural without `base`; with it, `log(x) / log(base)` (base 10 is `log10`).
 
         Examples:
             >>> ei.from_pydict({"a": [1.0, 10.0]}).select(col("a").log().round(4)).run().to_pydict()
             {'a': [0.0, 2.3026]}
+            >>> ei.from_pydict({"a": [1, 8]}).select(col("a").log(2)).run().to_pydict()
+            {'a': [0.0, 3.0]}
         """
-        return self._call("log")
+        if base is None:
+            return self._call("log")
+        if isinstance(base, bool) or not isinstance(base, (int, float)):
+            raise PlanError(f"log(base) takes a number, got {base!r}")
+        if base == 10:
+            return self.log10()
+        return self._call("log") / lit(float(base)).log()
+
+    def log10(self) -> Expr:
+        """The base-10 logarithm.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 1000]}).select(col("a").log10()).run().to_pydict()
+            {'a': [0.0, 3.0]}
+        """
+        return self._call("log10")
+
+    def pow(self, exponent: Any) -> Expr:
+        """The value raised to `exponent`: the same as `**`.
+
+        Examples:
+            >>> ei.from_pydict({"a": [2, 3]}).select(col("a").pow(2)).run().to_pydict()
+            {'a': [4.0, 9.0]}
+        """
+        return self._call("pow", exponent)
+
+    def clip(self, lower_bound: Any = None, upper_bound: Any = None) -> Expr:
+        """The value limited to `lower_bound..upper_bound` (literals or expressions; None or a null bound: no limit).
+
+        Examples:
+            >>> ei.from_pydict({"a": [-5, 3, 12, None]}).select(col("a").clip(0, 10)).run().to_pydict()
+            {'a': [0, 3, 10, None]}
+        """
+        if lower_bound is None and upper_bound is None:
+            return self
+        branches: tuple = ()
+        if lower_bound is not None:
+            branches += ((E.Call("lt", (self.node, to_ir(lower_bound))), to_ir(lower_bound)),)
+        if upper_bound is not None:
+            branches += ((E.Call("gt", (self.node, to_ir(upper_bound))), to_ir(upper_bound)),)
+        return Expr(E.Case(branches, self.node))
+
+    def replace(self, mapping: dict, *, default: Any = _NO_DEFAULT) -> Expr:
+        """Each value that is a key of `mapping` replaced by its value; the others kept, or `default`.
+
+        A None key replaces nulls. As Polars' `replace`, or `replace_strict(default=...)` with `default`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": ["x", "y", None]})
+            >>> flow.select(col("a").replace({"x": "ex", None: "?"})).run().to_pydict()
+            {'a': ['ex', 'y', '?']}
+            >>> flow.select(col("a").replace({"x": 1}, default=0)).run().to_pydict()
+            {'a': [1, 0, 0]}
+        """
+        if not isinstance(mapping, dict):
+            raise PlanError(f"replace takes a dict of old value -> new value, got {mapping!r}")
+        if not mapping:
+            if default is _NO_DEFAULT:
+                return self
+            return Expr(E.Case(((E.Literal(False, T.Boolean), self.node),), to_ir(default)))
+        branches = tuple((E.Call("is_null", (self.node,)) if k is None else E.Call("eq", (self.node, to_ir(k))),
+                          to_ir(v)) for k, v in mapping.items())
+        return Expr(E.Case(branches, self.node if default is _NO_DEFAULT else to_ir(default)))
+
+    def filter(self, predicate: Any) -> Filtered:
+        """The values where `predicate` is true, for an aggregation: `col("x").filter(col("y") > 0).sum()`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"x": [1, 2, 3], "y": [-1, 1, 1]})
+            >>> flow.agg(pos=col("x").filter(col("y") > 0).sum(), n=col("x").filter(col("y") > 0).count()).run().to_pydict()
+            {'pos': [5], 'n': [2]}
+        """
+        return Filtered(Expr(E.Case(((to_ir(predicate), self.node),), E.Literal(None, T.Null, weak=True))))
 
     def sin(self) -> Expr:
         """The sine of an angle in radians.
@@ -519,6 +595,42 @@ def lit(value: Any, dtype: Any = None) -> Expr:
         return Expr(E.Literal(value, natural, weak=weak))
     target = T.coerce(dtype)
     return Expr(E.Literal(convert_literal(value, target), target))
+
+
+_FILTERABLE = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var")
+
+
+class Filtered:
+    """`x.filter(predicate)`: the values of `x` where `predicate` is true, to aggregate (`.sum()`,
+    `.mean()`, ...). Outside an aggregation a filter would change the number of rows, so only the
+    aggregations are here; filter the flow instead."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Expr):
+        self._values = values  # null where the predicate is not true; aggregations skip nulls
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _FILTERABLE:
+            return getattr(self._values, name)
+        raise PlanError(f"x.filter(predicate) is for aggregations ({', '.join(_FILTERABLE)}), not {name}; "
+                        "to drop rows, use flow.filter(predicate)")
+
+
+def coalesce(*exprs: Any) -> Expr:
+    """The first of `exprs` that is not null, in each row (a str names a column, as in Polars).
+
+    Examples:
+        >>> flow = ei.from_pydict({"a": [1, None, None], "b": [None, 2, None]})
+        >>> flow.select(c=ei.coalesce("a", "b", 0)).run().to_pydict()
+        {'c': [1, 2, 0]}
+    """
+    if not exprs:
+        raise PlanError("coalesce takes at least one expression")
+    nodes = [name_or_expr(e) if isinstance(e, str) else to_ir(e) for e in exprs]
+    if len(nodes) == 1:
+        return Expr(nodes[0])
+    return Expr(E.Case(tuple((E.Call("is_not_null", (n,)), n) for n in nodes[:-1]), nodes[-1]))
 
 
 def count() -> Expr:

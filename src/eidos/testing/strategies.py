@@ -476,7 +476,7 @@ class _Builder:
             choices += ["arith"] * 4
         if any(self.has(f) for f in ("neg", "abs", "round", "floor", "ceil")):
             choices += ["unary"] * 2
-        if any(self.has(f) for f in ("sqrt", "exp", "log", "sin", "cos", "tanh")):
+        if any(self.has(f) for f in ("sqrt", "exp", "log", "log10", "sin", "cos", "tanh")):
             choices += ["transcendental"]
         if self.has("str_len"):
             choices += ["str_len"]
@@ -489,7 +489,7 @@ class _Builder:
         if self.has("fill_null"):
             choices += ["fill_null"]
         if self.has("case"):
-            choices += ["case"]
+            choices += ["case", "clip"]
         if self.has("udf"):
             choices += ["udf"]
         if not choices:
@@ -556,7 +556,7 @@ class _Builder:
         a = self.numeric(s, depth - 1)
         if a is None:
             return None
-        fn = self.pick([f for f in ("sqrt", "exp", "log", "sin", "cos", "tanh") if self.has(f)])
+        fn = self.pick([f for f in ("sqrt", "exp", "log", "log10", "sin", "cos", "tanh") if self.has(f)])
         return self.typed(getattr(a.e, fn)(), s)
 
     def _num_str_len(self, s: _State, depth: int) -> _TE | None:
@@ -621,6 +621,19 @@ class _Builder:
         b = b or self._operand_like(a)
         lo, hi = _hull((a.lo, a.hi), (b.lo, b.hi))
         return self.typed(a.e.fill_null(b.e), s, lo, hi)
+
+    def _num_clip(self, s: _State, depth: int) -> _TE | None:
+        """x.clip(lower, upper): a when chain of comparisons, either bound maybe absent."""
+        a = self.numeric(s, depth - 1)
+        if a is None:
+            return None
+        lower = self._operand_like(a) if self.chance(0.7) else None
+        upper = self._operand_like(a) if self.chance(0.7) else None
+        lo, hi = a.lo, a.hi
+        for b in (lower, upper):
+            if b is not None:
+                lo, hi = _hull((lo, hi), (b.lo, b.hi))
+        return self.typed(a.e.clip(lower and lower.e, upper and upper.e), s, lo, hi)
 
     def _num_case(self, s: _State, depth: int) -> _TE | None:
         return self._case(s, depth, "numeric")
@@ -825,6 +838,11 @@ class _Builder:
             a = self.expr(s, "any", depth)
         if a is None:
             return None
+        x: Any = a.e
+        if self.has("case") and self.chance(0.2):  # x.filter(p).fn(): fn of x where p holds
+            p = self.expr(s, "bool", 0)
+            if p is not None:
+                x = a.e.filter(p.e)
         if fn == "sum":
             if a.exact:
                 if a.lo is None:
@@ -832,14 +850,14 @@ class _Builder:
                 lo, hi = min(Fraction(0), a.lo * s.rows), max(Fraction(0), a.hi * s.rows)
             else:
                 lo = hi = None
-            return self.typed(a.e.sum(), s, lo, hi, agg=True)
+            return self.typed(x.sum(), s, lo, hi, agg=True)
         if fn in ("count", "n_unique"):
-            return self.typed(getattr(a.e, fn)(), s, Fraction(0), Fraction(s.rows), agg=True)
+            return self.typed(getattr(x, fn)(), s, Fraction(0), Fraction(s.rows), agg=True)
         if fn in ("min", "max"):
-            return self.typed(getattr(a.e, fn)(), s, a.lo, a.hi, agg=True)
+            return self.typed(getattr(x, fn)(), s, a.lo, a.hi, agg=True)
         if fn in ("std", "var") and a.lo is not None and max(abs(a.lo), abs(a.hi)) > 2**26:
             return None  # catastrophic cancellation makes std/var of huge values algorithm-dependent
-        return self.typed(getattr(a.e, fn)(), s, agg=True)
+        return self.typed(getattr(x, fn)(), s, agg=True)
 
 
 def _kind_of(t: DType) -> str:

@@ -215,6 +215,10 @@ def _log(x: float) -> float:
     return math.log(x)
 
 
+def _log10(x: float) -> float:
+    return _log(x) if x <= 0 or x != x else math.log10(x)
+
+
 def _round_half_away(y: float) -> float:
     """C round(): to the nearest integer, ties away from zero."""
     if not math.isfinite(y):
@@ -260,8 +264,8 @@ def _math(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
         return _float_fn(_guarded(math.sqrt, domain_error=lambda x: math.nan), rt, t)
     if fn == "exp":
         return _float_fn(_guarded(math.exp, domain_error=lambda x: math.nan), rt, t)
-    if fn == "log":
-        return _float_fn(_log, rt, t)
+    if fn in ("log", "log10"):
+        return _float_fn(_log if fn == "log" else _log10, rt, t)
     if fn in ("sin", "cos", "tanh"):
         return _float_fn(_guarded(getattr(math, fn), domain_error=lambda x: math.nan), rt, t)
     if fn in ("floor", "ceil"):

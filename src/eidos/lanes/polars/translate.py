@@ -778,11 +778,14 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return -x if e.fn == "neg" else x.abs()
 
 
-@call("sqrt", "exp", "log", "sin", "cos", "tanh")
+@call("sqrt", "exp", "log", "log10", "sin", "cos", "tanh")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     # eidos: computed in Float64 (a Float32 result rounded from it); sqrt of a negative is NaN,
     # log(0) is -inf, log of a negative NaN: IEEE, as Polars.
     x = operand(e.args[0], T.Float64, scope)
+    if e.fn == "log10":  # Polars' log10 is ln(x) / ln(10): 2.9999999999999996 for 1000, not C's log10
+        return _to_result(_in_python(kernel("log10", (), (T.Float64,), T.Float64), [x], [T.Float64], T.Float64,
+                                     scope, "log10"), scope.dtype(e))
     return _to_result(getattr(x, e.fn)(), scope.dtype(e))
 
 

@@ -367,12 +367,15 @@ class Dialect:
                  exp.Exp(this=x))
         return self.to_float32(r, t)
 
-    def fn_log(self, args, ts, t, o):
+    def fn_log(self, args, ts, t, o, log="log"):
         x = self._double(args, ts)
         r = case([(exp.EQ(this=x, expression=exp.Literal.number(0)), self.float_value(-math.inf)),
                   (exp.LT(this=x, expression=exp.Literal.number(0)), self.nan(T.Float64, x))],
-                 exp.Ln(this=x))
+                 exp.Ln(this=x) if log == "log" else fn("log10", x))
         return self.to_float32(r, t)
+
+    def fn_log10(self, args, ts, t, o):
+        return self.fn_log(args, ts, t, o, log="log10")
 
     def _trig(self, name, args, ts, t):
         x = self._double(args, ts)
