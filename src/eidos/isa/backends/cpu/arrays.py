@@ -290,25 +290,31 @@ def direct_map(operation, ty: Type, backend):
 
 
 def _fresh(kernel, dt, binary: bool):
-    """fresh(op, limit, a[, b]) of the native modules (native._WRAPPER) in Python, over numba's kernel."""
+    """fresh(op, limit, a[, b]) of the native modules (native._WRAPPER) in Python, over numba's kernel (written out:
+    it is the small eager path where no C compiler built the modules)."""
     ndarray, empty = np.ndarray, np.empty
 
-    def fits(x, like=None) -> bool:
-        return (x.__class__ is ndarray and x.dtype == dt and x.flags.carray
-                and (like is None or x.shape == like.shape))
-
     def unary(op, limit, a):
-        if not fits(a) or a.size > limit:
+        if (a.__class__ is not ndarray or not (a.dtype is dt or a.dtype == dt) or a.size > limit
+                or not a.flags.carray):
             return None
         out = empty(a.shape, a.dtype)
-        kernel(a.size, op, out.reshape(-1), a.reshape(-1))
+        if a.ndim == 1:
+            kernel(a.size, op, out, a)
+        else:
+            kernel(a.size, op, out.reshape(-1), a.reshape(-1))
         return out
 
     def binary_(op, limit, a, b):
-        if not fits(a) or a.size > limit or not fits(b, a):
+        if (a.__class__ is not ndarray or b.__class__ is not ndarray or not (a.dtype is dt or a.dtype == dt)
+                or not (b.dtype is dt or b.dtype == dt) or a.shape != b.shape or a.size > limit
+                or not a.flags.carray or not b.flags.carray):
             return None
         out = empty(a.shape, a.dtype)
-        kernel(a.size, op, out.reshape(-1), a.reshape(-1), b.reshape(-1))
+        if a.ndim == 1:
+            kernel(a.size, op, out, a, b)
+        else:
+            kernel(a.size, op, out.reshape(-1), a.reshape(-1), b.reshape(-1))
         return out
     return binary_ if binary else unary
 
