@@ -178,7 +178,7 @@ def q9(source: str | os.PathLike | Tables) -> ei.Flow:
     """Product type profit: profit on green parts by supplier nation and year."""
     t = _tables(source)
     return (t("part")
-            .filter(col("p_name").str.contains("green"))
+            .filter(col("p_name").str.contains("green", literal=True))
             .join(t("lineitem"), left_on="p_partkey", right_on="l_partkey")
             .join(t("partsupp"), left_on=["p_partkey", "l_suppkey"], right_on=["ps_partkey", "ps_suppkey"])
             .join(t("supplier"), left_on="l_suppkey", right_on="s_suppkey")

@@ -14,7 +14,7 @@ import eidos as ei
 from eidos import col
 from eidos.errors import PlanError
 from eidos.hal import progress
-from tests.lanes.helpers import lane_or_skip
+from tests.lanes.helpers import lane_or_skip, sqlite_table
 
 LANES = ["reference", "polars", "duckdb"]
 
@@ -42,15 +42,9 @@ def test_a_profile_holds_the_result_each_step_and_the_estimates(lane):
 
 
 def test_a_split_plans_profile_has_a_step_per_part(tmp_path):
-    lane_or_skip("sqlite")
-    import sqlite3
-
-    path = tmp_path / "shop.db"
-    with sqlite3.connect(path) as con:
-        con.executescript("create table t (k text, v integer); insert into t values ('a', 1), ('b', 2)")
-    con.close()
+    source = sqlite_table(tmp_path, "create table t (k text, v integer); insert into t values ('a', 1), ('b', 2)")
     local = ei.from_pydict({"k": ["a", "b"], "w": [10, 20]})
-    flow = ei.read_sql(f"sqlite:///{path}", table="t").filter(col("v") > 0).join(local, on="k").sort("k")
+    flow = source.filter(col("v") > 0).join(local, on="k").sort("k")
     p = flow.profile()
     assert [step[0] for step in p.steps][-1] == "plan" and any(w.startswith("part ") for w, *_ in p.steps)
     assert p.result.to_pydict() == {"k": ["a", "b"], "v": [1, 2], "w": [10, 20]}

@@ -99,3 +99,15 @@ def run_or_skip(flow: ei.Flow, lane_name: str):
         return flow.run(engine=lane_name, strict=True)
     except UnsupportedError as e:
         pytest.skip(f"{lane_name}: {e}")
+
+
+def sqlite_table(folder, script: str, table: str = "t") -> ei.Flow:
+    """A Flow over `table` of a SQLite file made in `folder` by `script` (the sqlite lane must be here)."""
+    import sqlite3
+
+    lane_or_skip("sqlite")
+    path = folder / "data.db"
+    with sqlite3.connect(path) as con:
+        con.executescript(script)
+    con.close()
+    return ei.read_sql(f"sqlite:///{path}", table=table)

@@ -177,7 +177,7 @@ CASES = [
          "n": [3, 3, 3, 0, None, 4], "sl": ["nn", "ob", "oë", "", None, " e"],
          "tail": ["nn", "ob", "oë", "", None, " e\u0301"]}),
     Case("strings_literal_patterns", lambda s: ei.from_pydict({"s": ["a.c", "abc", "a%c", "Straße", "a_c"]}).select(
-        "s", dot=col("s").str.contains("."), pct=col("s").str.like("a%c"), us=col("s").str.like("a_c"),
+        "s", dot=col("s").str.contains(".", literal=True), pct=col("s").str.like("a%c"), us=col("s").str.like("a_c"),
         up=col("s").str.to_upper()),
         {"s": ["a.c", "abc", "a%c", "Straße", "a_c"], "dot": [True, False, False, False, False],
          "pct": [True, True, True, False, True], "us": [True, True, True, False, True],

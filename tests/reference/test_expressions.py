@@ -299,7 +299,7 @@ def test_string_functions_unicode():
 
 def test_contains_is_literal_not_regex():
     f = one(["a.c", "abc", "x*y", None])
-    out = cols(f.select(c=col("x").str.contains("."), s=col("x").str.starts_with("a"),
+    out = cols(f.select(c=col("x").str.contains(".", literal=True), s=col("x").str.starts_with("a"),
                         e=col("x").str.ends_with("*y")))
     assert out == {"c": [True, False, False, None], "s": [True, True, False, None], "e": [False, False, True, None]}
 

@@ -452,14 +452,27 @@ class StringMethods:
             raise PlanError(f"str.{fn}() takes a string, got {s!r}")
         return self._e._call(f"str_{fn}", options=(s,))
 
-    def contains(self, s: str) -> Expr:
-        """True where the string contains `s` as it is (no pattern).
+    def contains(self, pattern: str, *, literal: bool = False) -> Expr:
+        """True where the regular expression `pattern` matches somewhere in the string, as Polars' `contains`;
+        `literal=True` looks for the text as it is.
+
+        The pattern is in eidos' portable dialect, matched alike on every lane: `.` is any character but a
+        newline, `\\d \\w \\s` are ASCII, `^`/`$` the start and end of the text; backreferences, lookaround,
+        `\\b` and flags are a PlanError (docs/semantics.md section 11). A lane whose engine has no regular
+        expressions (SQLite) declares the gap, and the planner runs the plan elsewhere.
 
         Examples:
-            >>> ei.from_pydict({"s": ["apple", "pear"]}).select(col("s").str.contains("pl")).run().to_pydict()
-            {'s': [True, False]}
+            >>> flow = ei.from_pydict({"s": ["apple", "pear", "a.b"]})
+            >>> flow.select(col("s").str.contains("^p|l+e$")).run().to_pydict()
+            {'s': [True, True, False]}
+            >>> flow.select(col("s").str.contains(".", literal=True)).run().to_pydict()
+            {'s': [False, False, True]}
         """
-        return self._text_arg("contains", s)
+        if literal or not isinstance(pattern, str):
+            return self._text_arg("contains", pattern)
+        from eidos.ir.regex import validate
+
+        return self._text_arg("contains_regex", validate(pattern))
 
     def starts_with(self, s: str) -> Expr:
         """True where the string starts with `s`.

@@ -20,7 +20,7 @@ LOGICAL = ("and", "or", "not")
 MATH = ("neg", "abs", "sqrt", "exp", "log", "log10", "sin", "cos", "tanh", "round", "floor", "ceil")
 NULLS = ("is_null", "is_not_null", "fill_null")
 MEMBERSHIP = ("is_in", "is_between")
-STRINGS = ("str_contains", "str_starts_with", "str_ends_with", "str_like",
+STRINGS = ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like",
            "str_to_lower", "str_to_upper", "str_len", "str_slice")
 TEMPORAL = ("dt_year", "dt_month", "dt_day")
 
@@ -34,7 +34,16 @@ ARITY["is_between"] = 3
 # The constant parameters (Call.options) each scalar function takes, in order; the others take none.
 # "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values.
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"),
-           **{fn: ("str",) for fn in ("str_contains", "str_starts_with", "str_ends_with", "str_like")}}
+           **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")}}
+
+# The method a user wrote, for messages and explain, where the IR's name is not simply it with str./dt.
+_METHODS = {"str_contains_regex": "str.contains"}
+
+
+def method(fn: str) -> str:
+    """How `fn` reads as the method that builds it (`str_starts_with` -> `str.starts_with`)."""
+    return _METHODS.get(fn) or fn.replace("str_", "str.", 1).replace("dt_", "dt.", 1)
+
 
 AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "count_rows")
 

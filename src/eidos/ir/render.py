@@ -73,13 +73,15 @@ def _(e: E.Call) -> str:
         return f"{_operand(a)} {F.BINARY_OPERATORS[e.fn]} {_operand(b)}"
     if e.fn in F.UNARY_OPERATORS and len(e.args) == 1:
         return f"{F.UNARY_OPERATORS[e.fn]}{_operand(e.args[0])}"
-    method = e.fn.replace("str_", "str.", 1).replace("dt_", "dt.", 1)
+    method = F.method(e.fn)
     params = [_text(a) for a in e.args[1:]]
     for opt in e.options:
         if isinstance(opt, tuple):
             params.append("[" + ", ".join(literal_text(v) for v in opt) + "]")
         else:
             params.append(literal_text(opt))
+    if e.fn == "str_contains":
+        params.append("literal=True")
     if not e.args:  # only in a malformed plan read from JSON, which validation then names
         return f"{e.fn}({', '.join(params)})"
     return f"{_operand(e.args[0])}.{method}({', '.join(params)})"

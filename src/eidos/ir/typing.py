@@ -441,7 +441,7 @@ def _is_between(e: Call, ty: _Typer) -> DType:
 def _string(e: Call, ty: _Typer) -> DType:
     t = ty(e.args[0])
     if t not in (T.String, T.Null):
-        raise ty.fail(e, f"{e.fn.replace('_', '.', 1)}() needs a String, got {t}")
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a String, got {t}")
     if e.fn in ("str_to_lower", "str_to_upper", "str_slice"):
         return T.String
     if e.fn == "str_len":

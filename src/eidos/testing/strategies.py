@@ -734,7 +734,7 @@ class _Builder:
             choices += ["compare"] * 5
         choices += [f for f in ("and", "or", "not", "is_null", "is_not_null", "is_in", "is_between",
                                 "case", "fill_null", "udf") if self.has(f)]
-        if any(self.has(f) for f in ("str_contains", "str_starts_with", "str_ends_with", "str_like")):
+        if any(self.has(f) for f in _STRING_TESTS):
             choices += ["string_test"] * 2
         if not choices:
             return self.column(s, lambda t: t == T.Boolean)
@@ -784,12 +784,16 @@ class _Builder:
         a = self.string(s, depth - 1)
         if a is None:
             return None
-        fn = self.pick([f for f in ("str_contains", "str_starts_with", "str_ends_with", "str_like") if self.has(f)])
+        fn = self.pick([f for f in _STRING_TESTS if self.has(f)])
+        if fn == "str_contains_regex":
+            return self.typed(a.e.str.contains(self.draw(regexes())), s)
         alphabet = "aAbé%_.*()[\\" if fn != "str_like" else "aAbé%%__.*("
         pattern = self.draw(st.one_of(st.sampled_from(("", "a", "%", "_", "a%", "%a", "a_b", "é", ".", "(")),
                                       st.text(st.sampled_from(alphabet), max_size=4)))
         if fn == "str_like":
             pattern = pattern.replace("\\", "")
+        if fn == "str_contains":
+            return self.typed(a.e.str.contains(pattern, literal=True), s)
         return self.typed(getattr(a.e.str, fn[4:])(pattern), s)
 
     def _compare_ok(self) -> bool:
@@ -1219,3 +1223,27 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
 def plans(**kw: Any) -> st.SearchStrategy[N.Node]:
     """The IR plans of `flows(**kw)`."""
     return flows(**kw).map(lambda g: g.flow.plan)
+
+
+_STRING_TESTS = ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")
+# Characters of generated text and patterns: letters in both cases, a digit, space and newline, punctuation a
+# pattern must escape, and one beyond ASCII (é, and ٣, a digit only outside ASCII).
+REGEX_ALPHABET = "aAb1 \n.é٣"
+
+
+@st.composite
+def regexes(draw, depth: int = 2) -> str:
+    """Patterns of eidos' portable regex dialect (eidos.ir.regex): every construct it reads, nested."""
+    def atom(d: int):
+        pieces = [st.sampled_from(["a", "b", "A", "1", "é", " ", "\\.", "\\*", "\\(", "\\\\", "٣"]),
+                  st.sampled_from([".", "\\d", "\\w", "\\s", "\\D", "\\W", "\\S", "[ab]", "[^a]", "[a-z]",
+                                   "[0-9.]", "[\\d\\s]", "[^\\w]", "[\\]\\-]", "[é-ü]"])]
+        if d > 0:
+            inner = st.lists(st.deferred(lambda: atom(d - 1)), min_size=1, max_size=3).map("".join)
+            pieces.append(st.builds(lambda a, b: f"({a}|{b})", inner, inner))
+            pieces.append(inner.map(lambda a: f"(?:{a})"))
+        base = st.one_of(*pieces)
+        return st.builds(lambda a, q: a + q, base, st.sampled_from(["", "", "", "?", "*", "+", "{2}", "{1,3}",
+                                                                      "{0,}", "*?", "+?"]))
+    body = draw(st.lists(atom(depth), max_size=4).map("".join))
+    return draw(st.sampled_from(["", "^"])) + body + draw(st.sampled_from(["", "", "$"]))

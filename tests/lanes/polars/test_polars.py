@@ -340,7 +340,7 @@ def test_strings():
     flow = ei.from_pydict({"s": ["héllo", "a_b", "A%B", "", None, "line\nbreak", "日本語テキスト"]})
     agrees(flow.select(
         like=col("s").str.like("h_llo"), like2=col("s").str.like("a\\_b"), like3=col("s").str.like("%e%"),
-        nl=col("s").str.like("line_break"), cont=col("s").str.contains("."), sw=col("s").str.starts_with("A%"),
+        nl=col("s").str.like("line_break"), cont=col("s").str.contains(".", literal=True), sw=col("s").str.starts_with("A%"),
         ew=col("s").str.ends_with("b"), n=col("s").str.len(), lo=col("s").str.to_lower(),
         up=col("s").str.to_upper(), s1=col("s").str.slice(1, 2), s2=col("s").str.slice(-3),
         s3=col("s").str.slice(-10, 8), s4=col("s").str.slice(2), lt=col("s") < "b"), ordered=True)

@@ -32,6 +32,11 @@ def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     if fn == "str_contains":
         (s,) = options
         return strict1(lambda a: s in a)
+    if fn == "str_contains_regex":
+        from eidos.ir.regex import render
+
+        search = re.compile(render(options[0], "python")).search
+        return strict1(lambda a: search(a) is not None)
     if fn == "str_starts_with":
         (s,) = options
         return strict1(lambda a: a.startswith(s))

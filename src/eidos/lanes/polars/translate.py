@@ -908,6 +908,13 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return x.starts_with(s) if e.fn == "str_starts_with" else x.ends_with(s)
 
 
+@call("str_contains_regex")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    from eidos.ir.regex import render
+
+    return expr(e.args[0], scope).str.contains(render(e.options[0], "rust"))
+
+
 @call("str_like")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     (pattern,) = e.options

@@ -482,6 +482,17 @@ class Dialect:
     def fn_str_contains(self, args, ts, t, o):
         return exp.Paren(this=exp.GT(this=self.strpos(args[0], string(o[0])), expression=exp.Literal.number(0)))
 
+    def fn_str_contains_regex(self, args, ts, t, o):
+        from eidos.ir.regex import render
+
+        return self.search(args[0], render(o[0], self.regex))
+
+    regex = None   # the regex engine a dialect's search reads (eidos.ir.regex.ENGINES)
+
+    def search(self, s, pattern: str):
+        """Whether the regular expression `pattern` (written for `regex`) matches somewhere in s."""
+        raise UnsupportedError(f"the {self.name} lane has no regular expressions")
+
     def length(self, a):
         return fn("length", a)
 

@@ -78,6 +78,11 @@ class DuckDBDialect(Dialect):
     def matches(self, s, pattern):
         return fn("regexp_full_match", s, string(pattern), string("s"))
 
+    regex = "re2"
+
+    def search(self, s, pattern):
+        return fn("regexp_matches", s, string(pattern), string("s"))
+
     def group(self, s, pattern):
         return fn("regexp_extract", s, string(f"^{pattern}$"), exp.Literal.number(1), string("s"))
 

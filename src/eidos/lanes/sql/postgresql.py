@@ -225,6 +225,11 @@ class PostgresDialect(Dialect):
     def matches(self, s, pattern):
         return exp.RegexpLike(this=s, expression=string(f"^(?:{pattern})$"))
 
+    regex = "postgresql"
+
+    def search(self, s, pattern):
+        return exp.RegexpLike(this=paren(s), expression=string(pattern))
+
     def group(self, s, pattern):
         return fn("substring", s, string(f"^{pattern}$"))
 

@@ -1,0 +1,66 @@
+"""`str.contains(pattern)`: one regular-expression dialect, matched alike on every lane that declares it.
+
+Generated patterns (every construct of eidos.ir.regex, nested) over generated text (ASCII and not, digits
+beyond ASCII, newlines, characters a pattern escapes) on each lane against the reference lane; the
+constructs the dialect refuses, refused; SQLite, which has no regular expressions, declaring the gap."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eidos as ei
+from eidos import col
+from eidos.errors import PlanError
+from eidos.testing.strategies import REGEX_ALPHABET, regexes
+from tests.lanes.helpers import lane_or_skip, sqlite_table
+
+LANES = ["polars", "duckdb", "postgresql"]
+texts = st.lists(st.one_of(st.none(), st.text(st.sampled_from(REGEX_ALPHABET), max_size=6)), min_size=1, max_size=8)
+
+
+@pytest.mark.parametrize("lane", LANES)
+@settings(max_examples=25, deadline=None)
+@given(patterns=st.lists(regexes(), min_size=1, max_size=4), rows=texts)
+def test_generated_patterns_match_as_the_reference(lane, load_into, patterns, rows):
+    backend = lane_or_skip(lane)
+    source = ei.from_arrow(pa.table({"s": pa.array(rows, pa.string())}))
+    flow = source.select("s", **{f"m{i}": col("s").str.contains(p) for i, p in enumerate(patterns)})
+    expected = flow.run(engine="reference")
+    got = load_into(backend, flow).run(engine=lane, strict=True)
+    assert got.to_pydict() == expected.to_pydict(), patterns
+
+
+def test_the_dialect_means_the_same_on_each_engine():
+    flow = ei.from_pydict({"s": ["a\nb", "x٣", "x3", "ab\n", "A.B"]})
+    q = flow.select(dot=col("s").str.contains("a.b"), digit=col("s").str.contains(r"x\d"),
+                    end=col("s").str.contains("b$"), escaped=col("s").str.contains(r"A\.B"),
+                    literal=col("s").str.contains(".", literal=True))
+    expected = {"dot": [False, False, False, False, False], "digit": [False, False, True, False, False],
+                "end": [True, False, False, False, False], "escaped": [False, False, False, False, True],
+                "literal": [False, False, False, False, True]}
+    assert q.run(engine="reference").to_pydict() == expected
+    for lane in ("polars", "duckdb"):
+        lane_or_skip(lane)
+        assert q.run(engine=lane).to_pydict() == expected
+
+
+@pytest.mark.parametrize("pattern, what", [(r"(a)\1", "a backreference"), ("(?=a)", "lookahead"),
+                                           (r"\bword", "word boundary"), ("(?i)abc", "inline flag"),
+                                           ("a{256}", "repeat count over 255"), (r"[^a\D]", "negated class"),
+                                           ("(a", "does not parse")])
+def test_what_the_dialect_lacks_is_refused_naming_it(pattern, what):
+    with pytest.raises(PlanError, match=what):
+        col("s").str.contains(pattern)
+
+
+def test_sqlite_declares_it_has_no_regular_expressions(tmp_path):
+    source = sqlite_table(tmp_path, "create table t (s text); insert into t values ('apple'), ('pear')")
+    flow = source.filter(col("s").str.contains("^p"))
+    gaps = lane_or_skip("sqlite").supports(flow.plan)
+    assert any("str_contains_regex" in gap for gap in gaps), gaps
+    assert flow.explain().splitlines()[0].split()[1] != "sqlite"
+    assert flow.run().to_pydict() == {"s": ["pear"]}      # the filter runs on a lane that has them
+    assert flow.filter(col("s").str.contains("p", literal=True)).run().num_rows == 1
