@@ -418,6 +418,15 @@ class Expr:
         """
         return self._agg("var")
 
+    def median(self) -> Expr:
+        """The middle of the non-null values in order (NaN largest); of two middle values, their midpoint.
+
+        Examples:
+            >>> ei.from_pydict({"a": [1, 10, 2, None, 4]}).agg(col("a").median()).run().to_pydict()
+            {'a': [3.0]}
+        """
+        return self._agg("median")
+
     @property
     def str(self) -> StringMethods:
         """String functions: `expr.str.contains(...)`, ...
@@ -610,7 +619,7 @@ def lit(value: Any, dtype: Any = None) -> Expr:
     return Expr(E.Literal(convert_literal(value, target), target))
 
 
-_FILTERABLE = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var")
+_FILTERABLE = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median")
 
 
 class Filtered:

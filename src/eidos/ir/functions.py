@@ -45,7 +45,7 @@ def method(fn: str) -> str:
     return _METHODS.get(fn) or fn.replace("str_", "str.", 1).replace("dt_", "dt.", 1)
 
 
-AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "count_rows")
+AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "count_rows")
 
 # Pseudo-functions a coverage table lists for expression forms that are not Calls.
 FORMS = ("case", "cast", "udf")

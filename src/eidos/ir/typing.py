@@ -277,7 +277,7 @@ def _(e: Agg, ty: _Typer) -> DType:
         if t.is_integer:
             return T.UInt64 if t.is_unsigned_integer else T.Int64
         return T.Float64
-    return T.Float64  # mean, std, var
+    return T.Float64  # mean, std, var, median
 
 
 @_infer.register

@@ -836,7 +836,7 @@ class _Builder:
         if fn == "count_rows":
             return self.typed(ei.count(), s, Fraction(0), Fraction(s.rows), agg=True)
         depth = self.o.expr_depth if self.o.deep else self.pick((0, 0, 1))
-        if fn in ("sum", "mean", "std", "var"):
+        if fn in ("sum", "mean", "std", "var", "median"):
             a = self.numeric(s, depth)
         else:
             a = self.expr(s, "any", depth)

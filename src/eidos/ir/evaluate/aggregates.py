@@ -6,12 +6,13 @@ from __future__ import annotations
 import decimal
 import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import Any
 
 from eidos.errors import ExecutionError, PlanError
 from eidos.ir import dtypes as T
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate.values import CTX, dec_fit, fail, hash_key, int_check
+from eidos.ir.evaluate.values import CTX, dec_fit, fail, hash_key, int_check, order_key
 
 
 def float_sum(xs: list[float]) -> float:
@@ -90,6 +91,20 @@ def _extreme(dtype: DType, *, largest: bool) -> Callable[[list], Any]:
     return f
 
 
+def _median(dtype: DType) -> Callable[[list], Any]:
+    key = order_key(dtype)
+
+    def f(xs):
+        if not xs:
+            return None
+        xs = sorted(xs, key=key)
+        a, b = xs[(len(xs) - 1) // 2], xs[len(xs) // 2]
+        if dtype.is_float and (a == b or not (math.isfinite(a) and math.isfinite(b))):
+            return a if a == b or a != a and b != b else (a + b) / 2  # IEEE: NaN, inf - inf, inf
+        return float((Fraction(a) + Fraction(b)) / 2)  # the exact midpoint, rounded once
+    return f
+
+
 def _n_unique(dtype: DType) -> Callable[[list], int]:
     key = hash_key(dtype)
     if key is None:
@@ -119,6 +134,8 @@ def aggregator(fn: str, arg_dtype: DType, result_dtype: DType) -> Callable[[list
         inner = _n_unique(arg_dtype)
     elif fn in ("std", "var"):
         inner = _var(arg_dtype, root=fn == "std")
+    elif fn == "median":
+        inner = _median(arg_dtype)
     else:
         raise PlanError(f"unknown aggregation {fn!r}")
     return lambda xs: inner([x for x in xs if x is not None])

@@ -12,4 +12,5 @@ from __future__ import annotations
 
 from eidos.hal.coverage import Coverage
 
-COVERAGE = Coverage.everything()
+# Polars' decimal -> float cast is not the exact value rounded once; the median of decimals is left out.
+COVERAGE = Coverage.everything().without(typed=("median Decimal*",))

@@ -1048,6 +1048,22 @@ def _exact(fn, x, t, res, name, grouped) -> Leaf:
                                                    return_dtype=pl.Float64))
 
 
+@aggregation("median")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    # eidos: the two middle values in eidos order (Polars sorts NaN last too), then their exact
+    # midpoint rounded once (Polars' median computes lo + (hi - lo) / 2: inf for -1e308 and 1e308).
+    v = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls().sort()
+    n = v.len()
+    lo, hi = name + "lo", name + "hi"
+    cols = [(lo, v.slice((n - 1) // 2, 1).first()), (hi, v.slice(n // 2, 1).first())]
+    a, b = pl.col(lo), pl.col(hi)
+    if t.is_integer:
+        return Leaf(cols, lambda g: (a.cast(pl.Int128) + b.cast(pl.Int128)).cast(pl.Float64) / 2)
+    a, b = a.cast(pl.Float64), b.cast(pl.Float64)
+    small = (a.abs() <= 2.0**1022) & (b.abs() <= 2.0**1022)  # a + b cannot overflow; halving a tiny sum is exact
+    return Leaf(cols, lambda g: pl.when(a == b).then(a).when(small).then((a + b) / 2).otherwise(a / 2 + b / 2))
+
+
 @aggregation("sum", "mean")
 def _(fn, x, t, res, name, grouped) -> Leaf:
     if t.is_float or t == T.Null:

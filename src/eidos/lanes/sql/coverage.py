@@ -16,6 +16,10 @@ from eidos.hal.coverage import Coverage
 
 _NOT_SQL = ("udf",)  # opaque Python (with MapBatches nodes): never SQL
 
+# Not translated yet: the median's exact midpoint of the two middle values (DuckDB's median and
+# PostgreSQL's percentile_cont interpolate in floating point, each its own way).
+_NOT_YET = ("median",)
+
 # Python's str.upper/lower use full case mapping (ß -> SS, final sigma); these engines map one
 # code point to one, so the results differ on such text.
 _CASE_MAPPING = ("str_to_lower", "str_to_upper")
@@ -37,9 +41,9 @@ TYPED_GAPS = {
 }
 
 COVERAGE = {
-    "duckdb": Coverage.everything().without(nodes=("MapBatches",), functions=_CASE_MAPPING + _NOT_SQL,
+    "duckdb": Coverage.everything().without(nodes=("MapBatches",), functions=_CASE_MAPPING + _NOT_SQL + _NOT_YET,
                                             typed=TYPED_GAPS["duckdb"]),
-    "postgresql": Coverage.everything().without(nodes=("MapBatches",), functions=_CASE_MAPPING + _NOT_SQL,
+    "postgresql": Coverage.everything().without(nodes=("MapBatches",), functions=_CASE_MAPPING + _NOT_SQL + _NOT_YET,
                                                 typed=TYPED_GAPS["postgresql"]),
     # SQLite: no exact decimals, no 4-byte floats, no unsigned 64-bit integers, no NaN (it
     # stores NaN as NULL, so functions whose answer is NaN for some inputs are left out, and a
@@ -47,7 +51,7 @@ COVERAGE = {
     # only as text (dates as ISO text are covered; timestamps are not); std/var are not built in.
     "sqlite": Coverage.everything().without(
         nodes=("MapBatches",),
-        functions=_CASE_MAPPING + _NOT_SQL + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos",
-                                             "str_contains_regex"),
+        functions=_CASE_MAPPING + _NOT_SQL + _NOT_YET + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos",
+                                                        "str_contains_regex"),
         dtypes=("Decimal", "Float32", "UInt64", "Timestamp"), typed=TYPED_GAPS["sqlite"], values=("NaN",)),
 }
