@@ -108,7 +108,8 @@ def _fill_bf16(rank, shape):
 
 
 def _split_fill(start, count):
-    return (np.arange(start, start + count, dtype=np.float32) % 1000 - 500) / 256
+    """The same element i however the buffer is split (float32 arange rounds by where it starts)."""
+    return ((np.arange(start, start + count, dtype=np.int64) % 1000 - 500) / 256).astype(np.float32)
 
 
 def torch_baselines(n, m, k, nn, samples, gpu):
