@@ -664,6 +664,16 @@ class Dialect:
             return self.float_sum(self.cast(arg, at, T.Float64))
         return self.cast(exp.Sum(this=arg), T.Null, t, force=True)
 
+    def exact_form(self) -> Dialect | None:
+        """This dialect rendering SQL that never raises where eidos does not, where its own SQL may raise
+        an engine overflow that eidos has not (run instead when it does: see duckdb.py), else None."""
+        return None
+
+    def exact_sum(self, arg, at: DType, t: DType, x) -> exp.Expression | None:
+        """The dialect's own SQL for sum(arg) from the IR argument (`x` translates it), or None for
+        `aggregate`'s SUM of the argument's SQL."""
+        return None
+
     def float_sum(self, x):
         """A correctly rounded float sum (semantics 14: math.fsum)."""
         return exp.Sum(this=x)

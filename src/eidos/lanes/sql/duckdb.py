@@ -13,10 +13,17 @@ from eidos.hal import sql_guard
 from eidos.hal.arrow import csv_batches, parquet_batches
 from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
+from eidos.ir import expr as E
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
 from eidos.lanes.sql.dialect import Dialect, _div
-from eidos.lanes.sql.translate import by_name, column, fn, ident, positional, slots, string
+from eidos.lanes.sql.translate import binop, by_name, column, fn, ident, positional, slots, string
+
+# DuckDB keeps a decimal of up to 18 digits in 64 bits, and multiplies two such in 64 bits even where the
+# product's type has more digits: its type is then DECIMAL(18, s1 + s2) and a product past 18 digits raises
+# (an OutOfRangeException). The lane's SQL keeps that fast arithmetic where the value is exact whenever it
+# does not raise, and runs the exact form of the plan's SQL (DuckDBDialect(exact=True)) when it raises.
+INT64_DIGITS = 18
 
 
 def path_of(uri: str) -> str:
@@ -50,6 +57,12 @@ class DuckDBDialect(Dialect):
         "Date": "DATE", "Timestamp": "TIMESTAMP",
     }
 
+    def __init__(self, *, exact: bool = False):
+        self.exact = exact
+
+    def exact_form(self):
+        return None if self.exact else DuckDBDialect(exact=True)
+
     def error(self, message, witness, t):
         return fn("error", string("eidos: " + message))
 
@@ -74,6 +87,62 @@ class DuckDBDialect(Dialect):
             total = self.cast(exp.Sum(this=arg), T.Null, T.Float64, force=True)
             return _div(total, self.cast(exp.Count(this=arg), T.Null, T.Float64, force=True))
         return super().aggregate(fn_, arg, at, t)
+
+    def fn_mul(self, args, ts, t, o):
+        a, b = args
+        if (self.exact and t.is_decimal and t.precision > INT64_DIGITS
+                and max(ts[0].precision, ts[1].precision) <= INT64_DIGITS):
+            # Widened to 19 digits, DuckDB multiplies in 128 bits: DECIMAL(min(38, 19 + p2), s1 + s2), exact,
+            # since |a * b| < 10 ** (p1 + p2) <= 10 ** 36; the cast to t (p1 + p2 digits) cannot fail.
+            a = self.cast(a, ts[0], T.Decimal(INT64_DIGITS + 1, ts[0].scale))
+        return super().fn_mul([a, b], ts, t, o)
+
+    def exact_sum(self, arg, at, t, x):
+        """sum(arg) of a decimal sum, difference or product of more than 18 digits (TPC-H's revenue,
+        price * (1 - discount)) as DuckDB's own 64-bit arithmetic computes it (`narrow`), summed as 64-bit
+        values: SUM of DECIMAL(p <= 18, s) is DECIMAL(38, s) = t, as DuckDB's own SQL sums it (a sixth
+        less work than summing the 128-bit values of the product's type in TPC-H Q1's aggregation).
+        Where a value does not fit 18 digits DuckDB raises, and the exact form runs (`exact_form`)."""
+        if self.exact or not (at.is_decimal and at.precision > INT64_DIGITS):
+            return None
+        narrow = self.narrow(arg, x)
+        return None if narrow is None else self.cast(exp.Sum(this=narrow[0]), T.Null, t, force=True)
+
+    def narrow(self, e, x) -> tuple[exp.Expression, int] | None:
+        """(SQL, its digits) of decimal `e` in DuckDB's own 64-bit decimal arithmetic: columns and literals
+        of up to 18 digits, + - * of such, no casts. Where it does not raise, its value is e's exactly, of
+        e's scale (s1 + s2 for *, max(s1, s2) for + -, as eidos's), and its digits are never more than e's
+        type has, so an overflow of e's type raises here too (and then in the exact form, as eidos's
+        error). None for anything else."""
+        if isinstance(e, E.Alias):
+            return self.narrow(e.expr, x)
+        t = x.dtype(e)
+        if not t.is_decimal:
+            return None
+        if isinstance(e, E.Column):
+            return (x(e), t.precision) if t.precision <= INT64_DIGITS else None
+        if not (isinstance(e, E.Call) and e.fn in ("add", "sub", "mul")):
+            return None
+        ts = x.operand_types(e)
+        parts = []
+        for a, at in zip(e.args, ts):
+            if not at.is_decimal:
+                return None
+            if isinstance(a, E.Literal):
+                part = (x.typed(a, at), at.precision) if at.precision <= INT64_DIGITS else None
+            else:
+                part = self.narrow(a, x) if x.dtype(a) == at else None
+            if part is None:
+                return None
+            parts.append(part)
+        (a, p1), (b, p2) = parts
+        s1, s2 = ts[0].scale, ts[1].scale
+        if e.fn == "mul":
+            return binop(exp.Mul, a, b), min(INT64_DIGITS, p1 + p2)
+        digits = max(p1 - s1, p2 - s2) + max(s1, s2) + 1
+        if digits > INT64_DIGITS:   # DuckDB adds these in 128 bits
+            return None
+        return binop(exp.Add if e.fn == "add" else exp.Sub, a, b), digits
 
     def matches(self, s, pattern):
         return fn("regexp_full_match", s, string(pattern), string("s"))
@@ -208,7 +277,7 @@ class Session:
 
         paths = {path_of(s.uri) for s in query.sources if isinstance(s, SqlSource)}
         path = next(iter(paths)) if paths else ":memory:"
-        self.views = list(query.arrow)
+        self.views, self.arrow = list(query.arrow), query.arrow
         self.shared = not paths and not settings and not private
         self.own = bool(paths or settings)   # a connection of its own, not the in-memory database's cursor
         if self.shared:
@@ -225,11 +294,15 @@ class Session:
                 files = [f for s in query.sources for f in getattr(s, "files", ())]
                 files += [s.path for s in query.sources if isinstance(s, CsvSource)]
                 sandbox(self.con, files, [d for d in [(settings or {}).get("temp_directory")] if d])
-            for name, table in query.arrow.items():
-                self.con.register(name, self._stream(table()) if callable(table) else table)
+            self._register(query.arrow)
         except BaseException:
             self.close()
             raise
+        self.exact_sql = query.exact
+
+    def _register(self, arrow: dict) -> None:
+        for name, table in arrow.items():
+            self.con.register(name, self._stream(table()) if callable(table) else table)
 
     def _stream(self, reader):
         import pyarrow as pa
@@ -258,7 +331,22 @@ class Session:
                 _exact[os.getpid()] = database
 
     def fetch(self, sql: str):
-        self.exact(sql)
+        import duckdb
+
+        self.exact(sql)   # the exact form calls the same float aggregates, if any
+        try:
+            return self._fetch(sql)
+        except duckdb.OutOfRangeException:
+            exact = self.exact_sql() if self.exact_sql is not None else sql
+            if exact == sql:
+                raise
+        # DuckDB's own decimal arithmetic overflowed where eidos's may not (see INT64_DIGITS): the exact
+        # form, over new streams of the sources read as streams (the first run consumed them)
+        self.errors.clear()
+        self._register({name: table for name, table in self.arrow.items() if callable(table)})
+        return self._fetch(exact)
+
+    def _fetch(self, sql: str):
         try:
             return self.con.sql(sql).to_arrow_table()
         except Exception:
@@ -288,7 +376,9 @@ class Session:
         return table
 
     def batches(self, sql: str):
-        """The result, batch by batch, as DuckDB produces it (a streaming result)."""
+        """The result, batch by batch, as DuckDB produces it (a streaming result); in the exact form
+        from the start where there is one, since batches handed on cannot be taken back."""
+        sql = self.exact_sql() if self.exact_sql is not None else sql
         self.exact(sql)
         reader = self.con.sql(sql).to_arrow_reader(BATCH_ROWS)
 

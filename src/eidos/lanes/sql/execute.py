@@ -172,7 +172,12 @@ def prepare(lane: str, plan: N.Node):
         for n in plan.walk():
             if isinstance(n, N.Scan) and isinstance(n.source, SqlSource):
                 sql_guard.check(n.source)   # a query's text is checked again where it is embedded
-        query = to_sql(plan, _dialect(lane))
+        d = _dialect(lane)
+        query = to_sql(plan, d)
+        if (exact := d.exact_form()) is not None:
+            # translated only where the engine needs it (rarely); the plan held weakly, as the cache holds it
+            held = weakref.ref(plan)
+            query.exact = lambda: to_sql(held(), exact).sql
         with _prepared_lock:
             cache[plan] = query
     return query

@@ -23,6 +23,7 @@ import datetime as _dt
 import decimal as _decimal
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import singledispatch
 
@@ -92,6 +93,7 @@ class Query:
     sql: str
     arrow: dict[str, pa.Table] = field(default_factory=dict)   # view name -> in-memory table to register
     sources: list = field(default_factory=list)                # the plan's sources, in scan order
+    exact: Callable[[], str] | None = None   # the statement to run where `sql` raised (Dialect.exact_form)
 
 
 @dataclass(frozen=True)
@@ -639,7 +641,9 @@ def _(e: E.Agg, x: Exprs) -> exp.Expression:
         x.in_agg, guard, x.guard = True, x.guard, None
         try:
             at = x.dtype(e.arg)
-            value = x.apply(lambda a: x.d.aggregate(e.fn, a[0], at, t), [x(e.arg)])
+            value = x.d.exact_sum(e.arg, at, t, x) if e.fn == "sum" else None
+            if value is None:
+                value = x.apply(lambda a: x.d.aggregate(e.fn, a[0], at, t), [x(e.arg)])
         finally:
             x.in_agg, x.guard = False, guard
     if x.keys is None:
