@@ -138,3 +138,17 @@ def test_a_duckdb_file_is_not_held_open_after_a_run(tmp_path):
     writer.execute("INSERT INTO t VALUES (100)")
     writer.close()
     assert flow.agg(s=col("a").sum()).run(engine="duckdb").to_pylist() == [{"s": 110}]
+
+
+def test_a_database_file_gets_the_exact_float_aggregates_only_where_the_sql_calls_them(tmp_path, monkeypatch):
+    from eidos.testing.databases import load_table
+
+    calls = []
+    original = D._register
+    monkeypatch.setattr(D, "_register", lambda con: (calls.append(con), original(con)))
+    t = load_table(f"duckdb:///{tmp_path / 'x.duckdb'}", "t", pa.table({"k": [1, 1, 2], "x": [0.5, 1.5, 2.0]}))
+    assert t.filter(col("x") > 1).run(engine="duckdb").num_rows == 2   # its CTEs are named __eidos_q...
+    assert calls == []
+    summed = t.group_by("k").agg(s=col("x").sum(), v=col("x").var()).sort("k")
+    assert_tables_equal(summed.run(engine="duckdb"), summed.run(engine="reference"), ordered=True)
+    assert calls   # on each connection of its own that runs them

@@ -4,6 +4,7 @@ and tables of one DuckDB database file; its integers raise on overflow like eido
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 from sqlglot import exp
@@ -294,13 +295,13 @@ class Session:
                 files = [f for s in query.sources for f in getattr(s, "files", ())]
                 files += [s.path for s in query.sources if isinstance(s, CsvSource)]
                 sandbox(self.con, files, [d for d in [(settings or {}).get("temp_directory")] if d])
-            self._register(query.arrow)
+            self._register_views(query.arrow)
         except BaseException:
             self.close()
             raise
         self.exact_sql = query.exact
 
-    def _register(self, arrow: dict) -> None:
+    def _register_views(self, arrow: dict) -> None:
         for name, table in arrow.items():
             self.con.register(name, self._stream(table()) if callable(table) else table)
 
@@ -319,7 +320,7 @@ class Session:
     def exact(self, sql: str) -> None:
         """The exact float aggregates (eidos.hal.fsum over a list()) where the SQL calls them:
         registered once on the shared database (its cursors see them), per run elsewhere."""
-        if "eidos_" not in sql:
+        if not _CALLS_EXACT.search(sql):   # not "eidos_": every CTE's name has it
             return
         if self.own:
             _register(self.con)
@@ -343,7 +344,7 @@ class Session:
         # DuckDB's own decimal arithmetic overflowed where eidos's may not (see INT64_DIGITS): the exact
         # form, over new streams of the sources read as streams (the first run consumed them)
         self.errors.clear()
-        self._register({name: table for name, table in self.arrow.items() if callable(table)})
+        self._register_views({name: table for name, table in self.arrow.items() if callable(table)})
         return self._fetch(exact)
 
     def _fetch(self, sql: str):
@@ -407,6 +408,9 @@ _local = threading.local()
 _lock = threading.Lock()
 _database: dict[int, object] = {}  # process id -> the in-memory DuckDB connection (not shared across fork)
 _exact: dict[int, object] = {}     # process id -> the in-memory database that has the exact aggregates
+
+
+_CALLS_EXACT = re.compile(r"\beidos_(?:sum|var|std)\(", re.IGNORECASE)
 
 
 def _register(con) -> None:
