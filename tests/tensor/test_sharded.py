@@ -65,3 +65,14 @@ def test_a_second_gpu_is_reached_through_ranks():
     """'gpu:N' names this process's GPU only (a rank's own, in a group); another GPU is a sharded tensor's."""
     with pytest.raises(ei.errors.DeviceError, match="eidos.tensor.sharded"):
         ei.tensor([1.0], device="gpu:7")
+
+
+def test_a_chain_and_its_reduction_are_one_message_to_the_ranks():
+    ranks = SimulatedRanks(2)
+    a = shard(ranks, np.arange(6, dtype=np.float32), 0)
+    sent = []
+    run = ranks.run
+    ranks.run = lambda fn, *args, **kw: sent.append(fn.__name__) or run(fn, *args, **kw)
+    y = ((a * 2.0) + 1.0).abs()
+    assert sent == [] and y.sum() == 36.0 and sent == ["_then"]
+    assert y.dtype == np.float32 and sent == ["_then"]

@@ -2,9 +2,10 @@
 Tensor on its own device between operations, and operations run on every rank at once.
 
 `shard(ranks, x, axis)` splits by rows (axis 0) or columns (axis 1), `replicate(ranks, x)` puts the whole
-on every rank. Element-wise operations stay lazy on each rank, so a chain fuses there as on one device;
-reductions combine the ranks' partials by an AllReduce program on each rank's target; `a @ b` is the
-model-parallel GEMM (rows @ replicated -> rows, replicated @ columns -> columns, columns @ rows -> the
+on every rank. Element-wise operations are recorded in the driver and sent with the next operation that
+needs the shards (one message for a chain and its use), lazy on each rank, so a chain fuses there as on
+one device; reductions combine the ranks' partials by an AllReduce program on each rank's target; `a @ b`
+is the model-parallel GEMM (rows @ replicated -> rows, replicated @ columns -> columns, columns @ rows -> the
 partial products summed by AllReduce); `gather()` meets the shards on every rank by AllGather.
 """
 
@@ -34,10 +35,38 @@ class Sharded:
     """A tensor of `shape` over `ranks`: split along `axis` (sizes[r] along it on rank r) or, with axis None,
     whole on every rank."""
 
-    def __init__(self, ranks, shape, dtype, axis, key=None) -> None:
-        self.ranks, self.shape, self.dtype, self.axis = ranks, tuple(shape), np.dtype(dtype), axis
+    def __init__(self, ranks, shape, dtype, axis, key=None, pending=None) -> None:
+        self.ranks, self.shape, self._dtype, self.axis = ranks, tuple(shape), dtype, axis
         self.key = key or f"sharded-{next(_keys)}"
         self.sizes = None if axis is None else _sizes(self.shape[axis], ranks.size)
+        self._pending = pending   # (operation, operands): an element-wise step not yet sent to the ranks
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self._dtype is None:
+            self._send(None)
+        return self._dtype
+
+    def _send(self, fn, *args, others=()):
+        """fn(rank, *args) on every rank in one message, after the element-wise steps this tensor (and
+        `others`) still wait for, in order; rank 0's answer."""
+        steps, seen = [], set()
+
+        def visit(t):
+            if not isinstance(t, Sharded) or t._pending is None or id(t) in seen:
+                return
+            seen.add(id(t))
+            name, operands = t._pending
+            for o in operands:
+                visit(o)
+            steps.append((t, name, [("s", o.key) if isinstance(o, Sharded) else ("v", o) for o in operands]))
+
+        for t in (self, *others):
+            visit(t)
+        dtypes, got = self.ranks.run(_then, [(t.key, name, a) for t, name, a in steps], fn, args)[0]
+        for (t, _, _), dt in zip(steps, dtypes):
+            t._pending, t._dtype = None, np.dtype(dt)
+        return got
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -48,21 +77,12 @@ class Sharded:
         how = "replicated" if self.axis is None else f"split on axis {self.axis} {self.sizes}"
         return f"Sharded(shape={self.shape}, dtype={self.dtype}, {how}, devices={self.devices})"
 
-    def _like(self, shape=None, dtype=None, axis=...) -> Sharded:
-        return Sharded(self.ranks, self.shape if shape is None else shape, dtype or self.dtype,
-                       self.axis if axis is ... else axis)
-
-    # ---- element-wise: lazy on every rank ---------------------------------------------------------
+    # ---- element-wise: recorded here, sent with the next operation that needs the shards ------------
     def _apply(self, name: str, *others) -> Sharded:
-        args = [self]
         for o in others:
             if isinstance(o, Sharded) and (o.ranks is not self.ranks or o.shape != self.shape or o.axis != self.axis):
                 raise ShapeError(f"{name}: sharded operands must have one shape and split ({self!r}, {o!r})")
-            args.append(o)
-        out = self._like()
-        out.dtype = np.dtype(self.ranks.run(_apply, out.key, name, [("s", a.key) if isinstance(a, Sharded) else
-                                                                      ("v", a) for a in args])[0])
-        return out
+        return Sharded(self.ranks, self.shape, None, self.axis, pending=(name, (self, *others)))
 
     def __add__(self, o):
         return self._apply("add", o)
@@ -90,7 +110,7 @@ class Sharded:
 
     # ---- reductions: partial on every rank, combined by AllReduce -------------------------------------
     def _reduce(self, name: str):
-        return self.ranks.run(_reduce, self.key, name, self.axis is None)[0]
+        return self._send(_reduce, self.key, name, self.axis is None)
 
     # ---- GEMM -----------------------------------------------------------------------------------------
     def __matmul__(self, other: Sharded) -> Sharded:
@@ -104,7 +124,7 @@ class Sharded:
                              "replicated, replicated @ columns or columns @ rows")
         axis = {(0, None): 0, (None, 1): 1}.get(layout)
         out = Sharded(self.ranks, (self.shape[0], other.shape[1]), D.promote(self.dtype, other.dtype), axis)
-        self.ranks.run(_matmul, out.key, self.key, other.key, layout == (1, 0))
+        self._send(_matmul, out.key, self.key, other.key, layout == (1, 0), others=(other,))
         return out
 
     # ---- moving shards ------------------------------------------------------------------------------
@@ -112,22 +132,26 @@ class Sharded:
         """The whole tensor on every rank (AllGather over the group; shards padded to the largest)."""
         if self.axis is None:
             return self
-        out = self._like(axis=None)
-        self.ranks.run(_gather, out.key, self.key, self.axis, self.sizes)
+        out = Sharded(self.ranks, self.shape, self.dtype, None)
+        self._send(_gather, out.key, self.key, self.axis, self.sizes)
         return out
 
     def numpy(self) -> np.ndarray:
         """The whole tensor in this (the driver's) memory."""
+        self._send(None)
         got = self.ranks.run(_fetch, self.key, self.axis is None)
         return got[0] if self.axis is None else np.concatenate(got, axis=self.axis)
 
     def realize(self) -> Sharded:
         """Compute the shards now, each rank waiting for its device (they are lazy until used)."""
-        self.ranks.run(_realize, self.key)
+        self._send(_realize, self.key)
         return self
 
     def free(self) -> None:
-        self.ranks.run(_free, self.key)
+        """Drop the shards on the ranks (a step not yet sent is dropped; free after the tensor's last use)."""
+        if self._pending is None:
+            self.ranks.run(_free, self.key)
+        self._pending = None
 
 
 def shard(ranks, x, axis: int = 0) -> Sharded:
@@ -186,11 +210,15 @@ def _make(rank, key, fill, dtype, shape) -> None:
     rank.store[key] = _tensor(rank, fill(rank, shape), dtype)
 
 
-def _apply(rank, out, name, args) -> str:
-    vals = [rank.store[v] if kind == "s" else v for kind, v in args]
-    f = getattr(operator, name, None)
-    rank.store[out] = r = f(*vals) if f is not None else getattr(vals[0], name)()
-    return str(r.dtype)
+def _then(rank, steps, fn, args):
+    """The element-wise steps (lazy tensors of the rank's tensor layer, so a chain fuses), then fn."""
+    dtypes = []
+    for out, name, operands in steps:
+        vals = [rank.store[v] if kind == "s" else v for kind, v in operands]
+        f = getattr(operator, name, None)
+        rank.store[out] = r = f(*vals) if f is not None else getattr(vals[0], name)()
+        dtypes.append(str(r.dtype))
+    return dtypes, (fn(rank, *args) if fn is not None else None)
 
 
 def _realize(rank, key) -> None:
