@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 
+import sqlglot
 from sqlglot import exp
 
 from eidos.errors import PlanError, UnsupportedError
@@ -196,7 +197,23 @@ class PostgresDialect(Dialect):
     def aggregate(self, fn_, arg, at, t):
         if fn_ in ("min", "max") and at == T.Boolean:  # false < true; PostgreSQL has no min(boolean)
             return fn("bool_and" if fn_ == "min" else "bool_or", arg)
+        if fn_ == "median":
+            return self.median(arg, at)
         return super().aggregate(fn_, arg, at, t)
+
+    def median(self, arg, at):
+        """The two middle values in numeric, their midpoint exactly ((a + b) * 0.5), rounded once to a
+        double. Floats enter as their text (exact), but are a typed gap: a midpoint that rounds to zero
+        (of 0 and the smallest subnormal) makes PostgreSQL's cast to double raise."""
+        if at.is_float:
+            arg = exp.Cast(this=paren(arg), to=exp.DataType.build("TEXT"))
+        x = exp.Cast(this=paren(arg), to=exp.DataType.build("NUMERIC"))
+        middle = sqlglot.parse_one("(ARRAY_AGG(x ORDER BY x) FILTER (WHERE NOT x IS NULL))[(COUNT(x) + 1) / 2]"
+                                   " + (ARRAY_AGG(x ORDER BY x) FILTER (WHERE NOT x IS NULL))[COUNT(x) / 2 + 1]",
+                                   read="postgres")
+        total = middle.transform(lambda e: x.copy() if isinstance(e, exp.Column) and e.name == "x" else e)
+        mid = exp.Mul(this=exp.Paren(this=total), expression=exp.Literal.number("0.5"))
+        return exp.Cast(this=exp.Paren(this=mid), to=exp.DataType.build("DOUBLE PRECISION"))
 
     def int_div(self, a, b, t=None):
         if t == T.UInt64:
