@@ -162,6 +162,10 @@ CASES = [
          .join(u().filter(col("floor") == 1), on="dept", how="anti").select("id")),
     Case("exists", "SELECT id FROM t WHERE EXISTS (SELECT * FROM u WHERE t.dept = u.dept)",
          lambda: t().join(u(), on="dept", how="semi").select("id")),
+    Case("median_and_logs", "SELECT dept, median(age) AS m, max(log10(score)) AS a, max(log(score)) AS b, "
+         "max(log(2, score)) AS c FROM t GROUP BY dept",
+         lambda: t().group_by("dept").agg(m=col("age").median(), a=col("score").log10().max(),
+                                          b=col("score").log10().max(), c=col("score").log(2).max())),
     Case("no_from", "SELECT 1 + 2 AS x, 'a' AS s", lambda: ei.from_pydict({"x": [3], "s": ["a"]})),
     Case("flow_sql_self", "SELECT id FROM self WHERE id > 4", lambda: t().filter(col("id") > 4).select("id")),
 ]

@@ -32,7 +32,7 @@ TYPES = {"TINYINT": T.Int8, "SMALLINT": T.Int16, "INT": T.Int32, "BIGINT": T.Int
          "BOOLEAN": T.Boolean, "VARCHAR": T.String, "TEXT": T.String, "CHAR": T.String, "NVARCHAR": T.String,
          "DATE": T.Date, "TIMESTAMP": T.Timestamp, "DATETIME": T.Timestamp}
 AGGREGATES = {"Sum": "sum", "Avg": "mean", "Min": "min", "Max": "max", "Stddev": "std", "StddevSamp": "std",
-              "Variance": "var", "VarianceSamp": "var"}
+              "Variance": "var", "VarianceSamp": "var", "Median": "median"}
 UNARY = {"Abs": "abs", "Sqrt": "sqrt", "Exp": "exp", "Ln": "log", "Floor": "floor", "Ceil": "ceil", "Sin": "sin",
          "Cos": "cos", "Tanh": "tanh", "Lower": "str_to_lower", "Upper": "str_to_upper", "Length": "str_len",
          "Year": "dt_year", "Month": "dt_month", "Day": "dt_day"}
@@ -675,6 +675,13 @@ class Query:
             return out
         if name in UNARY:
             return E.Call(UNARY[name], (x(e.this),))
+        if isinstance(e, exp.Log):  # log(x) and log10(x) are base 10 (DuckDB, PostgreSQL); log(b, x)
+            if e.expression is None:
+                return E.Call("log10", (x(e.this),))
+            base, arg = x(e.this), x(e.expression)
+            if isinstance(base, E.Literal) and base.value == 10:
+                return E.Call("log10", (arg,))
+            return E.Call("truediv", (E.Call("log", (arg,)), E.Call("log", (base,))))
         if name in TEXT_TESTS:
             text = e.expression
             if not (isinstance(text, exp.Literal) and text.is_string):
