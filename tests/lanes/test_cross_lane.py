@@ -167,7 +167,7 @@ CASES = [
          "t": [NAN, 1.0, -1.0], "sn": [NAN, NAN, NAN], "cs": [NAN, NAN, NAN], "r": [NAN, INF, -INF],
          "f": [NAN, INF, -INF]}),
     Case("strings", lambda s: people(s).select(
-        "id", c=col("name").str.contains("o"), sw=col("name").str.starts_with("A"),
+        "id", c=col("name").str.contains("o", literal=True), sw=col("name").str.starts_with("A"),
         ew=col("name").str.ends_with("b"), lk=col("name").str.like("_o%"), lo=col("name").str.to_lower(),
         up=col("name").str.to_upper(), n=col("name").str.len(), sl=col("name").str.slice(1, 2),
         tail=col("name").str.slice(1)),

@@ -54,7 +54,7 @@ def test_injected_names_and_text_are_data(lane, store):
                       "s": pa.array([EVIL_TEXT, "plain", "it's"], pa.large_string())})
     t = store(lane, "t", table)
     keep = store(lane, "keep", pa.table({"k": pa.array([1], pa.int64())}))
-    flow = (t.filter((col("s") == EVIL_TEXT) | col("s").str.contains("'") | col("s").str.like("%; DROP%"))
+    flow = (t.filter((col("s") == EVIL_TEXT) | col("s").str.contains("'", literal=True) | col("s").str.like("%; DROP%"))
             .select(col(EVIL_NAME).alias(EVIL_NAME + "2"), col("s"), lit(EVIL_TEXT).alias("lit"))
             .sort(EVIL_NAME + "2"))
     got = run(lane, flow)
@@ -307,7 +307,7 @@ SEMANTICS = {
     "round_cast": lambda t: t.filter(col("a") > -(2**62)).select(r=col("x").round(), r1=col("x").round(1), i=col("x").cast(ei.Int32),
                                      ri=col("a").round(-1), fl=col("x").floor(), ce=col("x").ceil()),
     "strings": lambda t: t.select(
-        "s", like=col("s").str.like("a_b"), like2=col("s").str.like("A%"), c=col("s").str.contains("%"),
+        "s", like=col("s").str.like("a_b"), like2=col("s").str.like("A%"), c=col("s").str.contains("%", literal=True),
         sw=col("s").str.starts_with("a"), ew=col("s").str.ends_with("b"), n=col("s").str.len(),
         sl=col("s").str.slice(1, 2), sn=col("s").str.slice(-2), so=col("s").str.slice(-9, 8),
         lt=col("s") < "a", i=col("s").is_in(["Ab", None])),
