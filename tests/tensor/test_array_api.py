@@ -401,6 +401,23 @@ def test_declares_2024_12_and_its_inspection_namespace():
     assert set(info.dtypes(kind=("bool", "complex floating"))) == {"bool", "complex64", "complex128"}
 
 
+def test_each_device_lists_the_dtypes_it_can_hold(monkeypatch):
+    """The gpu holds no complex tensors, so its dtypes() leaves them out; every dtype a device lists makes an
+    array there (the gpu is Triton's interpreter here: TRITON_INTERPRET=1)."""
+    from eidos.tensor.backend import get_backend
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    info = xp.__array_namespace_info__()
+    gpu = info.dtypes(device="gpu")
+    assert "complex64" not in gpu and "complex128" not in gpu and "float32" in gpu
+    assert "complex128" in info.dtypes(device="cpu")
+    for device in info.devices():
+        for name, dtype in info.dtypes(device=device).items():
+            assert xp.zeros(2, dtype=dtype, device=device).dtype == dtype, (device, name)
+    if not get_backend("gpu").is_available():
+        pytest.skip("no gpu backend here, not even Triton's interpreter")
+
+
 def test_2024_12_additions_as_array_api_strict():
     x = np.array([[1.0, 4.0, 9.0], [2.0, -0.0, 8.0]])
     both(lambda ns, a: ns.diff(a, axis=1, n=2), x)

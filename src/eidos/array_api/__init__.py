@@ -601,6 +601,8 @@ class _Info:
 
     def dtypes(self, *, device=None, kind=None):
         all_ = {"bool": bool, **{str(d): d for d in _NUMERIC}}
+        if device == "gpu":  # complex tensors stay on the host: the ISA has no complex arithmetic (docs/tensor.md)
+            all_ = {n: d for n, d in all_.items() if not isdtype(d, "complex floating")}
         if kind is None:
             return all_
         return {n: d for n, d in all_.items() if isdtype(d, kind)}

@@ -13,7 +13,7 @@ from eidos.hal.lane import Availability, Estimate, Lane, installed
 from eidos.hal.memo import once
 from eidos.ir import nodes as N
 from eidos.ir.sources import SqlSource
-from eidos.lanes.sql.coverage import COVERAGE
+from eidos.lanes.sql.coverage import COVERAGE, OUT_OF_CORE_GAPS
 
 INSTALL = "pip install 'eidos[sql]'"
 
@@ -98,6 +98,9 @@ class DuckDBLane(SqlLane):
 
     def __init__(self, *, budget: int | None = None, spill_dir: str | None = None):
         self.budget, self.spill_dir = budget, spill_dir
+        if budget is not None:
+            # The exact float aggregates gather each group's values (list()), which no budget bounds.
+            self.coverage = COVERAGE["duckdb"].without(typed=OUT_OF_CORE_GAPS)
 
     @property
     def memory_limited(self) -> bool:

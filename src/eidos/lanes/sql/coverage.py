@@ -58,3 +58,7 @@ COVERAGE = {
                                                         "str_contains_regex"),
         dtypes=("Decimal", "Float32", "UInt64", "Timestamp"), typed=TYPED_GAPS["sqlite"], values=("NaN",)),
 }
+
+# Within a memory budget (DuckDBLane.out_of_core) the duckdb lane cannot sum floats exactly: its exact route
+# gathers each group's values with list() in memory, which DuckDB cannot spill. A plan with them runs elsewhere.
+OUT_OF_CORE_GAPS = ("sum Float*", "mean Float*", "var Float*", "std Float*")
