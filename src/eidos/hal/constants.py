@@ -161,6 +161,15 @@ def in_use(defaults: Constants) -> Constants:
     return hit
 
 
+def values_for(defaults: Constants, values: Mapping[str, float] | None) -> tuple[Mapping[str, float], str]:
+    """A lane's estimate's constants: `values` as given (a probe's or a test's, unlabelled), else the set in
+    use here (in_use) with where it came from."""
+    if values is not None:
+        return values, ""
+    chosen = in_use(defaults)
+    return chosen.values, chosen.source
+
+
 def _resolve(defaults: Constants, cal: Calibration) -> Constants:
     scaled = defaults.scaled(here(cal.machine.bandwidth if cal.machine and not cal.problem else None))
     measured = cal.lanes.get(defaults.lane, {})

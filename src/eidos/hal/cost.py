@@ -23,13 +23,16 @@ Lanes compared by the planner use the same flow, so their estimates compare like
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from eidos.hal.lane import Estimate
+from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
+from eidos.ir.dtypes import DType
+from eidos.ir.typing import infer
 
 _FORMATS = {S.ParquetSource: "parquet", S.CsvSource: "csv", S.ArrowSource: "arrow", S.SqlSource: "sql"}
 
@@ -178,3 +181,28 @@ def _rows_out(node: N.Node, rows: float, ins: list[float], m: RowFlow, acc: dict
     if isinstance(node, N.Distinct):
         acc["s"] += rows * m.join_row_s
     return rows
+
+
+def summed(node: N.Aggregate) -> Iterator[tuple[str, DType]]:
+    """(function, argument type) of each sum, mean, std and var `node` computes, inside any expression: what
+    the cost models price as exact summation. An argument typed only in context (a key read by name inside an
+    aggregation) counts as Float64."""
+    for _, e in node.aggs:
+        for a in e.walk():
+            if isinstance(a, E.Agg) and a.arg is not None and a.fn in ("sum", "mean", "std", "var"):
+                try:
+                    t = infer(a.arg, node.input.schema)
+                except Exception:  # noqa: BLE001 - typed only in context: count it as a float
+                    t = T.Float64
+                yield a.fn, t
+
+
+def exact_aggregations(node: N.Aggregate) -> tuple[int, int]:
+    """(float sums/means/vars/stds, other vars/stds) of `node`: what a host lane sums through eidos.hal.fsum,
+    and what it computes with Python's exact integers."""
+    floats = others = 0
+    for fn, t in summed(node):
+        floating = t.is_float or t == T.Null
+        floats += floating
+        others += fn in ("std", "var") and not floating
+    return floats, others

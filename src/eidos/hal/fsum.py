@@ -83,26 +83,6 @@ def lists(fn: str, column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(column.is_valid(), out, pa.scalar(None, pa.float64())) if column.null_count else out
 
 
-def aggregations(node) -> tuple[int, int]:
-    """(float sum/mean/var/std, other var/std) that an Aggregate node computes: what a lane sums
-    through this module, or exactly in Python, for its cost model."""
-    from eidos.ir import dtypes as T
-    from eidos.ir import expr as E
-    from eidos.ir.typing import infer
-
-    floats = others = 0
-    for _, e in node.aggs:
-        for a in e.walk():
-            if isinstance(a, E.Agg) and a.arg is not None and a.fn in ("sum", "mean", "std", "var"):
-                try:
-                    t = infer(a.arg, node.input.schema)
-                except Exception:  # noqa: BLE001 - a key read by name: count it as a float
-                    t = T.Float64
-                floats += t.is_float or t == T.Null
-                others += a.fn in ("std", "var") and not (t.is_float or t == T.Null)
-    return floats, others
-
-
 def total(parts: list[np.ndarray]) -> float:
     """The correctly rounded sum of the values of every array in parts (no nulls), read where they
     lie (an engine's chunks): nothing is copied into one array."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eidos.hal.constants import DEV_VM, Constants, in_use
-from eidos.hal.cost import RowFlow, flat, row_flow_model
+from eidos.hal.constants import DEV_VM, Constants, values_for
+from eidos.hal.cost import RowFlow, exact_aggregations, flat, row_flow_model
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
 from eidos.ir import nodes as N
@@ -46,17 +46,12 @@ PYTHON_ROW_S = 300e-9           # an integer or decimal std/var, per value (Pyth
 
 
 def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimate:
-    label = ""
-    if values is None:
-        c = in_use(DEFAULTS)
-        values, label = c.values, c.source
+    values, label = values_for(DEFAULTS, values)
 
     def exact(node: N.Node, rows: float, groups: float) -> float:
         if not isinstance(node, N.Aggregate):
             return 0.0
-        from eidos.hal import fsum
-
-        floats, others = fsum.aggregations(node)
+        floats, others = exact_aggregations(node)
         per_row = values["exact_row_s"] if node.keys else values.get("exact_global_row_s", EXACT_GLOBAL_ROW_S)
         return (floats * (rows * per_row + groups * values["exact_group_s"])
                 + others * rows * values.get("python_row_s", PYTHON_ROW_S))

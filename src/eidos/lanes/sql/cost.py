@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eidos.hal.constants import DEV_VM, Constants, in_use
-from eidos.hal.cost import RowFlow, flat, row_flow_model
+from eidos.hal.constants import DEV_VM, Constants, values_for
+from eidos.hal.cost import RowFlow, exact_aggregations, flat, row_flow_model
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
 from eidos.ir import nodes as N
@@ -33,17 +33,12 @@ EXACT_ROW_S = 100e-9            # a float sum/mean/std/var, per value: DuckDB's 
 
 
 def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimate:
-    label = ""
-    if values is None:
-        c = in_use(DEFAULTS)
-        values, label = c.values, c.source
+    values, label = values_for(DEFAULTS, values)
 
     def exact(node: N.Node, rows: float, groups: float) -> float:
         if not isinstance(node, N.Aggregate):
             return 0.0
-        from eidos.hal import fsum
-
-        return fsum.aggregations(node)[0] * rows * values.get("exact_row_s", EXACT_ROW_S)
+        return exact_aggregations(node)[0] * rows * values.get("exact_row_s", EXACT_ROW_S)
 
     return row_flow(plan, row_flow_model(MODEL, values, label), exact)
 

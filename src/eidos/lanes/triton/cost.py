@@ -33,14 +33,12 @@ from dataclasses import dataclass
 
 from eidos.errors import PlanError
 from eidos.hal.constants import Constants, Machine, in_use
-from eidos.hal.cost import RowFlow, row_bytes
+from eidos.hal.cost import RowFlow, row_bytes, summed
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.devices import parse_size
 from eidos.hal.lane import Estimate
-from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
-from eidos.ir.typing import infer
 
 ENV = "EIDOS_TRITON_COST"
 
@@ -176,14 +174,5 @@ DEFAULTS = Constants(
 def _sums(node: N.Aggregate) -> tuple[int, int]:
     """(float passes, sums): float sums and means take one exact pass on the device, float std/var two
     (exact mean, then squared differences); every sum/mean/std/var is finished per group in Python."""
-    n = summed = 0
-    for _, e in node.aggs:
-        for a in e.walk():
-            if isinstance(a, E.Agg) and a.arg is not None and a.fn in ("sum", "mean", "std", "var"):
-                try:
-                    t = infer(a.arg, node.input.schema)
-                except Exception:  # noqa: BLE001 - an argument typed only in context: count it as a float
-                    t = T.Float64
-                n += (2 if a.fn in ("std", "var") else 1) if t.is_float else 0
-                summed += 1
-    return n, summed
+    found = list(summed(node))
+    return sum((2 if fn in ("std", "var") else 1) for fn, t in found if t.is_float), len(found)
