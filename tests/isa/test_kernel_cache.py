@@ -231,15 +231,23 @@ _AOT_CHILD = textwrap.dedent("""
 """)
 
 
-def test_tables_built_ahead_of_time_load_without_numba_and_match_the_jit(root):
+@pytest.fixture
+def native(root):
+    """eidos.isa.backends.cpu.native where it can build modules here (numba and a C toolchain), else a skip naming why."""
     pytest.importorskip("numba")
-    from eidos.isa import instructions as I
-    from eidos.isa.backends.cpu import arrays, native
+    from eidos.isa.backends.cpu import native
 
     try:
         native._toolchain()
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever stops the build is the reason to skip
         pytest.skip(str(e))
+    return native
+
+
+def test_tables_built_ahead_of_time_load_without_numba_and_match_the_jit(root, native):
+    from eidos.isa import instructions as I
+    from eidos.isa.backends.cpu import arrays
+
     for ty, binary in ((Type.F32, True), (Type.F32, False), (Type.I64, True)):
         native.build(ty, binary)
     got = _child(root, _AOT_CHILD)
@@ -268,14 +276,7 @@ def test_tables_built_ahead_of_time_load_without_numba_and_match_the_jit(root):
     native._LOADED.clear()
 
 
-def test_the_native_kernel_checks_its_arguments(root):
-    pytest.importorskip("numba")
-    from eidos.isa.backends.cpu import native
-
-    try:
-        native._toolchain()
-    except Exception as e:
-        pytest.skip(str(e))
+def test_the_native_kernel_checks_its_arguments(root, native):
     native.build(Type.F64, True)
     native._LOADED.clear()
     k, _, _ = native.load(Type.F64, True)
@@ -314,17 +315,12 @@ def _operand(data, dt, like_shape):
     return x.tolist() if kind == "list" else x
 
 
-def test_fresh_in_c_equals_fresh_in_python(root, monkeypatch):
+def test_fresh_in_c_equals_fresh_in_python(root, monkeypatch, native):
     """The native modules' fresh (checks, allocation and loop in C) and direct_map's over numba's loop (Python) refuse
     the same arrays and give the same new arrays, bit for bit the loop's, on generated operands."""
-    pytest.importorskip("numba")
     from eidos.isa import instructions as I
-    from eidos.isa.backends.cpu import CpuBackend, arrays, native
+    from eidos.isa.backends.cpu import CpuBackend, arrays
 
-    try:
-        native._toolchain()
-    except Exception as e:
-        pytest.skip(str(e))
     cases = [(Type.F32, I.BinaryMapOperation.Add), (Type.F32, I.BinaryMapOperation.Pow), (Type.F32, I.MapOperation.Exp),
              (Type.I64, I.BinaryMapOperation.Sub), (Type.I64, I.BinaryMapOperation.Div)]
     for ty, binary in {(ty, isinstance(op, I.BinaryMapOperation)) for ty, op in cases}:
@@ -366,14 +362,7 @@ def test_fresh_in_c_equals_fresh_in_python(root, monkeypatch):
     native._LOADED.clear()
 
 
-def test_a_module_an_older_wrapper_made_is_built_again(root):
-    pytest.importorskip("numba")
-    from eidos.isa.backends.cpu import native
-
-    try:
-        native._toolchain()
-    except Exception as e:
-        pytest.skip(str(e))
+def test_a_module_an_older_wrapper_made_is_built_again(root, native):
     native.build(Type.F64, False)
     native._LOADED.clear()
     manifest = native.directory() / "eidos_native_F64_u.json"
