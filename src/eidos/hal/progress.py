@@ -7,6 +7,7 @@ pipes and files, with `EIDOS_PROGRESS=0` (`1` shows it anywhere), or `run(progre
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -18,7 +19,9 @@ DELAY_S = 1.0      # a run shorter than this shows nothing
 REFRESH_S = 0.1
 
 
+@functools.cache
 def console():
+    """One console for every run (it reads sys.stderr at each use, so a redirected stream is followed)."""
     from rich.console import Console
 
     return Console(stderr=True)
@@ -45,8 +48,7 @@ def wanted(progress: bool | None, out) -> bool:
 @contextmanager
 def watching(progress: bool | None, total: int, status: Callable[[], tuple[int, str]]) -> Iterator[None]:
     """Within the block, after DELAY_S, a bar of `total` steps; `status()` gives (steps done, lane at work)."""
-    out = console()
-    if not wanted(progress, out):
+    if progress is False or not wanted(progress, out := console()):
         yield
         return
     done = threading.Event()
