@@ -17,6 +17,7 @@ MODULES = [
     "eidos",
     "eidos.flow.expr",
     "eidos.flow.frame",
+    "eidos.selectors",
     "eidos.flow.read",
     "eidos.flow.sql",
     "eidos.hal.registry",

@@ -111,3 +111,24 @@ def sqlite_table(folder, script: str, table: str = "t") -> ei.Flow:
         con.executescript(script)
     con.close()
     return ei.read_sql(f"sqlite:///{path}", table=table)
+
+
+def agrees_with_reference(lane_name: str, flow: ei.Flow, load_into, ordered: bool) -> None:
+    """The flow's result on `lane_name` (its data stored where the lane reads) equals the reference
+    lane's; a skip naming why when the data cannot be stored there or the lane lacks what the flow needs."""
+    from eidos.errors import UnsupportedError
+    from eidos.testing.compare import assert_tables_equal
+
+    lane = lane_or_skip(lane_name)
+    try:
+        there = load_into(lane, flow)
+    except UnsupportedError as e:
+        pytest.skip(f"the data cannot be stored where lane {lane_name!r} reads: {e}")
+    gaps = lane.supports(there.plan)
+    if gaps:
+        pytest.skip(f"lane {lane_name!r} lacks {', '.join(gaps)}")
+    try:
+        got = there.run(engine=lane_name, strict=True)
+    except UnsupportedError as e:
+        pytest.skip(f"lane {lane_name!r} cannot run it: {e}")
+    assert_tables_equal(got, flow.run(engine="reference"), ordered=ordered, float_rel=1e-9)

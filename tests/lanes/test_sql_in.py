@@ -28,7 +28,7 @@ from eidos.errors import BackendUnavailable, PlanError, UnsupportedError
 from eidos.testing.compare import assert_tables_equal
 from eidos.testing.strategies import profile
 from tests.lanes.conftest import LANES
-from tests.lanes.helpers import holds, lane_or_skip
+from tests.lanes.helpers import agrees_with_reference, holds, lane_or_skip
 
 pytest.importorskip("sqlglot", reason="ei.sql needs sqlglot (pip install 'eidos[sql]')")
 
@@ -198,26 +198,10 @@ def test_sql_gives_what_its_flow_plan_gives(case):
     assert_tables_equal(got, expected, ordered=case.ordered)
 
 
-def _on_lane(lane_name: str, flow: ei.Flow, load_into, ordered: bool) -> None:
-    lane = lane_or_skip(lane_name)
-    try:
-        there = load_into(lane, flow)
-    except UnsupportedError as e:
-        pytest.skip(f"the data cannot be stored where lane {lane_name!r} reads: {e}")
-    gaps = lane.supports(there.plan)
-    if gaps:
-        pytest.skip(f"lane {lane_name!r} lacks {', '.join(gaps)}")
-    try:
-        got = there.run(engine=lane_name, strict=True)
-    except UnsupportedError as e:
-        pytest.skip(f"lane {lane_name!r} cannot run it: {e}")
-    assert_tables_equal(got, flow.run(engine="reference"), ordered=ordered, float_rel=1e-9)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 @pytest.mark.parametrize("lane_name", [name for name in LANES if name != "reference"])
 def test_sql_runs_on_every_lane(lane_name, case, load_into):
-    _on_lane(lane_name, from_sql(case, holds(lane_name)), load_into, case.ordered)
+    agrees_with_reference(lane_name, from_sql(case, holds(lane_name)), load_into, case.ordered)
 
 
 # ---------------------------------------------------------------- generated queries
@@ -318,7 +302,7 @@ def test_generated_sql_runs_on_every_lane(lane_name, q, load_into):
     """Fewer examples: a database lane stores each example's tables first (slow)."""
     kinds = holds(lane_name)
     flow = ei.sql(q[0], t=ei.from_arrow(held(T, kinds)), u=ei.from_arrow(held(U, kinds)))
-    _on_lane(lane_name, flow, load_into, q[2])
+    agrees_with_reference(lane_name, flow, load_into, q[2])
 
 
 # ---------------------------------------------------------------- TPC-H's SQL text

@@ -14,6 +14,7 @@ from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.render import tree
 from eidos.ir.schema import Schema
+from eidos.selectors import Selector, expand
 
 
 def _names(value: Any, what: str) -> tuple[str, ...]:
@@ -99,18 +100,56 @@ class Flow:
         return f"<Flow {self.schema}>\n{tree(self._plan, '  ')}"
 
     # relational operations
-    def filter(self, predicate: Any) -> Flow:
-        """The rows where `predicate` (a Boolean expression) is true; null counts as false.
+    def filter(self, *predicates: Any, **equalities: Any) -> Flow:
+        """The rows where every predicate (a Boolean expression) is true, and every `name=value` holds
+        (`col(name) == value`); null counts as false.
 
         Examples:
-            >>> flow = ei.from_pydict({"a": [1, 2, None, 4]})
+            >>> flow = ei.from_pydict({"a": [1, 2, None, 4], "k": ["x", "y", "x", "x"]})
             >>> flow.filter((col("a") > 1) & (col("a") < 4)).run().to_pydict()
-            {'a': [2]}
+            {'a': [2], 'k': ['y']}
+            >>> flow.filter(col("a") > 1, k="x").run().to_pydict()
+            {'a': [4], 'k': ['x']}
         """
-        if isinstance(predicate, str):
-            raise PlanError(f"filter takes a Boolean expression such as col({predicate!r}) > 0, "
-                            f"not the string {predicate!r}")
-        return Flow(N.Filter(self._plan, to_ir(predicate)))
+        preds = []
+        for p in predicates:
+            preds.extend(p if isinstance(p, (list, tuple)) else [p])
+        for p in preds:
+            if isinstance(p, str):
+                raise PlanError(f"filter takes Boolean expressions such as col({p!r}) > 0, not the string {p!r}")
+        nodes = [to_ir(p) for p in preds] + [E.Call("eq", (E.Column(n), to_ir(v))) for n, v in equalities.items()]
+        if not nodes:
+            raise PlanError("filter needs a predicate (col('x') > 0) or an equality (name=value)")
+        pred = nodes[0]
+        for n in nodes[1:]:
+            pred = E.Call("and", (pred, n))
+        return Flow(N.Filter(self._plan, pred))
+
+    def drop_nulls(self, subset: Any = None) -> Flow:
+        """The rows without a null in `subset` (names or a selector; every column when None). NaN is not null.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, None, 3], "b": ["x", "y", None]})
+            >>> flow.drop_nulls().run().to_pydict()
+            {'a': [1], 'b': ['x']}
+            >>> flow.drop_nulls("a").run().to_pydict()
+            {'a': [1, 3], 'b': ['x', None]}
+        """
+        names = self.schema.names if subset is None else self._columns(subset, "drop_nulls subset")
+        if not names:
+            return self
+        return self.filter(*[E.Call("is_not_null", (E.Column(n),)) for n in names])
+
+    def _columns(self, value: Any, what: str) -> tuple[str, ...]:
+        """Column names from a name, a selector or a list of them, each checked against the schema."""
+        values = value if isinstance(value, (list, tuple)) else [value]
+        names = expand(values, self.schema)
+        for n in names:
+            if not isinstance(n, str):
+                raise PlanError(f"{what} takes column names or selectors, got {n!r}")
+            if n not in self.schema:
+                raise self.schema.missing(n, what)
+        return tuple(dict.fromkeys(names))
 
     def select(self, *exprs: Any, **named: Any) -> Flow:
         """Only the given columns: names, expressions (named by `.alias` or their column) and `name=expr`.
@@ -120,6 +159,7 @@ class Flow:
             >>> flow.select("b", (col("a") * 2).alias("a2"), total=col("a") + col("b")).run().to_pydict()
             {'b': [10, 20], 'a2': [2, 4], 'total': [11, 22]}
         """
+        exprs = tuple(expand(exprs, self.schema))
         if not exprs and not named:
             raise PlanError("select needs at least one column or expression")
         return Flow(N.Project(self._plan, _named(exprs, named)))
@@ -132,7 +172,7 @@ class Flow:
             >>> flow.with_columns(col("a") * 100, c=col("b") + 1).run().to_pydict()
             {'a': [100, 200], 'b': [10, 20], 'c': [11, 21]}
         """
-        new = dict(_named(exprs, named))
+        new = dict(_named(tuple(expand(exprs, self.schema)), named))
         cols = [(n, new.pop(n, E.Column(n))) for n in self.schema.names]
         return Flow(N.Project(self._plan, tuple(cols) + tuple(new.items())))
 
@@ -144,6 +184,7 @@ class Flow:
             >>> flow.group_by("k").agg(n=ei.count(), top=col("v").max()).sort("k").run().to_pydict()
             {'k': ['a', 'b'], 'n': [2, 1], 'top': [3, 2]}
         """
+        keys = tuple(expand(keys, self.schema))
         if not keys:
             raise PlanError("group_by needs at least one key; use flow.agg(...) to aggregate everything")
         return GroupBy(self, _named(keys, {}))
@@ -198,6 +239,7 @@ class Flow:
         """
         if len(by) == 1 and isinstance(by[0], (list, tuple)):
             by = tuple(by[0])
+        by = tuple(expand(by, self.schema))
         if not by:
             raise PlanError("sort needs at least one column or expression")
         desc = _per_key(descending, len(by), "descending")
@@ -225,6 +267,35 @@ class Flow:
             {'a': [1, 3]}
         """
         return self.limit(n)
+
+    def top_k(self, k: int, *, by: Any, reverse: bool | Sequence[bool] = False) -> Flow:
+        """The `k` rows with the largest values of `by` (names, expressions or a selector), largest first:
+        `sort(by, descending=True, nulls_last=True).limit(k)`, so every lane's top-N serves it. Nulls come
+        last whatever `reverse` says (as Polars); `reverse=True` takes the smallest. Ties keep input order.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "c", "d"], "v": [3, None, 9, 5]})
+            >>> flow.top_k(2, by="v").run().to_pydict()
+            {'k': ['c', 'd'], 'v': [9, 5]}
+        """
+        return self._top(k, by, reverse, True, "top_k")
+
+    def bottom_k(self, k: int, *, by: Any, reverse: bool | Sequence[bool] = False) -> Flow:
+        """The `k` rows with the smallest values of `by`, smallest first (nulls last); see `top_k`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "c", "d"], "v": [3, None, 9, 5]})
+            >>> flow.bottom_k(2, by="v").run().to_pydict()
+            {'k': ['a', 'd'], 'v': [3, 5]}
+        """
+        return self._top(k, by, reverse, False, "bottom_k")
+
+    def _top(self, k: int, by: Any, reverse: Any, largest: bool, what: str) -> Flow:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise PlanError(f"{what} takes a number of rows k >= 0, got {k!r}")
+        keys = tuple(expand(by if isinstance(by, (list, tuple)) else [by], self.schema))
+        flags = _per_key(reverse, len(keys), "reverse")
+        return self.sort(*keys, descending=[largest != bool(r) for r in flags], nulls_last=True).limit(k)
 
     def distinct(self) -> Flow:
         """The rows without duplicates (nulls equal to each other); the order is not defined.
@@ -262,13 +333,14 @@ class Flow:
                 raise self.schema.missing(old, "rename")
         return Flow(N.Project(self._plan, tuple((mapping.get(n, n), E.Column(n)) for n in self.schema.names)))
 
-    def drop(self, *names: str) -> Flow:
-        """Every column but `names`.
+    def drop(self, *names: str | Selector) -> Flow:
+        """Every column but `names` (names or selectors).
 
         Examples:
             >>> ei.from_pydict({"a": [1], "b": [2], "c": [3]}).drop("a", "c").run().to_pydict()
             {'b': [2]}
         """
+        names = tuple(expand(names, self.schema))
         for n in names:
             if n not in self.schema:
                 raise self.schema.missing(n, "drop")
@@ -276,6 +348,57 @@ class Flow:
         if not kept:
             raise PlanError("drop would remove every column")
         return Flow(N.Project(self._plan, kept))
+
+    def unpivot(self, on: Any = None, *, index: Any = None, variable_name: str = "variable",
+                value_name: str = "value") -> Flow:
+        """Wide to long: a row per input row and `on` column, holding the `index` columns, the column's name
+        (`variable_name`) and its value (`value_name`, of the `on` columns' supertype). `on` defaults to
+        every column not in `index`; names or selectors. Rows come column by column.
+
+        Examples:
+            >>> flow = ei.from_pydict({"id": [1, 2], "a": [10, 20], "b": [1.5, None]})
+            >>> flow.unpivot(["a", "b"], index="id").run().to_pydict()
+            {'id': [1, 2, 1, 2], 'variable': ['a', 'a', 'b', 'b'], 'value': [10.0, 20.0, 1.5, None]}
+        """
+        from eidos.flow.reshape import unpivot
+
+        return unpivot(self, on, index, variable_name, value_name)
+
+    def pivot(self, on: Any, on_columns: Any = None, *, index: Any = None, values: Any = None,
+              aggregate_function: str | None = None, separator: str = "_") -> Flow:
+        """Long to wide: a row per distinct `index`, a column per value of `on` (per `values` column), each
+        the `aggregate_function` (min, max, sum, mean, median, len, count) of the values in that cell;
+        a cell without values is what the aggregation gives for none (null; 0 for len and count).
+
+        `on_columns` lists the values of `on` that become columns; without it they are read now, running
+        the flow once (as Polars' eager pivot), sorted. With several `values` columns a column is named
+        `{value}{separator}{on value}`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "a", "b"], "on": ["x", "y", "x"], "v": [1, 2, 3]})
+            >>> flow.pivot("on", index="k", values="v", aggregate_function="sum").sort("k").run().to_pydict()
+            {'k': ['a', 'b'], 'x': [1, 3], 'y': [2, None]}
+        """
+        from eidos.flow.reshape import pivot
+
+        return pivot(self, on, on_columns, index, values, aggregate_function, separator)
+
+    def describe(self, percentiles: Sequence[float] = (0.25, 0.5, 0.75)) -> Flow:
+        """Summary statistics as Polars' `describe`: a row each for count, null_count, mean, std, min, the
+        percentiles (nearest value) and max, a column per input column (Float64 for numbers and
+        booleans, String text for the rest, which get count, null_count, min and max). Mean and std are
+        exact, as the aggregations are.
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, 2, None], "s": ["b", "a", "c"]}).describe().run().to_pydict()["x"][:5]
+            [2.0, 1.0, 1.5, 0.7071067811865476, 1.0]
+        """
+        from eidos.flow.reshape import describe
+
+        ps = tuple(percentiles) if isinstance(percentiles, (list, tuple)) else (percentiles,)
+        if not all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1 for p in ps):
+            raise PlanError(f"describe percentiles are numbers from 0 to 1, got {percentiles!r}")
+        return describe(self, ps)
 
     def map_batches(self, fn: Callable[[pa.RecordBatch], pa.RecordBatch], *, schema: Any) -> Flow:
         """Apply an opaque Python function from `pyarrow.RecordBatch` to `pyarrow.RecordBatch`.
