@@ -47,9 +47,17 @@ def test_the_dialect_means_the_same_on_each_engine():
         assert q.run(engine=lane).to_pydict() == expected
 
 
+def test_a_catastrophic_pattern_runs_in_linear_time_on_the_reference_lane():
+    # Python's re backtracks through 2**40 ways of splitting the a's before failing (hours); RE2 reads the text once
+    flow = ei.from_pydict({"s": ["a" * 40 + "b", "a" * 40, None]})
+    got = flow.select(col("s").str.contains("(a+)+$"), n=col("s").str.contains("^(a|aa)+$")).run(engine="reference")
+    assert got.to_pydict() == {"s": [False, True, None], "n": [False, True, None]}
+
+
 @pytest.mark.parametrize("pattern, what", [(r"(a)\1", "a backreference"), ("(?=a)", "lookahead"),
                                            (r"\bword", "word boundary"), ("(?i)abc", "inline flag"),
-                                           ("a{256}", "repeat count over 255"), (r"[^a\D]", "negated class"),
+                                           ("a{256}", "repeat count over 255"),
+                                           ("(?:a{40}){30}", "multiply past 1000"), (r"[^a\D]", "negated class"),
                                            ("(a", "does not parse")])
 def test_what_the_dialect_lacks_is_refused_naming_it(pattern, what):
     with pytest.raises(PlanError, match=what):

@@ -1,4 +1,5 @@
-"""Strings: literal search, LIKE, case mapping, length and slices, all over code points."""
+"""Strings: search (literal and regular expressions, through RE2), LIKE, case mapping, length and slices, all over
+code points."""
 
 from __future__ import annotations
 
@@ -26,6 +27,25 @@ def _slice(offset: int, length: int | None) -> Fn:
     return f
 
 
+def re2(function: str, **options) -> Fn:
+    """A kernel of pyarrow's RE2 `function` (`pc.match_substring_regex`...): linear in the text, so no pattern of
+    an untrusted plan can make it backtrack for hours as Python's re would. It maps a whole column at once (its
+    `column`); the pattern is compiled here, so RE2 refusing it is a PlanError before any row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def column(values: list) -> list:
+        return getattr(pc, function)(pa.array(values, pa.string()), **options).to_pylist()
+
+    try:
+        column([""])
+    except pa.ArrowInvalid as e:
+        raise PlanError(f"{options.get('pattern')!r}: {e}") from None
+    f = strict1(lambda a: column([a])[0])
+    f.column = column
+    return f
+
+
 def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     if ts[0] == T.Null:
         return lambda a: None
@@ -35,8 +55,7 @@ def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     if fn == "str_contains_regex":
         from eidos.ir.regex import render
 
-        search = re.compile(render(options[0], "python")).search
-        return strict1(lambda a: search(a) is not None)
+        return re2("match_substring_regex", pattern=render(options[0], "re2"))
     if fn == "str_starts_with":
         (s,) = options
         return strict1(lambda a: a.startswith(s))

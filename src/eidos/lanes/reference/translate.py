@@ -111,7 +111,8 @@ def _(e: E.Call, schema: Schema) -> Column:
     k = V.kernel(e.fn, e.options, types, infer(e, schema))
     if len(args) == 1:
         (a,) = args
-        return lambda rows: list(map(k, a(rows)))
+        column = getattr(k, "column", None)   # a kernel that maps a whole column at once (RE2's)
+        return (lambda rows: column(a(rows))) if column else lambda rows: list(map(k, a(rows)))
     return lambda rows: list(map(k, *[a(rows) for a in args]))
 
 
