@@ -17,7 +17,16 @@ from __future__ import annotations
 from eidos import errors
 from eidos.flow.expr import Expr, coalesce, col, count, date, lit, udf, when
 from eidos.flow.frame import Flow, GroupBy
-from eidos.flow.read import from_arrow, from_pandas, from_pydict, read_csv, read_parquet, read_sql
+from eidos.flow.read import (
+    from_arrow,
+    from_pandas,
+    from_pydict,
+    read_csv,
+    read_ipc,
+    read_ndjson,
+    read_parquet,
+    read_sql,
+)
 from eidos.hal.registry import backends, register_backend
 from eidos.hal.trust import register_udf
 from eidos.ir.dtypes import (
@@ -73,7 +82,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "errors", "Expr", "coalesce", "col", "count", "date", "lit", "udf", "when", "Flow", "GroupBy",
-    "from_arrow", "from_pandas", "from_pydict", "read_csv", "read_parquet", "read_sql", "Schema",
+    "from_arrow", "from_pandas", "from_pydict", "read_csv", "read_ipc", "read_ndjson", "read_parquet", "read_sql", "Schema",
     "backends", "register_backend", "register_udf",
     "Boolean", "Date", "Decimal", "DType", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64",
     "String", "Timestamp", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,

@@ -8,7 +8,6 @@ columns that differ only in case, column order, and CSV values past the block ty
 from __future__ import annotations
 
 import os
-import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -198,11 +197,3 @@ def test_a_csv_header_changed_after_the_build_stops_the_run(tmp_path, lane_name)
         flow.run(engine=lane_name, strict=True)
     assert str(error.value) == (f"csv {str(path)!r} changed since the flow was built: its header is 'b', 'a', the "
                                 "flow was built on 'a', 'b'; build the flow again to read the files as they are now")
-
-
-def test_read_csv_takes_one_file(tmp_path):
-    (tmp_path / "d").mkdir()
-    with pytest.raises(PlanError, match=re.escape(f"read_csv reads one file; {str(tmp_path / 'd')!r} is a folder")):
-        ei.read_csv(tmp_path / "d")
-    with pytest.raises(PlanError, match="read_csv reads one file, not a glob"):
-        ei.read_csv(tmp_path / "d" / "*.csv")

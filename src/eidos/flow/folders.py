@@ -29,13 +29,13 @@ WILDCARDS = "*?["
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
-def expand(path: str, suffix: str) -> tuple[list[str], str | None]:
+def expand(path: str, suffix: str | tuple[str, ...]) -> tuple[list[str], str | None]:
     """The files `path` names (a file, a folder searched for names ending in `suffix`, or a glob), sorted,
     and the folder their partition names are read below (None for a single file)."""
     if os.path.isdir(path):
         files = walk(path, lambda rel: rel[-1].endswith(suffix), lambda rel: True)
         if not files:
-            raise PlanError(f"no {suffix} files in folder {path!r} (names starting with '.' are skipped)")
+            raise PlanError(f"no {'/'.join(suffix) if isinstance(suffix, tuple) else suffix} files in folder {path!r} (names starting with '.' are skipped)")
         return files, path
     if os.path.exists(path) or not any(ch in path for ch in WILDCARDS):
         if not os.path.exists(path):

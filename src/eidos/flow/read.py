@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
-from eidos.errors import PlanError, shown
+from eidos.errors import EidosError, PlanError, shown
 from eidos.flow.frame import Flow
 from eidos.ir import dtypes as T
 from eidos.ir.nodes import Scan
 from eidos.ir.schema import Schema
-from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
+from eidos.ir.sources import ArrowSource, CsvSource, IpcSource, NdjsonSource, ParquetSource, SqlSource
 
 
 def read_parquet(path: str | os.PathLike) -> Flow:
@@ -58,52 +59,160 @@ def read_parquet(path: str | os.PathLike) -> Flow:
                                    partitions=keys, values=tuple(values) if keys else ())))
 
 
-def read_csv(path: str | os.PathLike, *, has_header: bool = True, delimiter: str = ",") -> Flow:
-    r"""One CSV file; column types are inferred from its first block (1 MiB), and only an empty field is null.
+_BLOCK = "block"
 
-    A later value that is not of its column's inferred type stops the run with an error that names
-    the column, the value and the type, on every lane (never a value converted to fit).
+
+def read_csv(source: str | os.PathLike, *, has_header: bool = True, separator: str = ",", quote_char: str | None = '"',
+             skip_rows: int = 0, schema_overrides: Mapping[str, T.DType] | None = None,
+             null_values: str | Sequence[str] | None = None, infer_schema_length: int | None | str = _BLOCK,
+             storage_options: Mapping[str, Any] | None = None, delimiter: str | None = None) -> Flow:
+    r"""CSV files: one file, a folder (its .csv files, searched recursively) or a glob, read as one table.
+
+    Column types are inferred from the first file's first block (1 MiB) unless `infer_schema_length`
+    says otherwise (N rows; None for the whole file, 0 for every column a String), and
+    `schema_overrides` ({name: dtype}) sets a column's type outright. An empty field is null, and so
+    is a field equal to one of `null_values`. The first `skip_rows` rows of each file are skipped
+    before its header; `has_header=False` names the columns f0, f1, ...; `quote_char=None` reads
+    quotes as text. Every file must have the first one's header. `delimiter` is `separator`'s older
+    name. A value that is not of its column's type stops the run with an error that names the
+    column, the value and the type, on every lane (never a value converted to fit).
 
     Examples:
         >>> import os, tempfile
         >>> with tempfile.TemporaryDirectory() as folder:
         ...     path = os.path.join(folder, "data.csv")
         ...     with open(path, "w") as f:
-        ...         _ = f.write("name;score\nann;1.5\nbob;\n")
-        ...     flow = ei.read_csv(path, delimiter=";")
+        ...         _ = f.write("exported 2024-05-01\nname;score;code\nann;1.5;007\nbob;NA;012\n")
+        ...     flow = ei.read_csv(path, separator=";", skip_rows=1, null_values="NA",
+        ...                        schema_overrides={"code": ei.String})
         ...     print(flow.schema, flow.run().to_pydict())
-        Schema(name: String, score: Float64) {'name': ['ann', 'bob'], 'score': [1.5, None]}
+        Schema(name: String, score: Float64, code: String) {'name': ['ann', 'bob'], 'score': [1.5, None], 'code': ['007', '012']}
     """
-    import pyarrow.csv as pcsv
+    from eidos.flow.folders import expand
+    from eidos.hal.arrow import csv_schema
 
-    from eidos.hal.files import regular_file
-
-    path = os.fspath(path)
-    if not isinstance(delimiter, str) or len(delimiter) != 1:
-        raise PlanError(f"read_csv delimiter must be one character, got {delimiter!r}")
-    if os.path.isdir(path):
-        raise PlanError(f"read_csv reads one file; {path!r} is a folder: read each file and union the flows")
-    if not os.path.exists(path):
-        glob = any(ch in path for ch in "*?[")
-        raise PlanError(f"no such file: {path!r}" + ("; read_csv reads one file, not a glob: read each file "
-                                                     "and union the flows" if glob else ""))
-    regular_file(path)
+    path = os.fspath(source)
+    if delimiter is not None:
+        if separator not in (",", delimiter):
+            raise PlanError(f"read_csv takes separator={separator!r} or delimiter={delimiter!r}, not both")
+        separator = delimiter
+    for name, value in (("separator", separator), ("quote_char", quote_char)):
+        if not (isinstance(value, str) and len(value) == 1) and not (name == "quote_char" and value is None):
+            raise PlanError(f"read_csv {name} must be one character{' or None' * (name == 'quote_char')}, "
+                            f"got {value!r}")
+    if not _count(skip_rows):
+        raise PlanError(f"read_csv skip_rows must be a whole number >= 0, got {skip_rows!r}")
+    if not (infer_schema_length in (_BLOCK, None) or _count(infer_schema_length)):
+        raise PlanError("read_csv infer_schema_length must be a number of rows >= 0 or None (the whole file), "
+                        f"got {infer_schema_length!r}")
+    nulls = (null_values,) if isinstance(null_values, str) else tuple(null_values or ())
+    if not all(isinstance(v, str) for v in nulls):
+        raise PlanError(f"read_csv null_values must be a string or a list of strings, got {null_values!r}")
+    files, _ = expand(path, ".csv")
+    csv = CsvSource(Schema(()), path=path, files=tuple(files), has_header=has_header, delimiter=separator,
+                    null_values=tuple(dict.fromkeys(("", *nulls))), skip_rows=skip_rows, quote_char=quote_char)
     try:
-        # Only an empty field is null (as every lane reads it), so 'nan' makes a column Float64, not Int64.
-        reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(autogenerate_column_names=not has_header),
-                               parse_options=pcsv.ParseOptions(delimiter=delimiter),
-                               convert_options=pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True))
-        arrow_schema = reader.schema
-        reader.close()
-    except (OSError, pa.ArrowInvalid) as e:
-        raise PlanError(f"cannot read csv {path!r}: {e}") from e
-    fields = []
-    for f in arrow_schema:
-        t = T.String if pa.types.is_null(f.type) else T.from_arrow(f.type, column=f.name)
-        fields.append((f.name, t))
-    source = CsvSource(Schema(fields), path=path, has_header=has_header, delimiter=delimiter,
-                       nbytes=os.path.getsize(path))
-    return Flow(Scan(source))
+        fields = dict(csv_schema(csv, infer_schema_length))
+    except EidosError as e:
+        raise PlanError(str(e)) from e
+    schema = _overridden(fields, schema_overrides, csv)
+    inferred = {_BLOCK: "the first block (1 MiB)", None: "the whole first file"}.get(
+        infer_schema_length, f"the first {infer_schema_length} rows")
+    return Flow(Scan(replace(csv, schema=schema, nbytes=sum(map(os.path.getsize, files)),
+                             inferred=inferred + " and schema_overrides" * bool(schema_overrides))))
+
+
+def _count(n: object) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+def read_ndjson(source: str | os.PathLike, *, schema_overrides: Mapping[str, T.DType] | None = None,
+                storage_options: Mapping[str, Any] | None = None) -> Flow:
+    r"""Newline-delimited JSON: one file, a folder (its .ndjson and .jsonl files) or a glob, one object a line.
+
+    Columns and types are inferred from the first file's first block (1 MiB), as pyarrow's JSON reader
+    infers them (integers Int64, other numbers Float64, true/false Boolean, strings String: an ISO date
+    in a string stays a String, as in Polars); `schema_overrides` sets a column's type outright. A key
+    missing from an object is null there; a key the schema lacks is left out. A value that is not of its
+    column's type stops the run with an error on every lane.
+
+    Examples:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "events.ndjson")
+        ...     with open(path, "w") as f:
+        ...         _ = f.write('{"user": "ann", "n": 3}\n{"user": "bob", "n": null, "extra": 1.5}\n')
+        ...     flow = ei.read_ndjson(path)
+        ...     print(flow.schema, flow.run().to_pydict())
+        Schema(user: String, n: Int64, extra: Float64) {'user': ['ann', 'bob'], 'n': [3, None], 'extra': [None, 1.5]}
+    """
+    import pyarrow.json as pjson
+
+    from eidos.flow.folders import expand
+    from eidos.hal.arrow import _open
+
+    path = os.fspath(source)
+    files, _ = expand(path, (".ndjson", ".jsonl"))
+    probe = NdjsonSource(Schema(()), path=path, files=tuple(files))
+    try:
+        with pjson.open_json(_open(probe, files[0])) as reader:
+            found = reader.schema
+    except (OSError, pa.ArrowException) as e:
+        raise PlanError(f"cannot read ndjson {files[0]!r}: {e}") from e
+    fields = {f.name: T.String if pa.types.is_null(f.type) or pa.types.is_timestamp(f.type)
+              else T.from_arrow(f.type, column=f.name) for f in found}
+    return Flow(Scan(replace(probe, schema=_overridden(fields, schema_overrides, probe),
+                             nbytes=sum(map(os.path.getsize, files)))))
+
+
+def read_ipc(source: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> Flow:
+    """Arrow IPC files (Feather v2): one file, a folder (its .arrow, .ipc and .feather files) or a glob.
+
+    The data is read as it is, with the types its schema holds; every file must hold the first one's
+    columns and types, when the Flow is built and when it runs.
+
+    Examples:
+        >>> import os, tempfile, pyarrow as pa, pyarrow.feather as feather
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "data.arrow")
+        ...     feather.write_feather(pa.table({"a": [1, 2], "s": ["x", None]}), path)
+        ...     flow = ei.read_ipc(path)
+        ...     print(flow.schema, flow.filter(col("a") > 1).run().to_pydict())
+        Schema(a: Int64, s: String) {'a': [2], 's': [None]}
+    """
+    from eidos.flow.folders import expand
+    from eidos.hal.arrow import _open
+    from eidos.hal.files import mismatch
+
+    path = os.fspath(source)
+    files, _ = expand(path, (".arrow", ".ipc", ".feather"))
+    probe = IpcSource(Schema(()), path=path, files=tuple(files))
+    schema, rows = None, 0
+    for f in files:
+        try:
+            with pa.ipc.open_file(_open(probe, f)) as reader:
+                got = Schema.from_arrow(reader.schema)
+                rows += sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        except (OSError, pa.ArrowException) as e:
+            raise PlanError(f"cannot read ipc {f!r}: {e} (read_ipc reads Arrow IPC files, Feather v2)") from e
+        differs = schema is not None and mismatch(schema, repr(files[0]), got, f)
+        if differs:
+            raise PlanError(f"cannot read ipc {path!r} as one table: {differs}; every file must hold the same "
+                            "columns, each as one type")
+        schema = schema or got
+    return Flow(Scan(replace(probe, schema=schema, rows=rows, nbytes=sum(map(os.path.getsize, files)))))
+
+
+def _overridden(fields: dict, overrides: Mapping[str, T.DType] | None, source) -> Schema:
+    """The inferred `fields` with `overrides`' types, each naming a column that exists, as an eidos dtype."""
+    for name, t in (overrides or {}).items():
+        if name not in fields:
+            raise PlanError(f"schema_overrides names column {name!r}, which {source.describe()} does not have; "
+                            f"columns: {', '.join(map(shown, fields))}")
+        if not isinstance(t, T.DType):
+            raise PlanError(f"schema_overrides gives {name!r} the type {t!r}; give an eidos dtype such as ei.Int64")
+        fields[name] = t
+    return Schema(tuple(fields.items()))
 
 
 def from_arrow(obj: Any) -> Flow:

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError, UnsupportedError, shown
 from eidos.ir.schema import Schema
-from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, Source
+from eidos.ir.sources import ArrowSource, CsvSource, FileSource, IpcSource, NdjsonSource, ParquetSource, Source
 
 
 def conform(data: pa.Table | pa.RecordBatch, schema: Schema, lane: str) -> pa.Table | pa.RecordBatch:
@@ -53,8 +53,8 @@ def read_local(source: Source, columns: tuple[str, ...] | None) -> pa.Table:
         elif isinstance(source, ParquetSource):
             parts = [pq_table(source, i, names, target) for i in range(len(source.files))]
             table = pa.concat_tables(parts) if parts else target.empty_table()
-        elif isinstance(source, CsvSource):
-            table = _read_csv(source, names, target)
+        elif isinstance(source, FileSource):
+            table = file_batches(source, names).read_all()
         else:
             raise UnsupportedError(f"this lane reads local sources only, not {source.describe()}")
         return table if table.schema == target else table.cast(target)
@@ -119,35 +119,131 @@ def parquet_batches(source: ParquetSource, names: list[str]) -> pa.RecordBatchRe
     return pa.RecordBatchReader.from_batches(target, batches())
 
 
-def csv_batches(source: CsvSource, names: list[str]) -> pa.RecordBatchReader:
-    """`source`'s columns `names` as a stream of batches, parsed as every lane parses CSV (see _read_csv)."""
-    import pyarrow.csv as pcsv
-
+def file_batches(source: FileSource, names: list[str]) -> pa.RecordBatchReader:
+    """`source`'s columns `names` (a CSV, NDJSON or IPC source) as a stream of batches, file by file, parsed
+    as every lane parses them: CSV fields as the schema's types (see csv_options), JSON values likewise,
+    IPC data as it is, each cast to the schema's types."""
     target = pa.schema([pa.field(n, source.schema[n].to_arrow()) for n in names])
 
     def batches():
-        try:
-            with pcsv.open_csv(source.path, **_csv_options(source, names)) as reader:
-                for batch in reader:
-                    yield batch.select(names)
-        except (OSError, pa.ArrowException) as e:
-            raise _read_error(source, e) from e
+        for f in source.paths:
+            try:
+                for batch in _file_batches(source, f, names, target):
+                    batch = batch.select(names)
+                    yield batch if batch.schema == target else batch.cast(target)
+            except (OSError, pa.ArrowException) as e:
+                raise _read_error(source, e) from e
 
     return pa.RecordBatchReader.from_batches(target, batches())
 
 
-def _csv_options(source: CsvSource, names: list[str]) -> dict:
-    """Empty fields are null; everything else parses as the declared type (so 'NaN' is a float NaN)."""
+def _file_batches(source: FileSource, f: str, names: list[str], target: pa.Schema):
+    if isinstance(source, CsvSource):
+        import pyarrow.csv as pcsv
+
+        with pcsv.open_csv(_open(source, f), **csv_options(source, names)) as reader:
+            yield from reader
+    elif isinstance(source, NdjsonSource):
+        import pyarrow.json as pjson
+
+        # Keys the schema lacks are left out; a key missing from an object is null.
+        whole = source.schema.to_arrow()
+        options = pjson.ParseOptions(explicit_schema=whole, unexpected_field_behavior="ignore")
+        yield from pjson.read_json(_open(source, f), parse_options=options).select(names).to_batches()
+    elif isinstance(source, IpcSource):
+        with pa.ipc.open_file(_open(source, f)) as reader:
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i).select(names)
+    else:
+        raise UnsupportedError(f"this lane reads local sources only, not {source.describe()}")
+
+
+def _open(source: FileSource, f: str):
+    """What pyarrow's readers open for file `f` of `source`: the path itself, for a local file."""
+    return f
+
+
+def csv_options(source: CsvSource, names: list[str] | None, block: int | None = None) -> dict:
+    """Every lane's CSV reading: a field equal to one of the source's null values (the empty field among
+    them) is null, everything else parses as the declared type ('NaN' is a float NaN). Without `names`,
+    the options that infer the types (from the first `block` bytes)."""
     import pyarrow.csv as pcsv
 
-    types = {n: source.schema[n].to_arrow() for n in source.schema.names}
-    return {"read_options": pcsv.ReadOptions(autogenerate_column_names=not source.has_header),
-            "parse_options": pcsv.ParseOptions(delimiter=source.delimiter),
-            "convert_options": pcsv.ConvertOptions(column_types=types, include_columns=names,
-                                                   null_values=[""], strings_can_be_null=True)}
+    if names is None:
+        convert = pcsv.ConvertOptions(null_values=list(source.null_values), strings_can_be_null=True)
+    else:
+        convert = pcsv.ConvertOptions(column_types={n: source.schema[n].to_arrow() for n in source.schema.names},
+                                      include_columns=names, null_values=list(source.null_values),
+                                      strings_can_be_null=True)
+    read = pcsv.ReadOptions(autogenerate_column_names=not source.has_header, skip_rows=source.skip_rows,
+                            **({"block_size": block} if block else {}))
+    quote = source.quote_char if source.quote_char is not None else False
+    return {"read_options": read, "parse_options": pcsv.ParseOptions(delimiter=source.delimiter, quote_char=quote),
+            "convert_options": convert}
 
 
-def _read_csv(source: CsvSource, names: list[str], target: pa.Schema) -> pa.Table:
+def csv_schema(source: CsvSource, rows: int | None | str = "block") -> list[tuple[str, object]]:
+    """The columns of `source`'s files and their types, inferred as read_csv says: from the first file's
+    first block (1 MiB), its first `rows` rows, or the whole of it (None); 0 rows: every column a String.
+    Every file must have the first one's header. Raises ExecutionError naming the file."""
+    import io
+
     import pyarrow.csv as pcsv
 
-    return pcsv.read_csv(source.path, **_csv_options(source, names)).select(names)
+    from eidos.hal.files import csv_header
+    from eidos.ir import dtypes as T
+
+    first = source.paths[0]
+    try:
+        if rows == "block" or rows == 0:
+            with pcsv.open_csv(_open(source, first), **csv_options(source, None)) as reader:
+                schema = reader.schema
+        else:
+            data = _open(source, first)
+            if rows is not None:
+                data = io.BytesIO(_first_rows(source, first, rows))
+            schema = pcsv.read_csv(data, **csv_options(source, None)).schema
+        if source.has_header:
+            for f in source.paths[1:]:
+                if csv_header(source, f) != tuple(schema.names):
+                    raise ExecutionError(f"cannot read {source.describe()} as one table: {f!r} has the header "
+                                         f"{', '.join(map(repr, csv_header(source, f)))}, {first!r} has "
+                                         f"{', '.join(map(repr, schema.names))}; every file must have the same one")
+    except (OSError, pa.ArrowException) as e:
+        raise ExecutionError(f"cannot read csv {first!r}: {e}") from e
+    return [(f.name, T.String if rows == 0 or pa.types.is_null(f.type) else T.from_arrow(f.type, column=f.name))
+            for f in schema]
+
+
+def _first_rows(source: CsvSource, f: str, rows: int) -> bytes:
+    """The bytes of file `f` up to its `rows`-th data row (rows as the csv module splits them)."""
+    import csv
+
+    kept = bytearray()
+
+    def lines():
+        with _open_binary(source, f) as file:
+            for line in file:
+                kept.extend(line)
+                yield line.decode("utf-8", "replace")
+
+    want = source.skip_rows + source.has_header + rows
+    seen = 0
+    for i, row in enumerate(csv.reader(lines(), **csv_dialect(source))):
+        seen += bool(row) or i < source.skip_rows
+        if seen >= want:
+            break
+    return bytes(kept)
+
+
+def csv_dialect(source: CsvSource) -> dict:
+    """The csv module's reading of `source`'s separator and quotes, as pyarrow's reader reads them."""
+    import csv
+
+    if source.quote_char is None:
+        return {"delimiter": source.delimiter, "quoting": csv.QUOTE_NONE}
+    return {"delimiter": source.delimiter, "quotechar": source.quote_char, "doublequote": True}
+
+
+def _open_binary(source: FileSource, f: str):
+    return open(f, "rb")

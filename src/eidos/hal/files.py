@@ -26,10 +26,9 @@ from collections.abc import Iterator, Sequence
 from eidos.errors import EidosError, ExecutionError, PlanError
 from eidos.ir import nodes as N
 from eidos.ir.schema import Schema
-from eidos.ir.sources import CsvSource, ParquetSource, PartSource, Source
+from eidos.ir.sources import CsvSource, FileSource, IpcSource, ParquetSource, PartSource, Source
 
 CACHE_FILES = 8192
-CSV_BLOCK = "the first block (1 MiB)"
 _footers: OrderedDict[str, tuple[tuple, object, Schema]] = OrderedDict()
 _lock = threading.Lock()
 
@@ -127,10 +126,13 @@ def check(plan: N.Node) -> None:
         seen.add(source)
         if isinstance(source, ParquetSource):
             _check_parquet(source)
-        elif isinstance(source, CsvSource):
-            regular_file(source.path)
-            if source.has_header:
-                _check_csv_header(source)
+        elif isinstance(source, FileSource):
+            for f in source.paths:
+                regular_file(f)
+                if isinstance(source, CsvSource) and source.has_header:
+                    _check_csv_header(source, f)
+                elif isinstance(source, IpcSource):
+                    _check_ipc(source, f)
 
 
 def _sources(plan: N.Node) -> Iterator[Source]:
@@ -164,25 +166,46 @@ def _check_parquet(source: ParquetSource) -> None:
             raise _changed(source, differs)
 
 
-def csv_header(path: str, delimiter: str) -> tuple[str, ...]:
-    """The names in a CSV file's first non-empty line, quoted as Arrow's reader reads them."""
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-        for row in csv.reader(f, delimiter=delimiter, quotechar='"', doublequote=True):
-            if row:
+def csv_header(source: CsvSource, f: str) -> tuple[str, ...]:
+    """The names in file `f`'s first non-empty row after its skipped rows, quoted as Arrow's reader reads them."""
+    from eidos.hal.arrow import _open_binary, csv_dialect
+
+    with _open_binary(source, f) as file:
+        text = io.TextIOWrapper(file, encoding="utf-8-sig", errors="replace", newline="")
+        for i, row in enumerate(csv.reader(text, **csv_dialect(source))):
+            if row and i >= source.skip_rows:
                 return tuple(row)
     return ()
 
 
-def _check_csv_header(source: CsvSource) -> None:
+def _check_csv_header(source: CsvSource, f: str) -> None:
     try:
-        names = csv_header(source.path, source.delimiter)
+        names = csv_header(source, f)
     except FileNotFoundError as e:
-        raise _changed(source, "the file is gone") from e
+        raise _changed(source, "the file is gone" if len(source.paths) == 1 else f"file {f!r} is gone") from e
     except (OSError, csv.Error) as e:
         raise _changed(source, f"its header cannot be read: {e}") from e
     if names != source.schema.names:
-        raise _changed(source, f"its header is {', '.join(map(repr, names)) or '(empty)'}, the flow was built on "
+        whose = "its header" if len(source.paths) == 1 else f"the header of {f!r}"
+        raise _changed(source, f"{whose} is {', '.join(map(repr, names)) or '(empty)'}, the flow was built on "
                                f"{', '.join(map(repr, source.schema.names))}")
+
+
+def _check_ipc(source: IpcSource, f: str) -> None:
+    import pyarrow as pa
+
+    from eidos.hal.arrow import _open
+
+    try:
+        with pa.ipc.open_file(_open(source, f)) as reader:
+            got = Schema.from_arrow(reader.schema)
+    except FileNotFoundError as e:
+        raise _changed(source, f"file {f!r} is gone") from e
+    except (OSError, pa.ArrowInvalid, PlanError) as e:
+        raise _changed(source, f"file {f!r} cannot be read: {e}") from e
+    differs = mismatch(source.schema, "the flow as built", got, f)
+    if differs:
+        raise _changed(source, differs)
 
 
 # ---------------------------------------------------------------- CSV values
@@ -196,7 +219,7 @@ def csv_value_error(source: CsvSource, column: str, value: str) -> ExecutionErro
     expected = source.schema[column]
     return ExecutionError(
         f"cannot read {source.describe()}: column {column!r} holds {value!r}{_value_type(value)} past "
-        f"{CSV_BLOCK}, from which eidos inferred {expected}; make the file's first rows show the type the "
+        f"{source.inferred}, from which eidos inferred {expected}; make the file's first rows show the type the "
         "column holds (e.g. 1.0 for a float), or convert it to parquet with the types you mean")
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from eidos.errors import PlanError
 from eidos.ir import nodes as N
-from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource
+from eidos.ir.sources import ArrowSource, FileSource
 
-_ORDERED_SOURCES = (ParquetSource, CsvSource, ArrowSource)   # rows in file (or table) order
+_ORDERED_SOURCES = (FileSource, ArrowSource)   # rows in file (or table) order
 
 
 def has_row_order(node: N.Node) -> bool:

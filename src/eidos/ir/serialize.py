@@ -112,8 +112,11 @@ def source_to(s: S.Source) -> dict:
         return base | {"source": "parquet", "path": s.path, "files": list(s.files), "rows": s.rows,
                        "bytes": s.nbytes} | hive
     if isinstance(s, S.CsvSource):
-        return base | {"source": "csv", "path": s.path, "has_header": s.has_header, "delimiter": s.delimiter,
-                       "bytes": s.nbytes}
+        return base | {"source": "csv", "path": s.path, "files": list(s.paths), "has_header": s.has_header,
+                       "delimiter": s.delimiter, "null_values": list(s.null_values), "skip_rows": s.skip_rows,
+                       "quote_char": s.quote_char, "bytes": s.nbytes}
+    if isinstance(s, (S.NdjsonSource, S.IpcSource)):   # storage options (credentials) are never stored
+        return base | {"source": s.kind, "path": s.path, "files": list(s.paths), "bytes": s.nbytes}
     if isinstance(s, S.ArrowSource):
         return base | {"source": "arrow", "ipc": _ipc(s.table)}   # the data is its identity: no name
     if isinstance(s, S.SqlSource):
@@ -270,7 +273,8 @@ _NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Proj
           "Aggregate": ("input", "keys", "aggs"), "Join": ("left", "right", "how", "left_on", "right_on", "suffix"),
           "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
           "Union": ("inputs",), "MapBatches": ("input", "fn", "schema")}
-_SOURCES = {"parquet": ("path", "files", "rows", "bytes", "partitions", "values"), "csv": ("path", "has_header", "delimiter", "bytes"),
+_SOURCES = {"parquet": ("path", "files", "rows", "bytes", "partitions", "values"), "csv": ("path", "files", "has_header", "delimiter", "null_values", "skip_rows", "quote_char", "bytes"),
+            "ndjson": ("path", "files", "bytes"), "ipc": ("path", "files", "bytes"),
             "arrow": ("token", "ipc"), "sql": ("uri", "table", "query", "rows"),
             "remote": ("address", "handle", "rows")}
 
@@ -354,8 +358,19 @@ class _Reader:
             delimiter = _field(j, "delimiter", "str", at)
             if len(delimiter) != 1:
                 raise _fail(f"{at}.delimiter", f"a csv delimiter is one character, got {_show(delimiter)}")
-            return S.CsvSource(schema, path=_field(j, "path", "str", at), has_header=_field(j, "has_header", "bool", at),
-                               delimiter=delimiter, nbytes=_field(j, "bytes", "count", at, null=True))
+            quote = j.get("quote_char", '"')
+            if quote is not None and (not isinstance(quote, str) or len(quote) != 1):
+                raise _fail(f"{at}.quote_char", f"a csv quote_char is one character or null, got {_show(quote)}")
+            path = _field(j, "path", "str", at)
+            return S.CsvSource(schema, path=path, files=_strings(j.get("files", [path]), f"{at}.files"),
+                               has_header=_field(j, "has_header", "bool", at), delimiter=delimiter,
+                               null_values=_strings(j.get("null_values", [""]), f"{at}.null_values"),
+                               skip_rows=_check(j.get("skip_rows", 0), "count", f"{at}.skip_rows"), quote_char=quote,
+                               nbytes=_field(j, "bytes", "count", at, null=True))
+        if kind in ("ndjson", "ipc"):
+            cls = S.NdjsonSource if kind == "ndjson" else S.IpcSource
+            return cls(schema, path=_field(j, "path", "str", at), files=_strings(j.get("files"), f"{at}.files"),
+                       nbytes=_field(j, "bytes", "count", at, null=True))
         if kind == "arrow":
             # a "token" (older files have one) names nothing: the source is its data, with a new label
             return S.ArrowSource.of(_unipc(_field(j, "ipc", "str", at), schema, f"{at}.ipc"), schema)

@@ -43,24 +43,43 @@ class Source:
 
 
 @dataclass(frozen=True)
-class ParquetSource(Source):
-    """Parquet files. Hive-style folders (key=value) give `partitions`, the last columns of the schema,
-    and `values`: per file, the text of each key's value in its path (None for null)."""
+class FileSource(Source):
+    """Files: `path` as the user wrote it (a file, folder, glob or object-store URL), `files` what it matched
+    when the Flow was built, in path order. `storage` holds the object store's options (`storage_options`:
+    keys, a region, an endpoint), never shown or stored: a plan's JSON, explain() and repr leave them out."""
 
-    path: str = ""                       # as the user wrote it: a file, folder or glob
-    files: tuple[str, ...] = ()          # what it matched when the Flow was built
-    rows: int | None = field(default=None, compare=False)
+    path: str = ""
+    files: tuple[str, ...] = ()
     nbytes: int | None = field(default=None, compare=False)
-    partitions: tuple[str, ...] = ()
-    values: tuple[tuple[str | None, ...], ...] = ()
+    storage: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    kind = "file"
 
     @property
-    def estimated_rows(self) -> int | None:
-        return self.rows
+    def paths(self) -> tuple[str, ...]:
+        return self.files or (self.path,)
 
     @property
     def estimated_bytes(self) -> int | None:
         return self.nbytes
+
+    def describe(self) -> str:
+        n = len(self.paths)
+        return f"{self.kind} {self.path!r}" + (f" ({n} files)" if n != 1 else "")
+
+
+@dataclass(frozen=True)
+class ParquetSource(FileSource):
+    """Parquet files. Hive-style folders (key=value) give `partitions`, the last columns of the schema,
+    and `values`: per file, the text of each key's value in its path (None for null)."""
+
+    rows: int | None = field(default=None, compare=False)
+    partitions: tuple[str, ...] = ()
+    values: tuple[tuple[str | None, ...], ...] = ()
+    kind = "parquet"
+
+    @property
+    def estimated_rows(self) -> int | None:
+        return self.rows
 
     @property
     def file_schema(self) -> Schema:
@@ -86,18 +105,36 @@ def partition_value(text: str | None, dtype):
 
 
 @dataclass(frozen=True)
-class CsvSource(Source):
-    path: str = ""
+class CsvSource(FileSource):
+    """CSV files, each read after its first `skip_rows` rows, with a header line unless not `has_header`;
+    a field equal to one of `null_values` is null; `quote_char` None reads quotes as text."""
+
     has_header: bool = True
     delimiter: str = ","
-    nbytes: int | None = field(default=None, compare=False)
+    null_values: tuple[str, ...] = ("",)
+    skip_rows: int = 0
+    quote_char: str | None = '"'
+    inferred: str = field(default="the first block (1 MiB)", compare=False, repr=False)   # for messages
+    kind = "csv"
+
+
+@dataclass(frozen=True)
+class NdjsonSource(FileSource):
+    """Newline-delimited JSON files: one object per line, its keys the columns."""
+
+    kind = "ndjson"
+
+
+@dataclass(frozen=True)
+class IpcSource(FileSource):
+    """Arrow IPC files (Feather v2), read as they are, cast to the schema's types."""
+
+    rows: int | None = field(default=None, compare=False)
+    kind = "ipc"
 
     @property
-    def estimated_bytes(self) -> int | None:
-        return self.nbytes
-
-    def describe(self) -> str:
-        return f"csv {self.path!r}"
+    def estimated_rows(self) -> int | None:
+        return self.rows
 
 
 def _label(kind: str = "arrow") -> str:

@@ -133,11 +133,11 @@ def _(source: S.ParquetSource) -> pl.LazyFrame:
 
 
 @scan.register
-def _(source: S.CsvSource) -> pl.LazyFrame:
+def _(source: S.FileSource) -> pl.LazyFrame:
+    """NDJSON and IPC files, and CSV files Polars' reader would read otherwise (options, blank lines), are read
+    by pyarrow as every lane reads them (eidos.hal.arrow), when the plan runs."""
     schema = pl_schema(source.schema)
-    if _has_blank_lines(source.path):
-        # eidos reads CSV as Arrow's reader does, which skips blank lines; Polars reads them as
-        # rows of nulls. Such a file is read by Arrow's reader when the plan runs.
+    if not isinstance(source, S.CsvSource) or not _native_csv(source):
         failures = _CTX.get().failures
 
         def read(_: pl.DataFrame) -> pl.DataFrame:
@@ -150,11 +150,18 @@ def _(source: S.CsvSource) -> pl.LazyFrame:
         return pl.LazyFrame({"__eidos_none": [0]}).map_batches(read, schema=schema, streamable=False)
     # The Flow's schema is given whole (by position: the header line is skipped, not matched, as
     # Polars reads quotes in header names differently), so Polars infers nothing.
-    lf = pl.scan_csv(source.path, has_header=False, skip_rows=1 if source.has_header else 0,
+    lf = pl.scan_csv(list(source.paths), has_header=False, skip_rows=1 if source.has_header else 0,
                      separator=source.delimiter, schema=schema, glob=False, empty_string_is_null=True)
     # eidos: an empty field is null in every column, quoted ("") or not.
     strings = [n for n, t in source.schema.items() if t == T.String]
     return lf.with_columns([pl.when(pl.col(n) != "").then(pl.col(n)).alias(n) for n in strings]) if strings else lf
+
+
+def _native_csv(source: S.CsvSource) -> bool:
+    """Whether Polars' own CSV reader reads `source` as eidos does: default options, local files, no blank line
+    (Arrow's reader skips blank lines, Polars' reads them as rows of nulls)."""
+    return (source.null_values == ("",) and source.skip_rows == 0 and source.quote_char == '"' and not source.storage
+            and "://" not in source.path and not any(map(_has_blank_lines, source.paths)))
 
 
 def _has_blank_lines(path: str) -> bool:

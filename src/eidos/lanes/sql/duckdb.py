@@ -11,12 +11,12 @@ from sqlglot import exp
 
 from eidos.errors import EidosError, PlanError, UnsupportedError
 from eidos.hal import sql_guard
-from eidos.hal.arrow import csv_batches, parquet_batches
+from eidos.hal.arrow import file_batches, parquet_batches
 from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir.schema import Schema
-from eidos.ir.sources import ArrowSource, CsvSource, ParquetSource, SqlSource
+from eidos.ir.sources import ArrowSource, FileSource, ParquetSource, SqlSource
 from eidos.lanes.sql.dialect import Dialect, _div
 from eidos.lanes.sql.translate import binop, by_name, case, column, fn, ident, positional, slots, string
 
@@ -194,9 +194,9 @@ class DuckDBDialect(Dialect):
             name = ctx.fresh("arrow")
             ctx.arrow[name] = source.table.rename_columns(list(slots(len(names))))
             return exp.Table(this=ident(name)), positional(names)
-        if isinstance(source, CsvSource):
-            read = list(ctx.reading)
-            return self._stream(ctx, lambda: csv_batches(source, read)), positional(read)
+        if isinstance(source, FileSource) and not isinstance(source, ParquetSource):
+            read = list(ctx.reading)   # CSV, NDJSON, IPC: read by pyarrow, as every lane reads them
+            return self._stream(ctx, lambda: file_batches(source, read)), positional(read)
         if isinstance(source, ParquetSource):
             if len({n.casefold() for n in names}) < len(names):
                 # DuckDB folds identifier case, so 'price' and 'PRICE' cannot both be named: pyarrow reads them
@@ -319,7 +319,7 @@ class Session:
         try:
             if paths:
                 files = [f for s in query.sources for f in getattr(s, "files", ())]
-                files += [s.path for s in query.sources if isinstance(s, CsvSource)]
+                files += [f for s in query.sources if isinstance(s, FileSource) for f in s.paths]
                 sandbox(self.con, files, [d for d in [(settings or {}).get("temp_directory")] if d])
             self._register_views(query.arrow)
         except BaseException:
