@@ -14,6 +14,7 @@ from typing import Any
 from eidos.errors import PlanError
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
+from eidos.ir.durations import parse_duration
 from eidos.ir.typing import convert_literal, literal_dtype
 
 _NO_DEFAULT = object()
@@ -552,7 +553,7 @@ class StringMethods:
 
 
 class DateMethods:
-    """`expr.dt.*`: parts of dates and timestamps."""
+    """`expr.dt.*`: parts of dates and timestamps, and their truncation."""
 
     __slots__ = ("_e",)
 
@@ -585,6 +586,58 @@ class DateMethods:
             {'d': [9]}
         """
         return self._e._call("dt_day")
+
+    def weekday(self) -> Expr:
+        """The ISO day of the week: 1 for Monday to 7 for Sunday (as Polars).
+
+        Examples:
+            >>> ei.from_pydict({"d": [datetime.date(2024, 3, 9)]}).select(col("d").dt.weekday()).run().to_pydict()
+            {'d': [6]}
+        """
+        return self._e._call("dt_weekday")
+
+    def ordinal_day(self) -> Expr:
+        """The day of the year, 1 to 366.
+
+        Examples:
+            >>> ei.from_pydict({"d": [datetime.date(2024, 3, 9)]}).select(col("d").dt.ordinal_day()).run().to_pydict()
+            {'d': [69]}
+        """
+        return self._e._call("dt_ordinal_day")
+
+    def hour(self) -> Expr:
+        """The hour, 0 to 23, of a Timestamp.
+
+        Examples:
+            >>> t = datetime.datetime(2024, 3, 9, 13, 45, 12, 500000)
+            >>> flow = ei.from_pydict({"t": [t]})
+            >>> flow.select(h=col("t").dt.hour(), m=col("t").dt.minute(), s=col("t").dt.second()).run().to_pydict()
+            {'h': [13], 'm': [45], 's': [12]}
+        """
+        return self._e._call("dt_hour")
+
+    def minute(self) -> Expr:
+        """The minute, 0 to 59, of a Timestamp."""
+        return self._e._call("dt_minute")
+
+    def second(self) -> Expr:
+        """The whole seconds, 0 to 59, of a Timestamp (the fraction is dropped, as Polars does)."""
+        return self._e._call("dt_second")
+
+    def truncate(self, every: str | _dt.timedelta) -> Expr:
+        """The start of the period of length `every` that holds each value: a duration string such as
+        "1h", "15m", "1d", "1w" (from a Monday), "1mo", "1q", "1y", or a `datetime.timedelta`. Days and
+        smaller units count from 1970-01-01, months from January 1970 (as Polars' dt.truncate).
+
+        Examples:
+            >>> t = datetime.datetime(2024, 3, 7, 13, 45)
+            >>> flow = ei.from_pydict({"t": [t]})
+            >>> flow.select(h=col("t").dt.truncate("1h"), w=col("t").dt.truncate("1w"), q=col("t").dt.truncate("1q")).run().to_pylist()
+            [{'h': datetime.datetime(2024, 3, 7, 13, 0), 'w': datetime.datetime(2024, 3, 4, 0, 0), 'q': datetime.datetime(2024, 1, 1, 0, 0)}]
+        """
+        if isinstance(every, _dt.timedelta):
+            every = f"{every // _dt.timedelta(microseconds=1)}us"
+        return self._e._call("dt_truncate", options=(str(parse_duration(every)),))
 
 
 def col(name: str) -> Expr:
@@ -678,6 +731,22 @@ def date(year: int, month: int, day: int) -> Expr:
         return lit(_dt.date(year, month, day))
     except (TypeError, ValueError) as e:
         raise PlanError(f"invalid date {year}-{month}-{day}: {e}") from None
+
+
+def datetime(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0,
+             microsecond: int = 0) -> Expr:
+    """A timestamp literal (as Polars' `pl.datetime`, of constants); a `datetime.datetime` works
+    wherever a literal does.
+
+    Examples:
+        >>> flow = ei.from_pydict({"t": [datetime.datetime(2024, 1, 2, 3, 4, 5), datetime.datetime(2024, 1, 2, 9)]})
+        >>> flow.filter(col("t") < ei.datetime(2024, 1, 2, 6)).run().to_pydict()
+        {'t': [datetime.datetime(2024, 1, 2, 3, 4, 5)]}
+    """
+    try:
+        return lit(_dt.datetime(year, month, day, hour, minute, second, microsecond))
+    except (TypeError, ValueError) as e:
+        raise PlanError(f"invalid datetime {year}-{month}-{day} {hour}:{minute}:{second}.{microsecond}: {e}") from None
 
 
 class _When:

@@ -35,12 +35,17 @@ AGGREGATES = {"Sum": "sum", "Avg": "mean", "Min": "min", "Max": "max", "Stddev":
               "Variance": "var", "VarianceSamp": "var", "Median": "median"}
 UNARY = {"Abs": "abs", "Sqrt": "sqrt", "Exp": "exp", "Ln": "log", "Floor": "floor", "Ceil": "ceil", "Sin": "sin",
          "Cos": "cos", "Tanh": "tanh", "Lower": "str_to_lower", "Upper": "str_to_upper", "Length": "str_len",
-         "Year": "dt_year", "Month": "dt_month", "Day": "dt_day"}
+         "Year": "dt_year", "Month": "dt_month", "Day": "dt_day", "Hour": "dt_hour", "Minute": "dt_minute",
+         "Second": "dt_second", "DayOfWeekIso": "dt_weekday", "DayOfYear": "dt_ordinal_day"}
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "truediv", "IntDiv": "floordiv", "Mod": "mod",
           "Pow": "pow", "EQ": "eq", "NEQ": "ne", "LT": "lt", "LTE": "le", "GT": "gt", "GTE": "ge",
           "And": "and", "Or": "or"}
 TEXT_TESTS = {"StartsWith": "str_starts_with", "EndsWith": "str_ends_with", "Contains": "str_contains"}
-PARTS = {"YEAR": "dt_year", "MONTH": "dt_month", "DAY": "dt_day"}
+PARTS = {"YEAR": "dt_year", "MONTH": "dt_month", "DAY": "dt_day", "HOUR": "dt_hour", "MINUTE": "dt_minute",
+         "SECOND": "dt_second", "ISODOW": "dt_weekday", "DOY": "dt_ordinal_day", "DAYOFYEAR": "dt_ordinal_day"}
+# date_trunc's units, as the duration strings of dt.truncate (DuckDB's weeks start on Mondays too).
+TRUNC_UNITS = {"MICROSECOND": "1us", "MILLISECOND": "1ms", "SECOND": "1s", "MINUTE": "1m", "HOUR": "1h",
+               "DAY": "1d", "WEEK": "1w", "MONTH": "1mo", "QUARTER": "1q", "YEAR": "1y", "DECADE": "10y"}
 
 
 def parse(query: str, flows: Mapping[str, Any], *, dialect: str = "duckdb",
@@ -700,8 +705,14 @@ class Query:
         if isinstance(e, exp.Extract):
             part = e.this.name.upper()
             if part not in PARTS:
-                raise UnsupportedError(f"ei.sql extracts YEAR, MONTH and DAY, not {part}")
+                raise UnsupportedError(f"ei.sql extracts {', '.join(PARTS)}, not {part}")
             return E.Call(PARTS[part], (x(e.expression),))
+        if isinstance(e, (exp.TimestampTrunc, exp.DateTrunc)):
+            unit = e.args["unit"].name.upper().rstrip("S") if e.args.get("unit") else ""
+            if unit not in TRUNC_UNITS:
+                raise UnsupportedError(f"ei.sql truncates to {', '.join(u.lower() for u in TRUNC_UNITS)}, "
+                                       f"not {unit.lower() or e.sql(self.dialect)}")
+            return E.Call("dt_truncate", (x(e.this),), (TRUNC_UNITS[unit],))
         if isinstance(e, exp.Count):
             arg = e.this
             if arg is None or isinstance(arg, exp.Star):

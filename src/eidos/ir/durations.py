@@ -23,7 +23,7 @@ _PART = re.compile(r"(\d+)(ns|us|µs|ms|mo|[smhdwqy])")
 US_PER_DAY = 86_400_000_000
 EPOCH = _dt.datetime(1970, 1, 1)
 # A Monday: weeks truncate to Mondays (1970-01-01 was a Thursday), as in Polars.
-_MONDAY = 4 * US_PER_DAY
+MONDAY = 4 * US_PER_DAY
 _WHAT = ('a duration is written as Polars writes it: integers with units ns, us, ms, s, m (minutes), h, d, w, '
          'mo, q, y, run together, optionally after a "-": "90s", "1h30m", "2d3h", "1mo", "-1w"')
 
@@ -115,7 +115,7 @@ def truncate(t: _dt.datetime, every: Duration) -> _dt.datetime:
             raise OverflowError("date out of range")
         return _dt.datetime(total // 12, total % 12 + 1, 1)
     us, size = micros(t), every.fixed()
-    origin = _MONDAY if every.weeks else 0
+    origin = MONDAY if every.weeks else 0
     return from_micros(us - (us - origin) % size)
 
 

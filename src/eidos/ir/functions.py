@@ -22,7 +22,10 @@ NULLS = ("is_null", "is_not_null", "fill_null")
 MEMBERSHIP = ("is_in", "is_between")
 STRINGS = ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like",
            "str_to_lower", "str_to_upper", "str_len", "str_slice")
-TEMPORAL = ("dt_year", "dt_month", "dt_day")
+# Parts of a date or timestamp (Int32), then the functions of one that give a date or timestamp.
+DATE_PARTS = ("dt_year", "dt_month", "dt_day", "dt_weekday", "dt_ordinal_day")
+TIME_PARTS = ("dt_hour", "dt_minute", "dt_second")
+TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",)
 
 SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL
 
@@ -32,8 +35,9 @@ ARITY.update({fn: 1 for fn in ("not",) + MATH + ("is_null", "is_not_null", "is_i
 ARITY["is_between"] = 3
 
 # The constant parameters (Call.options) each scalar function takes, in order; the others take none.
-# "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values.
-OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"),
+# "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values,
+# "duration" a duration string (ir/durations.py).
+OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")}}
 
 # The method a user wrote, for messages and explain, where the IR's name is not simply it with str./dt.

@@ -14,6 +14,7 @@ from eidos.errors import PlanError
 from eidos.ir import dtypes as T
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
+from eidos.ir.durations import check_truncate, parse_duration
 from eidos.ir.expr import Agg, Alias, Call, Case, Cast, Column, Expr, Literal, Udf
 from eidos.ir.render import literal_text
 from eidos.ir.schema import Schema
@@ -296,6 +297,7 @@ _OPTION_KINDS = {
     "length": ("None or an integer in 0..2**31-1", lambda v: v is None or _is_int(v) and 0 <= v < 2**31),
     "str": ("a string", lambda v: isinstance(v, str)),
     "values": ("a list of values", lambda v: isinstance(v, tuple)),
+    "duration": ("a duration string such as '1h' or '2d3h'", lambda v: isinstance(v, str)),
 }
 
 
@@ -451,8 +453,16 @@ def _string(e: Call, ty: _Typer) -> DType:
 
 def _temporal(e: Call, ty: _Typer) -> DType:
     t = ty(e.args[0])
+    if e.fn in F.TIME_PARTS and t not in (T.Timestamp, T.Null):
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a Timestamp, got {t} (cast a Date to Timestamp first)")
     if not (t.is_temporal or t == T.Null):
-        raise ty.fail(e, f"{e.fn.replace('_', '.', 1)}() needs a Date or Timestamp, got {t}")
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a Date or Timestamp, got {t}")
+    if e.fn == "dt_truncate":
+        try:
+            check_truncate(parse_duration(e.options[0]))
+        except PlanError as err:
+            raise ty.fail(e, str(err)) from None
+        return t
     return T.Int32
 
 

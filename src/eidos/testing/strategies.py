@@ -128,6 +128,7 @@ SMALL_STRINGS = ("", "a", "A", "ab", "b", " a", "é", "e\u0301", "ß", "😀", "
                  "NULL", "İ", "ǅ", "a%b", "\\", "x\"y")
 SMALL_DATES = tuple(_dt.date(*ymd) for ymd in ((1970, 1, 1), (2000, 2, 29), (2024, 12, 31), (1999, 12, 31),
                                                (2100, 12, 31)))
+TRUNCATIONS = ("1ms", "1s", "15m", "1h", "1d", "1d12h", "1w", "2w", "1mo", "1q", "1y", "3y")
 DATE_MIN, DATE_MAX = _dt.date(1970, 1, 1), _dt.date(2100, 12, 31)
 TS_MIN, TS_MAX = _dt.datetime(1970, 1, 1), _dt.datetime(2100, 12, 31, 23, 59, 59, 999999)
 _STRING_CHARS = st.one_of(
@@ -567,8 +568,13 @@ class _Builder:
         a = self.temporal(s, depth - 1)
         if a is None:
             return None
-        fn = self.pick([f for f in F.TEMPORAL if self.has(f)])
-        bounds = {"dt_year": (1900, 2200), "dt_month": (1, 12), "dt_day": (1, 31)}[fn]
+        parts = F.DATE_PARTS + (F.TIME_PARTS if a.dtype == T.Timestamp else ())
+        fns = [f for f in parts if self.has(f)]
+        if not fns:
+            return None
+        fn = self.pick(fns)
+        bounds = {"dt_year": (1900, 2200), "dt_month": (1, 12), "dt_day": (1, 31), "dt_weekday": (1, 7),
+                  "dt_ordinal_day": (1, 366), "dt_hour": (0, 23), "dt_minute": (0, 59), "dt_second": (0, 59)}[fn]
         return self.typed(getattr(a.e.dt, fn[3:])(), s, Fraction(bounds[0]), Fraction(bounds[1]))
 
     def _num_date_diff(self, s: _State, depth: int) -> _TE | None:
@@ -696,7 +702,7 @@ class _Builder:
     def temporal(self, s: _State, depth: int) -> _TE | None:
         if depth <= 0 or self.stops(0.4):
             return self._leaf_for(s, "temporal")
-        choices = [f for f in ("add", "sub", "cast", "fill_null", "case") if self.has(f)]
+        choices = [f for f in ("add", "sub", "cast", "fill_null", "case", "dt_truncate") if self.has(f)]
         if not choices:
             return self._leaf_for(s, "temporal")
         fn = self.pick(choices)
@@ -715,6 +721,8 @@ class _Builder:
             if fn == "add" and self.chance(0.3):
                 e = days.e + a.e
             return self.typed(e, s)
+        if fn == "dt_truncate":
+            return self.typed(a.e.dt.truncate(self.pick(TRUNCATIONS)), s)
         if fn == "cast":
             if self.chance(0.3):  # through text and back: ISO forms must agree
                 return self.typed(a.e.cast(T.String).cast(a.dtype), s)

@@ -1,4 +1,4 @@
-"""Dates and timestamps: their parts, and days added to or between dates."""
+"""Dates and timestamps: their parts, truncation, and days added to or between dates."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from eidos.errors import PlanError
 from eidos.ir import dtypes as T
+from eidos.ir import durations
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
 from eidos.ir.evaluate.values import Fn, fail, strict1
@@ -33,9 +34,23 @@ def date_arith(fn: str, ta: DType, tb: DType) -> Fn:
     raise PlanError(f"no date arithmetic {ta} {F.BINARY_OPERATORS[fn]} {tb}")
 
 
+_PARTS = {"dt_weekday": _dt.date.isoweekday, "dt_ordinal_day": lambda a: a.timetuple().tm_yday}
+
+
 def _temporal(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
+    if fn == "dt_truncate":
+        every = durations.parse_duration(options[0])
+
+        def truncate(a):
+            t = a if isinstance(a, _dt.datetime) else _dt.datetime.combine(a, _dt.time())
+            try:
+                r = durations.truncate(t, every)
+            except (OverflowError, ValueError):
+                raise fail(f"date out of range: {a}.dt.truncate({options[0]!r})") from None
+            return r if rt == T.Timestamp else r.date()
+        return strict1(truncate)
     part = fn[len("dt_"):]
-    return strict1(lambda a: getattr(a, part))
+    return strict1(_PARTS.get(fn) or (lambda a: getattr(a, part)))
 
 
 KERNELS = {fn: _temporal for fn in F.TEMPORAL}

@@ -25,6 +25,7 @@ from eidos.hal.arrow import batch_result, read_local
 from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
+from eidos.ir import functions as F
 from eidos.ir import grammar as G
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
@@ -965,11 +966,20 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return expr(e.args[0], scope).str.slice(offset, length)
 
 
-@call("dt_year", "dt_month", "dt_day")
+@call(*F.DATE_PARTS, *F.TIME_PARTS)
 def _(e: E.Call, scope: Scope) -> pl.Expr:
-    x = expr(e.args[0], scope).dt
-    part = {"dt_year": x.year, "dt_month": x.month, "dt_day": x.day}[e.fn]()
-    return part.cast(pl.Int32)
+    # eidos: every part is Int32; weekday is ISO (1 = Monday), as Polars'.
+    return getattr(expr(e.args[0], scope).dt, e.fn[len("dt_"):])().cast(pl.Int32)
+
+
+@call("dt_truncate")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos's truncation is Polars' (ir/durations.py): the canonical duration text reads the same there.
+    # A date is truncated as its midnight (Polars refuses "1d12h" on dates, which eidos takes).
+    x = expr(e.args[0], scope)
+    if scope.dtype(e.args[0]) == T.Date:
+        return x.cast(pl.Datetime("us")).dt.truncate(e.options[0]).cast(pl.Date)
+    return x.dt.truncate(e.options[0])
 
 
 # --- aggregations -------------------------------------------------------------

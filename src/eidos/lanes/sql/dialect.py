@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from eidos.errors import UnsupportedError
 from eidos.ir import dtypes as T
+from eidos.ir import durations
 from eidos.ir import grammar as G
 from eidos.ir.dtypes import DType
 from eidos.ir.expr import Literal
@@ -560,6 +561,62 @@ class Dialect:
 
     def fn_dt_day(self, args, ts, t, o):
         return self._part("DAY", args, t)
+
+    def fn_dt_weekday(self, args, ts, t, o):
+        return self._part("ISODOW", args, t)
+
+    def fn_dt_ordinal_day(self, args, ts, t, o):
+        return self._part("DOY", args, t)
+
+    def fn_dt_hour(self, args, ts, t, o):
+        return self._part("HOUR", args, t)
+
+    def fn_dt_minute(self, args, ts, t, o):
+        return self._part("MINUTE", args, t)
+
+    def fn_dt_second(self, args, ts, t, o):  # whole seconds (PostgreSQL's part holds the fraction)
+        return self.cast(exp.Floor(this=self.extract("SECOND", args[0])), T.Null, T.Int32, force=True)
+
+    def epoch_us(self, x, t):
+        """Microseconds from 1970-01-01 00:00 to a date or timestamp, as a 64-bit integer."""
+        raise UnsupportedError(f"the {self.name} lane has no dt.truncate")
+
+    def minus_us(self, x, us):
+        """A timestamp `us` (a non-negative integer) microseconds earlier."""
+        raise UnsupportedError(f"the {self.name} lane has no dt.truncate of timestamps")
+
+    def make_date(self, year, month):
+        """The first day of a month (integers)."""
+        year, month = (self.cast(v, T.Null, T.Int32, force=True) for v in (year, month))
+        return fn("make_date", year, month, exp.Literal.number(1))
+
+    def fn_dt_truncate(self, args, ts, t, o):
+        # semantics 12 (ir/durations.py): buckets counted in integers, as Polars counts them.
+        x, every = args[0], durations.parse_duration(o[0])
+        big = T.Int64
+
+        def floor_mod(a, n):
+            n = self.literal(n, big)
+            return self.int_mod(binop(exp.Add, self.int_mod(a, n), n), n)
+
+        if every.months:
+            total = binop(exp.Sub, binop(exp.Add, binop(exp.Mul, self.cast(self.extract("YEAR", x), T.Null, big, force=True),
+                                                         self.literal(12, big)),
+                                         self.cast(self.extract("MONTH", x), T.Null, big, force=True)), self.literal(1, big))
+            r = binop(exp.Sub, total, floor_mod(binop(exp.Sub, total, self.literal(1970 * 12, big)), every.months))
+            twelve = self.literal(12, big)
+            day = self.checked_date(self.make_date(self.int_div(r, twelve, big),
+                                                   binop(exp.Add, self.int_mod(r, twelve), self.literal(1, big))))
+            return day if t == T.Date else self.cast(day, T.Date, T.Timestamp)
+        origin = durations.MONDAY if every.weeks else 0
+        rem = floor_mod(binop(exp.Sub, self.epoch_us(x, t), self.literal(origin, big)), every.fixed())
+        if t == T.Date:  # the day holding the start of the bucket
+            day = self.literal(durations.US_PER_DAY, big)
+            days = self.int_div(binop(exp.Sub, binop(exp.Add, rem, day), self.literal(1, big)), day, big)
+            return self.date_arith(exp.Sub, x, days, (T.Date, T.Int64), T.Date)
+        r = self.minus_us(x, rem)
+        bad = exp.LT(this=r, expression=self.literal(_dt.datetime(1, 1, 1), T.Timestamp))
+        return case([(bad, self.error("date out of range (years 1..9999)", r, t))], r)
 
     # ------------------------------------------------------------ casts (the user's .cast)
     def convert(self, e: exp.Expression, src: DType, dst: DType) -> exp.Expression:

@@ -18,7 +18,7 @@ from eidos.ir import expr as E
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, FileSource, ParquetSource, SqlSource
 from eidos.lanes.sql.dialect import Dialect, _div
-from eidos.lanes.sql.translate import binop, by_name, case, column, fn, ident, positional, slots, string
+from eidos.lanes.sql.translate import binop, by_name, case, column, fn, ident, paren, positional, slots, string
 
 # DuckDB keeps a decimal of up to 18 digits in 64 bits, and multiplies two such in 64 bits even where the
 # product's type has more digits: its type is then DECIMAL(18, s1 + s2) and a product past 18 digits raises
@@ -72,6 +72,12 @@ class DuckDBDialect(Dialect):
 
     def is_nan(self, x):
         return fn("isnan", x)
+
+    def epoch_us(self, x, t):
+        return fn("epoch_us", self.cast(x, t, T.Timestamp))
+
+    def minus_us(self, x, us):
+        return exp.Sub(this=paren(x), expression=fn("to_microseconds", us))
 
     def float_sum(self, x):
         # eidos: correctly rounded (eidos.hal.fsum over the group's values, gathered by list()).

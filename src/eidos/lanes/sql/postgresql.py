@@ -265,6 +265,14 @@ class PostgresDialect(Dialect):
         like = exp.Like(this=paren(args[0]), expression=string(o[0]))
         return exp.Paren(this=exp.Escape(this=like, expression=string("")))
 
+    def epoch_us(self, x, t):
+        return self.cast(exp.Mul(this=self.extract("EPOCH", x), expression=exp.Literal.number(1000000)),
+                         T.Null, T.Int64, force=True)
+
+    def minus_us(self, x, us):
+        micro = exp.Interval(this=string("1"), unit=exp.var("MICROSECOND"))
+        return exp.Sub(this=paren(x), expression=exp.Mul(this=paren(us), expression=micro))
+
     def date_arith(self, cls, a, b, ts, t):
         return super().date_arith(cls, a, b, ts, t)
 

@@ -120,7 +120,19 @@ class SQLiteDialect(Dialect):
 
     # Dates are ISO text ('2024-02-29'): they compare and sort as text, and date functions read them.
     def extract(self, part, a):
-        return fn("strftime", string({"YEAR": "%Y", "MONTH": "%m", "DAY": "%d"}[part]), a)
+        return fn("strftime", string({"YEAR": "%Y", "MONTH": "%m", "DAY": "%d", "DOY": "%j"}[part]), a)
+
+    def fn_dt_weekday(self, args, ts, t, o):  # %w counts from Sunday = 0
+        w = self.cast(fn("strftime", string("%w"), args[0]), T.Null, T.Int64, force=True)
+        return exp.Add(this=paren(exp.Mod(this=paren(exp.Add(this=w, expression=number(6))), expression=number(7))),
+                       expression=number(1))
+
+    def epoch_us(self, x, t):  # dates only (SQLite has no timestamps here)
+        days = exp.Sub(this=fn("julianday", x), expression=number("2440587.5"))
+        return exp.Mul(this=self.cast(days, T.Null, T.Int64, force=True), expression=number(86_400_000_000))
+
+    def make_date(self, year, month):
+        return case([(_is(year), exp.Null())], fn("printf", string("%04d-%02d-01"), year, month))  # printf: NULL is 0
 
     def date_arith(self, cls, a, b, ts, t):
         if t == T.Int64:
