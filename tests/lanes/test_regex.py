@@ -2,7 +2,8 @@
 
 Generated patterns (every construct of eidos.ir.regex, nested) over generated text (ASCII and not, digits
 beyond ASCII, newlines, characters a pattern escapes) on each lane against the reference lane; the
-constructs the dialect refuses, refused; SQLite, which has no regular expressions, declaring the gap."""
+constructs the dialect refuses, refused; SQLite through a function the lane registers on its own connection,
+on RE2 as the reference lane; a catastrophic pattern over a long text answered at once (RE2 never backtracks)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from eidos.errors import PlanError
 from eidos.testing.strategies import REGEX_ALPHABET, regexes
 from tests.lanes.helpers import lane_or_skip, sqlite_table
 
-LANES = ["polars", "duckdb", "postgresql"]
+LANES = ["polars", "duckdb", "postgresql", "sqlite"]
 texts = st.lists(st.one_of(st.none(), st.text(st.sampled_from(REGEX_ALPHABET), max_size=6)), min_size=1, max_size=8)
 
 
@@ -64,11 +65,17 @@ def test_what_the_dialect_lacks_is_refused_naming_it(pattern, what):
         col("s").str.contains(pattern)
 
 
-def test_sqlite_declares_it_has_no_regular_expressions(tmp_path):
-    source = sqlite_table(tmp_path, "create table t (s text); insert into t values ('apple'), ('pear')")
-    flow = source.filter(col("s").str.contains("^p"))
-    gaps = lane_or_skip("sqlite").supports(flow.plan)
-    assert any("str_contains_regex" in gap for gap in gaps), gaps
-    assert flow.explain().splitlines()[0].split()[1] != "sqlite"
-    assert flow.run().to_pydict() == {"s": ["pear"]}      # the filter runs on a lane that has them
-    assert flow.filter(col("s").str.contains("p", literal=True)).run().num_rows == 1
+def test_sqlite_matches_through_re2_registered_on_its_own_connection_only(tmp_path):
+    import sqlite3
+
+    source = sqlite_table(tmp_path, "create table t (s text); insert into t values ('apple'), ('pear'), (null), "
+                                    f"('{'a' * 40}b'), ('{'a' * 40}')")
+    flow = source.filter(col("s").str.contains("^p|(a+)+$"))
+    assert lane_or_skip("sqlite").supports(flow.plan) == []
+    assert flow.explain().splitlines()[0].split()[1] == "sqlite"
+    assert flow.run(engine="sqlite", strict=True).to_pydict() == {"s": ["pear", "a" * 40]}
+    got = source.select(m=col("s").str.contains("p+l"), n=col("s").str.len()).run(engine="sqlite", strict=True)
+    assert got.to_pydict() == {"m": [True, False, None, False, False], "n": [5, 4, None, 41, 40]}
+    with sqlite3.connect(tmp_path / "data.db") as con, pytest.raises(sqlite3.OperationalError, match="no such function"):
+        con.execute("select eidos_re2_search(s, 'a') from t").fetchall()    # nothing registered beyond the run
+    con.close()

@@ -468,8 +468,7 @@ class StringMethods:
 
         The pattern is in eidos' portable dialect, matched alike on every lane: `.` is any character but a
         newline, `\\d \\w \\s` are ASCII, `^`/`$` the start and end of the text; backreferences, lookaround,
-        `\\b` and flags are a PlanError (docs/semantics.md section 11). A lane whose engine has no regular
-        expressions (SQLite) declares the gap, and the planner runs the plan elsewhere.
+        `\\b` and flags are a PlanError (docs/semantics.md section 11).
 
         Examples:
             >>> flow = ei.from_pydict({"s": ["apple", "pear", "a.b"]})

@@ -4,6 +4,7 @@ becomes GLOB), and types are declared affinities, mapped to eidos types by the t
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -113,6 +114,11 @@ class SQLiteDialect(Dialect):
     def greatest(self, *xs):
         return fn("max", *xs)
 
+    regex = "re2"
+
+    def search(self, s, pattern):
+        return fn("eidos_re2_search", s, string(pattern))
+
     def fn_str_like(self, args, ts, t, o):
         # GLOB is case-sensitive; % and _ become * and ?, and GLOB's own * ? [ are bracketed.
         glob = G.translate_like(o[0], any_run="*", one="?", literal=lambda ch: f"[{ch}]" if ch in "*?[" else ch)
@@ -214,17 +220,55 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         con.close()
 
 
+@functools.lru_cache(maxsize=64)
+def _re2(function: str, pattern: str, rewrite: str | None = None, n: int | None = None):
+    from eidos.ir.evaluate.text import re2
+
+    options = {} if rewrite is None else {"replacement": rewrite, "max_replacements": n}
+    return re2(function, pattern=pattern, **options)
+
+
+# Functions the lane's SQL calls for what SQLite lacks, registered on the run's own connection only, and only
+# where its SQL calls them: regular expressions on RE2 (linear in the text), as the reference lane runs them,
+# one row at a time (SQLite calls a function per row). ADBC registers no functions, so such a run reads
+# through Python's sqlite3.
+FUNCTIONS = {"eidos_re2_search": (2, lambda s, p: _re2("match_substring_regex", p)(s)),
+             "eidos_re2_replace": (4, lambda s, p, r, n: _re2("replace_substring_regex", p, r, n if n > 0 else None)(s))}
+_CALLS = re.compile(r"\b(?:" + "|".join(FUNCTIONS) + r")\(", re.IGNORECASE)   # sqlglot writes names upper-case
+
+
+def _fetch_with_functions(path: str, sql: str):
+    import sqlite3
+    from urllib.parse import quote
+
+    import pyarrow as pa
+
+    con = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True)
+    try:
+        for name, (arity, f) in FUNCTIONS.items():
+            con.create_function(name, arity, f, deterministic=True)
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description]
+        columns = list(zip(*cur.fetchall())) or [()] * len(names)
+        return pa.Table.from_arrays([pa.array(list(c)) for c in columns], names=[f"c{i}" for i in range(len(names))])
+    finally:
+        con.close()
+
+
 class Session:
     """One run's read-only connection to the plan's database file (opening one costs well under a
     millisecond, so none is kept: a kept connection could hold a read lock between runs)."""
 
     def __init__(self, query, settings=None):
         paths = {path_of(s.uri) for s in query.sources}
-        self.con = _open("sqlite://" + paths.pop())
+        self.path = paths.pop()
+        self.con = _open("sqlite://" + self.path)
 
     def fetch(self, sql: str):
         from eidos.lanes.sql.execute import fetch_adbc
 
+        if _CALLS.search(sql):
+            return _fetch_with_functions(self.path, sql)
         return fetch_adbc(self.con, sql)
 
     def close(self) -> None:
