@@ -569,37 +569,69 @@ class Flow:
 
         return flow_html(self._plan)
 
-    def write_parquet(self, path: str, engine: str | None = None, *, address: str | None = None) -> None:
+    def write_parquet(self, path: str, engine: str | None = None, *, compression: str = "zstd",
+                      compression_level: int | None = None, row_group_size: int | None = None,
+                      partition_by: str | Sequence[str] | None = None, address: str | None = None) -> None:
         """Write the result to `path` atomically: a complete file or none (an old file stays).
+
+        `compression` is one of zstd (the default, as in Polars), snappy, gzip, brotli, lz4 and
+        uncompressed, with a `compression_level` for zstd, gzip and brotli; `row_group_size` rows make
+        each row group (the last may hold fewer). `partition_by` (a column or a list) writes a folder of
+        hive folders `key=value/part-0.parquet` instead, each holding the other columns, which
+        `ei.read_parquet(path)` reads back with the keys as columns; the folder is written beside
+        `path` and replaces it when complete.
 
         Examples:
             >>> import os, tempfile
             >>> with tempfile.TemporaryDirectory() as folder:
             ...     path = os.path.join(folder, "out.parquet")
-            ...     ei.from_pydict({"a": [1, 2]}).write_parquet(path)
+            ...     ei.from_pydict({"a": [1, 2]}).write_parquet(path, compression="zstd", compression_level=9)
             ...     ei.read_parquet(path).run().to_pydict()
             {'a': [1, 2]}
+            >>> with tempfile.TemporaryDirectory() as folder:
+            ...     sales = ei.from_pydict({"year": [2023, 2024, 2024], "amount": [1.5, 2.0, 3.0]})
+            ...     sales.write_parquet(os.path.join(folder, "sales"), partition_by="year")
+            ...     print(sorted(os.listdir(os.path.join(folder, "sales"))))
+            ...     ei.read_parquet(os.path.join(folder, "sales")).sort("amount").run().to_pydict()
+            ['year=2023', 'year=2024']
+            {'amount': [1.5, 2.0, 3.0], 'year': [2023, 2024, 2024]}
         """
         from eidos.flow.sinks import write
 
-        write(self, path, "parquet", engine, address)
+        write(self, path, "parquet", engine, address, {"compression": compression, "compression_level": compression_level,
+                                                       "row_group_size": row_group_size, "partition_by": partition_by})
 
-    def write_csv(self, path: str, engine: str | None = None, *, address: str | None = None) -> None:
-        """Write the result to `path` as CSV with a header, atomically.
+    def write_csv(self, path: str, engine: str | None = None, *, separator: str = ",", include_header: bool = True,
+                  null_value: str = "", quote_style: str = "non_numeric", date_format: str | None = None,
+                  address: str | None = None) -> None:
+        """Write the result to `path` as CSV, atomically: a complete file or none.
+
+        `separator` between fields, a header line unless `include_header=False`, `null_value` for a null
+        (the empty field by default), `quote_style` "non_numeric" (every string quoted: the default,
+        where Polars quotes only where needed), "always" or "never" (then a value that needs quotes is
+        an error), and `date_format` (strftime, e.g. "%d/%m/%Y") for Date columns (ISO by default).
 
         Examples:
             >>> import os, tempfile
             >>> with tempfile.TemporaryDirectory() as folder:
             ...     path = os.path.join(folder, "out.csv")
-            ...     ei.from_pydict({"a": [1, 2], "s": ["x", "y"]}).write_csv(path)
-            ...     print(open(path).read())
+            ...     ei.from_pydict({"a": [1, None], "s": ["x", "y"]}).write_csv(path)
+            ...     print(open(path).read(), end="")
+            ...     ei.from_pydict({"a": [1, None], "day": [datetime.date(2024, 5, 1)] * 2}).write_csv(
+            ...         path, separator=";", null_value="NA", quote_style="never", date_format="%d/%m/%Y")
+            ...     print(open(path).read(), end="")
             "a","s"
             1,"x"
-            2,"y"
+            ,"y"
+            a;day
+            1;01/05/2024
+            NA;01/05/2024
         """
         from eidos.flow.sinks import write
 
-        write(self, path, "csv", engine, address)
+        write(self, path, "csv", engine, address, {"separator": separator, "include_header": include_header,
+                                                   "null_value": null_value, "quote_style": quote_style,
+                                                   "date_format": date_format})
 
     def to_json(self) -> str:
         """A versioned JSON form of the plan (in-memory data included); `Flow.from_json` reads it back.
