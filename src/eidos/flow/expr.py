@@ -14,6 +14,7 @@ from typing import Any
 from eidos.errors import PlanError
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
+from eidos.ir import functions as F
 from eidos.ir.durations import parse_duration
 from eidos.ir.typing import convert_literal, literal_dtype
 
@@ -482,6 +483,51 @@ class StringMethods:
         from eidos.ir.regex import validate
 
         return self._text_arg("contains_regex", validate(pattern))
+
+    def replace(self, pattern: str, value: str, *, literal: bool = False, n: int = 1) -> Expr:
+        """The first `n` matches of the regular expression `pattern` replaced by `value`, as Polars' `replace`;
+        `literal=True` replaces the text as it is, by `value` as it is.
+
+        In `value`, `$1` or `${1}` is what group 1 matched (`$0` the whole match, groups up to 9), `${name}` the
+        group `(?P<name>...)`, `$$` a dollar sign (docs/semantics.md section 11). As in Polars, `n` above 1 needs
+        `literal=True`; where eidos differs, `pattern` and `value` are constants, not expressions.
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["2024-03-09", "n/a"]})
+            >>> flow.select(col("s").str.replace(r"(\\d+)-(\\d+)-(\\d+)", "$3.$2.$1")).run().to_pydict()
+            {'s': ['09.03.2024', 'n/a']}
+            >>> flow.select(col("s").str.replace("-", "", literal=True, n=2)).run().to_pydict()
+            {'s': ['20240309', 'n/a']}
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise PlanError(f"str.replace(n=...) is how many matches to replace, an integer of at least 1, got {n!r}")
+        if not literal and n != 1:
+            raise PlanError("str.replace(pattern, value, n=...) replaces more than one match of literal text only "
+                            "(literal=True), as in Polars; str.replace_all replaces every match of a pattern")
+        if literal and n > 1:
+            return self._replace("str_replace_n", pattern, value, literal, n)
+        return self._replace("str_replace" if literal else "str_replace_regex", pattern, value, literal)
+
+    def replace_all(self, pattern: str, value: str, *, literal: bool = False) -> Expr:
+        """Every match of the regular expression `pattern` replaced by `value` (`$1`, `${name}`, `$$` as in
+        `replace`), as Polars' `replace_all`; `literal=True` replaces the text as it is. Matches do not overlap;
+        an empty match right after a match is not replaced (`"baaac"` with `a*` gives `-b-c-`).
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["a1b22", None]})
+            >>> flow.select(col("s").str.replace_all(r"\\d+", "<$0>")).run().to_pydict()
+            {'s': ['a<1>b<22>', None]}
+        """
+        return self._replace("str_replace_all" if literal else "str_replace_all_regex", pattern, value, literal)
+
+    def _replace(self, fn: str, pattern: str, value: str, literal: bool, *more) -> Expr:
+        if not isinstance(pattern, str) or not isinstance(value, str):
+            raise PlanError(f"{F.method(fn)}(pattern, value) takes two strings, got {pattern!r}, {value!r}")
+        if not literal:
+            from eidos.ir.regex import replacement
+
+            replacement(pattern, value)   # the pattern is in the dialect and value names groups it has
+        return self._e._call(fn, options=(pattern, value, *more))
 
     def starts_with(self, s: str) -> Expr:
         """True where the string starts with `s`.

@@ -20,8 +20,10 @@ LOGICAL = ("and", "or", "not")
 MATH = ("neg", "abs", "sqrt", "exp", "log", "log10", "sin", "cos", "tanh", "round", "floor", "ceil")
 NULLS = ("is_null", "is_not_null", "fill_null")
 MEMBERSHIP = ("is_in", "is_between")
+# str_replace* are literal (n: the first n; _all every match), str_replace*_regex of a regular expression.
+REPLACE = ("str_replace", "str_replace_n", "str_replace_all", "str_replace_regex", "str_replace_all_regex")
 STRINGS = ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like",
-           "str_to_lower", "str_to_upper", "str_len", "str_slice")
+           "str_to_lower", "str_to_upper", "str_len", "str_slice") + REPLACE
 # Parts of a date or timestamp (Int32), then the functions of one that give a date or timestamp.
 DATE_PARTS = ("dt_year", "dt_month", "dt_day", "dt_weekday", "dt_ordinal_day")
 TIME_PARTS = ("dt_hour", "dt_minute", "dt_second")
@@ -38,10 +40,12 @@ ARITY["is_between"] = 3
 # "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values,
 # "duration" a duration string (ir/durations.py).
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
-           **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")}}
+           **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},
+           **{fn: ("str", "str") for fn in REPLACE}, "str_replace_n": ("str", "str", "int")}
 
 # The method a user wrote, for messages and explain, where the IR's name is not simply it with str./dt.
-_METHODS = {"str_contains_regex": "str.contains"}
+_METHODS = {"str_contains_regex": "str.contains", "str_replace_n": "str.replace", "str_replace_regex": "str.replace",
+            "str_replace_all_regex": "str.replace_all"}
 
 
 def method(fn: str) -> str:

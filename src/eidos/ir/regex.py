@@ -65,6 +65,11 @@ def render(pattern: str, engine: str, *, capture: bool = False) -> str:
     return _Writer(pattern, engine, capture).seq(_parse(pattern))
 
 
+def escape(text: str) -> str:
+    """A pattern of the dialect matching `text` as it is."""
+    return "".join(_char(c) for c in text)
+
+
 def validate(pattern: str) -> str:
     """`pattern`, once it is known to be in the dialect (PlanError otherwise)."""
     render(pattern, "re2")
@@ -77,6 +82,7 @@ def replacement(pattern: str, value: str) -> tuple[str | int, ...]:
     (as Polars reads it); a group the pattern lacks, or `$n` run into a letter (`$1a`), is a PlanError."""
     if not isinstance(value, str):
         raise PlanError(f"a replacement is a string, got {type(value).__name__}")
+    render(pattern, "re2", capture=True)   # the pattern is in the dialect
     state = _parse(pattern).state
     pieces: list[str | int] = []
     for m in re.finditer(r"\$(?:\$|\{(\w+)\}|([0-9A-Za-z_]+))|[^$]+|\$", value):
@@ -99,10 +105,11 @@ def replacement(pattern: str, value: str) -> tuple[str | int, ...]:
 
 def rewrite(pieces: tuple[str | int, ...], engine: str) -> str:
     """A replacement (from `replacement`) as `engine` writes it: `${n}` and `$$` for Rust's regex, `\\n`
-    and `\\\\` for RE2."""
+    and `\\\\` for RE2 and PostgreSQL (whose whole match is `\\&`)."""
     if engine == "rust":
         return "".join(f"${{{p}}}" if isinstance(p, int) else p.replace("$", "$$") for p in pieces)
-    return "".join(f"\\{p}" if isinstance(p, int) else p.replace("\\", "\\\\") for p in pieces)
+    whole = "\\&" if engine == "postgresql" else "\\0"
+    return "".join((f"\\{p}" if p else whole) if isinstance(p, int) else p.replace("\\", "\\\\") for p in pieces)
 
 
 class _Writer:

@@ -444,7 +444,7 @@ def _string(e: Call, ty: _Typer) -> DType:
     t = ty(e.args[0])
     if t not in (T.String, T.Null):
         raise ty.fail(e, f"{F.method(e.fn)}() needs a String, got {t}")
-    if e.fn in ("str_to_lower", "str_to_upper", "str_slice"):
+    if e.fn in ("str_to_lower", "str_to_upper", "str_slice") + F.REPLACE:
         return T.String
     if e.fn == "str_len":
         return T.Int64

@@ -56,6 +56,17 @@ def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
         from eidos.ir.regex import render
 
         return re2("match_substring_regex", pattern=render(options[0], "re2"))
+    if fn in ("str_replace_regex", "str_replace_all_regex"):
+        from eidos.ir.regex import render, replacement, rewrite
+
+        pattern, value = options
+        return re2("replace_substring_regex", pattern=render(pattern, "re2", capture=True),
+                   replacement=rewrite(replacement(pattern, value), "re2"),
+                   max_replacements=1 if fn == "str_replace_regex" else None)
+    if fn in ("str_replace", "str_replace_n", "str_replace_all"):
+        old, new, *n = options
+        count = n[0] if n else 1 if fn == "str_replace" else -1
+        return strict1(lambda a: a.replace(old, new, count))
     if fn == "str_starts_with":
         (s,) = options
         return strict1(lambda a: a.startswith(s))

@@ -923,6 +923,20 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return expr(e.args[0], scope).str.contains(render(e.options[0], "rust"))
 
 
+@call(*F.REPLACE)
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    from eidos.ir.regex import render, replacement, rewrite
+
+    x = expr(e.args[0], scope).str
+    pattern, value, *n = e.options
+    if e.fn.endswith("_regex"):
+        pattern, value = render(pattern, "rust", capture=True), rewrite(replacement(pattern, value), "rust")
+    literal = not e.fn.endswith("_regex")
+    if e.fn.startswith("str_replace_all"):
+        return x.replace_all(pattern, value, literal=literal)
+    return x.replace(pattern, value, literal=literal, n=n[0] if n else 1)
+
+
 @call("str_like")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     (pattern,) = e.options

@@ -494,6 +494,36 @@ class Dialect:
         """Whether the regular expression `pattern` (written for `regex`) matches somewhere in s."""
         raise UnsupportedError(f"the {self.name} lane has no regular expressions")
 
+    # replacing: a regular expression written for the dialect's engine (eidos.ir.regex); literal text as one
+    def fn_str_replace_regex(self, args, ts, t, o):
+        return self._replace(args[0], *o, n=1)
+
+    def fn_str_replace_all_regex(self, args, ts, t, o):
+        return self._replace(args[0], *o, n=-1)
+
+    def fn_str_replace(self, args, ts, t, o):
+        from eidos.ir.regex import escape
+
+        return self._replace(args[0], escape(o[0]), o[1].replace("$", "$$"), n=1)
+
+    def fn_str_replace_n(self, args, ts, t, o):
+        raise UnsupportedError(f"the {self.name} lane replaces the first match or every match, not the first {o[2]}")
+
+    def fn_str_replace_all(self, args, ts, t, o):
+        if not o[0]:   # the empty text is before each character and at the end: SQL's replace() finds it nowhere
+            return self._replace(args[0], "", o[1].replace("$", "$$"), n=-1)
+        return fn("replace", args[0], string(o[0]), string(o[1]))
+
+    def _replace(self, s, pattern: str, value: str, n: int):
+        from eidos.ir.regex import render, replacement, rewrite
+
+        return self.regex_replace(s, render(pattern, self.regex, capture=True),
+                                  rewrite(replacement(pattern, value), self.regex), n)
+
+    def regex_replace(self, s, pattern: str, rewrite: str, n: int):
+        """s with its first n (-1: every) matches of `pattern` replaced by `rewrite` (both written for `regex`)."""
+        return fn("regexp_replace", s, string(pattern), string(rewrite), *([string("g")] if n < 0 else []))
+
     def length(self, a):
         return fn("length", a)
 

@@ -119,6 +119,14 @@ class SQLiteDialect(Dialect):
     def search(self, s, pattern):
         return fn("eidos_re2_search", s, string(pattern))
 
+    def regex_replace(self, s, pattern, rewrite, n):
+        return fn("eidos_re2_replace", s, string(pattern), string(rewrite), exp.Literal.number(n))
+
+    def fn_str_replace_n(self, args, ts, t, o):
+        from eidos.ir.regex import escape
+
+        return self._replace(args[0], escape(o[0]), o[1].replace("$", "$$"), n=o[2])
+
     def fn_str_like(self, args, ts, t, o):
         # GLOB is case-sensitive; % and _ become * and ?, and GLOB's own * ? [ are bracketed.
         glob = G.translate_like(o[0], any_run="*", one="?", literal=lambda ch: f"[{ch}]" if ch in "*?[" else ch)

@@ -1,0 +1,88 @@
+"""String functions on every lane that declares them, against the reference lane on the same inputs:
+str.replace/replace_all (regular expressions with group references, and literal text), generated patterns and
+text included; each lane's gaps declared (PostgreSQL's longest-match regular expressions, the first n)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eidos as ei
+from eidos import col
+from eidos.errors import PlanError
+from eidos.testing.strategies import REGEX_ALPHABET, regexes
+from tests.lanes.helpers import lane_or_skip
+
+LANES = ["polars", "duckdb", "postgresql", "sqlite"]
+TEXT = ["baaac", "a.b$c", "", None, "2024-03-09", "aXa", "x\ny", "é٣é", "a\\b"]
+texts = st.lists(st.one_of(st.none(), st.text(st.sampled_from(REGEX_ALPHABET), max_size=6)), min_size=1, max_size=8)
+
+
+def same_as_reference(lane, load_into, source, exprs: dict):
+    """The expressions over `source` that `lane` declares, run there and on the reference lane alike; their names."""
+    backend = lane_or_skip(lane)
+    names = [n for n, e in exprs.items()
+             if all(g.startswith("cannot read") for g in backend.supports(source.select(e).plan))]
+    flow = source.select(**{n: exprs[n] for n in names})
+    expected = flow.run(engine="reference")
+    assert load_into(backend, flow).run(engine=lane, strict=True).to_pydict() == expected.to_pydict()
+    return names
+
+
+REPLACING = {
+    "every_empty_match": col("s").str.replace_all("a*", "-"),
+    "groups": col("s").str.replace(r"(\d+)-(\d+)", "$2/${1}$$"),
+    "named": col("s").str.replace("(?P<x>a)(X)?", r"[${x}$2\]"),
+    "whole": col("s").str.replace_all(r"[^\n]\d?", "<$0>"),
+    "lazy": col("s").str.replace_all("a+?", "_"),
+    "literal": col("s").str.replace(".", "\\", literal=True),
+    "literal_all": col("s").str.replace_all("a", "$1", literal=True),
+    "literal_empty": col("s").str.replace_all("", "-", literal=True),
+    "literal_first_empty": col("s").str.replace("", "$", literal=True),
+    "literal_n": col("s").str.replace("a", "<$0>", literal=True, n=2),
+}
+
+
+@pytest.mark.parametrize("lane", LANES)
+def test_replacing_as_the_reference(lane, load_into):
+    source = ei.from_arrow(pa.table({"s": pa.array(TEXT, pa.string())}))
+    names = same_as_reference(lane, load_into, source, REPLACING)
+    gaps = {"duckdb": {"literal_n"}, "postgresql": {"literal_n", "every_empty_match", "groups", "named", "whole",
+                                                     "lazy"}}.get(lane, set())
+    assert set(REPLACING) - set(names) == gaps
+
+
+def test_replacing_means_what_polars_means():
+    got = ei.from_pydict({"s": ["baaac", "2024-03", "aXa", None]}).select(**REPLACING).run(engine="reference")
+    assert got.to_pydict() == {
+        "every_empty_match": ["-b-c-", "-2-0-2-4---0-3-", "-X-", None], "groups": ["baaac", "03/2024$", "aXa", None],
+        "named": ["b[a\\]aac", "2024-03", "[aX\\]a", None], "whole": ["<b><a><a><a><c>", "<20><24><-0><3>", "<a><X><a>", None],
+        "lazy": ["b___c", "2024-03", "_X_", None], "literal": ["baaac", "2024-03", "aXa", None],
+        "literal_all": ["b$1$1$1c", "2024-03", "$1X$1", None], "literal_empty": ["-b-a-a-a-c-", "-2-0-2-4---0-3-", "-a-X-a-", None],
+        "literal_first_empty": ["$baaac", "$2024-03", "$aXa", None], "literal_n": ["b<$0><$0>ac", "2024-03", "<$0>X<$0>", None]}
+
+
+@pytest.mark.parametrize("lane", ["polars", "duckdb", "sqlite"])
+@settings(max_examples=15, deadline=None)
+@given(patterns=st.lists(regexes(), min_size=1, max_size=3), rows=texts,
+       values=st.lists(st.sampled_from(["", "-", "<$0>", "$$\\", "${0}${0}"]), min_size=3, max_size=3))
+def test_generated_patterns_replace_as_the_reference(lane, load_into, patterns, rows, values):
+    source = ei.from_arrow(pa.table({"s": pa.array(rows, pa.string())}))
+    exprs = {**{f"f{i}": col("s").str.replace(p, values[i]) for i, p in enumerate(patterns)},
+             **{f"a{i}": col("s").str.replace_all(p, values[-i]) for i, p in enumerate(patterns)}}
+    assert same_as_reference(lane, load_into, source, exprs) == list(exprs), patterns
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda: col("s").str.replace("(a)", "$2"), "names group '2'"),
+    (lambda: col("s").str.replace("(a)", "$1a"), r"write \$\{1\}a"),
+    (lambda: col("s").str.replace("(?P<x>a)", "${y}"), "names group 'y'"),
+    (lambda: col("s").str.replace("a", "b", n=2), "literal=True"),
+    (lambda: col("s").str.replace("a", "b", literal=True, n=0), "at least 1"),
+    (lambda: col("s").str.replace_all(r"(a)\1", "b"), "backreference"),
+    (lambda: col("s").str.replace_all("a", 1), "two strings")])
+def test_what_a_replacement_cannot_say_is_refused_naming_it(call, what):
+    with pytest.raises(PlanError, match=what):
+        call()
