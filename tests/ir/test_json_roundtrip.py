@@ -25,7 +25,9 @@ def test_generated_flows_round_trip_through_json(data):
     text = gen.flow.to_json()
     json.loads(text)  # it is JSON
     back = ei.Flow.from_json(text)
-    assert back.plan == gen.flow.plan
+    assert back.to_json() == text
+    # NaN in a constant parameter (is_in([nan])) is a float unequal to itself, so plans holding one differ
+    assert back.plan == gen.flow.plan or "NaN" in text
     assert back.schema == gen.flow.schema
     assert back.to_json() == text
     for a, b in zip(_scans(gen.flow.plan), _scans(back.plan), strict=True):

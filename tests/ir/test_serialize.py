@@ -71,3 +71,15 @@ def test_json_of_a_bad_plan_fails_validation():
     doc["plan"]["predicate"]["args"][0]["col"] = "zz"
     with pytest.raises(PlanError, match="column 'zz' does not exist"):
         ei.Flow.from_json(json.dumps(doc))
+
+
+def test_an_aggregations_options_round_trip_and_are_checked():
+    flow = base().agg(q=col("a").quantile(0.25, "linear"))
+    assert ei.Flow.from_json(flow.to_json()).plan == flow.plan
+    doc = json.loads(flow.to_json())
+    for options, message in [([2.0, "linear"], "a float from 0 to 1 as its fraction parameter, got 2.0"),
+                             ([0.5, "cubic"], "one of nearest, higher, lower, midpoint, linear"),
+                             ([0.5], r"quantile takes 2 constant parameter\(s\)")]:
+        doc["plan"]["aggs"][0][1]["options"] = options
+        with pytest.raises(PlanError, match=message):
+            ei.Flow.from_json(json.dumps(doc))

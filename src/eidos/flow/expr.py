@@ -429,6 +429,53 @@ class Expr:
         """
         return self._agg("median")
 
+    def quantile(self, quantile: float, interpolation: str = "nearest") -> Expr:
+        """The value at fraction `quantile` of the non-null values in order (NaN largest), as Polars
+        places it: position h = (n - 1) * quantile; `interpolation` picks the value at h rounded
+        ("nearest", halves away from zero), below it ("lower"), above it ("higher"), their midpoint
+        ("midpoint") or the point between them at h ("linear"), exact and rounded once to a Float64.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [1, 2, 3, 4, None]})
+            >>> flow.agg(near=col("a").quantile(0.5), lin=col("a").quantile(0.25, "linear")).run().to_pydict()
+            {'near': [3.0], 'lin': [1.75]}
+        """
+        if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0 <= quantile <= 1:
+            raise PlanError(f"quantile takes a fraction from 0 to 1, got {quantile!r}")
+        if interpolation not in F.QUANTILE_METHODS:
+            raise PlanError(f"quantile interpolation {interpolation!r} is not one of {', '.join(F.QUANTILE_METHODS)}")
+        return Expr(E.Agg("quantile", self.node, (float(quantile), interpolation)))
+
+    def first(self) -> Expr:
+        """The value (null or not) of the first row of each group, in the rows' order (which the plan
+        must define: sort first after a group_by, a join or a distinct).
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [None, 2, 3]})
+            >>> flow.group_by("k").agg(f=col("v").first(), l=col("v").last()).sort("k").run().to_pydict()
+            {'k': ['a', 'b'], 'f': [None, 2], 'l': [3, 2]}
+        """
+        return self._agg("first")
+
+    def last(self) -> Expr:
+        """The value (null or not) of the last row of each group, in the rows' order (see `first`)."""
+        return self._agg("last")
+
+    def arg_min(self) -> Expr:
+        """The position in its group (from 0, counting every row) of the first smallest non-null value,
+        in the rows' order; null when every value is null. Int64 (Polars gives UInt32).
+
+        Examples:
+            >>> flow = ei.from_pydict({"v": [None, 3.0, 1.0, 1.0, float("nan")]})
+            >>> flow.agg(lo=col("v").arg_min(), hi=col("v").arg_max()).run().to_pydict()
+            {'lo': [2], 'hi': [4]}
+        """
+        return self._agg("arg_min")
+
+    def arg_max(self) -> Expr:
+        """The position of the first largest non-null value (NaN is the largest, as in sorting; see `arg_min`)."""
+        return self._agg("arg_max")
+
     @property
     def str(self) -> StringMethods:
         """String functions: `expr.str.contains(...)`, ...
@@ -717,7 +764,7 @@ def lit(value: Any, dtype: Any = None) -> Expr:
     return Expr(E.Literal(convert_literal(value, target), target))
 
 
-_FILTERABLE = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median")
+_FILTERABLE = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "quantile")
 
 
 class Filtered:

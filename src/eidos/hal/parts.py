@@ -269,7 +269,7 @@ def by_opaque(plan: N.Node, cuts: Cuts, reads: Callable[[N.Scan], bool]) -> N.No
         inner, exprs = computing(node.input, tuple((f"k{i}", e) for i, (_, e) in enumerate(node.keys))
                                  + tuple((f"a{i}", arg) for i, arg in enumerate(args.values())))
         keys = tuple((n, exprs[f"k{i}"]) for i, (n, _) in enumerate(node.keys))
-        swap = {a: E.Agg(a.fn, exprs[f"a{i}"]) for i, a in enumerate(args)}
+        swap = {a: E.Agg(a.fn, exprs[f"a{i}"], a.options) for i, a in enumerate(args)}
         aggs = [(n, E.transform(e, lambda x: swap.get(x, x))) for n, e in node.aggs]
         lifted: dict[E.Expr, str] = {}
 

@@ -105,10 +105,12 @@ class Case(Expr):
 
 @dataclass(frozen=True)
 class Agg(Expr):
-    """An aggregation over the rows of a group; `arg` is None for count of rows."""
+    """An aggregation over the rows of a group; `arg` is None for count of rows; `options` holds
+    constant parameters (a quantile's fraction and interpolation)."""
 
     fn: str
     arg: Expr | None = None
+    options: tuple = ()
 
     def children(self) -> tuple[Expr, ...]:
         return () if self.arg is None else (self.arg,)
@@ -163,7 +165,7 @@ def replace_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
         branches = tuple((new[2 * i], new[2 * i + 1]) for i in range(n))
         return Case(branches, new[2 * n])
     if isinstance(e, Agg):
-        return Agg(e.fn, new[0] if new else None)
+        return Agg(e.fn, new[0] if new else None, e.options)
     if isinstance(e, Udf):
         return Udf(e.fn, e.return_dtype, tuple(new))
     return e

@@ -38,8 +38,10 @@ ARITY["is_between"] = 3
 
 # The constant parameters (Call.options) each scalar function takes, in order; the others take none.
 # "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values,
-# "duration" a duration string (ir/durations.py).
+# "duration" a duration string (ir/durations.py), "fraction" a float in [0, 1], "interpolation" one of
+# QUANTILE_METHODS. Aggregations' options (Agg.options) too.
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
+           "quantile": ("fraction", "interpolation"),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},
            **{fn: ("str", "str") for fn in REPLACE}, "str_replace_n": ("str", "str", "int")}
 
@@ -53,7 +55,11 @@ def method(fn: str) -> str:
     return _METHODS.get(fn) or fn.replace("str_", "str.", 1).replace("dt_", "dt.", 1)
 
 
-AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "count_rows")
+AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "quantile",
+              "first", "last", "arg_min", "arg_max", "count_rows")
+# Aggregations whose value depends on the order of the group's rows (docs/semantics.md section 15).
+ORDERED_AGGREGATES = ("first", "last", "arg_min", "arg_max")
+QUANTILE_METHODS = ("nearest", "higher", "lower", "midpoint", "linear")
 
 # Pseudo-functions a coverage table lists for expression forms that are not Calls.
 FORMS = ("case", "cast", "udf")

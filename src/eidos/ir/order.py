@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from eidos.errors import PlanError
 from eidos.ir import nodes as N
-from eidos.ir.sources import ArrowSource, FileSource
+from eidos.ir.sources import ArrowSource, FileSource, PartSource
 
 _ORDERED_SOURCES = (FileSource, ArrowSource)   # rows in file (or table) order
 
 
 def has_row_order(node: N.Node) -> bool:
     """Whether the plan defines the order of `node`'s rows."""
+    if isinstance(node, N.Scan) and isinstance(node.source, PartSource):   # a split plan's part: its order
+        return node.source.plan is None or has_row_order(node.source.plan)
     if isinstance(node, N.Scan):
         return isinstance(node.source, _ORDERED_SOURCES)
     if isinstance(node, N.Sort):

@@ -97,7 +97,8 @@ def _(e: E.Case) -> str:
 def _(e: E.Agg) -> str:
     if e.fn == "count_rows":
         return "count()"
-    return f"{e.fn}({_text(e.arg)})"
+    options = "".join(f", {o!r}" for o in e.options)
+    return f"{e.fn}({_text(e.arg)}{options})"
 
 
 @_text.register

@@ -91,7 +91,8 @@ def expr_to(e: E.Expr, name: Name) -> dict:
         return {"case": [[expr_to(c, name), expr_to(v, name)] for c, v in e.branches],
                 "otherwise": expr_to(e.otherwise, name)}
     if isinstance(e, E.Agg):
-        return {"agg": e.fn, "arg": None if e.arg is None else expr_to(e.arg, name)}
+        out = {"agg": e.fn, "arg": None if e.arg is None else expr_to(e.arg, name)}
+        return {**out, "options": [_value(o) for o in e.options]} if e.options else out
     if isinstance(e, E.Udf):
         return {"udf": name(e.fn, "udf function"), "dtype": str(e.return_dtype),
                 "args": [expr_to(a, name) for a in e.args]}
@@ -268,7 +269,7 @@ def _literal(j: dict, at: str) -> E.Literal:
 # expression tag -> (required keys, optional keys)
 _EXPRS = {"col": (("col",), ()), "lit": (("lit", "dtype"), ("weak",)), "alias": (("alias", "expr"), ()),
           "cast": (("cast", "expr"), ()), "call": (("call", "args", "options"), ()),
-          "case": (("case", "otherwise"), ()), "agg": (("agg", "arg"), ()), "udf": (("udf", "dtype", "args"), ())}
+          "case": (("case", "otherwise"), ()), "agg": (("agg", "arg"), ("options",)), "udf": (("udf", "dtype", "args"), ())}
 _NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Project": ("input", "columns"),
           "Aggregate": ("input", "keys", "aggs"), "Join": ("left", "right", "how", "left_on", "right_on", "suffix"),
           "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
@@ -328,7 +329,9 @@ class _Reader:
                 raise _fail(f"{at}.case", "a case needs at least one [condition, value] branch")
             return E.Case(tuple(branches), sub(j["otherwise"], f"{at}.otherwise"))
         if tag == "agg":
-            return E.Agg(_field(j, "agg", "str", at), None if j["arg"] is None else sub(j["arg"], f"{at}.arg"))
+            options = _check(j.get("options", []), "list", f"{at}.options")
+            return E.Agg(_field(j, "agg", "str", at), None if j["arg"] is None else sub(j["arg"], f"{at}.arg"),
+                         tuple(_unvalue(o, f"{at}.options[{i}]") for i, o in enumerate(options)))
         args = _field(j, "args", "list", at)
         return E.Udf(self.function(j, "udf", at), _dtype(j["dtype"], f"{at}.dtype"),
                      tuple(sub(a, f"{at}.args[{i}]") for i, a in enumerate(args)))

@@ -257,6 +257,7 @@ def _(e: Agg, ty: _Typer) -> DType:
         raise ty.fail(e, f"unknown aggregation {e.fn!r}; aggregations: {', '.join(F.AGGREGATES)}")
     if (e.arg is None) != (e.fn == "count_rows"):
         raise ty.fail(e, "count_rows takes no argument" if e.fn == "count_rows" else f"{e.fn}() takes one argument")
+    _check_options(e, ty)
     if e.fn == "count_rows":
         return T.Int64
     inner = _Typer(ty.schema, ty.where, allow_agg=False)
@@ -268,8 +269,12 @@ def _(e: Agg, ty: _Typer) -> DType:
         raise
     if e.fn in ("count", "n_unique"):
         return T.Int64
-    if e.fn in ("min", "max"):
+    if e.fn in ("min", "max", "first", "last"):
         return t
+    if e.fn in ("arg_min", "arg_max"):
+        if t.is_numeric or t in (T.String, T.Boolean, T.Null) or t.is_temporal:
+            return T.Int64
+        raise ty.fail(e, f"{e.fn}() needs a column that orders (numbers, strings, booleans, dates), got {t}")
     if not (t.is_numeric or t == T.Null):
         raise ty.fail(e, f"{e.fn}() needs a numeric column, got {t}")
     if e.fn == "sum":
@@ -278,7 +283,7 @@ def _(e: Agg, ty: _Typer) -> DType:
         if t.is_integer:
             return T.UInt64 if t.is_unsigned_integer else T.Int64
         return T.Float64
-    return T.Float64  # mean, std, var, median
+    return T.Float64  # mean, std, var, median, quantile
 
 
 @_infer.register
@@ -298,6 +303,8 @@ _OPTION_KINDS = {
     "str": ("a string", lambda v: isinstance(v, str)),
     "values": ("a list of values", lambda v: isinstance(v, tuple)),
     "duration": ("a duration string such as '1h' or '2d3h'", lambda v: isinstance(v, str)),
+    "fraction": ("a float from 0 to 1", lambda v: isinstance(v, float) and 0.0 <= v <= 1.0),
+    "interpolation": (f"one of {', '.join(F.QUANTILE_METHODS)}", lambda v: v in F.QUANTILE_METHODS),
 }
 
 
@@ -305,8 +312,8 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _check_options(e: Call, ty: _Typer) -> None:
-    """A Call's constant parameters are what its function takes (a plan read from JSON may hold anything)."""
+def _check_options(e: Call | Agg, ty: _Typer) -> None:
+    """A Call's or an Agg's constant parameters are what its function takes (a plan read from JSON may hold anything)."""
     want = F.OPTIONS.get(e.fn, ())
     if len(e.options) != len(want):
         raise ty.fail(e, f"{e.fn} takes {len(want)} constant parameter(s) ({', '.join(want) or 'none'}), "

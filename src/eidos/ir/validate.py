@@ -12,8 +12,10 @@ from functools import singledispatch
 
 from eidos.errors import PlanError
 from eidos.ir import dtypes as T
+from eidos.ir import functions as F
 from eidos.ir import nodes as N
-from eidos.ir.expr import contains_agg
+from eidos.ir.expr import Agg, contains_agg
+from eidos.ir.order import require_row_order
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer, promote
@@ -77,6 +79,9 @@ def _(node: N.Aggregate) -> Schema:
                             f"  wrap it in an aggregation (e.g. col({stray[0]!r}).sum()) or add it "
                             f"to group_by in {where}")
         fields.append((name, infer(e, _with_keys(schema, node), where, allow_agg=True)))
+        for a in e.walk():
+            if isinstance(a, Agg) and a.fn in F.ORDERED_AGGREGATES:
+                require_row_order(node.input, f"{a.fn}() in agg {name!r}")
     return Schema(fields)
 
 

@@ -38,6 +38,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import functions as F
 from eidos.ir import nodes as N
 from eidos.ir.dtypes import DType
+from eidos.ir.order import has_row_order
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer
 
@@ -837,20 +838,24 @@ class _Builder:
 
     # -- aggregations
     def aggregation(self, s: _State, keys: set[str]) -> _TE | None:
-        fns = [f for f in F.AGGREGATES if self.has(f)]
+        fns = [f for f in F.AGGREGATES if self.has(f)
+               and (f not in F.ORDERED_AGGREGATES or has_row_order(s.flow.plan))]
         if not fns:
             return None
         fn = self.pick(fns)
         if fn == "count_rows":
             return self.typed(ei.count(), s, Fraction(0), Fraction(s.rows), agg=True)
         depth = self.o.expr_depth if self.o.deep else self.pick((0, 0, 1))
-        if fn in ("sum", "mean", "std", "var", "median"):
+        if fn in ("sum", "mean", "std", "var", "median", "quantile"):
             a = self.numeric(s, depth)
         else:
             a = self.expr(s, "any", depth)
         if a is None:
             return None
         x: Any = a.e
+        if fn in F.ORDERED_AGGREGATES:   # of every row, nulls included: no filter
+            lo, hi = (a.lo, a.hi) if fn in ("first", "last") else (Fraction(0), Fraction(s.rows))
+            return self.typed(getattr(x, fn)(), s, lo, hi, agg=True)
         if self.has("case") and self.chance(0.2):  # x.filter(p).fn(): fn of x where p holds
             p = self.expr(s, "bool", 0)
             if p is not None:
@@ -869,6 +874,9 @@ class _Builder:
             return self.typed(getattr(x, fn)(), s, a.lo, a.hi, agg=True)
         if fn in ("std", "var") and a.lo is not None and max(abs(a.lo), abs(a.hi)) > 2**26:
             return None  # catastrophic cancellation makes std/var of huge values algorithm-dependent
+        if fn == "quantile":
+            q = self.pick((0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1 / 3))
+            return self.typed(x.quantile(q, self.pick(F.QUANTILE_METHODS)), s, agg=True)
         return self.typed(getattr(x, fn)(), s, agg=True)
 
 

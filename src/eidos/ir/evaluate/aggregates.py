@@ -105,6 +105,48 @@ def _median(dtype: DType) -> Callable[[list], Any]:
     return f
 
 
+def _quantile(dtype: DType, q: float, method: str) -> Callable[[list], Any]:
+    """Polars' positions: h = (n - 1) * q in double precision; values at floor(h), ceil(h), or h rounded
+    half away from zero; their midpoint, or lower + (higher - lower) * (h - floor(h)), exact and rounded once."""
+    key = order_key(dtype)
+
+    def f(xs):
+        if not xs:
+            return None
+        xs = sorted(xs, key=key)
+        h = (len(xs) - 1) * q
+        i = math.floor(h)
+        if method == "nearest" and h - i >= 0.5:   # h - i is exact; h + 0.5 could round up
+            i += 1
+        t = 0.0 if method in ("nearest", "lower") else 1.0 if method == "higher" else 0.5 if method == "midpoint" else h - i
+        return between(xs[i], xs[math.ceil(h)], t)
+    return f
+
+
+def between(lo: Any, hi: Any, t: float) -> float:
+    """lo + (hi - lo) * t, exact and rounded once to a float (lo <= hi; NaN and infinities as IEEE)."""
+    if t == 0.0 or lo == hi:
+        return float(lo)
+    if t == 1.0:
+        return float(hi)
+    if isinstance(lo, float) and not (math.isfinite(lo) and math.isfinite(hi)):
+        return lo + (hi - lo) * t
+    return float(Fraction(lo) + (Fraction(hi) - Fraction(lo)) * Fraction(t))
+
+
+def _arg_extreme(dtype: DType, *, largest: bool) -> Callable[[list], Any]:
+    """The position, among every row of the group, of the first smallest (largest) non-null value."""
+    key = order_key(dtype) or (lambda x: x)
+
+    def f(xs):
+        best = None
+        for i, x in enumerate(xs):
+            if x is not None and (best is None or (key(x) > key(xs[best]) if largest else key(x) < key(xs[best]))):
+                best = i
+        return best
+    return f
+
+
 def _n_unique(dtype: DType) -> Callable[[list], int]:
     key = hash_key(dtype)
     if key is None:
@@ -112,13 +154,17 @@ def _n_unique(dtype: DType) -> Callable[[list], int]:
     return lambda xs: len({key(x) for x in xs})
 
 
-def aggregator(fn: str, arg_dtype: DType, result_dtype: DType) -> Callable[[list], Any]:
-    """A function of a group's values (nulls included) computing aggregation `fn`.
+def aggregator(fn: str, arg_dtype: DType, result_dtype: DType, options: tuple = ()) -> Callable[[list], Any]:
+    """A function of a group's values (nulls included, in row order) computing aggregation `fn`.
 
     For count_rows pass the group's rows in any form; only their number counts.
     """
     if fn == "count_rows":
         return len
+    if fn in ("first", "last"):   # the value of the first (last) row, null or not
+        return (lambda xs: xs[0] if xs else None) if fn == "first" else (lambda xs: xs[-1] if xs else None)
+    if fn in ("arg_min", "arg_max"):
+        return _arg_extreme(arg_dtype, largest=fn == "arg_max")
     if arg_dtype == T.Null:
         return (lambda xs: 0) if fn in ("count", "n_unique") else (lambda xs: None)
     inner: Callable[[list], Any]
@@ -136,11 +182,13 @@ def aggregator(fn: str, arg_dtype: DType, result_dtype: DType) -> Callable[[list
         inner = _var(arg_dtype, root=fn == "std")
     elif fn == "median":
         inner = _median(arg_dtype)
+    elif fn == "quantile":
+        inner = _quantile(arg_dtype, *options)
     else:
         raise PlanError(f"unknown aggregation {fn!r}")
     return lambda xs: inner([x for x in xs if x is not None])
 
 
-def aggregate(fn: str, values: Sequence[Any], arg_dtype: DType, result_dtype: DType) -> Any:
+def aggregate(fn: str, values: Sequence[Any], arg_dtype: DType, result_dtype: DType, options: tuple = ()) -> Any:
     """Aggregation `fn` over `values` (None for null)."""
-    return aggregator(fn, arg_dtype, result_dtype)(list(values))
+    return aggregator(fn, arg_dtype, result_dtype, options)(list(values))

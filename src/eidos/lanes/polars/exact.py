@@ -14,6 +14,7 @@ import pyarrow as pa
 import polars as pl
 from eidos.hal import fsum
 from eidos.ir.dtypes import DType
+from eidos.ir.evaluate import aggregates
 
 
 def fmod(s: pl.Series) -> pl.Series:
@@ -42,6 +43,13 @@ def case_differences(lower: bool) -> str:
         if us != them:
             odd += [c for c, a, b in zip(block.split("\n"), us.split("\n"), them.split("\n")) if a != b]
     return "".join(odd)
+
+
+def between(s: pl.Series) -> pl.Series:
+    """Quantiles' interpolation: lo + (hi - lo) * t of the struct's fields, exact and rounded once."""
+    rows = zip(*(s.struct.field(f).to_list() for f in ("lo", "hi", "t")))
+    return pl.Series(s.name, [None if lo is None else aggregates.between(lo, hi, t) for lo, hi, t in rows],
+                     dtype=pl.Float64)
 
 
 def exact_aggregation(fn: str, t: DType):

@@ -1031,11 +1031,11 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
         # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
         anchor = column(rows.schema.names[0], rows.schema.names).is_null().is_not_null()
         x = pl.when(anchor).then(x)
-    return rule(e.fn, x, t, res, name, grouped)
+    return rule(e.fn, x, t, res, name, grouped, *e.options)
 
 
 # Each rule: (fn, the argument's expression and type (None for count_rows), the result type, the
-# leaf's column name, whether rows are grouped) -> Leaf.
+# leaf's column name, whether rows are grouped, then the aggregation's options) -> Leaf.
 AGGREGATIONS: dict = {}
 aggregation = _rules(AGGREGATIONS)
 
@@ -1093,6 +1093,42 @@ def _(fn, x, t, res, name, grouped) -> Leaf:
     a, b = a.cast(pl.Float64), b.cast(pl.Float64)
     small = (a.abs() <= 2.0**1022) & (b.abs() <= 2.0**1022)  # a + b cannot overflow; halving a tiny sum is exact
     return Leaf(cols, lambda g: pl.when(a == b).then(a).when(small).then((a + b) / 2).otherwise(a / 2 + b / 2))
+
+
+@aggregation("first", "last")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    return Leaf([(name, x.first() if fn == "first" else x.last())], lambda g: pl.col(name))
+
+
+@aggregation("arg_min", "arg_max")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    # The first row holding the extreme, NaN the largest value: Polars' own arg_min and arg_max pass over
+    # NaN while numbers remain, and its streaming engine gives a position within a batch (Polars 2.1).
+    if fn == "arg_min":
+        best = x.min()    # Polars' min ranks NaN above numbers
+    else:
+        best = x.nan_max() if t.is_float else x.max()
+    hit = (x == best) | (x.is_nan() & best.is_nan()) if t.is_float else x == best
+    return Leaf([(name, pl.int_range(pl.len(), dtype=pl.Int64).filter(hit).first())], lambda g: pl.col(name))
+
+
+@aggregation("quantile")
+def _(fn, x, t, res, name, grouped, q, method) -> Leaf:
+    # eidos: Polars' positions (h = (n - 1) * q in double precision), the values below and above h in
+    # eidos order, then exact.between: Polars' interpolation rounds each step, and its Float64 of a
+    # 64-bit integer rounds before the midpoint.
+    v = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls().sort()
+    h = (v.len() - 1).cast(pl.Float64) * q
+    below = h.floor()
+    lo = below + (h - below >= 0.5).cast(pl.Float64) if method == "nearest" else below
+    hi = lo if method in ("nearest", "lower") else h.ceil()
+    a, b, w = name + "lo", name + "hi", name + "w"
+    cols = [(a, v.slice(lo.cast(pl.Int64), 1).first()), (b, v.slice(hi.cast(pl.Int64), 1).first())]
+    if method in ("nearest", "lower", "higher"):
+        return Leaf(cols, lambda g: pl.col(b).cast(pl.Float64))
+    cols.append((w, (h - below) if method == "linear" else pl.lit(0.5)))
+    return Leaf(cols, lambda g: pl.struct(lo=pl.col(a), hi=pl.col(b), t=pl.col(w)).map_batches(
+        exact.between, return_dtype=pl.Float64))
 
 
 @aggregation("sum", "mean")

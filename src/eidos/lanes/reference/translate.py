@@ -260,7 +260,7 @@ def _(node: N.Aggregate, ctx: Ctx) -> Thunk:
         arg = None if agg.arg is None else compile_named(agg.fn, agg.arg, agg_schema, where)
         arg_type = T.Null if agg.arg is None else infer(agg.arg, agg_schema)
         result = infer(agg, agg_schema, allow_agg=True)
-        agg_fns.append((agg, arg, V.aggregator(agg.fn, arg_type, result), result))
+        agg_fns.append((agg, arg, V.aggregator(agg.fn, arg_type, result, agg.options), result))
     group_schema = Schema([(n, t) for (n, _), t in zip(node.keys, key_types)]
                           + [(found[a], t) for a, _, _, t in agg_fns])
     outer_fns = [compile_named(n, e, group_schema, where) for n, e in outer]
