@@ -86,3 +86,35 @@ def test_generated_patterns_replace_as_the_reference(lane, load_into, patterns, 
 def test_what_a_replacement_cannot_say_is_refused_naming_it(call, what):
     with pytest.raises(PlanError, match=what):
         call()
+
+
+SPACES = " \t\n\u3000\xa0\x1c\u200b"   # White_Space, and three that are not (Python's isspace takes \x1c)
+STRIPPING = {
+    "both": col("s").str.strip_chars(), "start": col("s").str.strip_chars_start(), "end": col("s").str.strip_chars_end(),
+    "set": col("s").str.strip_chars("aé"), "set_start": col("s").str.strip_chars_start("a."),
+    "set_end": col("s").str.strip_chars_end("c$"), "nothing": col("s").str.strip_chars(""),
+}
+
+
+@pytest.mark.parametrize("lane", LANES)
+def test_stripping_as_the_reference(lane, load_into):
+    source = ei.from_arrow(pa.table({"s": pa.array(TEXT + [SPACES + "a" + SPACES[::-1], "\x85 \u2029"], pa.string())}))
+    assert same_as_reference(lane, load_into, source, STRIPPING) == list(STRIPPING)
+
+
+def test_strip_chars_strips_unicode_white_space_as_polars():
+    text = SPACES + "a" + SPACES[::-1]
+    got = ei.from_pydict({"s": [text, None]}).select(**STRIPPING).run(engine="reference").to_pydict()
+    assert got["both"] == ["\x1c\u200ba\u200b\x1c", None]
+    assert got["start"] == ["\x1c\u200ba" + SPACES[::-1], None] and got["end"] == [SPACES + "a\u200b\x1c", None]
+
+
+@pytest.mark.parametrize("lane", LANES)
+@settings(max_examples=10, deadline=None)
+@given(rows=st.lists(st.one_of(st.none(), st.text(st.sampled_from("ab é" + SPACES), max_size=6)), min_size=1, max_size=8),
+       chars=st.lists(st.one_of(st.none(), st.text(st.sampled_from("ab é\t\u3000"), max_size=3)), min_size=3, max_size=3))
+def test_generated_text_strips_as_the_reference(lane, load_into, rows, chars):
+    source = ei.from_arrow(pa.table({"s": pa.array(rows, pa.string())}))
+    exprs = {"both": col("s").str.strip_chars(chars[0]), "start": col("s").str.strip_chars_start(chars[1]),
+             "end": col("s").str.strip_chars_end(chars[2])}
+    assert same_as_reference(lane, load_into, source, exprs) == list(exprs)

@@ -576,6 +576,41 @@ class StringMethods:
             replacement(pattern, value)   # the pattern is in the dialect and value names groups it has
         return self._e._call(fn, options=(pattern, value, *more))
 
+    def strip_chars(self, characters: str | None = None) -> Expr:
+        """The string without the `characters` (any of them, in any order) at its start and end; None strips
+        whitespace: Unicode's White_Space characters, as Polars (docs/semantics.md section 11).
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["\u3000 hi\t", "xxhix"]})
+            >>> flow.select(a=col("s").str.strip_chars(), b=col("s").str.strip_chars("x")).run().to_pydict()
+            {'a': ['hi', 'xxhix'], 'b': ['\u3000 hi\t', 'hi']}
+        """
+        return self._strip("str_strip_chars", characters)
+
+    def strip_chars_start(self, characters: str | None = None) -> Expr:
+        """`strip_chars` at the start only.
+
+        Examples:
+            >>> ei.from_pydict({"s": ["  hi  "]}).select(col("s").str.strip_chars_start()).run().to_pydict()
+            {'s': ['hi  ']}
+        """
+        return self._strip("str_strip_chars_start", characters)
+
+    def strip_chars_end(self, characters: str | None = None) -> Expr:
+        """`strip_chars` at the end only.
+
+        Examples:
+            >>> ei.from_pydict({"s": ["0.500"]}).select(col("s").str.strip_chars_end("0")).run().to_pydict()
+            {'s': ['0.5']}
+        """
+        return self._strip("str_strip_chars_end", characters)
+
+    def _strip(self, fn: str, characters: str | None) -> Expr:
+        if characters is not None and not isinstance(characters, str):
+            raise PlanError(f"{F.method(fn)}(characters) takes a string of characters or None (whitespace), "
+                            f"got {characters!r}")
+        return self._e._call(fn, options=(characters,))
+
     def starts_with(self, s: str) -> Expr:
         """True where the string starts with `s`.
 

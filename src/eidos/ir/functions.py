@@ -22,8 +22,12 @@ NULLS = ("is_null", "is_not_null", "fill_null")
 MEMBERSHIP = ("is_in", "is_between")
 # str_replace* are literal (n: the first n; _all every match), str_replace*_regex of a regular expression.
 REPLACE = ("str_replace", "str_replace_n", "str_replace_all", "str_replace_regex", "str_replace_all_regex")
+STRIP = ("str_strip_chars", "str_strip_chars_start", "str_strip_chars_end")
 STRINGS = ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like",
-           "str_to_lower", "str_to_upper", "str_len", "str_slice") + REPLACE
+           "str_to_lower", "str_to_upper", "str_len", "str_slice") + REPLACE + STRIP
+# What strip_chars(None) strips: Unicode's White_Space, as Polars (Rust's char::is_whitespace); Python's isspace
+# would add U+001C..U+001F, SQL's TRIM strips spaces only, so every lane is given these.
+WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 # Parts of a date or timestamp (Int32), then the functions of one that give a date or timestamp.
 DATE_PARTS = ("dt_year", "dt_month", "dt_day", "dt_weekday", "dt_ordinal_day")
 TIME_PARTS = ("dt_hour", "dt_minute", "dt_second")
@@ -43,7 +47,8 @@ ARITY["is_between"] = 3
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
            "quantile": ("fraction", "interpolation"),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},
-           **{fn: ("str", "str") for fn in REPLACE}, "str_replace_n": ("str", "str", "int")}
+           **{fn: ("str", "str") for fn in REPLACE}, "str_replace_n": ("str", "str", "int"),
+           **{fn: ("chars",) for fn in STRIP}}
 
 # The method a user wrote, for messages and explain, where the IR's name is not simply it with str./dt.
 _METHODS = {"str_contains_regex": "str.contains", "str_replace_n": "str.replace", "str_replace_regex": "str.replace",

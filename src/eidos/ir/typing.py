@@ -301,6 +301,7 @@ _OPTION_KINDS = {
     "int": ("an integer in -2**31..2**31-1", lambda v: _is_int(v) and -(2**31) <= v < 2**31),
     "length": ("None or an integer in 0..2**31-1", lambda v: v is None or _is_int(v) and 0 <= v < 2**31),
     "str": ("a string", lambda v: isinstance(v, str)),
+    "chars": ("None or a string", lambda v: v is None or isinstance(v, str)),
     "values": ("a list of values", lambda v: isinstance(v, tuple)),
     "duration": ("a duration string such as '1h' or '2d3h'", lambda v: isinstance(v, str)),
     "fraction": ("a float from 0 to 1", lambda v: isinstance(v, float) and 0.0 <= v <= 1.0),
@@ -451,7 +452,7 @@ def _string(e: Call, ty: _Typer) -> DType:
     t = ty(e.args[0])
     if t not in (T.String, T.Null):
         raise ty.fail(e, f"{F.method(e.fn)}() needs a String, got {t}")
-    if e.fn in ("str_to_lower", "str_to_upper", "str_slice") + F.REPLACE:
+    if e.fn in ("str_to_lower", "str_to_upper", "str_slice") + F.REPLACE + F.STRIP:
         return T.String
     if e.fn == "str_len":
         return T.Int64

@@ -67,6 +67,10 @@ def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
         old, new, *n = options
         count = n[0] if n else 1 if fn == "str_replace" else -1
         return strict1(lambda a: a.replace(old, new, count))
+    if fn in F.STRIP:
+        chars = F.WHITESPACE if options[0] is None else options[0]
+        strip = {"str_strip_chars": str.strip, "str_strip_chars_start": str.lstrip, "str_strip_chars_end": str.rstrip}[fn]
+        return strict1(lambda a: strip(a, chars))
     if fn == "str_starts_with":
         (s,) = options
         return strict1(lambda a: a.startswith(s))

@@ -937,6 +937,14 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return x.replace(pattern, value, literal=literal, n=n[0] if n else 1)
 
 
+@call(*F.STRIP)
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    x = expr(e.args[0], scope).str
+    chars = F.WHITESPACE if e.options[0] is None else e.options[0]
+    return {"str_strip_chars": x.strip_chars, "str_strip_chars_start": x.strip_chars_start,
+            "str_strip_chars_end": x.strip_chars_end}[e.fn](chars)
+
+
 @call("str_like")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     (pattern,) = e.options

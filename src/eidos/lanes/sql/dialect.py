@@ -20,6 +20,7 @@ from sqlglot import exp
 from eidos.errors import UnsupportedError
 from eidos.ir import dtypes as T
 from eidos.ir import durations
+from eidos.ir import functions as F
 from eidos.ir import grammar as G
 from eidos.ir.dtypes import DType
 from eidos.ir.expr import Literal
@@ -523,6 +524,19 @@ class Dialect:
     def regex_replace(self, s, pattern: str, rewrite: str, n: int):
         """s with its first n (-1: every) matches of `pattern` replaced by `rewrite` (both written for `regex`)."""
         return fn("regexp_replace", s, string(pattern), string(rewrite), *([string("g")] if n < 0 else []))
+
+    def _strip(self, args, o, position):
+        chars = F.WHITESPACE if o[0] is None else o[0]
+        return exp.Trim(this=args[0], expression=string(chars), position=position)
+
+    def fn_str_strip_chars(self, args, ts, t, o):
+        return self._strip(args, o, "BOTH")
+
+    def fn_str_strip_chars_start(self, args, ts, t, o):
+        return self._strip(args, o, "LEADING")
+
+    def fn_str_strip_chars_end(self, args, ts, t, o):
+        return self._strip(args, o, "TRAILING")
 
     def length(self, a):
         return fn("length", a)
