@@ -104,7 +104,7 @@ def _translated(lane: str) -> Coverage:
     # the reference lane is the IR's definition: every function is ir.evaluate's
     from eidos.lanes.reference import translate as R
 
-    return Coverage(C.dispatched(R.translate, N.Node), frozenset(F.SCALAR + F.AGGREGATES) | C.forms(R._expr),
+    return Coverage(C.dispatched(R.translate, N.Node), frozenset(F.SCALAR + F.AGGREGATES + F.WINDOWS) | C.forms(R._expr),
                     frozenset(T.KINDS))
 
 

@@ -476,6 +476,176 @@ class Expr:
         """The position of the first largest non-null value (NaN is the largest, as in sorting; see `arg_min`)."""
         return self._agg("arg_max")
 
+    # windows (docs/semantics.md section 19)
+    def over(self, partition_by: Any = None, *more: Any, order_by: Any = None, descending: bool = False,
+             nulls_last: bool = False) -> Expr:
+        """The aggregations and window functions in this expression computed over windows: for each row, over
+        the rows with its `partition_by` values (every row when there are none; nulls group together), in
+        `order_by` order, else the flow's row order. An aggregation gives every row of a partition its value.
+
+        Examples:
+            >>> flow = ei.from_pydict({"g": ["a", "b", "a"], "x": [1, 2, 3]})
+            >>> flow.with_columns(total=col("x").sum().over("g"), share=col("x") / col("x").sum().over("g")).run().to_pydict()
+            {'g': ['a', 'b', 'a'], 'x': [1, 2, 3], 'total': [4, 2, 4], 'share': [0.25, 1.0, 0.75]}
+            >>> flow.with_columns(running=col("x").cum_sum().over("g", order_by="x")).run().to_pydict()
+            {'g': ['a', 'b', 'a'], 'x': [1, 2, 3], 'running': [1, 2, 4]}
+        """
+        def keys(value: Any, what: str) -> tuple[E.Expr, ...]:
+            values = value if isinstance(value, (list, tuple)) else () if value is None else (value,)
+            return tuple(E.strip_alias(name_or_expr(v)) for v in values)
+
+        parts = keys(partition_by, "partition_by") + keys(more, "partition_by")
+        order = keys(order_by, "order_by")
+        for flag, what in ((descending, "descending"), (nulls_last, "nulls_last")):
+            if not isinstance(flag, bool):
+                raise PlanError(f"over({what}=...) takes True or False, got {flag!r}")
+        found = []
+
+        def step(e: E.Expr) -> E.Expr:
+            if isinstance(e, E.Agg):
+                e = E.Window(e.fn, () if e.arg is None else (e.arg,), options=e.options)
+            if isinstance(e, E.Window):
+                if e.partition_by or e.order_by:
+                    raise PlanError(f"{e} already has over(); give partition_by and order_by in one over()")
+                found.append(e)
+                return E.Window(e.fn, e.args, parts, order, descending, nulls_last, e.options)
+            return e
+
+        out = E.transform(self.node, step)
+        if not found:
+            raise PlanError(f"over() applies to aggregations and window functions (sum, rank, cum_sum, shift, ...), "
+                            f"and {self.node} has none")
+        return Expr(out)
+
+    def _window(self, fn: str, *args: Any, options: tuple = ()) -> Expr:
+        return Expr(E.Window(fn, (self.node,) + tuple(to_ir(a) for a in args), options=options))
+
+    def rank(self, method: str = "average", *, descending: bool = False) -> Expr:
+        """The rank of each value from 1 (in its partition, with `over`): equal values share the `method`'s rank
+        ("average", "min", "max", "dense"; "ordinal" numbers them in row order); nulls get null, NaN is largest.
+        Integer ranks are Int64 (Polars gives UInt32).
+
+        Examples:
+            >>> flow = ei.from_pydict({"g": ["a", "a", "a", "b"], "x": [5, 9, 5, 1]})
+            >>> flow.with_columns(r=col("x").rank("min", descending=True).over("g")).run().to_pydict()
+            {'g': ['a', 'a', 'a', 'b'], 'x': [5, 9, 5, 1], 'r': [2, 1, 2, 1]}
+        """
+        if method not in F.RANK_METHODS:
+            raise PlanError(f"rank(method={method!r}): the methods are {', '.join(F.RANK_METHODS)}")
+        if not isinstance(descending, bool):
+            raise PlanError(f"rank(descending=...) takes True or False, got {descending!r}")
+        return self._window("rank", options=(method, descending))
+
+    def shift(self, n: int = 1, *, fill_value: Any = None) -> Expr:
+        """The value `n` rows before (after, for negative `n`) in window order; `fill_value` (else null) where
+        there is none. SQL's `lag(x, n)` is `shift(n)`, `lead(x, n)` is `shift(-n)`.
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, 2, 3]}).with_columns(prev=col("x").shift(), nxt=col("x").shift(-1, fill_value=0)).run().to_pydict()
+            {'x': [1, 2, 3], 'prev': [None, 1, 2], 'nxt': [2, 3, 0]}
+        """
+        n = _window_int(n, "shift(n)", -(2**31))
+        return self._window("shift", *(() if fill_value is None else (fill_value,)), options=(n,))
+
+    def diff(self, n: int = 1) -> Expr:
+        """This value minus the one `n` rows before: `x - x.shift(n)` (null where there is none).
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, 4, 9]}).with_columns(d=col("x").diff()).run().to_pydict()
+            {'x': [1, 4, 9], 'd': [None, 3, 5]}
+        """
+        return self - self.shift(_window_int(n, "diff(n)", -(2**31)))
+
+    def cum_sum(self) -> Expr:
+        """The sum of the non-null values up to each row in window order (exact, as sum() is); null rows stay null.
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, None, 3]}).with_columns(s=col("x").cum_sum()).run().to_pydict()
+            {'x': [1, None, 3], 's': [1, None, 4]}
+        """
+        return self._window("cum_sum")
+
+    def cum_prod(self) -> Expr:
+        """The product of the non-null values up to each row in window order; null rows stay null.
+
+        Examples:
+            >>> ei.from_pydict({"x": [2, 3, 4]}).with_columns(p=col("x").cum_prod()).run().to_pydict()
+            {'x': [2, 3, 4], 'p': [2, 6, 24]}
+        """
+        return self._window("cum_prod")
+
+    def cum_min(self) -> Expr:
+        """The least non-null value up to each row in window order; null rows stay null.
+
+        Examples:
+            >>> ei.from_pydict({"x": [3, 1, 2]}).with_columns(m=col("x").cum_min()).run().to_pydict()
+            {'x': [3, 1, 2], 'm': [3, 1, 1]}
+        """
+        return self._window("cum_min")
+
+    def cum_max(self) -> Expr:
+        """The greatest non-null value up to each row in window order (NaN largest); null rows stay null.
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, 3, 2]}).with_columns(m=col("x").cum_max()).run().to_pydict()
+            {'x': [1, 3, 2], 'm': [1, 3, 3]}
+        """
+        return self._window("cum_max")
+
+    def cum_count(self) -> Expr:
+        """The number of non-null values up to each row in window order (every row gets one).
+
+        Examples:
+            >>> ei.from_pydict({"x": [5, None, 7]}).with_columns(n=col("x").cum_count()).run().to_pydict()
+            {'x': [5, None, 7], 'n': [1, 1, 2]}
+        """
+        return self._window("cum_count")
+
+    def _rolling(self, fn: str, window_size: int, min_samples: int | None, min_periods: int | None) -> Expr:
+        size = _window_int(window_size, f"{fn}(window_size)", 1)
+        if min_samples is not None and min_periods is not None:
+            raise PlanError(f"{fn} takes min_samples or min_periods (its older Polars name), not both")
+        least = size if min_samples is None and min_periods is None else \
+            _window_int(min_samples if min_samples is not None else min_periods, f"{fn}(min_samples)", 0)
+        return self._window(fn, options=(size, least))
+
+    def rolling_sum(self, window_size: int, *, min_samples: int | None = None, min_periods: int | None = None) -> Expr:
+        """The sum of the `window_size` rows ending at each row (fewer at the start), exact as sum() is; null where
+        fewer than `min_samples` (default `window_size`) of them are non-null.
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, 2, 3, 4]}).with_columns(s=col("x").rolling_sum(2)).run().to_pydict()
+            {'x': [1, 2, 3, 4], 's': [None, 3, 5, 7]}
+        """
+        return self._rolling("rolling_sum", window_size, min_samples, min_periods)
+
+    def rolling_mean(self, window_size: int, *, min_samples: int | None = None, min_periods: int | None = None) -> Expr:
+        """The mean of the non-null values of the `window_size` rows ending at each row (see rolling_sum).
+
+        Examples:
+            >>> ei.from_pydict({"x": [1, 2, 3, 4]}).with_columns(m=col("x").rolling_mean(2, min_samples=1)).run().to_pydict()
+            {'x': [1, 2, 3, 4], 'm': [1.0, 1.5, 2.5, 3.5]}
+        """
+        return self._rolling("rolling_mean", window_size, min_samples, min_periods)
+
+    def rolling_min(self, window_size: int, *, min_samples: int | None = None, min_periods: int | None = None) -> Expr:
+        """The least non-null value of the `window_size` rows ending at each row (see rolling_sum).
+
+        Examples:
+            >>> ei.from_pydict({"x": [3, 1, 2, 4]}).with_columns(m=col("x").rolling_min(2)).run().to_pydict()
+            {'x': [3, 1, 2, 4], 'm': [None, 1, 1, 2]}
+        """
+        return self._rolling("rolling_min", window_size, min_samples, min_periods)
+
+    def rolling_max(self, window_size: int, *, min_samples: int | None = None, min_periods: int | None = None) -> Expr:
+        """The greatest non-null value of the `window_size` rows ending at each row, NaN largest (see rolling_sum).
+
+        Examples:
+            >>> ei.from_pydict({"x": [3, 1, 2, 4]}).with_columns(m=col("x").rolling_max(2)).run().to_pydict()
+            {'x': [3, 1, 2, 4], 'm': [None, 3, 2, 4]}
+        """
+        return self._rolling("rolling_max", window_size, min_samples, min_periods)
+
     @property
     def str(self) -> StringMethods:
         """String functions: `expr.str.contains(...)`, ...
@@ -833,6 +1003,25 @@ def coalesce(*exprs: Any) -> Expr:
     if len(nodes) == 1:
         return Expr(nodes[0])
     return Expr(E.Case(tuple((E.Call("is_not_null", (n,)), n) for n in nodes[:-1]), nodes[-1]))
+
+
+def row_number() -> Expr:
+    """1, 2, 3, ... for the rows of each partition in window order (with `over`), as SQL's ROW_NUMBER().
+    Polars spells it `pl.int_range(pl.len()).over(...)`, from 0: eidos counts from 1, as SQL does, so
+    "the first n of each group" reads `row_number().over(g, order_by=...) <= n`.
+
+    Examples:
+        >>> flow = ei.from_pydict({"g": ["a", "b", "a", "a"], "x": [3, 5, 1, 2]})
+        >>> flow.with_columns(n=ei.row_number().over("g", order_by="x")).run().to_pydict()
+        {'g': ['a', 'b', 'a', 'a'], 'x': [3, 5, 1, 2], 'n': [3, 1, 1, 2]}
+    """
+    return Expr(E.Window("row_number"))
+
+
+def _window_int(v: Any, what: str, least: int) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not least <= v < 2**31:
+        raise PlanError(f"{what} takes an integer from {least} to 2**31 - 1, got {v!r}")
+    return v
 
 
 def count() -> Expr:

@@ -12,6 +12,7 @@ from eidos.flow.expr import name_or_expr, to_ir
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.order import require_row_order
 from eidos.ir.render import tree
 from eidos.ir.schema import Schema
 from eidos.selectors import Selector, expand
@@ -123,7 +124,13 @@ class Flow:
         pred = nodes[0]
         for n in nodes[1:]:
             pred = E.Call("and", (pred, n))
-        return Flow(N.Filter(self._plan, pred))
+        if not E.contains_window(pred):
+            return Flow(N.Filter(self._plan, pred))
+        # A window reads every row of the input: computed first as a column (windows live in Projects), then tested.
+        keep = tuple((n, E.Column(n)) for n in self.schema.names)
+        hidden = self._fresh("keep")
+        marked = N.Filter(N.Project(self._plan, keep + ((hidden, pred),)), E.Column(hidden))
+        return Flow(N.Project(marked, keep))
 
     def drop_nulls(self, subset: Any = None) -> Flow:
         """The rows without a null in `subset` (names or a selector; every column when None). NaN is not null.
@@ -150,6 +157,50 @@ class Flow:
             if n not in self.schema:
                 raise self.schema.missing(n, what)
         return tuple(dict.fromkeys(names))
+
+    def _fresh(self, stem: str) -> str:
+        """A column name the flow does not have, for a step's own columns."""
+        name, i = f"__eidos_{stem}", 0
+        while name in self.schema:
+            i += 1
+            name = f"__eidos_{stem}{i}"
+        return name
+
+    def with_row_index(self, name: str = "index", offset: int = 0) -> Flow:
+        """A first column numbering the rows 0, 1, 2, ... (from `offset`) in the flow's row order, which must be
+        one the plan defines (docs/semantics.md section 15: sort first after a group_by or join). Int64 (Polars:
+        UInt32).
+
+        Examples:
+            >>> ei.from_pydict({"a": ["x", "y"]}).with_row_index().run().to_pydict()
+            {'index': [0, 1], 'a': ['x', 'y']}
+        """
+        if not isinstance(name, str):
+            raise PlanError(f"with_row_index(name=...) takes a column name, got {name!r}")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset < 2**63:
+            raise PlanError(f"with_row_index(offset=...) takes an integer from 0 to 2**63 - 1, got {offset!r}")
+        if name in self.schema:
+            raise PlanError(f"with_row_index: the flow already has a column {name!r}; choose another name")
+        require_row_order(self._plan, "with_row_index")
+        one = E.Literal(abs(offset - 1), T.Int64, weak=True)
+        index = E.Call("add" if offset >= 1 else "sub", (E.Window("row_number"), one))
+        return Flow(N.Project(self._plan, ((name, index),) + tuple((n, E.Column(n)) for n in self.schema.names)))
+
+    def tail(self, n: int = 5) -> Flow:
+        """The last `n` rows, in the flow's row order, which must be one the plan defines (see with_row_index).
+
+        Examples:
+            >>> ei.from_pydict({"a": [5, 3, 9, 1]}).tail(2).run().to_pydict()
+            {'a': [9, 1]}
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= N.MAX_COUNT:
+            raise PlanError(f"tail takes a non-negative integer, got {n!r}")
+        require_row_order(self._plan, "tail")
+        keep = tuple((c, E.Column(c)) for c in self.schema.names)
+        number, rows = self._fresh("row"), self._fresh("rows")
+        numbered = N.Project(self._plan, keep + ((number, E.Window("row_number")), (rows, E.Window("count_rows"))))
+        last = E.Call("gt", (E.Column(number), E.Call("sub", (E.Column(rows), E.Literal(n, T.Int64, weak=True)))))
+        return Flow(N.Project(N.Filter(numbered, last), keep))
 
     def select(self, *exprs: Any, **named: Any) -> Flow:
         """Only the given columns: names, expressions (named by `.alias` or their column) and `name=expr`.

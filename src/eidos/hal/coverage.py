@@ -23,7 +23,7 @@ from eidos.ir import nodes as N
 SPECIAL_VALUES = ("NaN",)
 
 # Expression forms that are not Calls, under the pseudo-function names coverage tables list (F.FORMS).
-FORMS = {E.Case: "case", E.Cast: "cast", E.Udf: "udf"}
+FORMS = {E.Case: "case", E.Cast: "cast", E.Udf: "udf", E.Window: "over"}
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,8 @@ def typed_operations(e: E.Expr, schema) -> list[str]:
             return [f"{e.fn} {k}" for k in sorted(kinds)]
         if isinstance(e, E.Agg) and e.arg is not None:
             return [f"{e.fn} {infer(e.arg, schema)}"]
+        if isinstance(e, E.Window) and e.args:   # "over sum Float64" for an aggregation, "cum_sum Float64"
+            return [f"{'over ' if e.fn in F.AGGREGATES else ''}{e.fn} {infer(e.args[0], schema)}"]
     except PlanError:  # a sub-expression typed only in context (inside an aggregation); the whole is checked
         return []
     return []
@@ -168,7 +170,9 @@ def functions_used(expr: E.Expr) -> list[str]:
     """The coverage names an expression uses (Call fns, Agg fns, and the forms case/cast/udf)."""
     out = []
     for e in expr.walk():
-        if isinstance(e, (E.Call, E.Agg)):
+        if isinstance(e, E.Window) and e.fn in F.AGGREGATES:
+            out += ["over", e.fn]
+        elif isinstance(e, (E.Call, E.Agg, E.Window)):
             out.append(e.fn)
         elif type(e) in FORMS:
             out.append(FORMS[type(e)])
@@ -193,7 +197,7 @@ REGENERATE = "python -c \"from eidos.hal.coverage import markdown; print(markdow
 
 _FAMILIES = {"arithmetic": F.ARITHMETIC, "comparison": F.COMPARISON, "logic": F.LOGICAL, "math": F.MATH,
              "nulls": F.NULLS, "membership": F.MEMBERSHIP, "text": F.STRINGS, "dates": F.TEMPORAL,
-             "aggregation": F.AGGREGATES, "form": F.FORMS}
+             "aggregation": F.AGGREGATES, "window": F.WINDOWS, "form": F.FORMS}
 
 
 def builtin_lanes() -> list:
@@ -233,7 +237,8 @@ def markdown(lanes: list | None = None) -> str:
     lines += ["", "## Plan nodes"]
     lines += matrix(("node",), [(t.__name__,) for t in N.NODE_TYPES], lambda c, n: n in c.nodes)
     lines += ["", "## Functions", "",
-              "Scalar functions, aggregations, and the expression forms when/then (`case`), `cast` and `udf`."]
+              "Scalar functions, aggregations, window functions, and the expression forms when/then (`case`), `cast`, `udf` "
+              "and `over` (an aggregation over a window)."]
     lines += matrix(("function", "family"), [(fn, family) for family, fns in _FAMILIES.items() for fn in fns],
                     lambda c, fn: fn in c.functions)
     lines += ["", "## Types"]

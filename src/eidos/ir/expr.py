@@ -2,7 +2,8 @@
 
 Every scalar operation is a `Call` of a named function (see `functions.py`),
 so a lane's coverage is a set of function names. Aggregations are `Agg`
-nodes and may appear only inside `Aggregate`.
+nodes and may appear only inside `Aggregate`; window functions are `Window`
+nodes and may appear only inside `Project`.
 """
 
 from __future__ import annotations
@@ -117,6 +118,25 @@ class Agg(Expr):
 
 
 @dataclass(frozen=True)
+class Window(Expr):
+    """A window function (`functions.WINDOWS`) or an aggregation (`functions.AGGREGATES`) computed for
+    every row over the rows of its partition (rows with equal `partition_by` values; all rows when
+    there is none), taken in `order_by` order (`descending`, `nulls_last` for every key), else in the
+    input's row order. `options` holds constant parameters (functions.WINDOW_OPTIONS)."""
+
+    fn: str
+    args: tuple[Expr, ...] = ()
+    partition_by: tuple[Expr, ...] = ()
+    order_by: tuple[Expr, ...] = ()
+    descending: bool = False
+    nulls_last: bool = False
+    options: tuple = ()
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args + self.partition_by + self.order_by
+
+
+@dataclass(frozen=True)
 class Udf(Expr):
     """An opaque Python function applied per row; stored in JSON by importable name."""
 
@@ -129,20 +149,32 @@ class Udf(Expr):
 
 
 def output_name(e: Expr) -> str | None:
-    """The name a column built from `e` takes when not aliased: the alias, else the first column read."""
-    if isinstance(e, Alias):
+    """The name a column built from `e` takes when not aliased: the alias, else the first column read
+    (a window's partition and order columns do not name it; `row_number()` is named so)."""
+    if isinstance(e, (Alias, Column)):
         return e.name
-    if isinstance(e, Column):
-        return e.name
-    for node in e.walk():
-        if isinstance(node, Column):
-            return node.name
-        if isinstance(node, Alias):
-            return node.name
+    if isinstance(e, Window) and not e.args:
+        return "count" if e.fn == "count_rows" else e.fn
     if isinstance(e, Agg) and e.arg is None:
         return "count"
+    for child in e.args if isinstance(e, Window) else e.children():
+        name = _first_name(child)
+        if name is not None:
+            return name
     if isinstance(e, Literal):
         return "literal"
+    return None
+
+
+def _first_name(e: Expr) -> str | None:
+    if isinstance(e, (Alias, Column)):
+        return e.name
+    if isinstance(e, Window) and not e.args:
+        return None
+    for child in e.args if isinstance(e, Window) else e.children():
+        name = _first_name(child)
+        if name is not None:
+            return name
     return None
 
 
@@ -168,6 +200,10 @@ def replace_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
         return Agg(e.fn, new[0] if new else None, e.options)
     if isinstance(e, Udf):
         return Udf(e.fn, e.return_dtype, tuple(new))
+    if isinstance(e, Window):
+        a, p = len(e.args), len(e.partition_by)
+        return Window(e.fn, tuple(new[:a]), tuple(new[a:a + p]), tuple(new[a + p:]), e.descending, e.nulls_last,
+                      e.options)
     return e
 
 
@@ -181,3 +217,7 @@ def transform(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
 
 def contains_agg(e: Expr) -> bool:
     return any(isinstance(n, Agg) for n in e.walk())
+
+
+def contains_window(e: Expr) -> bool:
+    return any(isinstance(n, Window) for n in e.walk())

@@ -66,7 +66,24 @@ AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "m
 ORDERED_AGGREGATES = ("first", "last", "arg_min", "arg_max")
 QUANTILE_METHODS = ("nearest", "higher", "lower", "midpoint", "linear")
 
-# Pseudo-functions a coverage table lists for expression forms that are not Calls.
-FORMS = ("case", "cast", "udf")
+# Window functions (Window nodes, docs/semantics.md section 19), and the constant parameters
+# (Window.options) each takes: "int" a 32-bit integer, "size" one from 1 to 2**31-1, "count" one from 0.
+# rank: its method and whether it ranks descending. An aggregation over a window is a Window of an
+# AGGREGATES name (coverage lists it as the form "over").
+WINDOW_OPTIONS = {
+    "row_number": (), "rank": ("method", "bool"), "shift": ("int",),
+    "cum_sum": (), "cum_prod": (), "cum_min": (), "cum_max": (), "cum_count": (),
+    **{f"rolling_{f}": ("size", "count") for f in ("sum", "mean", "min", "max")},
+}
+WINDOWS = tuple(WINDOW_OPTIONS)
+RANK_METHODS = ("average", "min", "max", "dense", "ordinal")
 
-ALL = SCALAR + AGGREGATES + FORMS
+# Window functions whose result depends on the order of the rows of a partition (rank only as "ordinal").
+ORDERED_WINDOWS = ("row_number", "shift", "cum_sum", "cum_prod", "cum_min", "cum_max", "cum_count",
+                   "rolling_sum", "rolling_mean", "rolling_min", "rolling_max")
+
+# Pseudo-functions a coverage table lists for expression forms that are not Calls ("over": an
+# aggregation computed over a window).
+FORMS = ("case", "cast", "udf", "over")
+
+ALL = SCALAR + AGGREGATES + WINDOWS + FORMS

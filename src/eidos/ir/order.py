@@ -9,7 +9,9 @@ would give each lane its own answer, so it is refused where the plan is built.
 from __future__ import annotations
 
 from eidos.errors import PlanError
+from eidos.ir import functions as F
 from eidos.ir import nodes as N
+from eidos.ir.expr import Window
 from eidos.ir.sources import ArrowSource, FileSource, PartSource
 
 _ORDERED_SOURCES = (FileSource, ArrowSource)   # rows in file (or table) order
@@ -41,3 +43,11 @@ def require_row_order(node: N.Node, what: str) -> None:
             f"{what} depends on the order of the rows, and this plan leaves that order unspecified "
             f"(after a group_by, a join, a distinct, or from a database table); sort the flow first "
             f"(.sort(...)) or give an order (over(..., order_by=...))")
+
+
+def reads_row_order(w: Window) -> bool:
+    """Whether window function `w` reads its input's row order: one whose result depends on the order of
+    a partition's rows (rank only as "ordinal", which breaks ties by it), given no `order_by`."""
+    ordered = (w.fn in F.ORDERED_WINDOWS + F.ORDERED_AGGREGATES
+               or (w.fn == "rank" and w.options[:1] == ("ordinal",)))
+    return ordered and not w.order_by

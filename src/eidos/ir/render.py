@@ -101,6 +101,27 @@ def _(e: E.Agg) -> str:
     return f"{e.fn}({_text(e.arg)}{options})"
 
 
+# How a window function's constant parameters read (a name for keyword arguments, "" for positional ones).
+_WINDOW_PARAMS = {"rank": ("", "descending"), "shift": ("",),
+                  **{f"rolling_{f}": ("", "min_samples") for f in ("sum", "mean", "min", "max")}}
+
+
+@_text.register
+def _(e: E.Window) -> str:
+    if e.fn in F.AGGREGATES:
+        base = _text(E.Agg(e.fn, e.args[0] if e.args else None, e.options))
+    else:
+        names = _WINDOW_PARAMS.get(e.fn, ())
+        params = [literal_text(o) if not n else f"{n}={literal_text(o)}" for n, o in zip(names, e.options)]
+        params += [f"fill_value={_text(a)}" for a in e.args[1:]]
+        base = f"{_operand(e.args[0])}.{e.fn}({', '.join(params)})" if e.args else f"{e.fn}({', '.join(params)})"
+    over = [_text(p) for p in e.partition_by]
+    if e.order_by:
+        over.append(f"order_by=[{', '.join(_text(o) for o in e.order_by)}]")
+        over += ["descending=True"] * e.descending + ["nulls_last=True"] * e.nulls_last
+    return f"{base}.over({', '.join(over)})" if over else base
+
+
 @_text.register
 def _(e: E.Udf) -> str:
     name = getattr(e.fn, "__qualname__", repr(e.fn))

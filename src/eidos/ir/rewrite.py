@@ -160,7 +160,8 @@ def _push(child: N.Node, preds: list[E.Expr]) -> N.Node:
         return _with_input(child, _push(child.input, preds))
     if isinstance(child, N.Union):
         return N.Union(tuple(_push(i, list(preds)) for i in child.inputs))
-    if isinstance(child, N.Project):
+    if isinstance(child, N.Project) and not any(map(E.contains_window, child.expressions())):
+        # a window reads every row of its input: a filter below it would change what it computes
         renames = {n: e.name for n, e in child.columns if isinstance(e, E.Column)}
         down = [p for p in preds if p.columns() <= renames.keys()]
         stay = [p for p in preds if p not in down]

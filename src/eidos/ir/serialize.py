@@ -93,6 +93,11 @@ def expr_to(e: E.Expr, name: Name) -> dict:
     if isinstance(e, E.Agg):
         out = {"agg": e.fn, "arg": None if e.arg is None else expr_to(e.arg, name)}
         return {**out, "options": [_value(o) for o in e.options]} if e.options else out
+    if isinstance(e, E.Window):
+        return {"window": e.fn, "args": [expr_to(a, name) for a in e.args],
+                "partition_by": [expr_to(a, name) for a in e.partition_by],
+                "order_by": [expr_to(a, name) for a in e.order_by], "descending": e.descending,
+                "nulls_last": e.nulls_last, "options": [_value(o) for o in e.options]}
     if isinstance(e, E.Udf):
         return {"udf": name(e.fn, "udf function"), "dtype": str(e.return_dtype),
                 "args": [expr_to(a, name) for a in e.args]}
@@ -269,7 +274,8 @@ def _literal(j: dict, at: str) -> E.Literal:
 # expression tag -> (required keys, optional keys)
 _EXPRS = {"col": (("col",), ()), "lit": (("lit", "dtype"), ("weak",)), "alias": (("alias", "expr"), ()),
           "cast": (("cast", "expr"), ()), "call": (("call", "args", "options"), ()),
-          "case": (("case", "otherwise"), ()), "agg": (("agg", "arg"), ("options",)), "udf": (("udf", "dtype", "args"), ())}
+          "case": (("case", "otherwise"), ()), "agg": (("agg", "arg"), ("options",)), "udf": (("udf", "dtype", "args"), ()),
+          "window": (("window", "args", "partition_by", "order_by", "descending", "nulls_last", "options"), ())}
 _NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Project": ("input", "columns"),
           "Aggregate": ("input", "keys", "aggs"), "Join": ("left", "right", "how", "left_on", "right_on", "suffix"),
           "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
@@ -332,6 +338,12 @@ class _Reader:
             options = _check(j.get("options", []), "list", f"{at}.options")
             return E.Agg(_field(j, "agg", "str", at), None if j["arg"] is None else sub(j["arg"], f"{at}.arg"),
                          tuple(_unvalue(o, f"{at}.options[{i}]") for i, o in enumerate(options)))
+        if tag == "window":
+            parts = {k: tuple(sub(a, f"{at}.{k}[{i}]") for i, a in enumerate(_field(j, k, "list", at)))
+                     for k in ("args", "partition_by", "order_by")}
+            options = tuple(_unvalue(o, f"{at}.options[{i}]") for i, o in enumerate(_field(j, "options", "list", at)))
+            return E.Window(_field(j, "window", "str", at), parts["args"], parts["partition_by"], parts["order_by"],
+                            _field(j, "descending", "bool", at), _field(j, "nulls_last", "bool", at), options)
         args = _field(j, "args", "list", at)
         return E.Udf(self.function(j, "udf", at), _dtype(j["dtype"], f"{at}.dtype"),
                      tuple(sub(a, f"{at}.args[{i}]") for i, a in enumerate(args)))

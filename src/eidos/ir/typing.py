@@ -12,10 +12,11 @@ from functools import singledispatch
 
 from eidos.errors import PlanError
 from eidos.ir import dtypes as T
+from eidos.ir import expr as E
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
 from eidos.ir.durations import check_truncate, parse_duration
-from eidos.ir.expr import Agg, Alias, Call, Case, Cast, Column, Expr, Literal, Udf
+from eidos.ir.expr import Agg, Alias, Call, Case, Cast, Column, Expr, Literal, Udf, Window
 from eidos.ir.render import literal_text
 from eidos.ir.schema import Schema
 
@@ -287,6 +288,59 @@ def _(e: Agg, ty: _Typer) -> DType:
 
 
 @_infer.register
+def _(e: Window, ty: _Typer) -> DType:
+    """A window's type (docs/semantics.md section 19); its parts are plain row expressions."""
+    for part in e.children():
+        if E.contains_window(part) or E.contains_agg(part):
+            raise ty.fail(e, "a window function's argument, partition and order cannot hold another window "
+                             "function or an aggregation; compute that in an earlier with_columns")
+    for key in e.partition_by + e.order_by:
+        ty(key)
+    if not (isinstance(e.descending, bool) and isinstance(e.nulls_last, bool)):
+        raise ty.fail(e, "descending and nulls_last of a window are True or False")
+    if e.fn in F.AGGREGATES:
+        if len(e.args) > 1:
+            raise ty.fail(e, f"{e.fn}() over a window takes at most one argument")
+        return _infer(Agg(e.fn, e.args[0] if e.args else None, e.options), _Typer(ty.schema, ty.where, allow_agg=True))
+    want = F.WINDOW_OPTIONS.get(e.fn)
+    if want is None:
+        raise ty.fail(e, f"unknown window function {e.fn!r}; window functions: {', '.join(F.WINDOWS)}, "
+                         f"and the aggregations {', '.join(F.AGGREGATES)} over a window")
+    arity = (0,) if e.fn == "row_number" else (1, 2) if e.fn == "shift" else (1,)
+    if len(e.args) not in arity:
+        raise ty.fail(e, f"{e.fn} takes {' or '.join(map(str, arity))} arguments, got {len(e.args)}")
+    _check_options(e, ty, want)
+    if e.fn.startswith("rolling_") and e.options[1] > e.options[0]:
+        raise ty.fail(e, f"{e.fn}'s min_samples ({e.options[1]}) is more than its window_size ({e.options[0]})")
+    if e.fn == "row_number" or e.fn == "cum_count" or (e.fn == "rank" and e.options[0] != "average"):
+        if e.args:
+            ty(e.args[0])
+        return T.Int64
+    t = ty(e.args[0])
+    if e.fn == "rank":
+        return T.Float64
+    if e.fn == "shift":
+        if len(e.args) == 1:
+            return t
+        a, b = ty.operands(*e.args)
+        if a != T.Null and b != T.Null and a != b and not (a.is_numeric and b.is_numeric):
+            raise ty.fail(e, f"shift's fill_value of type {b} does not match column type {a}")
+        return promote(a, b, op="fill the shifted values of")
+    if e.fn in ("cum_min", "cum_max", "rolling_min", "rolling_max"):
+        return t
+    if not (t.is_numeric or t == T.Null):
+        raise ty.fail(e, f"{e.fn}() needs a numeric column, got {t}")
+    if e.fn == "rolling_mean":
+        return T.Float64
+    if e.fn == "cum_prod":
+        if t.is_decimal:
+            raise ty.fail(e, "cum_prod() of decimals is not defined (its scale would grow with each row); "
+                             "cast to Float64 first")
+        return T.Float64 if t.is_float or t == T.Null else T.UInt64 if t.is_unsigned_integer else T.Int64
+    return _infer(Agg("sum", e.args[0]), _Typer(ty.schema, ty.where, allow_agg=True))  # cum_sum, rolling_sum
+
+
+@_infer.register
 def _(e: Call, ty: _Typer) -> DType:
     rule = _CALL_RULES.get(e.fn)
     if rule is None:
@@ -306,6 +360,10 @@ _OPTION_KINDS = {
     "duration": ("a duration string such as '1h' or '2d3h'", lambda v: isinstance(v, str)),
     "fraction": ("a float from 0 to 1", lambda v: isinstance(v, float) and 0.0 <= v <= 1.0),
     "interpolation": (f"one of {', '.join(F.QUANTILE_METHODS)}", lambda v: v in F.QUANTILE_METHODS),
+    "size": ("an integer in 1..2**31-1", lambda v: _is_int(v) and 1 <= v < 2**31),
+    "count": ("an integer in 0..2**31-1", lambda v: _is_int(v) and 0 <= v < 2**31),
+    "bool": ("True or False", lambda v: isinstance(v, bool)),
+    "method": (f"one of {', '.join(F.RANK_METHODS)}", lambda v: v in F.RANK_METHODS),
 }
 
 
@@ -313,9 +371,10 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _check_options(e: Call | Agg, ty: _Typer) -> None:
-    """A Call's or an Agg's constant parameters are what its function takes (a plan read from JSON may hold anything)."""
-    want = F.OPTIONS.get(e.fn, ())
+def _check_options(e: Call | Agg | Window, ty: _Typer, want: tuple | None = None) -> None:
+    """A Call's, an Agg's or a Window's constant parameters are what its function takes (a plan read from JSON
+    may hold anything)."""
+    want = F.OPTIONS.get(e.fn, ()) if want is None else want
     if len(e.options) != len(want):
         raise ty.fail(e, f"{e.fn} takes {len(want)} constant parameter(s) ({', '.join(want) or 'none'}), "
                          f"got {len(e.options)}")

@@ -14,8 +14,8 @@ from eidos.errors import PlanError
 from eidos.ir import dtypes as T
 from eidos.ir import functions as F
 from eidos.ir import nodes as N
-from eidos.ir.expr import Agg, contains_agg
-from eidos.ir.order import require_row_order
+from eidos.ir.expr import Agg, Window, contains_agg
+from eidos.ir.order import reads_row_order, require_row_order
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer, promote
@@ -23,11 +23,26 @@ from eidos.ir.typing import infer, promote
 
 def infer_schema(node: N.Node) -> Schema:
     """The node's output schema; a PlanError when the node is invalid."""
+    _check_windows(node)
     schema = _infer(node)
     if not len(schema):
         raise PlanError(f"{node_label(node).strip()} has no columns; every step of a plan has at least one (a source "
                         "with columns, a select of at least one, an agg of at least one aggregation)")
     return schema
+
+
+def _check_windows(node: N.Node) -> None:
+    """Window functions are computed in a Project (select, with_columns; Flow.filter puts them in one),
+    and one that reads the input's row order needs an input whose order the plan defines."""
+    for e in node.expressions():
+        for w in e.walk():
+            if not isinstance(w, Window):
+                continue
+            if not isinstance(node, N.Project):
+                raise PlanError(f"window function {w} in {node_label(node)}: window functions are computed in "
+                                "select or with_columns (and filter); compute it there first")
+            if reads_row_order(w):
+                require_row_order(node.input, f"{w} (without order_by)")
 
 
 @singledispatch

@@ -34,6 +34,13 @@ def test_narrow_nodes_stay_in_the_scan_stage_split_into_slices():
     assert cut(rows(2), 8).tasks == 2 and cut(rows(0), 8).tasks == 1   # never more slices than rows
 
 
+def test_a_window_gathers_its_input_into_one_task():
+    stage = cut(rows(10).filter(col("v") > 2).with_columns(s=col("v").cum_sum().over("k")))
+    (below, how), = stage.inputs
+    assert stage.tasks == 1 and stage.single and how.how == S.GATHER and below.what == "scan"
+    assert isinstance(stage.plan, N.Project)
+
+
 def test_an_aggregate_moves_partial_states_hashed_by_the_keys_where_it_can():
     stage = cut(rows(10).group_by((col("k") + 1).alias("k1")).agg(s=col("v").sum(), m=col("v").mean()), 4)
     (below, how), = stage.inputs

@@ -35,9 +35,10 @@ from eidos.ir.evaluate.casts import cast, caster, float_text, literal_value, udf
 from eidos.ir.evaluate.comparison import comparison_domain
 from eidos.ir.evaluate.text import like_regex
 from eidos.ir.evaluate.values import NAN_KEY, Fn, hash_key, order_key, to_f32
+from eidos.ir.evaluate.windows import window
 
 __all__ = ["NAN_KEY", "aggregate", "aggregator", "call", "cast", "caster", "comparison_domain", "float_text",
-           "hash_key", "kernel", "like_regex", "literal_value", "order_key", "to_f32", "udf_value"]
+           "hash_key", "kernel", "like_regex", "literal_value", "order_key", "to_f32", "udf_value", "window"]
 
 _BUILDERS: dict[str, Callable[[str, tuple, Sequence[DType], DType], Fn]] = {
     **arithmetic.KERNELS, **comparison.KERNELS, **text.KERNELS, **temporal.KERNELS}

@@ -30,7 +30,7 @@ from eidos.ir import grammar as G
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate import caster, kernel, udf_value
+from eidos.ir.evaluate import caster, kernel, udf_value, window
 from eidos.ir.schema import Schema
 from eidos.ir.typing import adapt, infer, literal_dtype, promote
 from eidos.lanes.polars import exact
@@ -1159,7 +1159,108 @@ def _(fn, x, t, res, name, grouped) -> Leaf:
     return Leaf([(name, x.mean())], lambda g: pl.col(name))  # decimals: the exact total divided
 
 
+# --- windows ----------------------------------------------------------------
+
+@expr.register
+def _(e: E.Window, scope: Scope) -> pl.Expr:
+    """A window function: Polars' own where it computes what docs/semantics.md section 19 says, else the
+    reference's function (ir.evaluate.window) over each partition's values, called from map_batches, which
+    Polars calls once per partition in window order inside `over`. Either is then Polars' `over`."""
+    res = scope.dtype(e)
+    rule = WINDOWS.get(e.fn)
+    args = [_window_arg(a, scope, res if e.fn == "shift" else None) for a in e.args]
+    types = [res if e.fn == "shift" else scope.dtype(a) for a in e.args]
+    native = rule(e, args, types, res) if rule else None
+    x = native if native is not None else _window_in_python(e, args, types, res)
+    if e.partition_by or e.order_by:
+        x = x.over([expr(p, scope) for p in e.partition_by] or None,
+                   order_by=[expr(o, scope) for o in e.order_by] or None,
+                   descending=e.descending, nulls_last=e.nulls_last)
+    return x.cast(pl_dtype(res), strict=True) if native is not None else x
+
+
+def _window_arg(a: E.Expr, scope: Scope, t: DType | None) -> pl.Expr:
+    if t is None:
+        return expr(a, scope)
+    return lit(a.value, t) if isinstance(a, E.Literal) else expr(a, scope).cast(pl_dtype(t))
+
+
+def _window_in_python(e: E.Window, args: list[pl.Expr], types: list[DType], res: DType) -> pl.Expr:
+    failures = _CTX.get().failures
+    arrow = [t.to_arrow() for t in types]
+    kernel_ = window(e.fn, e.options, types, res)
+    fields = [f"a{i}" for i in range(len(args))]
+
+    def apply(s: pl.Series) -> pl.Series:
+        cols = [s.struct.field(f).to_arrow().cast(t).to_pylist() for f, t in zip(fields, arrow)]
+        try:
+            values = kernel_(cols, len(s))
+        except ExecutionError as error:
+            failures.append(error)
+            raise
+        return pl.Series(s.name, pa.array(values, type=res.to_arrow()))
+
+    # a column to carry the rows where the function has no argument (row_number, count of rows)
+    packed = pl.struct([a.alias(f) for a, f in zip(args, fields)] or [pl.lit(0).alias("rows")])
+    return packed.map_batches(apply, return_dtype=pl_dtype(res))
+
+
+# Each rule: (the Window, its arguments' expressions and types, the result type) -> Polars' expression
+# before `over`, or None where only the reference function gives eidos's answer.
+WINDOWS: dict = {}
+window_rule = _rules(WINDOWS)
+
+
+@window_rule("row_number")
+def _(e, args, types, res):
+    return pl.int_range(1, pl.len() + 1, dtype=pl.Int64)
+
+
+@window_rule("count_rows", "count", "n_unique", "min", "max", "sum", "mean")
+def _(e, args, types, res):
+    if e.fn == "count_rows":
+        return pl.len()
+    x, t = args[0], types[0]
+    if e.fn == "count":
+        return x.count()
+    if e.fn == "n_unique":   # eidos: null is not a value; NaN counts once
+        return x.drop_nulls().n_unique()
+    if e.fn == "max" and t.is_float:
+        return x.nan_max()   # eidos: NaN is the largest value
+    if e.fn in ("min", "max"):
+        return x.min() if e.fn == "min" else x.max()
+    if t.is_integer and e.fn == "mean":   # the exact 128-bit total, then one division
+        return pl.when(x.count() > 0).then(x.cast(pl.Int128).sum().cast(pl.Float64) / x.count())
+    if t.is_integer or (t.is_decimal and e.fn == "sum"):   # exact; a total past the type raises
+        return pl.when(x.count() > 0).then(x.cast(pl.Int128 if t.is_integer else pl_dtype(res)).sum())
+    return None
+
+
+@window_rule("rank")
+def _(e, args, types, res):
+    method, descending = e.options
+    return args[0].rank(method, descending=descending)   # eidos: nulls get null, NaN is the largest
+
+
+@window_rule("shift")
+def _(e, args, types, res):
+    return args[0].shift(e.options[0], fill_value=args[1] if len(args) > 1 else None)
+
+
+@window_rule("cum_count", "cum_sum", "cum_min", "cum_max")
+def _(e, args, types, res):
+    x, t = args[0], types[0]
+    if e.fn == "cum_count":
+        return x.cum_count()
+    if t.is_decimal and e.fn == "cum_sum":
+        return x.cast(pl_dtype(res)).cum_sum()   # exact, raising past 38 digits as eidos does
+    if t.is_float or t == T.Null:   # eidos: exact float sums; NaN the largest value (Polars' cum_max skips it)
+        return None
+    return x.cast(pl.Int128).cum_sum() if e.fn == "cum_sum" else getattr(x, e.fn)()
+
+
 def translated() -> Coverage:
     """What this translator has a rule for, read from its registries (tests hold coverage.py to it)."""
-    return Coverage(C.dispatched(translate, N.Node), frozenset(CALLS) | frozenset(AGGREGATIONS) | C.forms(expr),
+    return Coverage(C.dispatched(translate, N.Node),
+                    frozenset(CALLS) | frozenset(AGGREGATIONS) | frozenset(F.WINDOWS) | C.forms(expr),
                     frozenset(_PL) | {"Decimal"})

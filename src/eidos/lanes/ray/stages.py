@@ -1,7 +1,8 @@
 """A plan cut into stages at its exchanges; pure IR (no Ray), so explain() and tests read it alone.
 
 A stage is one set of Ray tasks, each running the stage's plan on the rows its inputs hand it. Scan,
-Filter and Project run in the stage of their input, partition by partition (narrow); a Union hands on its
+Filter and Project run in the stage of their input, partition by partition (narrow), except a Project
+computing a window function, which gathers its input into one task; a Union hands on its
 inputs' partitions, in order. Aggregate, Distinct and a hash Join read their input through a hash
 exchange (rows split by their keys into `partitions` parts), a small join side is broadcast to every task
 of the other, a Sort is gathered into one task when small and range-partitioned when not, and a Limit
@@ -120,7 +121,8 @@ class _Cutter:
         if isinstance(node, N.Join):
             return self.join(node)
         below = self.visit(node.input)
-        if isinstance(node, (N.Filter, N.Project)) or below.single:
+        windowed = any(map(E.contains_window, node.expressions()))   # a window reads its whole input
+        if (isinstance(node, (N.Filter, N.Project)) and not windowed) or below.single:
             return extend(below, lambda plan: _over(node, plan))
         states = partials.plan(node) if isinstance(node, N.Aggregate) and self.partials else None
         if states is not None:

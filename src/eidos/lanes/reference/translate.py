@@ -184,6 +184,59 @@ def _(e: E.Agg, schema: Schema) -> Column:
     raise ExecutionError(f"aggregation {e} outside an Aggregate node")
 
 
+@_expr.register
+def _(e: E.Window, schema: Schema) -> Column:
+    """The function over each partition's rows (null keys together, NaN with NaN), in window order: by
+    `order_by` (a stable sort of the input order), else the input's own."""
+    rt = infer(e, schema)
+    types = [infer(a, schema) for a in e.args]
+    if e.fn == "shift":   # the value and its fill both in the result's type
+        types = [adapt(a, t, rt) for a, t in zip(e.args, types)]
+        args = [_cast(_operand(a, schema, t), t, rt) for a, t in zip(e.args, types)]
+        types = [rt] * len(types)
+    else:
+        args = [_expr(a, schema) for a in e.args]
+    parts = [_expr(p, schema) for p in e.partition_by]
+    part_types = [infer(p, schema) for p in e.partition_by]
+    orders = [(_expr(o, schema), V.order_key(infer(o, schema))) for o in e.order_by]
+    k = V.window(e.fn, e.options, types, rt)
+
+    def run(rows: Rows) -> list:
+        cols = [a(rows) for a in args]
+        groups: dict = {}
+        if parts:
+            for i, key in enumerate(_key_rows([p(rows) for p in parts], part_types)):
+                groups.setdefault(key, []).append(i)
+        else:
+            groups[None] = list(range(rows.n))
+        keys = [(f(rows), order, e.descending, e.nulls_last) for f, order in orders]
+        out: list = [None] * rows.n
+        for idx in groups.values():
+            idx = _ordered(idx, keys)
+            for i, v in zip(idx, k([[c[i] for i in idx] for c in cols], len(idx))):
+                out[i] = v
+        return out
+    return run
+
+
+def _cast(f: Column, src: T.DType, dst: T.DType) -> Column:
+    if src == dst:
+        return f
+    conv = V.caster(src, dst)
+    return lambda rows: list(map(conv, f(rows)))
+
+
+def _ordered(perm: list[int], keys: list) -> list[int]:
+    """`perm` stably sorted by `keys`: (values, order_key, descending, nulls_last) each, the first major."""
+    for values, order, descending, nulls_last in reversed(keys):
+        present = [i for i in perm if values[i] is not None]
+        nulls = [i for i in perm if values[i] is None]
+        present.sort(key=values.__getitem__ if order is None else lambda i, v=values, o=order: o(v[i]),
+                     reverse=descending)
+        perm = present + nulls if nulls_last else nulls + present
+    return perm
+
+
 # ---------------------------------------------------------------- keys
 
 def _key_rows(columns: list[list], dtypes: list[T.DType]) -> list:
@@ -225,21 +278,27 @@ def _(node: N.Filter, ctx: Ctx) -> Thunk:
 @translate.register
 def _(node: N.Project, ctx: Ctx) -> Thunk:
     child = translate(node.input, ctx)
-    where = node_label(node)
-    exprs = [compile_named(n, e, node.input.schema, where) for n, e in node.columns]
+    schema, where = node.input.schema, node_label(node)
+    # Windows first, over every input row (a window inside when/then too), as columns the rest reads.
+    found: dict[E.Window, str] = {}
+    columns = [(n, _lift(e, E.Window, found)) for n, e in node.columns]
+    windows = [compile_named(name, w, schema, where) for w, name in found.items()]
+    wide = Schema(list(schema.items()) + [(name, infer(w, schema)) for w, name in found.items()])
+    exprs = [compile_named(n, e, wide, where) for n, e in columns]
 
     def run() -> Rows:
         rows = child()
+        if windows:
+            rows = Rows(rows.columns + [f(rows) for f in windows], rows.n)
         return Rows([f(rows) for f in exprs], rows.n)
     return run
 
 
-def _collect_aggs(e: E.Expr, found: dict[E.Agg, str]) -> E.Expr:
-    """`e` with every aggregation replaced by a column of the per-group results."""
+def _lift(e: E.Expr, kind: type, found: dict) -> E.Expr:
+    """`e` with every `kind` node (Agg, Window) replaced by a column of its results."""
     def step(x: E.Expr) -> E.Expr:
-        if isinstance(x, E.Agg):
-            name = found.setdefault(x, f"\0agg{len(found)}")
-            return E.Column(name)
+        if isinstance(x, kind):
+            return E.Column(found.setdefault(x, f"\0{kind.__name__}{len(found)}"))
         return x
     return E.transform(e, step)
 
@@ -251,7 +310,7 @@ def _(node: N.Aggregate, ctx: Ctx) -> Thunk:
     key_fns = [compile_named(n, e, schema, where) for n, e in node.keys]
     key_types = [infer(e, schema) for _, e in node.keys]
     found: dict[E.Agg, str] = {}
-    outer = [(n, _collect_aggs(e, found)) for n, e in node.aggs]
+    outer = [(n, _lift(e, E.Agg, found)) for n, e in node.aggs]
     # Aggregations may read computed keys by name, as if they were input columns.
     extra = [i for i, (n, _) in enumerate(node.keys) if n not in schema]
     agg_schema = Schema(list(schema.items()) + [(node.keys[i][0], key_types[i]) for i in extra])
@@ -382,17 +441,8 @@ def _(node: N.Sort, ctx: Ctx) -> Thunk:
 
     def run() -> Rows:
         rows = child()
-        perm = list(range(rows.n))
-        for f, order, k in reversed(keys):
-            values = f(rows)
-            present = [i for i in perm if values[i] is not None]
-            nulls = [i for i in perm if values[i] is None]
-            if order is None:
-                present.sort(key=values.__getitem__, reverse=k.descending)
-            else:
-                present.sort(key=lambda i: order(values[i]), reverse=k.descending)
-            perm = present + nulls if k.nulls_last else nulls + present
-        return rows.take(perm)
+        return rows.take(_ordered(list(range(rows.n)), [(f(rows), order, k.descending, k.nulls_last)
+                                                         for f, order, k in keys]))
     return run
 
 

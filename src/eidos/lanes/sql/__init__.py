@@ -11,11 +11,31 @@ import contextlib
 from eidos.errors import ResourceError
 from eidos.hal.lane import Availability, Estimate, Lane, installed
 from eidos.hal.memo import once
+from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.order import reads_row_order
 from eidos.ir.sources import SqlSource
 from eidos.lanes.sql.coverage import COVERAGE, OUT_OF_CORE_GAPS
 
 INSTALL = "pip install 'eidos[sql]'"
+
+
+def _sorted(node: N.Node) -> bool:
+    """Whether the order of `node`'s rows comes from a Sort: the only row order SQL carries (as a column)."""
+    if isinstance(node, N.Sort):
+        return True
+    if isinstance(node, (N.Filter, N.Project, N.Limit)):
+        return _sorted(node.input)
+    if isinstance(node, N.Union):
+        return all(map(_sorted, node.inputs))
+    return isinstance(node, N.Join) and node.how in ("semi", "anti") and _sorted(node.left)
+
+
+def _unsorted_windows(plan: N.Node) -> list[str]:
+    """Window functions reading the row order of rows that SQL holds in no order (a file's or table's)."""
+    return [f"{w} reads the order of rows the plan does not sort (SQL keeps a file's row order only after a sort)"
+            for node in plan.walk() if isinstance(node, N.Project) and not _sorted(node.input)
+            for e in node.columns for w in e[1].walk() if isinstance(w, E.Window) and reads_row_order(w)]
 
 
 class SqlLane(Lane):
@@ -30,7 +50,7 @@ class SqlLane(Lane):
         return Availability(True)
 
     def supports(self, plan: N.Node) -> list[str]:
-        found = self.coverage.gaps(plan)
+        found = self.coverage.gaps(plan) + _unsorted_windows(plan)
         places = set()
         for node in plan.walk():
             if isinstance(node, N.Scan):

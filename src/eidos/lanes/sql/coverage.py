@@ -23,6 +23,16 @@ _ORDERED = ("first", "last", "arg_min", "arg_max", "quantile")
 # SQLite has no median (nor a sorted list of a group's values).
 _NOT_YET = ("median",)
 
+# Windows: SQL has no product aggregate (cum_prod); PostgreSQL and DuckDB have no COUNT(DISTINCT) over a
+# window; medians are built from ordered list aggregates that take no frame. DuckDB and SQLite do not sum
+# floats exactly over a window (DuckDB's exact sum gathers each group's values with list(), which over a
+# window would be a list per row; SQLite's SUM adds in row order): sums, means, std and var of floats (and
+# DuckDB's decimal means, summed as floats) are typed gaps there. PostgreSQL sums them exactly in numeric.
+_NO_WINDOW = ("cum_prod",)
+_WINDOW_GAPS = ("over median *", "over n_unique *")
+_FLOAT_WINDOWS = tuple(f"{fn} Float*" for fn in ("over sum", "over mean", "over std", "over var", "cum_sum",
+                                                  "rolling_sum", "rolling_mean"))
+
 # Python's str.upper/lower use full case mapping (ß -> SS, final sigma); these engines map one
 # code point to one, so the results differ on such text.
 _CASE_MAPPING = ("str_to_lower", "str_to_upper")
@@ -47,20 +57,21 @@ TYPED_GAPS = {
     # DuckDB's median is built from the two middle values (duckdb.py); their exact midpoint as a
     # double is not in reach for 64-bit integers and decimals (its conversions round twice).
     "duckdb": _TEXT + ("floordiv Decimal*", "cast String->Decimal*", "median Int64", "median UInt64",
-                       "median Decimal*"),
+                       "median Decimal*") + _WINDOW_GAPS + _FLOAT_WINDOWS + ("over mean Decimal*",
+                                                                            "rolling_mean Decimal*"),
     # PostgreSQL has no remainder of floats; power() raises where IEEE gives inf or NaN.
     # Its median of floats is a gap: a midpoint that rounds to zero raises in the cast to double.
-    "postgresql": _TEXT + ("mod Float*", "pow *", "median Float*"),
+    "postgresql": _TEXT + ("mod Float*", "pow *", "median Float*") + _WINDOW_GAPS,
     "sqlite": _TEXT + ("cast String->*",) + tuple(p for t in ("Float32", "Decimal*", "UInt64", "Timestamp")
-                            for p in (f"* {t}", f"cast *->{t}")) + ("cast Date->*",),
+                            for p in (f"* {t}", f"cast *->{t}")) + ("cast Date->*",) + _WINDOW_GAPS + _FLOAT_WINDOWS,
 }
 
 COVERAGE = {
     "duckdb": Coverage.everything().without(nodes=("MapBatches",),
-                                            functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N,
+                                            functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _NO_WINDOW,
                                             typed=TYPED_GAPS["duckdb"]),
     "postgresql": Coverage.everything().without(nodes=("MapBatches",),
-                                                functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _LONGEST,
+                                                functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _LONGEST + _NO_WINDOW,
                                                 typed=TYPED_GAPS["postgresql"]),
     # SQLite: no exact decimals, no 4-byte floats, no unsigned 64-bit integers, no NaN (it
     # stores NaN as NULL, so functions whose answer is NaN for some inputs are left out, and a
@@ -68,7 +79,7 @@ COVERAGE = {
     # only as text (dates as ISO text are covered; timestamps are not); std/var are not built in.
     "sqlite": Coverage.everything().without(
         nodes=("MapBatches",),
-        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos"),
+        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos"),
         dtypes=("Decimal", "Float32", "UInt64", "Timestamp"), typed=TYPED_GAPS["sqlite"], values=("NaN",)),
 }
 

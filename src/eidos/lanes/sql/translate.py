@@ -216,6 +216,7 @@ def _(n: N.Filter, ctx: Ctx) -> Rel:
 def _(n: N.Project, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
+    x.order = tuple(column(o) for o in rel.order)   # the row order a window reads, and its ties
     items = [x.typed(e, n.schema[name]) for name, e in n.columns]
     return ctx.add(_select(x.layered(rel), _outputs(items)), len(items), rel.order)
 
@@ -467,6 +468,7 @@ class Exprs:
         self.after: list[tuple[str, exp.Expression]] = []
         self.aggregations: list[tuple[str, exp.Expression]] = []
         self.level: dict[str, int] = {}
+        self.order: tuple[exp.Expression, ...] = ()   # a Project's input's order columns (windows read them)
 
     def dtype(self, e: E.Expr) -> DType:
         return infer(e, self.schema, allow_agg=self.keys is not None and not self.in_agg)
@@ -661,11 +663,87 @@ def _(e: E.Call, x: Exprs) -> exp.Expression:
     return x.apply(lambda a: x.d.call(e.fn, a, ts, t, e.options), args)
 
 
+# ---------------------------------------------------------------- windows
+
+# Aggregate functions of the SQL an aggregation renders to, which OVER (...) turns into window functions.
+_AGGREGATE_CALLS = ("stddev_samp", "var_samp", "bool_and", "bool_or", "rank", "dense_rank")
+_RUNNING = {"cum_sum": "sum", "cum_min": "min", "cum_max": "max", "cum_count": "count"}
+
+
+@expr.register
+def _(e: E.Window, x: Exprs) -> exp.Expression:
+    """A window function as SQL's: the aggregation's SQL with OVER (PARTITION BY ... ORDER BY ... frame) on
+    each aggregate call in it; ties of `order_by`, and no `order_by`, go by the input's order columns."""
+    t = x.dtype(e)
+    parts = [x(p) for p in e.partition_by]
+    keys = [exp.Ordered(this=x.d.sort_key(x(o), x.dtype(o)), desc=e.descending, nulls_first=not e.nulls_last)
+            for o in e.order_by]
+    order = keys + [exp.Ordered(this=c.copy(), desc=False, nulls_first=False) for c in x.order]
+    if not order and (e.fn in F.ORDERED_WINDOWS or e.options[:1] == ("ordinal",)):
+        raise UnsupportedError(f"the {x.d.name} lane cannot read the row order of these rows for {e}: sort first")
+
+    def over(value: exp.Expression, by: list | None = None, frame: exp.WindowSpec | None = None,
+             extra: tuple = ()) -> exp.Expression:
+        found = [n for n in value.find_all(exp.AggFunc, exp.Anonymous, exp.RowNumber)
+                 if not isinstance(n, exp.Anonymous) or n.name.lower() in _AGGREGATE_CALLS]
+        for n in found:
+            w = exp.Window(this=n.copy(), partition_by=[p.copy() for p in parts + list(extra)] or None,
+                           order=exp.Order(expressions=[o.copy() for o in by]) if by else None, spec=frame)
+            if n is value:
+                return w
+            n.replace(w)
+        return value
+
+    def count(value: exp.Expression) -> exp.Expression:
+        return x.d.cast(value, T.Int64, T.Int64, force=True)
+
+    args = [x.typed(a, t) if e.fn == "shift" else x(a) for a in e.args]
+    at = x.dtype(e.args[0]) if e.args else T.Null
+    if e.fn in F.AGGREGATES:
+        if e.fn == "count_rows":
+            return count(over(exp.Count(this=exp.Star())))
+        return over(x.d.aggregate(e.fn, args[0], at, t))
+    if e.fn == "row_number":
+        return count(over(exp.RowNumber(), order))
+    if e.fn == "shift":
+        k = e.options[0]
+        if k == 0:
+            return args[0]
+        call = exp.Anonymous(this="LAG" if k > 0 else "LEAD",
+                             expressions=[args[0], exp.Literal.number(abs(k)), args[1] if len(args) > 1 else NULL])
+        return exp.Window(this=call, partition_by=[p.copy() for p in parts] or None, order=exp.Order(expressions=order))
+    is_null = exp.Is(this=paren(args[0].copy()), expression=NULL)
+    if e.fn == "rank":
+        method, descending = e.options
+        by = [exp.Ordered(this=x.d.sort_key(args[0].copy(), at), desc=descending, nulls_first=False)]
+        ranks = {"min": lambda: over(exp.Anonymous(this="RANK"), by),
+                 "dense": lambda: over(exp.Anonymous(this="DENSE_RANK"), by),
+                 "max": lambda: over(exp.Count(this=args[0].copy()), by),   # the peers count in the frame
+                 "ordinal": lambda: over(exp.RowNumber(), by + order)}
+        if method == "average":
+            total = exp.Add(this=count(ranks["min"]()), expression=count(ranks["max"]()))
+            value = exp.Div(this=exp.Paren(this=total), expression=exp.Literal.number("2.0"))
+            return case([(is_null, x.d.cast(NULL, T.Null, t))], x.d.cast(value, T.Null, T.Float64, force=True))
+        return case([(is_null, x.d.cast(NULL, T.Null, t))], count(ranks[method]()))
+    first = exp.Literal.number(e.options[0] - 1) if e.fn.startswith("rolling_") else None
+    frame = exp.WindowSpec(kind="ROWS", start=first or "UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
+    fn_ = _RUNNING.get(e.fn) or e.fn.removeprefix("rolling_")
+    value = over(x.d.aggregate(fn_, args[0], at, t), order, frame)
+    if e.fn == "cum_count":
+        return value
+    if e.fn.startswith("cum_"):
+        return case([(is_null, x.d.cast(NULL, T.Null, t))], value)
+    n = over(exp.Count(this=args[0].copy()), order, frame)
+    least = exp.GTE(this=n, expression=exp.Literal.number(max(1, e.options[1])))
+    return case([(least, value)], x.d.cast(NULL, T.Null, t))
+
+
 def translated(dialect) -> Coverage:
     """What this translator renders in `dialect`: the node and expression visitors' registries, the
     dialect's scalar functions (its fn_ methods, which `Dialect.call` dispatches to) and SQL types,
     and the aggregations its `aggregate` renders (count_rows is rendered here)."""
     functions = {name[len("fn_"):] for name in dir(dialect) if name.startswith("fn_")} | C.forms(expr)
+    functions |= set(F.WINDOWS) - {"cum_prod"}   # SQL has no product aggregate
     for agg in F.AGGREGATES:
         try:
             if agg != "count_rows":
