@@ -26,10 +26,27 @@ def use_triton_interpreter_without_cuda() -> None:
 use_triton_interpreter_without_cuda()
 
 
+def _on_gpu() -> bool:
+    return os.environ.get("TRITON_INTERPRET") != "1"
+
+
 def generated_examples(n: int) -> int:
     """Examples for a test of generated register programs: on a real GPU each one compiles a new
-    Triton kernel (seconds apiece), so a fifth as many there; the interpreter (CI) runs all n."""
-    return n if os.environ.get("TRITON_INTERPRET") == "1" else max(3, n // 5)
+    Triton kernel (seconds apiece), so a fifth as many there unless EIDOS_GPU_EXAMPLES=full (the slow
+    tier, README's GPU section); the interpreter (CI) runs all n."""
+    return n if not _on_gpu() or os.environ.get("EIDOS_GPU_EXAMPLES") == "full" else max(3, n // 5)
+
+
+def generated_shards(n: int) -> list[tuple[int, int]]:
+    """(shard, examples) pairs splitting generated_examples(n) into pytest items of at most 2 examples
+    on a GPU, so pytest-xdist compiles their kernels on several cores at once instead of one test
+    compiling them in turn (the longest GPU tests were these); one item under the interpreter.
+    Each item's search starts at the simplest program (Hypothesis tries it first, and its kernel is
+    compiled once and cached), so each takes one example more."""
+    total = generated_examples(n)
+    if not _on_gpu():
+        return [(0, total)]
+    return [(k, min(2, total - 2 * k) + 1) for k in range((total + 1) // 2)]
 
 
 def make_backend(name: str):

@@ -120,7 +120,7 @@ class Gen(Emitter):
     def fail(self, bad: str, code: int, index: int, value: str = "0") -> None:
         """Threads in `bad` stop here, recording why; the rest of the block runs without them."""
         self.emit(f"bad = {bad}")
-        self.emit(f"_fail(ERR, FLAG, gid, bad, {code}, {index}, {value}, seg)")
+        self.emit(f"fc, fi, fv, fs = _fail(bad, {code}, {index}, {value}, seg, fc, fi, fv, fs)")
         self.emit(f"st = tl.where(bad, {FAILED}, st)")
         self.emit("m = m & ~bad")
 
@@ -343,7 +343,7 @@ KERNEL_ARGS = ("TAB, NTB, SH, INI_I, INI_F, ERR, FLAG, STK, ACC, PHASE, "
 def _prologue(g: Gen, islots: dict, fslots: dict, entry: int) -> list[str]:
     out = ["pid = tl.program_id(0)", "t = tl.arange(0, BLOCK)", "live = t < BT",
            "tix = t.to(tl.int64)", "bix = pid.to(tl.int64)", "gid = bix * BT + tix",
-           "SHB = tl.load(TAB + 2 * NTB)", "seg = pid * 0"]
+           "SHB = tl.load(TAB + 2 * NTB)", "seg = pid * 0", "fc = tix * 0", "fi = fc", "fv = fc", "fs = fc"]
     if g.collectives:
         out += ["lrow = gid", f"st = tl.load(RST + lrow, mask=live, other={EXITED})",
                 "pc = tl.load(RPC + lrow, mask=live, other=0)", "bud = tl.load(RBUD + lrow, mask=live, other=0)",
@@ -364,8 +364,8 @@ def _prologue(g: Gen, islots: dict, fslots: dict, entry: int) -> list[str]:
 
 def _epilogue(g: Gen, islots: dict, fslots: dict) -> list[str]:
     if not g.collectives:
-        return []
-    out = ["tl.store(RST + lrow, st, mask=live)", "tl.store(RPC + lrow, pc, mask=live)",
+        return ["_failed(ERR, FLAG, gid, fc, fi, fv, fs)"]
+    out = ["_failed(ERR, FLAG, gid, fc, fi, fv, fs)", "tl.store(RST + lrow, st, mask=live)", "tl.store(RPC + lrow, pc, mask=live)",
            "tl.store(RBUD + lrow, bud, mask=live)", "tl.store(RSP + lrow, sp, mask=live)",
            "tl.store(RWID + lrow, wid, mask=live)", "tl.store(RSEG + pid, seg)"]
     out += [f"tl.store(RI + lrow * NI + {k}, i{r}, mask=live)" for r, k in islots.items()]
@@ -415,7 +415,7 @@ def _body(g: Gen) -> list[str]:
     g.emit("wlo = tl.min(tl.where(waiting, wid, 1 << 40), 0)")
     g.emit("whi = tl.max(tl.where(waiting, wid, -1), 0)")
     g.emit("mixed = waiting & (wlo != whi)")
-    g.emit(f"_fail(ERR, FLAG, gid, mixed, {E_BARRIER}, pid, wid, seg)")
+    g.emit(f"fc, fi, fv, fs = _fail(mixed, {E_BARRIER}, pid, wid, seg, fc, fi, fv, fs)")
     g.emit(f"st = tl.where(mixed, {FAILED}, st)")
     g.emit("tl.debug_barrier()")
     g.emit(f"st = tl.where(st == {AT_BARRIER}, {RUNNING}, st)")

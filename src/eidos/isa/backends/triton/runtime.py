@@ -62,7 +62,7 @@ def _ld(a, m, N: tl.constexpr):
     else:
         w = tl.load(a.to(tl.pointer_type(tl.int64)), mask=m & al, other=0)
     v = a * 0
-    for k in tl.static_range(N):
+    for k in range(N):
         b = tl.load((a + k).to(tl.pointer_type(tl.uint8)), mask=m & ~al, other=0)
         v = v | (b.to(tl.int64) << (8 * k))
     return tl.where(al, w, v)
@@ -80,17 +80,26 @@ def _st(a, v, m, N: tl.constexpr):
             tl.store(a.to(tl.pointer_type(tl.int32)), v.to(tl.int32), mask=m & al)
         else:
             tl.store(a.to(tl.pointer_type(tl.int64)), v, mask=m & al)
-        for k in tl.static_range(N):
+        for k in range(N):
             tl.store((a + k).to(tl.pointer_type(tl.uint8)), ((v >> (8 * k)) & 255).to(tl.uint8), mask=m & ~al)
 
 
 @_helper
-def _fail(ERR, FLAG, gid, bad, code, index, value, seg):
+def _fail(bad, code, index, value, seg, fc, fi, fv, fs):
+    """The threads in `bad` record why they stopped, in registers: a store per check made Triton's
+    coalescing pass, which walks the whole def-use slice of every store, take minutes on long programs."""
+    return (tl.where(bad, code, fc), tl.where(bad, index, fi), tl.where(bad, value, fv), tl.where(bad, seg, fs))
+
+
+@_helper
+def _failed(ERR, FLAG, gid, fc, fi, fv, fs):
+    """At the kernel's end, each stopped thread's record to its row of ERR, and FLAG set."""
+    bad = fc != 0
     row = ERR + gid.to(tl.int64) * 4
-    tl.store(row, gid * 0 + code, mask=bad)
-    tl.store(row + 1, gid * 0 + index, mask=bad)
-    tl.store(row + 2, gid * 0 + value, mask=bad)
-    tl.store(row + 3, gid * 0 + seg, mask=bad)
+    tl.store(row, fc, mask=bad)
+    tl.store(row + 1, fi, mask=bad)
+    tl.store(row + 2, fv, mask=bad)
+    tl.store(row + 3, fs, mask=bad)
     tl.store(FLAG + (gid * 0).to(tl.int32), (gid * 0).to(tl.int32) + 1, mask=bad)
 
 
