@@ -17,8 +17,9 @@ Bandwidth is the bytes each implementation must move (reads + writes of whole op
 min time of `repeats` runs (CUDA events; median printed too); `of copy` is that over the copy's.
 
 Host cost per launch: many launches of a tiny (1024-element) add with no synchronization between
-them, wall time / launches: eidos execute_program on a cached program, a bare @triton.jit launch of
-an add kernel, and torch.add(out=).
+them, wall time / launches: eidos execute_program on a cached program (a CUDA graph replay from its
+third run), the same without graphs, a bare @triton.jit launch of an add kernel, and torch.add(out=).
+The fused and map+sum cases run with and without graphs too (", no graph": the run before graphs).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class Timer:
 
     def __call__(self, fn, repeats: int) -> tuple[float, float]:
         torch = self.torch
-        fn()  # warm: compile, allocate
+        for _ in range(3):
+            fn()  # warm: compile, allocate, capture (a cached program's third run is captured as a CUDA graph)
         self.sync()
         times = []
         for _ in range(repeats):
@@ -150,6 +152,11 @@ def throughput(n: int, repeats: int, smoke: bool) -> tuple[list, dict]:
     case("add: torch eager", 3 * nb, lambda: torch.add(x, y, out=t))
     case("add: torch.compile", 3 * nb, None if c_add is None else lambda: c_add(x, y))
 
+    plain = TritonBackend()   # the same programs run step by step (no CUDA graph), for the before/after
+    plain.graphs = False
+    ph = {"x": plain.adopt(x), "y": plain.adopt(y), "z": plain.adopt(z), "t": plain.adopt(t), "out": plain.adopt(out)}
+    _, p_fused, _, p_msum = programs(n, ph)
+    case("fused: eidos, no graph", 3 * nb, lambda: plain.execute_program(p_fused, cfg))
     case("fused: eidos", 3 * nb, lambda: be.execute_program(fused, cfg))
     ref = f_fused(x, y)
     checks["fused"] = bool(torch.allclose(z, ref, rtol=1e-5, atol=1e-6))
@@ -158,6 +165,7 @@ def throughput(n: int, repeats: int, smoke: bool) -> tuple[list, dict]:
 
     f_msum = lambda a, b: ((a * 2 + 1).exp() * b).sum()  # noqa: E731
     c_msum = compiled(f_msum)
+    case("map+sum: eidos, no graph", 2 * nb, lambda: plain.execute_program(p_msum, cfg))
     case("map+sum: eidos (stores nothing)", 2 * nb, lambda: be.execute_program(msum, cfg))
     want = float(((x.double() * 2 + 1).exp() * y.double()).sum())
     checks["map+sum"] = abs(float(out) - want) <= 1e-4 * max(1.0, abs(want))
@@ -195,7 +203,13 @@ def host_cost(launches: int) -> list:
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         tl.store(c + i, tl.load(a + i, mask=i < m) + tl.load(b + i, mask=i < m), mask=i < m)
 
+    plain = TritonBackend()
+    plain.graphs = False
+    pp = ProgramBuilder().add(ParallelMapBinary(Address.buffer(plain.adopt(z)), Address.buffer(plain.adopt(x)),
+                                                Address.buffer(plain.adopt(y)), n, BinaryMapOperation.Add,
+                                                Type.F32)).build()
     cases = [("eidos execute_program (cached)", lambda: be.execute_program(p, cfg)),
+             ("eidos, no graph", lambda: plain.execute_program(pp, cfg)),
              ("bare Triton kernel launch", lambda: bare_add[(1,)](x, y, z, n, BLOCK=1024)),
              ("torch.add(out=)", lambda: torch.add(x, y, out=z))]
     rows = []

@@ -361,6 +361,49 @@ class Plan:
     steps: list
     routes: list               # per instruction: where it goes
     fast: tuple | None = None  # array plans with no register state: just these kernels
+    graphable: bool = False    # a run is device work alone: it may be captured as one CUDA graph
+
+
+def graphable(steps: list) -> bool:
+    """Whether a run of these steps (from no registers: execute_program) is device work alone, the same
+    every run, touching no memory that outlives the run but what the steps' kernels are bound to: each
+    kernel's addresses static; scalar operands read before any reduction leaves a result pending (a
+    pending result would be fetched, a sync); pools only scratch that no kernel reads or writes (the
+    map+sum's dead chain) and freed in the run; uniform code only register arithmetic and stores of
+    reduction results to static addresses (device copies)."""
+    reduced = set()
+    for step in steps:
+        if isinstance(step, KernelStep):
+            if step.dynamic or (step.scalars and reduced):
+                return False
+            if step.dst is not None:
+                reduced.add(step.dst.index)
+        elif isinstance(step, PoolStep):
+            if isinstance(step.ins, I.PoolAlloc) and step.zeroed:
+                return False
+        elif isinstance(step, UniformStep):
+            for i in step.indices:
+                ins = step.program.instructions[i]
+                stores = isinstance(ins, (I.STG, I.PoolStore))
+                if isinstance(ins, _MEMORY) and not (stores and ins.src.index in reduced and (
+                        isinstance(ins, I.PoolStore) or ins.dst.space is not Space.REGISTER)):
+                    return False
+                if not stores and any(isinstance(r, Register) and r.index in reduced for r in ins.registers_read()):
+                    return False
+        else:
+            return False
+    return any(isinstance(s, KernelStep) for s in steps)
+
+
+@dataclass
+class Graph:
+    """A program's run captured as one CUDA graph, valid while memory's allocations are those it was
+    captured with (its generation); `runs`: the plain runs seen before capturing (two: compiled, bound)."""
+    program: Program
+    config: LaunchConfig
+    generation: int = -1
+    graph: object = None
+    runs: int = 0
 
 
 class TritonBackend(Target):
@@ -381,6 +424,8 @@ class TritonBackend(Target):
         self.cache = ProgramCache(512, libraries=("triton", "torch"))
         self._plans: dict[int, tuple[Program, Plan]] = {}
         self._kernels: dict = {}  # collectives met inside thread kernels: (index, instruction) -> Kernel
+        self.graphs = True        # repeated runs of a cached program as one CUDA graph (execute_program)
+        self._graphs: dict[int, Graph] = {}
 
     # ---- what this backend can do ---------------------------------------------------------------
     def is_available(self) -> bool:
@@ -445,7 +490,7 @@ class TritonBackend(Target):
         fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and not s.scalars and s.dst is None
                                    for s in steps) else None
         return Plan(program, "array", "collectives, and register code that is the same in every thread",
-                    steps, routes, fast=fast)
+                    steps, routes, fast=fast, graphable=graphable(steps))
 
     def collective_route(self, i: int, x) -> str:
         """Where collective instruction i goes; UnsupportedError naming it where it has no Triton form."""
@@ -532,6 +577,14 @@ class TritonBackend(Target):
 
     # ---- execution --------------------------------------------------------------------------------
     def execute_program(self, program, config: LaunchConfig) -> None:
+        g = self._graphs.get(id(program))
+        if g is not None and g.program is program and g.graph is not None and g.config == config \
+                and g.generation == self.memory.generation:
+            g.graph.replay()
+            return
+        if self.graphs and self.memory.cuda and type(config) is LaunchConfig and config.total_threads():
+            if self._graphed(program, config):
+                return
         hit = self._plans.get(id(program))
         if hit is not None and hit[0] is program and hit[1].fast is not None and type(config) is LaunchConfig:
             if config.total_threads():
@@ -543,6 +596,31 @@ class TritonBackend(Target):
                     arrays.launch(k)
             return
         super().execute_program(program, config)
+
+    def _graphed(self, program, config: LaunchConfig) -> bool:
+        """A cached program's third run in a row with one config and unchanged memory is captured as a
+        CUDA graph and replayed (True); its later runs replay it: one launch, no host work per kernel.
+        Inputs are read where they are at each replay, so new data in the same buffers is seen."""
+        plan = self.plan(program)
+        if not plan.graphable:
+            return False
+        g = self._graphs.get(id(program))
+        if g is None or g.program is not program or g.config != config or g.generation != self.memory.generation:
+            if len(self._graphs) > 256:
+                self._graphs.clear()
+            g = self._graphs[id(program)] = Graph(program, config)
+        g.runs += 1
+        if g.runs < 3:
+            super().execute_program(program, config)
+            g.generation = self.memory.generation
+            return True
+        torch = self.memory.torch
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            super().execute_program(program, config)
+        g.graph, g.generation = graph, self.memory.generation
+        graph.replay()  # capturing recorded the run; this does it
+        return True
 
     def execute_program_with_params(self, program, params: ExecutionParams) -> None:
         self.check_params(params, program)
