@@ -45,14 +45,15 @@ def nans() -> ei.Flow:
     return ei.from_arrow(SALES.set_column(3, "price", pa.array([1.5, NAN, 2.0, None, 0.5, 3.0], pa.float64())))
 
 
-# (id, build, reference answer or None (only compared across lanes), whether row order is part of it)
+# (id, build, reference answer or None (only compared across lanes), whether row order is part of it: only
+# after a sort, since the SQL lanes keep no order of rows read from a table)
 CASES = [
     ("filter_equalities", lambda: sales().filter(col("units") > 2, shop="a").select("units"),
-     {"units": [3, 5, 4]}, True),
-    ("drop_nulls_all", lambda: sales().drop_nulls().select("units"), {"units": [3, 5, 4]}, True),
-    ("drop_nulls_subset", lambda: sales().drop_nulls(["units", "shop"]).select("units"), {"units": [3, 5, 2, 4]}, True),
-    ("drop_nulls_selector", lambda: sales().drop_nulls(cs.numeric()).select("units"), {"units": [3, 5, 4, 1]}, True),
-    ("drop_nulls_keeps_nan", lambda: nans().drop_nulls("price").select("units"), {"units": [3, 5, None, 4, 1]}, True),
+     {"units": [3, 5, 4]}, False),
+    ("drop_nulls_all", lambda: sales().drop_nulls().select("units"), {"units": [3, 5, 4]}, False),
+    ("drop_nulls_subset", lambda: sales().drop_nulls(["units", "shop"]).select("units"), {"units": [3, 5, 2, 4]}, False),
+    ("drop_nulls_selector", lambda: sales().drop_nulls(cs.numeric()).select("units"), {"units": [3, 5, 4, 1]}, False),
+    ("drop_nulls_keeps_nan", lambda: nans().drop_nulls("price").select("units"), {"units": [3, 5, None, 4, 1]}, False),
     ("top_k", lambda: sales().top_k(2, by="units").select("units"), {"units": [5, 4]}, True),
     ("top_k_reverse_nulls_last", lambda: sales().top_k(5, by=["units"], reverse=True).select("units"),
      {"units": [1, 2, 3, 4, 5]}, True),
@@ -65,10 +66,10 @@ CASES = [
      {"shop": ["a", "b", None], "n": [3, 2, 1]}, True),
     ("unpivot", lambda: sales().unpivot(["units", "price"], index="month"),
      {"month": ["jan", "feb", "jan", "jan", "jan", "feb"] * 2, "variable": ["units"] * 6 + ["price"] * 6,
-      "value": [3.0, 5.0, None, 2.0, 4.0, 1.0, 1.5, -0.0, 2.0, None, 0.5, 3.0]}, True),
+      "value": [3.0, 5.0, None, 2.0, 4.0, 1.0, 1.5, -0.0, 2.0, None, 0.5, 3.0]}, False),
     ("unpivot_selector_names", lambda: sales().select("shop", "month").unpivot(cs.by_name("month"), index=cs.by_name("shop"),
                                                                            variable_name="v", value_name="x"),
-     {"shop": ["a", "a", "b", "b", "a", None], "v": ["month"] * 6, "x": ["jan", "feb", "jan", "jan", "jan", "feb"]}, True),
+     {"shop": ["a", "a", "b", "b", "a", None], "v": ["month"] * 6, "x": ["jan", "feb", "jan", "jan", "jan", "feb"]}, False),
     ("pivot_sum", lambda: sales().pivot("month", index="shop", values="units", aggregate_function="sum").sort("shop"),
      {"shop": ["a", "b", None], "feb": [5, None, 1], "jan": [7, 2, None]}, True),
     ("pivot_on_columns_len", lambda: sales().pivot("month", ["jan", "mar"], index="shop", values=["units", "price"],
@@ -79,7 +80,38 @@ CASES = [
      {"a": [NAN], "b": [2.0], "null": [3.0]}, False),
     ("describe", lambda: sales().select("units", "shop").describe(),
      None, True),
+    ("distinct_subset_none", lambda: sales().distinct(["shop", "month"], keep="none").select("units"),
+     {"units": [5, 1]}, False),
+    ("distinct_subset_first_sorted", lambda: sales().sort("units").distinct("shop", keep="first").select("shop", "units"),
+     {"shop": [None, "b", "a"], "units": [1, 2, 3]}, True),
+    ("distinct_subset_last_sorted", lambda: sales().sort("price", descending=True).distinct(cs.by_name("month"), keep="last")
+     .select("month", "units"), {"month": ["feb", "jan"], "units": [5, 2]}, True),
+    ("distinct_subset_first_file_order", lambda: sales().distinct("month", keep="first").select("units"),
+     {"units": [3, 5]}, False),
+    ("asof_backward_by", lambda: trades().join_asof(quotes(), on="t", by="sym"),
+     {"t": [1, 4, 4, 8, None, 9], "sym": ["a", "a", "b", "a", "a", None], "qty": [1, 2, 3, 4, 5, 6],
+      "px": [None, 10.0, 20.0, 11.0, None, None]}, False),
+    ("asof_forward_tolerance", lambda: trades().join_asof(quotes(), on="t", by="sym", strategy="forward", tolerance=1),
+     {"t": [1, 4, 4, 8, None, 9], "sym": ["a", "a", "b", "a", "a", None], "qty": [1, 2, 3, 4, 5, 6],
+      "px": [10.0, None, None, None, None, None]}, False),
+    ("asof_nearest_ties_forward", lambda: trades().join_asof(quotes().rename({"t": "s"}), left_on="t", right_on="s",
+                                                              by_left="sym", by_right="sym", strategy="nearest"),
+     {"t": [1, 4, 4, 8, None, 9], "sym": ["a", "a", "b", "a", "a", None], "qty": [1, 2, 3, 4, 5, 6],
+      "s": [2, 6, 3, 6, None, None], "px": [10.0, 11.0, 20.0, 11.0, None, None]}, False),
+    ("asof_dates_suffix", lambda: sales().select("day", "units").join_asof(
+        sales().select("day", "units").drop_nulls(), on="day", strategy="forward", tolerance=_dt.timedelta(days=3)),
+     {"day": list(SALES.column("day").to_pylist()), "units": [3, 5, None, 2, 4, 1],
+      "units_right": [3, 5, None, 2, 4, 1]}, False),
 ]
+
+
+def trades() -> ei.Flow:
+    return ei.from_pydict({"t": [1, 4, 4, 8, None, 9], "sym": ["a", "a", "b", "a", "a", None], "qty": [1, 2, 3, 4, 5, 6]})
+
+
+def quotes() -> ei.Flow:
+    """Two quotes for a at t=2 (10.0 sorts first, so it is the one taken), b at 3, a at 6, one without a time."""
+    return ei.from_pydict({"t": [2, 6, 3, 2, None], "sym": ["a", "a", "b", "a", "a"], "px": [12.0, 11.0, 20.0, 10.0, 1.0]})
 
 
 def _check(lane_name: str, flow: ei.Flow, expected: dict | None, ordered: bool, load_into) -> None:
@@ -134,6 +166,16 @@ def test_selectors_resolve_in_schema_order():
     (lambda f: f.describe(percentiles=[2]), "from 0 to 1"),
     (lambda f: f.select(cs.matches("(")), "not a regular expression"),
     (lambda f: f.select(cs.all() | 3), "takes another selector"),
+    (lambda f: f.distinct(keep="one"), "keep must be one of"),
+    (lambda f: f.distinct([]), "names no column"),
+    (lambda f: f.group_by("s").agg(n=ei.count()).distinct("s", keep="first"), "order of the rows"),
+    (lambda f: f.join_asof(f, on="s"), "numbers, dates or timestamps"),
+    (lambda f: f.join_asof(f, on="a", strategy="closest"), "strategy must be one of"),
+    (lambda f: f.join_asof(f, on="a", tolerance="1d"), "tolerance is a number"),
+    (lambda f: f.join_asof(f, on="a", tolerance=-1), "tolerance is a number >= 0"),
+    (lambda f: f.join_asof(f, left_on="a"), "left_on=name and right_on=name"),
+    (lambda f: f.join_asof(f, on="a", by="nope"), "'nope' does not exist"),
+    (lambda f: f.join_asof(f, on="a", by_left="a", by_right="s"), "incompatible types"),
 ])
 def test_bad_arguments_name_what_is_wrong(build, words):
     with pytest.raises(PlanError, match=words):
@@ -175,7 +217,27 @@ def _pivot(flow: ei.Flow, schema: Schema, data) -> ei.Flow:
     return flow.pivot(on, index=index or None, values=values, aggregate_function=fn)
 
 
-VERBS = {"top_k": (_top, True), "unpivot": (_unpivot, False), "pivot": (_pivot, False),
+def _distinct(flow: ei.Flow, schema: Schema, data) -> ei.Flow:
+    subset = data.draw(st.lists(st.sampled_from(schema.names), min_size=1, max_size=2, unique=True), label="subset")
+    keep = data.draw(st.sampled_from(("none", "first", "last")), label="keep")
+    if keep != "none":   # over sorted rows (every column: no ties), so the first and the last are the same rows everywhere
+        flow = flow.sort(cs.all(), descending=data.draw(st.booleans(), label="descending"))
+    return flow.distinct(subset, keep=keep)
+
+
+def _asof(flow: ei.Flow, schema: Schema, data) -> ei.Flow:
+    ons = [n for n, t in schema.items() if t.is_numeric or t.kind == "Date"]
+    if not ons:
+        raise PlanError("no column to join on")
+    on = data.draw(st.sampled_from(ons), label="on")
+    other = flow.select(on, *[n for n in schema.names if n != on][:1]).distinct()
+    by = [n for n in schema.names if n != on][:1] if data.draw(st.booleans(), label="by") else None
+    strategy = data.draw(st.sampled_from(("backward", "forward", "nearest")), label="strategy")
+    tolerance = data.draw(st.sampled_from((None, 0, 1, 100)), label="tolerance")
+    return flow.join_asof(other, on=on, by=by, strategy=strategy, tolerance=tolerance, suffix="_r")
+
+
+VERBS = {"distinct": (_distinct, False), "join_asof": (_asof, False), "top_k": (_top, True), "unpivot": (_unpivot, False), "pivot": (_pivot, False),
          "drop_nulls": (lambda f, s, d: f.drop_nulls(d.draw(st.sampled_from(s.names))), False),
          "describe": (lambda f, s, d: f.describe(), True)}
 
@@ -187,3 +249,17 @@ VERBS = {"top_k": (_top, True), "unpivot": (_unpivot, False), "pivot": (_pivot, 
 def test_generated(lane_name, verb, data, load_into):
     build, ordered = VERBS[verb]
     _generated(lane_name, data, build, load_into, ordered=ordered)
+
+
+@pytest.mark.parametrize("lane_name", LANES)
+def test_distinct_keep_any_keeps_one_row_of_each(lane_name, load_into):
+    from tests.lanes.helpers import lane_or_skip
+
+    lane = lane_or_skip(lane_name)
+    flow = load_into(lane, sales())
+    if lane.supports(flow.plan):
+        pytest.skip(f"{lane_name} lacks {lane.supports(flow.plan)}")
+    got = flow.distinct(["shop", "month"]).run(engine=lane_name, strict=True).to_pylist()
+    rows = SALES.to_pylist()
+    assert sorted((r["shop"] or "", r["month"]) for r in got) == sorted({(r["shop"] or "", r["month"]) for r in rows})
+    assert all(r in rows for r in got)

@@ -348,14 +348,72 @@ class Flow:
         flags = _per_key(reverse, len(keys), "reverse")
         return self.sort(*keys, descending=[largest != bool(r) for r in flags], nulls_last=True).limit(k)
 
-    def distinct(self) -> Flow:
-        """The rows without duplicates (nulls equal to each other); the order is not defined.
+    def distinct(self, subset: Any = None, *, keep: str = "any") -> Flow:
+        """The rows without duplicates (nulls equal to each other, NaN to NaN), as Polars' `unique`.
+
+        With `subset` (names or a selector) rows are duplicates when those columns are equal. `keep` says
+        which of them stays: "any" one, the "first" or the "last" in row order (a plan that leaves its order
+        unspecified is a PlanError: sort first), or "none" of them (only rows whose values no other row
+        shares). The rows keep their input order where it is defined.
 
         Examples:
             >>> ei.from_pydict({"a": [1, 2, 1, None, None]}).distinct().sort("a").run().to_pydict()
             {'a': [1, 2, None]}
+            >>> flow = ei.from_pydict({"k": ["x", "y", "x"], "v": [1, 2, 3]})
+            >>> flow.distinct("k", keep="last").run().to_pydict()
+            {'k': ['y', 'x'], 'v': [2, 3]}
+            >>> flow.distinct(["k"], keep="none").run().to_pydict()
+            {'k': ['y'], 'v': [2]}
         """
-        return Flow(N.Distinct(self._plan))
+        if keep not in N.UNIQUE_KEEPS:
+            raise PlanError(f"distinct keep must be one of {', '.join(map(repr, N.UNIQUE_KEEPS))}, got {keep!r}")
+        names = self.schema.names if subset is None else self._columns(subset, "distinct subset")
+        if not names:
+            raise PlanError("distinct subset names no column: give at least one, or subset=None for all")
+        if names == self.schema.names and keep == "any":
+            return Flow(N.Distinct(self._plan))
+        return Flow(N.Unique(self._plan, names, keep))
+
+    def join_asof(self, other: Flow, on: str | None = None, *, left_on: str | None = None,
+                  right_on: str | None = None, by: Any = None, by_left: Any = None, by_right: Any = None,
+                  strategy: str = "backward", suffix: str = "_right", tolerance: Any = None) -> Flow:
+        """Each row with the row of `other` whose `on` value is nearest before its own (`strategy="backward"`:
+        the largest not above it), after it ("forward": the smallest not below it) or on either side
+        ("nearest"; an equal distance goes forward), among the rows with equal `by` columns, and at most
+        `tolerance` away (a number; days, or a `datetime.timedelta` of whole days, for dates). A left join:
+        rows without a match get nulls; rows keep the left's order. Unlike Polars, nothing needs sorting.
+
+        Of several right rows with the matched `on` value, the one whose columns sort first (section 8
+        order, column by column) is taken, so every lane takes the same one. The right `on` column stays
+        unless it has the left's name; the right `by` columns go.
+
+        Examples:
+            >>> quotes = ei.from_pydict({"t": [1, 5, 9], "price": [10.0, 11.0, 12.0]})
+            >>> trades = ei.from_pydict({"t": [0, 5, 7, 20], "qty": [1, 2, 3, 4]})
+            >>> trades.join_asof(quotes, on="t").run().to_pydict()
+            {'t': [0, 5, 7, 20], 'qty': [1, 2, 3, 4], 'price': [None, 11.0, 11.0, 12.0]}
+            >>> trades.join_asof(quotes, on="t", strategy="nearest", tolerance=2).run().to_pydict()
+            {'t': [0, 5, 7, 20], 'qty': [1, 2, 3, 4], 'price': [10.0, 11.0, 12.0, None]}
+        """
+        import datetime as _dt
+
+        if not isinstance(other, Flow):
+            raise PlanError(f"join_asof takes another Flow, got {type(other).__name__}")
+        if (on is None) == (left_on is None and right_on is None) or (on is None and None in (left_on, right_on)):
+            raise PlanError("join_asof takes on=name, or left_on=name and right_on=name")
+        if by is not None and (by_left is not None or by_right is not None):
+            raise PlanError("join_asof takes either by=... or by_left=/by_right=..., not both")
+        lby = _names(by if by is not None else by_left, "join_asof by")
+        rby = _names(by if by is not None else by_right, "join_asof by")
+        if isinstance(tolerance, _dt.timedelta):
+            if tolerance % _dt.timedelta(days=1):
+                raise PlanError(f"join_asof tolerance as a timedelta must be whole days, got {tolerance}")
+            tolerance = tolerance.days
+        if tolerance is not None and not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool):
+            raise PlanError(f"join_asof tolerance is a number (days for dates) or a datetime.timedelta, got "
+                            f"{tolerance!r}")
+        tol = None if tolerance is None else to_ir(tolerance)
+        return Flow(N.AsofJoin(self._plan, other._plan, on or left_on, on or right_on, lby, rby, strategy, tol, suffix))
 
     def union(self, *others: Flow) -> Flow:
         """All rows of this flow and of `others` (duplicates kept); the schemas must match.

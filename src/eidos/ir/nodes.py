@@ -18,6 +18,8 @@ NamedExprs = tuple[tuple[str, Expr], ...]
 
 MAX_COUNT = 2**63 - 1   # the most rows a plan counts (Int64): limit, offset, row estimates, byte sizes
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti", "cross")
+UNIQUE_KEEPS = ("any", "first", "last", "none")
+ASOF_STRATEGIES = ("backward", "forward", "nearest")
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,45 @@ class Distinct(Node):
 
 
 @dataclass(frozen=True)
+class Unique(Node):
+    """distinct(subset, keep): of the rows with equal `subset` values, the first, the last or any one, or
+    (keep="none") only those whose values no other row shares; in input order."""
+
+    input: Node
+    subset: tuple[str, ...]
+    keep: str = "any"
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class AsofJoin(Node):
+    """join_asof: each left row with the right row of equal `by` whose `on` is nearest before (backward),
+    after (forward) or either side (nearest) of its own, within `tolerance` (a Literal); a left join."""
+
+    left: Node
+    right: Node
+    left_on: str
+    right_on: str
+    left_by: tuple[str, ...] = ()
+    right_by: tuple[str, ...] = ()
+    strategy: str = "backward"
+    tolerance: Expr | None = None
+    suffix: str = "_right"
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def right_outputs(self) -> tuple[str, ...]:
+        """The right columns the output keeps: all but the `by` columns and an `on` named as the left's."""
+        return tuple(n for n in self.right.schema.names
+                     if n not in self.right_by and not (n == self.right_on and n == self.left_on))
+
+
+@dataclass(frozen=True)
 class Union(Node):
     """All rows of every input, in input order; schemas must match."""
 
@@ -187,4 +228,4 @@ class MapBatches(Node):
         return (self.input,)
 
 
-NODE_TYPES = (Scan, Filter, Project, Aggregate, Join, Sort, Limit, Distinct, Union, MapBatches)
+NODE_TYPES = (Scan, Filter, Project, Aggregate, Join, Sort, Limit, Distinct, Union, MapBatches, Unique, AsofJoin)

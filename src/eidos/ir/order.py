@@ -25,11 +25,13 @@ def has_row_order(node: N.Node) -> bool:
         return isinstance(node.source, _ORDERED_SOURCES)
     if isinstance(node, N.Sort):
         return True
-    if isinstance(node, (N.Filter, N.Project, N.Limit, N.MapBatches)):
+    if isinstance(node, (N.Filter, N.Project, N.Limit, N.MapBatches, N.Unique)):
         return has_row_order(node.input)
     if isinstance(node, N.Union):
         return all(has_row_order(i) for i in node.inputs)
     if isinstance(node, N.Join) and node.how in ("semi", "anti"):
+        return has_row_order(node.left)
+    if isinstance(node, N.AsofJoin):
         return has_row_order(node.left)
     if isinstance(node, N.Join) and node.how == "cross":
         return has_row_order(node.left) and has_row_order(node.right)

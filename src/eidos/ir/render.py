@@ -190,6 +190,18 @@ def _(node: N.Distinct) -> str:
 
 
 @node_label.register
+def _(node: N.Unique) -> str:
+    return f"Unique [{', '.join(map(shown, node.subset))}] keep {node.keep}"
+
+
+@node_label.register
+def _(node: N.AsofJoin) -> str:
+    by = "".join(f", {shown(a)} = {shown(b)}" for a, b in zip(node.left_by, node.right_by))
+    tol = "" if node.tolerance is None else f" within {_text(node.tolerance)}"
+    return f"AsofJoin {node.strategy} [{shown(node.left_on)} ~ {shown(node.right_on)}{by}]{tol}"
+
+
+@node_label.register
 def _(node: N.Union) -> str:
     return f"Union ({len(node.inputs)} inputs)"
 

@@ -28,11 +28,11 @@ def map_inputs(node: N.Node, fn) -> N.Node:
     if isinstance(node, N.Union):
         new = tuple(fn(i) for i in node.inputs)
         return node if new == node.inputs else N.Union(new)
-    if isinstance(node, N.Join):
+    if isinstance(node, (N.Join, N.AsofJoin)):
         left, right = fn(node.left), fn(node.right)
         if left is node.left and right is node.right:
             return node
-        return N.Join(left, right, node.how, node.left_on, node.right_on, node.suffix)
+        return replace(node, left=left, right=right)
     if hasattr(node, "input"):
         child = fn(node.input)
         if child is node.input:

@@ -155,6 +155,13 @@ def node_to(n: N.Node, name: Name) -> dict:
         return {"node": "Limit", "input": node_to(n.input, name), "n": n.n, "offset": n.offset}
     if isinstance(n, N.Distinct):
         return {"node": "Distinct", "input": node_to(n.input, name)}
+    if isinstance(n, N.Unique):
+        return {"node": "Unique", "input": node_to(n.input, name), "subset": list(n.subset), "keep": n.keep}
+    if isinstance(n, N.AsofJoin):
+        return {"node": "AsofJoin", "left": node_to(n.left, name), "right": node_to(n.right, name),
+                "left_on": n.left_on, "right_on": n.right_on, "left_by": list(n.left_by),
+                "right_by": list(n.right_by), "strategy": n.strategy, "suffix": n.suffix,
+                "tolerance": None if n.tolerance is None else expr_to(n.tolerance, name)}
     if isinstance(n, N.Union):
         return {"node": "Union", "inputs": [node_to(i, name) for i in n.inputs]}
     if isinstance(n, N.MapBatches):
@@ -279,7 +286,9 @@ _EXPRS = {"col": (("col",), ()), "lit": (("lit", "dtype"), ("weak",)), "alias": 
 _NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Project": ("input", "columns"),
           "Aggregate": ("input", "keys", "aggs"), "Join": ("left", "right", "how", "left_on", "right_on", "suffix"),
           "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
-          "Union": ("inputs",), "MapBatches": ("input", "fn", "schema")}
+          "Union": ("inputs",), "MapBatches": ("input", "fn", "schema"), "Unique": ("input", "subset", "keep"),
+          "AsofJoin": ("left", "right", "left_on", "right_on", "left_by", "right_by", "strategy", "suffix",
+                       "tolerance")}
 _SOURCES = {"parquet": ("path", "files", "rows", "bytes", "partitions", "values"), "csv": ("path", "files", "has_header", "delimiter", "null_values", "skip_rows", "quote_char", "bytes"),
             "ndjson": ("path", "files", "bytes"), "ipc": ("path", "files", "bytes"),
             "arrow": ("token", "ipc"), "sql": ("uri", "table", "query", "rows"),
@@ -469,6 +478,14 @@ class _Reader:
             return N.Limit(child(), _field(j, "n", "count", at), _field(j, "offset", "count", at))
         if kind == "Distinct":
             return N.Distinct(child())
+        if kind == "Unique":
+            return N.Unique(child(), _strings(j["subset"], f"{at}.subset"), _field(j, "keep", "str", at))
+        if kind == "AsofJoin":
+            tol = j["tolerance"]
+            return N.AsofJoin(child("left"), child("right"), _field(j, "left_on", "str", at),
+                              _field(j, "right_on", "str", at), _strings(j["left_by"], f"{at}.left_by"),
+                              _strings(j["right_by"], f"{at}.right_by"), _field(j, "strategy", "str", at),
+                              None if tol is None else self.expr(tol, f"{at}.tolerance"), _field(j, "suffix", "str", at))
         if kind == "Union":
             inputs = _field(j, "inputs", "list", at)
             if not inputs:

@@ -131,21 +131,30 @@ def _(node: N.Join) -> Schema:
     elif not node.left_on or len(node.left_on) != len(node.right_on):
         raise PlanError(f"join needs the same number (at least one) of left and right keys, got "
                         f"{list(node.left_on)} and {list(node.right_on)} in {where}")
-    key_types = {}
-    for lk, rk in zip(node.left_on, node.right_on):
-        lt, rt = left.dtype(lk, where=f"the left side of {where}"), right.dtype(rk, where=f"the right side of {where}")
-        try:
-            key_types[lk] = promote(lt, rt, op="join")
-        except PlanError:
-            raise PlanError(f"join keys {lk!r} ({lt}) and {rk!r} ({rt}) have incompatible types in {where}") from None
+    key_types = _key_types(left, right, node.left_on, node.right_on, where, "join keys")
     if node.how in ("semi", "anti"):
         return left
     fields = [(n, key_types.get(n, t)) for n, t in left.items()]
-    taken = set(left.names)
-    for n, t in right.items():
-        if n in node.right_on:
-            continue
-        name = n + node.suffix if n in taken else n
+    return _with_right(fields, [(n, t) for n, t in right.items() if n not in node.right_on], node.suffix, where)
+
+
+def _key_types(left: Schema, right: Schema, lks, rks, where: str, what: str) -> dict:
+    """The promoted type of each pair of key columns, by left name; a PlanError for a pair with none."""
+    out = {}
+    for lk, rk in zip(lks, rks):
+        lt, rt = left.dtype(lk, where=f"the left side of {where}"), right.dtype(rk, where=f"the right side of {where}")
+        try:
+            out[lk] = promote(lt, rt, op="join")
+        except PlanError:
+            raise PlanError(f"{what} {lk!r} ({lt}) and {rk!r} ({rt}) have incompatible types in {where}") from None
+    return out
+
+
+def _with_right(fields: list, right: list, suffix: str, where: str) -> Schema:
+    """`fields` then the right columns, each taking `suffix` where its name is taken already."""
+    taken = {n for n, _ in fields}
+    for n, t in right:
+        name = n + suffix if n in taken else n
         if name in taken:
             raise PlanError(f"join output would have two columns named {name!r}; choose another suffix in {where}")
         taken.add(name)
@@ -174,6 +183,35 @@ def _(node: N.Limit) -> Schema:
 @_infer.register
 def _(node: N.Distinct) -> Schema:
     return node.input.schema
+
+
+@_infer.register
+def _(node: N.Unique) -> Schema:
+    schema = node.input.schema
+    for n in node.subset:
+        schema.dtype(n, where=node_label(node))
+    if node.keep not in N.UNIQUE_KEEPS:
+        raise PlanError(f"distinct keep must be one of {', '.join(map(repr, N.UNIQUE_KEEPS))}, got {node.keep!r}")
+    if node.keep in ("first", "last"):
+        require_row_order(node.input, f"distinct(keep={node.keep!r})")
+    return schema
+
+
+@_infer.register
+def _(node: N.AsofJoin) -> Schema:
+    from eidos.ir.asof import on_type
+
+    left, right = node.left.schema, node.right.schema
+    where = node_label(node)
+    if node.strategy not in N.ASOF_STRATEGIES:
+        raise PlanError(f"join_asof strategy must be one of {', '.join(map(repr, N.ASOF_STRATEGIES))}, "
+                        f"got {node.strategy!r}")
+    if len(node.left_by) != len(node.right_by):
+        raise PlanError(f"join_asof needs as many left as right `by` columns, got {list(node.left_by)} and "
+                        f"{list(node.right_by)}")
+    _key_types(left, right, node.left_by, node.right_by, where, "join_asof by columns")
+    on_type(node)
+    return _with_right(list(left.items()), [(n, right[n]) for n in node.right_outputs()], node.suffix, where)
 
 
 @_infer.register

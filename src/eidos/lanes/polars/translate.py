@@ -300,6 +300,68 @@ def _(node: N.Distinct, ctx: Ctx) -> pl.LazyFrame:
 
 
 @translate.register
+def _(node: N.Unique, ctx: Ctx) -> pl.LazyFrame:
+    # eidos: nulls equal, NaN equals NaN, as in Distinct; the kept rows stay in input order.
+    return translate(node.input, ctx).unique(subset=list(node.subset), keep=node.keep, maintain_order=True)
+
+
+@translate.register
+def _(node: N.AsofJoin, ctx: Ctx) -> pl.LazyFrame:
+    """Polars' join_asof on prepared sides: rows with a null `on` or `by` left out, `on` and `by` cast to
+    the types they compare in, the right side sorted and cut to one row per (`by`, `on`) (the first by
+    content, as eidos picks), both sorted by `on`. The backward and forward candidates come from one
+    join_asof each; eidos.ir.asof's expressions choose the nearest and test the tolerance; the left rows
+    get the chosen right row back by its index, in their own order."""
+    from eidos.ir import asof
+
+    ls, rs = node.left.schema, node.right.schema
+    t = pl_dtype(asof.on_type(node))
+    idx, j, on = ctx.temp("i"), ctx.temp("j"), ctx.temp("on")
+    bys = [ctx.temp("by") for _ in node.left_by]
+    by_t = [pl_dtype(promote(ls[a], rs[b], op="join")) for a, b in zip(node.left_by, node.right_by)]
+    rnames = {n: ctx.temp("r") for n in rs.names}
+    left = translate(node.left, ctx).with_row_index(idx)
+    right = translate(node.right, ctx).rename(rnames)
+    keyed_l = left.select(idx, column(node.left_on, ls.names).cast(t).alias(on),
+                          *[column(n, ls.names).cast(bt).alias(b) for n, b, bt in zip(node.left_by, bys, by_t)])
+    keyed_r = right.with_columns(pl.col(rnames[node.right_on]).cast(t).alias(on),
+                                 *[pl.col(rnames[n]).cast(bt).alias(b) for n, b, bt in zip(node.right_by, bys, by_t)])
+    keyed_l, keyed_r = (x.drop_nulls([on, *bys]) for x in (keyed_l, keyed_r))
+    keyed_r = (keyed_r.sort([*bys, on, *rnames.values()], nulls_last=True, maintain_order=True)
+               .unique(subset=[*bys, on], keep="first", maintain_order=True).with_row_index(j).sort(on))
+    keyed_l = keyed_l.sort(on)
+    found = keyed_l.select(idx, pl.col(on).alias("l"))
+    for name, strategy in (("b", "backward"), ("f", "forward")):
+        if node.strategy in (strategy, "nearest"):
+            side = keyed_r.select(pl.col(j).alias(f"j{name}"), on, *bys)
+            hit = keyed_l.join_asof(side, on=on, by=bys or None, strategy=strategy, check_sortedness=False,
+                                    coalesce=False, suffix="_r")
+            found = found.join(hit.select(idx, f"j{name}", pl.col(f"{on}_r").alias(name)), on=idx, how="left")
+        else:
+            found = found.with_columns(pl.lit(None, dtype=pl.UInt32).alias(f"j{name}"), pl.lit(None, dtype=t).alias(name))
+    scope = Scope(asof.schema(node))
+    forward = (expr(asof.forward_wins(node), scope).fill_null(False) if node.strategy == "nearest"
+               else pl.lit(node.strategy == "forward"))
+    found = found.with_columns(m=pl.when(pl.col("jb").is_null() | (pl.col("jf").is_not_null() & forward))
+                               .then(pl.col("f")).otherwise(pl.col("b")),
+                               **{j: pl.when(pl.col("jb").is_null() | (pl.col("jf").is_not_null() & forward))
+                                  .then(pl.col("jf")).otherwise(pl.col("jb"))})
+    test = asof.within(node)
+    if test is not None:
+        found = found.with_columns(pl.when(expr(test, scope)).then(pl.col(j)).alias(j))
+    picked = keyed_r.select(j, *[rnames[n] for n in node.right_outputs()])
+    out = (left.join(found.select(idx, j), on=idx, how="left")
+           .join(picked, on=j, how="left", nulls_equal=False).sort(idx))
+    taken = set(ls.names)
+    cols = []
+    for n in node.right_outputs():
+        name = n + node.suffix if n in taken else n
+        taken.add(name)
+        cols.append(pl.col(rnames[n]).alias(name))
+    return out.select([column(n, ls.names) for n in ls.names] + cols)
+
+
+@translate.register
 def _(node: N.Union, ctx: Ctx) -> pl.LazyFrame:
     return pl.concat([translate(n, ctx) for n in node.inputs], how="vertical", rechunk=False)
 

@@ -120,6 +120,10 @@ class _Cutter:
             return Stage(next(self.keys), "union", None, inputs, tasks=sum(s.tasks for s, _ in inputs))
         if isinstance(node, N.Join):
             return self.join(node)
+        if isinstance(node, N.AsofJoin):   # each left row on its own, against every right row: broadcast the right
+            left, right = self.visit(node.left), self.visit(node.right)
+            return Stage(next(self.keys), "join", map_inputs(node, _inputs()),
+                         ((left, Exchange(FORWARD)), (right, Exchange(BROADCAST))), left.tasks)
         below = self.visit(node.input)
         windowed = any(map(E.contains_window, node.expressions()))   # a window reads its whole input
         if (isinstance(node, (N.Filter, N.Project)) and not windowed) or below.single:

@@ -493,3 +493,98 @@ def _(node: N.Union, ctx: Ctx) -> Thunk:
 def _(node: N.MapBatches, ctx: Ctx) -> Thunk:
     child = translate(node.input, ctx)
     return lambda: ctx.call_map_batches(node, child())
+
+
+@translate.register
+def _(node: N.Unique, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    schema = node.input.schema
+    idx = [schema.names.index(n) for n in node.subset]
+    types = [schema[n] for n in node.subset]
+
+    def run() -> Rows:
+        rows = child()
+        groups: dict = {}
+        for i, k in enumerate(_key_rows([rows.columns[j] for j in idx], types)):
+            groups.setdefault(k, []).append(i)
+        if node.keep == "none":
+            keep = [m[0] for m in groups.values() if len(m) == 1]
+        else:
+            keep = [m[-1] if node.keep == "last" else m[0] for m in groups.values()]
+        return rows.take(sorted(keep))
+    return run
+
+
+def _row_order(columns: list[list], dtypes) -> Callable[[int], tuple]:
+    """A sort key of row i by every column, in section 8's order ascending with nulls last."""
+    orders = [V.order_key(t) or (lambda v: v) for t in dtypes]
+    return lambda i: tuple((c[i] is None, None if c[i] is None else o(c[i])) for c, o in zip(columns, orders))
+
+
+@translate.register
+def _(node: N.AsofJoin, ctx: Ctx) -> Thunk:
+    """Per `by` group, the right rows sorted by `on` (then by content, which picks among equal `on`
+    values); each left row's backward and forward candidates by bisection, and the nearest choice and
+    tolerance test as eidos.ir.asof's expressions."""
+    import bisect
+
+    from eidos.ir import asof
+
+    left, right = translate(node.left, ctx), translate(node.right, ctx)
+    ls, rs = node.left.schema, node.right.schema
+    t = asof.on_type(node)
+    order = V.order_key(t) or (lambda v: v)
+    lcast, rcast = V.caster(ls[node.left_on], t), V.caster(rs[node.right_on], t)
+    by_types = [promote(ls[a], rs[b], op="join") for a, b in zip(node.left_by, node.right_by)]
+    s = asof.schema(node)
+    pick = compile_named("nearest", asof.forward_wins(node), s, node_label(node))
+    test = asof.within(node)
+    within = None if test is None else compile_named("tolerance", test, s, node_label(node))
+    keep = [rs.names.index(n) for n in node.right_outputs()]
+
+    def by_keys(rows: Rows, names, schema) -> list:
+        if not names:
+            return [()] * rows.n
+        cols = [list(map(V.caster(schema[n], bt), rows.columns[schema.names.index(n)])) for n, bt in zip(names, by_types)]
+        keys = _key_rows(cols, by_types)
+        return [None if (k is None or (isinstance(k, tuple) and None in k)) else k for k in keys]
+
+    def run() -> Rows:
+        a, b = left(), right()
+        lon = list(map(lcast, a.columns[ls.names.index(node.left_on)]))
+        ron = list(map(rcast, b.columns[rs.names.index(node.right_on)]))
+        content = _row_order(b.columns, rs.dtypes)
+        groups: dict = {}
+        for j, k in enumerate(by_keys(b, node.right_by, rs)):
+            if k is not None and ron[j] is not None:
+                groups.setdefault(k, []).append(j)
+        for k, members in groups.items():
+            members.sort(key=lambda j: (order(ron[j]), content(j)))
+            groups[k] = (members, [order(ron[j]) for j in members])
+        cand_b, cand_f, hit_b, hit_f = [], [], [], []
+        for i, k in enumerate(by_keys(a, node.left_by, ls)):
+            g = groups.get(k) if k is not None and lon[i] is not None else None
+            jb = jf = None
+            if g is not None:
+                members, keys = g
+                x = order(lon[i])
+                hi = bisect.bisect_right(keys, x)
+                if hi and node.strategy != "forward":
+                    jb = members[bisect.bisect_left(keys, keys[hi - 1])]   # the first of the equal `on` values
+                lo = bisect.bisect_left(keys, x)
+                if lo < len(keys) and node.strategy != "backward":
+                    jf = members[lo]
+            hit_b.append(jb)
+            hit_f.append(jf)
+            cand_b.append(None if jb is None else ron[jb])
+            cand_f.append(None if jf is None else ron[jf])
+        n = a.n
+        both = Rows([lon, cand_b, cand_f, [None] * n], n)
+        forward = pick(both) if node.strategy == "nearest" else [node.strategy == "forward"] * n
+        match = [jf if jb is None or (jf is not None and fw is True) else jb
+                 for jb, jf, fw in zip(hit_b, hit_f, forward)]
+        if within is not None:
+            ok = within(Rows([lon, cand_b, cand_f, [None if j is None else ron[j] for j in match]], n))
+            match = [j if good is True else None for j, good in zip(match, ok)]
+        return Rows(a.columns + [_gather(b.columns[c], match) for c in keep], n)
+    return run

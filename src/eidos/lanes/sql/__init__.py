@@ -24,11 +24,10 @@ def _sorted(node: N.Node) -> bool:
     """Whether the order of `node`'s rows comes from a Sort: the only row order SQL carries (as a column)."""
     if isinstance(node, N.Sort):
         return True
-    if isinstance(node, (N.Filter, N.Project, N.Limit)):
-        return _sorted(node.input)
-    if isinstance(node, N.Union):
-        return all(map(_sorted, node.inputs))
-    return isinstance(node, N.Join) and node.how in ("semi", "anti") and _sorted(node.left)
+    if isinstance(node, (N.Filter, N.Project, N.Limit, N.Unique, N.AsofJoin)) or (
+            isinstance(node, N.Join) and node.how in ("semi", "anti")):
+        return _sorted(node.inputs[0])
+    return isinstance(node, N.Union) and all(map(_sorted, node.inputs))
 
 
 def _unsorted_windows(plan: N.Node) -> list[str]:
@@ -61,6 +60,8 @@ class SqlLane(Lane):
                     places.add(node.source.uri)
         if len(places) > 1:
             found.append(f"sources live in {len(places)} different {self.name} databases")
+        found += [f"distinct(keep={n.keep!r}) over rows in file order (SQL keeps the order of sorted rows only)"
+                  for n in plan.walk() if isinstance(n, N.Unique) and n.keep in ("first", "last") and not _sorted(n.input)]
         return list(dict.fromkeys(found))
 
     def describe(self, plan: N.Node) -> list[str]:

@@ -413,6 +413,85 @@ def _(n: N.Distinct, ctx: Ctx) -> Rel:
 
 
 @node.register
+def _(n: N.Unique, ctx: Ctx) -> Rel:
+    """The rows numbered within each `subset` group (by their order; any order for keep="any"), the first
+    (last) kept; for keep="none" the rows of groups of one."""
+    rel = node(n.input, ctx)
+    if n.keep in ("first", "last") and not rel.order:
+        raise UnsupportedError(f"the {ctx.dialect.name} lane has no row order here for distinct(keep={n.keep!r})")
+    refs = rel.refs(n.input.schema)
+    part = [refs[c] for c in n.subset]
+    tag = ctx.fresh("n")
+    if n.keep == "none":
+        win = exp.Window(this=exp.Count(this=exp.Star()), partition_by=part)
+    else:
+        order = [exp.Ordered(this=column(o), desc=n.keep == "last", nulls_first=False) for o in rel.order]
+        win = exp.Window(this=exp.RowNumber(), partition_by=part,
+                         order=exp.Order(expressions=order) if order else None)
+    numbered = ctx.add(_select(rel, [column(c) for c in rel.columns] + [_named(win, tag)]), len(rel.columns), rel.order)
+    sel = _select(numbered, [column(c) for c in rel.columns]).where(exp.EQ(this=column(tag), expression=number(1)))
+    return ctx.add(sel, len(rel.columns), rel.order)
+
+
+@node.register
+def _(n: N.AsofJoin, ctx: Ctx) -> Rel:
+    """Per left row, the backward and forward candidates' `on` values by correlated MAX/MIN, the nearest
+    and tolerance by eidos.ir.asof's expressions, then each right column of the first right row (by
+    content) with the matched `on` value, by a correlated subquery (so every dialect runs it, SQLite too)."""
+    from eidos.ir import asof
+
+    left, right = node(n.left, ctx), node(n.right, ctx)
+    d, ls, rs = ctx.dialect, n.left.schema, n.right.schema
+    t = asof.on_type(n)
+    rref = right.refs(rs, "r")
+    r_on = d.cast(rref[n.right_on], rs[n.right_on], t)
+
+    def matching(lref: dict) -> exp.Expression:
+        conds = [exp.Not(this=exp.Is(this=paren(r_on), expression=NULL))]
+        for a, b in zip(n.left_by, n.right_by):
+            bt = promote(ls[a], rs[b], op="join")
+            conds.append(d.equal(d.cast(lref[a], ls[a], bt), d.cast(rref[b], rs[b], bt), bt))
+        return exp.and_(*conds)
+
+    lref = left.refs(ls, "l")
+    l_on = d.cast(lref[n.left_on], ls[n.left_on], t)
+    cands = []
+    for agg, cmp, wanted in ((exp.Max, exp.LTE, "backward"), (exp.Min, exp.GTE, "forward")):
+        if n.strategy in (wanted, "nearest"):
+            where = exp.and_(matching(lref), cmp(this=paren(r_on.copy()), expression=paren(l_on.copy())))
+            cands.append(exp.select(agg(this=r_on.copy())).from_(_from(right, "r")).where(where).subquery())
+        else:
+            cands.append(d.cast(NULL, T.Null, t, force=True))
+    names = [ctx.fresh("v") for _ in range(3)]   # l, b, f
+    sel = exp.select(*[column(c, "l") for c in left.columns], *[column(o, "l") for o in left.order],
+                     *[_named(v, name) for v, name in zip([l_on] + cands, names)]).from_(_from(left, "l"))
+    stage = Rel(ctx.cte(sel), left.columns + tuple(names), left.order)
+    x = Exprs(ctx, asof.schema(n), {"l": column(names[0]), "b": column(names[1]), "f": column(names[2])})
+    b_, f_ = column(names[1]), column(names[2])
+    forward = x(asof.forward_wins(n)) if n.strategy == "nearest" else d.boolean(n.strategy == "forward")
+    take_f = exp.or_(exp.Is(this=b_, expression=NULL),
+                     exp.and_(exp.Not(this=exp.Is(this=f_, expression=NULL)), paren(forward)))
+    m = ctx.fresh("v")
+    chosen = _select(x.layered(stage), [column(c) for c in stage.columns] + [_named(case([(take_f, f_)], b_.copy()), m)])
+    stage = Rel(ctx.cte(chosen), stage.columns + (m,), left.order)
+    test = asof.within(n)
+    if test is not None:
+        x = Exprs(ctx, asof.schema(n), {"l": column(names[0]), "b": b_, "f": f_, "m": column(m)})
+        kept = case([(x(test), column(m))], None)
+        sel = _select(x.layered(stage), [column(c) for c in stage.columns[:-1]] + [_named(kept, m)])
+        stage = Rel(ctx.cte(sel), stage.columns, left.order)
+    sref = {name: column(c, "l") for name, c in zip(ls.names, stage.columns)}
+    content = [exp.Ordered(this=d.sort_key(rref[c], rs[c]), desc=False, nulls_first=False) for c in rs.names]
+    hit = exp.and_(matching(sref), d.equal(r_on.copy(), column(m, "l"), t))
+    items = [column(c, "l") for c in left.columns]
+    for c in n.right_outputs():
+        sub = exp.select(rref[c]).from_(_from(right, "r")).where(hit.copy()).order_by(*content).limit(number(1))
+        items.append(sub.subquery())
+    sel = exp.select(*_outputs(items), *[column(o, "l") for o in left.order]).from_(_from(stage, "l"))
+    return ctx.add(sel, len(items), left.order)
+
+
+@node.register
 def _(n: N.Union, ctx: Ctx) -> Rel:
     rels = [node(i, ctx) for i in n.inputs]
     ordered = any(r.order for r in rels)
