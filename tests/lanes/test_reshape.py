@@ -80,6 +80,7 @@ CASES = [
      {"a": [NAN], "b": [2.0], "null": [3.0]}, False),
     ("describe", lambda: sales().select("units", "shop").describe(),
      None, True),
+    ("describe_without_percentiles", lambda: sales().describe(percentiles=()), None, True),
     ("distinct_subset_none", lambda: sales().distinct(["shop", "month"], keep="none").select("units"),
      {"units": [5, 1]}, False),
     ("distinct_subset_first_sorted", lambda: sales().sort("units").distinct("shop", keep="first").select("shop", "units"),
@@ -134,8 +135,8 @@ def test_reshape(lane_name, case, load_into):
 
 def test_describe_reference_values():
     got = sales().select("units", "shop", "day").describe().run(engine="reference").to_pydict()
-    assert got["statistic"][:5] == ["count", "null_count", "mean", "std", "min"] and got["statistic"][-1] == "max"
-    assert got["units"][:5] == [5.0, 1.0, 3.0, pytest.approx(math.sqrt(2.5)), 1.0] and got["units"][-1] == 5.0
+    assert got["statistic"] == ["count", "null_count", "mean", "std", "min", "25%", "50%", "75%", "max"]
+    assert got["units"] == [5.0, 1.0, 3.0, pytest.approx(math.sqrt(2.5)), 1.0, 2.0, 3.0, 4.0, 5.0]
     assert got["shop"][:2] == ["5", "1"] and got["shop"][4] == "a" and got["shop"][-1] == "b"
     assert got["day"][4] == "2024-01-02" and got["day"][2] is None
 
@@ -239,7 +240,7 @@ def _asof(flow: ei.Flow, schema: Schema, data) -> ei.Flow:
 
 VERBS = {"distinct": (_distinct, False), "join_asof": (_asof, False), "top_k": (_top, True), "unpivot": (_unpivot, False), "pivot": (_pivot, False),
          "drop_nulls": (lambda f, s, d: f.drop_nulls(d.draw(st.sampled_from(s.names))), False),
-         "describe": (lambda f, s, d: f.describe(), True)}
+         "describe": (lambda f, s, d: f.describe(percentiles=d.draw(st.sampled_from(((), (0.5,), (0.1, 0.9))))), True)}
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))

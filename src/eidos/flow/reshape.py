@@ -96,10 +96,8 @@ def describe(flow: Flow, percentiles: tuple[float, ...]) -> Flow:
     from eidos.flow.expr import Expr
     from eidos.flow.frame import Flow
 
-    quantile = getattr(Expr, "quantile", None)
     stats = ["count", "null_count", "mean", "std", "min"]
-    stats += [f"{p:.0%}" if round(p * 100) == p * 100 else f"{p:%}" for p in percentiles] if quantile else []
-    stats += ["max"]
+    stats += [f"{p:.0%}" if round(p * 100) == p * 100 else f"{p:%}" for p in percentiles] + ["max"]
     aggs: list[tuple[str, E.Expr]] = []
     cells: dict[str, list[E.Expr]] = {}
     for i, (name, t) in enumerate(flow.schema.items()):
@@ -111,7 +109,7 @@ def describe(flow: Flow, percentiles: tuple[float, ...]) -> Flow:
             made.update(mean=E.Agg("mean", x), std=E.Agg("std", x) if t != T.Boolean else None,
                         min=E.Agg("min", x), max=E.Agg("max", x))
             for p, label in zip(percentiles, stats[5:-1]):
-                made[label] = None if t == T.Boolean else quantile(Expr(x), p, "nearest").node
+                made[label] = None if t == T.Boolean else Expr(x).quantile(p, "nearest").node
         else:
             made.update(min=E.Agg("min", x), max=E.Agg("max", x))
         refs = {}
