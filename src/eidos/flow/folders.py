@@ -29,9 +29,15 @@ WILDCARDS = "*?["
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
-def expand(path: str, suffix: str | tuple[str, ...]) -> tuple[list[str], str | None]:
+def expand(path: str, suffix: str | tuple[str, ...], storage: tuple = ()) -> tuple[list[str], str | None]:
     """The files `path` names (a file, a folder searched for names ending in `suffix`, or a glob), sorted,
-    and the folder their partition names are read below (None for a single file)."""
+    and the folder their partition names are read below (None for a single file). An object-store path
+    (eidos.hal.stores) names objects by the same rules, a prefix standing for a folder."""
+    from eidos.ir.uri import check_path
+
+    check_path(path)
+    if "://" in path:
+        return _expand_store(path, suffix, storage)
     if os.path.isdir(path):
         files = walk(path, lambda rel: rel[-1].endswith(suffix), lambda rel: True)
         if not files:
@@ -58,6 +64,27 @@ def expand(path: str, suffix: str | tuple[str, ...]) -> tuple[list[str], str | N
         files = [f[2:] for f in files]      # as the user wrote the glob: 'x.parquet', not './x.parquet'
     if not files:
         raise PlanError(f"no such file: {path!r} (the glob matched nothing)")
+    return files, root
+
+
+def _expand_store(path: str, suffix, storage) -> tuple[list[str], str | None]:
+    from eidos.hal import stores
+
+    try:
+        found = stores.kind(path, storage)
+        if found == "file":
+            return [path], None
+        head, _, tail = path.partition("://")
+        parts = tail.split("/")
+        fixed = next((i for i, p in enumerate(parts) if any(ch in p for ch in WILDCARDS)), len(parts))
+        root, pattern = f"{head}://{'/'.join(parts[:fixed]).rstrip('/')}", [p for p in parts[fixed:] if p]
+        rels = [(f, tuple(f[len(root) + 1:].split("/"))) for f in stores.listing(root, storage)]
+    except OSError as e:
+        raise PlanError(f"cannot read {path!r}: {e}") from e
+    files = [f for f, rel in rels if not any(c.startswith(".") for c in rel)
+             and (_matches(rel, pattern) if pattern else rel[-1].endswith(suffix))]
+    if not files:
+        raise PlanError(f"no such file: {path!r} (nothing in the object store matched)")
     return files, root
 
 

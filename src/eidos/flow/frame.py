@@ -680,7 +680,8 @@ class Flow:
 
     def write_parquet(self, path: str, engine: str | None = None, *, compression: str = "zstd",
                       compression_level: int | None = None, row_group_size: int | None = None,
-                      partition_by: str | Sequence[str] | None = None, address: str | None = None) -> None:
+                      partition_by: str | Sequence[str] | None = None, storage_options: dict | None = None,
+                      address: str | None = None) -> None:
         """Write the result to `path` atomically: a complete file or none (an old file stays).
 
         `compression` is one of zstd (the default, as in Polars), snappy, gzip, brotli, lz4 and
@@ -688,7 +689,9 @@ class Flow:
         each row group (the last may hold fewer). `partition_by` (a column or a list) writes a folder of
         hive folders `key=value/part-0.parquet` instead, each holding the other columns, which
         `ei.read_parquet(path)` reads back with the keys as columns; the folder is written beside
-        `path` and replaces it when complete.
+        `path` and replaces it when complete. An s3:// or gs:// `path` is written to a local temporary
+        file and uploaded when complete (the store shows no object until then), with `storage_options`
+        as the readers take them.
 
         Examples:
             >>> import os, tempfile
@@ -708,11 +711,12 @@ class Flow:
         from eidos.flow.sinks import write
 
         write(self, path, "parquet", engine, address, {"compression": compression, "compression_level": compression_level,
-                                                       "row_group_size": row_group_size, "partition_by": partition_by})
+                                                       "row_group_size": row_group_size, "partition_by": partition_by},
+              storage_options)
 
     def write_csv(self, path: str, engine: str | None = None, *, separator: str = ",", include_header: bool = True,
                   null_value: str = "", quote_style: str = "non_numeric", date_format: str | None = None,
-                  address: str | None = None) -> None:
+                  storage_options: dict | None = None, address: str | None = None) -> None:
         """Write the result to `path` as CSV, atomically: a complete file or none.
 
         `separator` between fields, a header line unless `include_header=False`, `null_value` for a null
@@ -740,7 +744,34 @@ class Flow:
 
         write(self, path, "csv", engine, address, {"separator": separator, "include_header": include_header,
                                                    "null_value": null_value, "quote_style": quote_style,
-                                                   "date_format": date_format})
+                                                   "date_format": date_format}, storage_options)
+
+    def write_database(self, table: str, connection: str, *, if_table_exists: str = "fail",
+                       engine: str | None = None) -> int:
+        """Write the result into `table` of a DuckDB, SQLite or PostgreSQL database (`connection` as
+        read_sql takes it), in one transaction: after any failure the table is as it was. Returns the
+        number of rows written.
+
+        `if_table_exists`: "fail" (the default), "append" (the table's columns must read as the flow's),
+        or "replace". `table` is a name ('orders', 'sales.orders'), quoted, never SQL. Each column's type
+        maps to one the database holds exactly (docs/api/sources.md lists them), or the write is refused
+        before anything runs. `engine` is the lane that computes the result (Polars' `engine` names a
+        driver; eidos uses ADBC for SQLite and PostgreSQL, DuckDB's own for DuckDB).
+
+        Examples:
+            >>> import os, tempfile
+            >>> with tempfile.TemporaryDirectory() as folder:
+            ...     uri = f"sqlite:///{os.path.join(folder, 'shop.db')}"
+            ...     ei.from_pydict({"k": ["a", "b"], "v": [1, 2]}).write_database("sales", uri)
+            ...     ei.from_pydict({"k": ["c"], "v": [3]}).write_database("sales", uri, if_table_exists="append")
+            ...     ei.read_sql(uri, table="sales").run().to_pydict()
+            2
+            1
+            {'k': ['a', 'b', 'c'], 'v': [1, 2, 3]}
+        """
+        from eidos.flow.sinks import write_database
+
+        return write_database(self, table, connection, if_table_exists, engine)
 
     def to_json(self) -> str:
         """A versioned JSON form of the plan (in-memory data included); `Flow.from_json` reads it back.
@@ -761,12 +792,16 @@ class Flow:
         return dumps(self._plan, name=name_of)
 
     @classmethod
-    def from_json(cls, text: str | bytes, *, trusted_modules: Iterable[str] = ()) -> Flow:
+    def from_json(cls, text: str | bytes, *, trusted_modules: Iterable[str] = (),
+                  allowed_urls: Iterable[str] = ()) -> Flow:
         """The Flow that `to_json()` wrote; it may come from anywhere, so it names no code unless allowed.
 
         A function the plan names must be registered in this process (`ei.register_udf`,
         `@ei.udf`) or defined in one of `trusted_modules` (a module allows its submodules too);
         anything else is a PlanError that names it and how to allow it. Nothing else is imported.
+        A source may read local files and s3:// or gs:// objects (with this process's credentials; the
+        plan carries none), and an http(s) URL only below one of `allowed_urls`
+        (`("https://data.example.com/public/",)`): a URL a plan names could reach any host.
 
         Examples:
             >>> flow = ei.from_pydict({"a": [3, 1]}).sort("a")
@@ -784,7 +819,9 @@ class Flow:
         from eidos.hal.trust import Trust
         from eidos.ir.serialize import loads
 
-        return cls(loads(text, resolve=Trust.of(trusted_modules).resolve))
+        if isinstance(allowed_urls, str):
+            allowed_urls = (allowed_urls,)
+        return cls(loads(text, resolve=Trust.of(trusted_modules).resolve, allowed_urls=tuple(allowed_urls)))
 
 
 def _per_key(value: Any, n: int, what: str) -> list:

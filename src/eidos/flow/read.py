@@ -17,7 +17,7 @@ from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, CsvSource, IpcSource, NdjsonSource, ParquetSource, SqlSource
 
 
-def read_parquet(path: str | os.PathLike) -> Flow:
+def read_parquet(path: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> Flow:
     """A parquet file, a folder of parquet files (searched recursively), or a glob; read lazily.
 
     Only the files' metadata is read now (the schema, row counts and sizes the planner weighs);
@@ -44,8 +44,9 @@ def read_parquet(path: str | os.PathLike) -> Flow:
     from eidos.hal.files import parquet_footers
 
     path = os.fspath(path)
-    files, root = expand(path, ".parquet")
-    schema, metadata = parquet_footers(path, files)
+    storage = _storage(storage_options)
+    files, root = expand(path, ".parquet", storage)
+    schema, metadata = parquet_footers(path, files, storage)
     keys, values, types = hive(root, files) if root is not None else ((), [], {})
     clash = [k for k in keys if k in schema]
     if clash:
@@ -55,7 +56,7 @@ def read_parquet(path: str | os.PathLike) -> Flow:
     # Uncompressed size: what the data takes in memory, which the planner weighs against the budget.
     nbytes = sum(m.row_group(i).total_byte_size for m in metadata for i in range(m.num_row_groups))
     schema = Schema(schema.items() + tuple((k, types[k]) for k in keys))
-    return Flow(Scan(ParquetSource(schema, path=path, files=tuple(files), rows=rows, nbytes=nbytes,
+    return Flow(Scan(ParquetSource(schema, path=path, files=tuple(files), rows=rows, nbytes=nbytes, storage=storage,
                                    partitions=keys, values=tuple(values) if keys else ())))
 
 
@@ -108,8 +109,9 @@ def read_csv(source: str | os.PathLike, *, has_header: bool = True, separator: s
     nulls = (null_values,) if isinstance(null_values, str) else tuple(null_values or ())
     if not all(isinstance(v, str) for v in nulls):
         raise PlanError(f"read_csv null_values must be a string or a list of strings, got {null_values!r}")
-    files, _ = expand(path, ".csv")
-    csv = CsvSource(Schema(()), path=path, files=tuple(files), has_header=has_header, delimiter=separator,
+    storage = _storage(storage_options)
+    files, _ = expand(path, ".csv", storage)
+    csv = CsvSource(Schema(()), path=path, files=tuple(files), storage=storage, has_header=has_header, delimiter=separator,
                     null_values=tuple(dict.fromkeys(("", *nulls))), skip_rows=skip_rows, quote_char=quote_char)
     try:
         fields = dict(csv_schema(csv, infer_schema_length))
@@ -118,8 +120,24 @@ def read_csv(source: str | os.PathLike, *, has_header: bool = True, separator: s
     schema = _overridden(fields, schema_overrides, csv)
     inferred = {_BLOCK: "the first block (1 MiB)", None: "the whole first file"}.get(
         infer_schema_length, f"the first {infer_schema_length} rows")
-    return Flow(Scan(replace(csv, schema=schema, nbytes=sum(map(os.path.getsize, files)),
+    return Flow(Scan(replace(csv, schema=schema, nbytes=_size(files, storage),
                              inferred=inferred + " and schema_overrides" * bool(schema_overrides))))
+
+
+def _storage(storage_options) -> tuple[tuple[str, str], ...]:
+    from eidos.hal.stores import options
+
+    return options(storage_options)
+
+
+def _size(files: list[str], storage) -> int | None:
+    """The files' bytes on disk or in the store (None where a URL does not say)."""
+    from eidos.hal import stores
+
+    try:
+        return sum(stores.info(f, storage)[0] if stores.is_remote(f) else os.path.getsize(f) for f in files)
+    except OSError:
+        return None
 
 
 def _count(n: object) -> bool:
@@ -152,8 +170,9 @@ def read_ndjson(source: str | os.PathLike, *, schema_overrides: Mapping[str, T.D
     from eidos.hal.arrow import _open
 
     path = os.fspath(source)
-    files, _ = expand(path, (".ndjson", ".jsonl"))
-    probe = NdjsonSource(Schema(()), path=path, files=tuple(files))
+    storage = _storage(storage_options)
+    files, _ = expand(path, (".ndjson", ".jsonl"), storage)
+    probe = NdjsonSource(Schema(()), path=path, files=tuple(files), storage=storage)
     try:
         with pjson.open_json(_open(probe, files[0])) as reader:
             found = reader.schema
@@ -162,7 +181,7 @@ def read_ndjson(source: str | os.PathLike, *, schema_overrides: Mapping[str, T.D
     fields = {f.name: T.String if pa.types.is_null(f.type) or pa.types.is_timestamp(f.type)
               else T.from_arrow(f.type, column=f.name) for f in found}
     return Flow(Scan(replace(probe, schema=_overridden(fields, schema_overrides, probe),
-                             nbytes=sum(map(os.path.getsize, files)))))
+                             nbytes=_size(files, storage))))
 
 
 def read_ipc(source: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None) -> Flow:
@@ -185,8 +204,9 @@ def read_ipc(source: str | os.PathLike, *, storage_options: Mapping[str, Any] | 
     from eidos.hal.files import mismatch
 
     path = os.fspath(source)
-    files, _ = expand(path, (".arrow", ".ipc", ".feather"))
-    probe = IpcSource(Schema(()), path=path, files=tuple(files))
+    storage = _storage(storage_options)
+    files, _ = expand(path, (".arrow", ".ipc", ".feather"), storage)
+    probe = IpcSource(Schema(()), path=path, files=tuple(files), storage=storage)
     schema, rows = None, 0
     for f in files:
         try:
@@ -200,7 +220,7 @@ def read_ipc(source: str | os.PathLike, *, storage_options: Mapping[str, Any] | 
             raise PlanError(f"cannot read ipc {path!r} as one table: {differs}; every file must hold the same "
                             "columns, each as one type")
         schema = schema or got
-    return Flow(Scan(replace(probe, schema=schema, rows=rows, nbytes=sum(map(os.path.getsize, files)))))
+    return Flow(Scan(replace(probe, schema=schema, rows=rows, nbytes=_size(files, storage))))
 
 
 def _overridden(fields: dict, overrides: Mapping[str, T.DType] | None, source) -> Schema:

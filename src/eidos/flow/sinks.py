@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 
 from eidos.errors import EidosError, ExecutionError, PlanError, shown
@@ -24,15 +25,53 @@ QUOTE_STYLES = {"non_numeric": "needed", "always": "all_valid", "never": "none"}
 
 
 def write(flow, path: str | os.PathLike, fmt: str, engine: str | None, address: str | None = None,
-          options: dict | None = None) -> None:
-    """`flow`'s result into `path` as `fmt` ("parquet", "csv") with the writer's `options` (checked first)."""
-    import pyarrow.csv as pcsv
-    import pyarrow.parquet as pq
+          options: dict | None = None, storage_options: dict | None = None) -> None:
+    """`flow`'s result into `path` as `fmt` ("parquet", "csv") with the writer's `options` (checked first).
+    An s3:// or gs:// path is written to a local temporary file first and uploaded once complete."""
+    from eidos.hal import stores
+    from eidos.ir.uri import check_path
 
     options = (parquet_options if fmt == "parquet" else csv_options)(flow.schema, **(options or {}))
     keys = options.pop("partition_by", None)
+    path = os.fspath(path)
+    if not stores.is_remote(path):
+        if storage_options:
+            raise PlanError(f"storage_options are for object-store paths (s3://, gs://), not the local {path!r}")
+        return _write_partitioned(flow, path, keys, engine, address, options) if keys else \
+            _write_file(flow, path, fmt, engine, address, options)
+    check_path(path)
+    storage = stores.options(storage_options)
     if keys:
-        return _write_partitioned(flow, path, keys, engine, address, options)
+        raise PlanError(f"cannot write {path!r} partitioned: partition_by writes a local folder; write it there "
+                        "and copy the folder to the store")
+    with tempfile.TemporaryDirectory(prefix="eidos-upload-") as folder:
+        local = os.path.join(folder, "out." + fmt)
+        _write_file(flow, local, fmt, engine, address, options)
+        try:
+            stores.upload(local, path, storage)
+        except OSError as e:
+            raise ExecutionError(f"writing {fmt} to {path!r} failed: the upload failed: {e}") from e
+
+
+DATABASES = {"duckdb": "duckdb", "sqlite": "sqlite", "postgresql": "postgresql", "postgres": "postgresql"}
+
+
+def write_database(flow, table: str, connection: str, if_table_exists: str, engine: str | None) -> int:
+    """`flow`'s result into `table` of the database `connection` names, through that database's lane."""
+    from eidos.hal import registry
+
+    scheme = connection.split("://", 1)[0].lower() if isinstance(connection, str) and "://" in connection else None
+    if scheme not in DATABASES:
+        raise PlanError("write_database takes a connection uri such as duckdb:///path.db, sqlite:///path.db or "
+                        "postgresql://user@host:5432/db (the text given is not shown: it may hold a password)")
+    lane = registry.get(DATABASES[scheme])
+    return lane.write_table(connection, table, flow.schema, flow.stream(engine), if_table_exists)
+
+
+def _write_file(flow, path: str, fmt: str, engine, address, options: dict) -> None:
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
     with atomic(path, fmt) as tmp:
         batches = flow.stream(engine, address=address)
         schema = flow.schema.to_arrow()

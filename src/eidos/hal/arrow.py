@@ -78,12 +78,12 @@ def pq_table(source: ParquetSource, i: int, names: list[str], target: pa.Schema,
     stored = [n for n in names if n not in source.partitions]
     try:
         if row_groups is not None:
-            with pq.ParquetFile(source.files[i]) as file:
+            with pq.ParquetFile(_open(source, source.files[i])) as file:
                 data = file.read_row_groups(row_groups, columns=stored)
         else:
             # partitioning=None: the path's key=value folders are source.partitions, read by eidos; pyarrow
             # 24 inferred them again from the file's path and failed on a partition that is null everywhere
-            data = pq.read_table(source.files[i], columns=stored, partitioning=None)
+            data = pq.read_table(_open(source, source.files[i]), columns=stored, partitioning=None)
     except (OSError, pa.ArrowException) as e:
         raise _read_error(source, e) from e
     return _with_partitions(data, source, i, names, target)
@@ -110,7 +110,7 @@ def parquet_batches(source: ParquetSource, names: list[str]) -> pa.RecordBatchRe
     def batches():
         for i, f in enumerate(source.files):
             try:
-                with pq.ParquetFile(f) as file:
+                with pq.ParquetFile(_open(source, f)) as file:
                     for batch in file.iter_batches(columns=stored):
                         yield _with_partitions(batch, source, i, names, target)
             except (OSError, pa.ArrowException) as e:
@@ -159,8 +159,10 @@ def _file_batches(source: FileSource, f: str, names: list[str], target: pa.Schem
 
 
 def _open(source: FileSource, f: str):
-    """What pyarrow's readers open for file `f` of `source`: the path itself, for a local file."""
-    return f
+    """What pyarrow's readers open for file `f` of `source`: the path itself, or an object store's file."""
+    from eidos.hal import stores
+
+    return stores.open_input(f, source.storage) if stores.is_remote(f) else f
 
 
 def csv_options(source: CsvSource, names: list[str] | None, block: int | None = None) -> dict:
@@ -246,4 +248,6 @@ def csv_dialect(source: CsvSource) -> dict:
 
 
 def _open_binary(source: FileSource, f: str):
-    return open(f, "rb")
+    from eidos.hal import stores
+
+    return stores.open_binary(f, source.storage) if stores.is_remote(f) else open(f, "rb")

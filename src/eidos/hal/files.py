@@ -41,6 +41,8 @@ PSEUDO = ("proc", "sys")   # the kernel's pseudo-filesystems: their files say th
 def regular_file(path: str) -> None:
     """A PlanError unless `path` is a regular file (a link is followed) outside /proc and /sys; a path that
     cannot be stat'ed is left to the caller's open, which names why."""
+    if "://" in path:
+        return   # an object store's (eidos.hal.stores)
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -56,18 +58,27 @@ def regular_file(path: str) -> None:
                         "disk; eidos reads sources only from regular files: copy what you need into a file")
 
 
-def footer(path: str) -> tuple[object, Schema]:
+def footer(path: str, storage: tuple = ()) -> tuple[object, Schema]:
     """(pyarrow FileMetaData, eidos Schema) of one parquet file; read again only when the file changed.
     Raises OSError, pyarrow's ArrowInvalid or PlanError (a type eidos lacks) for the caller to name."""
     import pyarrow.parquet as pq
 
-    st = os.stat(path)
-    key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    from eidos.hal import stores
+
+    if stores.is_remote(path):
+        key = stores.info(path, storage)
+        if key == (0, 0):   # http(s): read whole each time, never cached
+            meta = pq.read_metadata(stores.open_input(path, storage))
+            return meta, Schema.from_arrow(meta.schema.to_arrow_schema())
+        opened = stores.open_input(path, storage)
+    else:
+        st = os.stat(path)
+        key, opened = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev), path
     with _lock:
         hit = _footers.get(path)
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
-    meta = pq.read_metadata(path)
+    meta = pq.read_metadata(opened)
     schema = Schema.from_arrow(meta.schema.to_arrow_schema())
     with _lock:
         _footers[path] = (key, meta, schema)
@@ -90,7 +101,7 @@ def mismatch(expected: Schema, where: str, got: Schema, file: str) -> str | None
     return None
 
 
-def parquet_footers(path: str, files: Sequence[str]) -> tuple[Schema, list]:
+def parquet_footers(path: str, files: Sequence[str], storage: tuple = ()) -> tuple[Schema, list]:
     """The columns every file holds and each file's metadata, for read_parquet; a PlanError names the
     first file that differs from the first one, the column and both types."""
     import pyarrow as pa
@@ -98,7 +109,7 @@ def parquet_footers(path: str, files: Sequence[str]) -> tuple[Schema, list]:
     metas, first = [], None
     for f in files:
         try:
-            meta, schema = footer(f)
+            meta, schema = footer(f, storage)
         except (OSError, pa.ArrowInvalid) as e:
             raise PlanError(f"cannot read parquet {path!r}: file {f!r}: {e}") from e
         except PlanError as e:
@@ -156,7 +167,7 @@ def _check_parquet(source: ParquetSource) -> None:
     for f in source.files:
         regular_file(f)
         try:
-            _, got = footer(f)
+            _, got = footer(f, source.storage)
         except FileNotFoundError as e:
             raise _changed(source, f"file {f!r} is gone") from e
         except (OSError, pa.ArrowInvalid, PlanError) as e:

@@ -27,6 +27,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
+from eidos.ir import uri as uri_mod
 from eidos.ir.schema import Schema
 from eidos.ir.typing import convert_literal
 from eidos.jsondoc import read
@@ -298,8 +299,8 @@ _SOURCES = {"parquet": ("path", "files", "rows", "bytes", "partitions", "values"
 class _Reader:
     """Reads one document; `resolve` turns a function's stored name into the function, or refuses."""
 
-    def __init__(self, resolve: Resolve):
-        self.resolve = resolve
+    def __init__(self, resolve: Resolve, allowed_urls: tuple[str, ...] = ()):
+        self.resolve, self.allowed_urls = resolve, allowed_urls
 
     def function(self, j: dict, key: str, at: str) -> Callable:
         ref = _field(j, key, "str", at)
@@ -372,6 +373,12 @@ class _Reader:
             raise _fail(f"{at}.source", f"unknown source kind {kind!r}; kinds: {', '.join(_SOURCES)}")
         _only(j, ("schema", "source", *_SOURCES[kind]), at)
         schema = _unschema(j.get("schema"), f"{at}.schema")
+        if "path" in _SOURCES[kind]:   # what a plan's author may make this process reach (eidos.ir.uri)
+            for i, path in enumerate([_field(j, "path", "str", at), *_strings(j.get("files", []), f"{at}.files")]):
+                try:
+                    uri_mod.check_path(path, self.allowed_urls)
+                except PlanError as e:
+                    raise _fail(f"{at}.path" if i == 0 else f"{at}.files[{i - 1}]", str(e)) from None
         if kind == "parquet":
             files = _strings(j.get("files"), f"{at}.files")
             keys, values = self.partitions(j, schema, len(files), at)
@@ -508,7 +515,7 @@ def _weight(obj: dict) -> int:
     return 2 if "node" in obj else 1
 
 
-def loads(text: str | bytes | dict, *, resolve: Resolve) -> N.Node:
+def loads(text: str | bytes | dict, *, resolve: Resolve, allowed_urls: tuple[str, ...] = ()) -> N.Node:
     """A plan from its JSON form; `resolve(name)` gives the function a stored name means (or refuses).
 
     PlanError for malformed JSON, an unknown version, a value of the wrong shape (naming where in
@@ -523,6 +530,6 @@ def loads(text: str | bytes | dict, *, resolve: Resolve) -> N.Node:
         raise PlanError(f"plan JSON version {_show(doc.get('version'))} is not supported; this eidos reads "
                         f"version {VERSION}")
     _only(doc, ("format", "version", "plan"), "the top level")
-    plan = _Reader(resolve).node(doc.get("plan"), "plan")
+    plan = _Reader(resolve, tuple(allowed_urls)).node(doc.get("plan"), "plan")
     plan.schema  # noqa: B018 - validate
     return plan

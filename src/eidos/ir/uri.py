@@ -25,8 +25,9 @@ Examples:
 
 from __future__ import annotations
 
+import posixpath
 import re
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 from eidos.errors import PlanError
 
@@ -128,3 +129,51 @@ def _mask(m: re.Match) -> str:
     if 0 <= colon < at:
         rest = rest[:colon + 1] + "***" + rest[at:]
     return f"{scheme}://{rest}"
+
+
+# ---------------------------------------------------------------- paths a source reads
+
+STORE_SCHEMES = frozenset({"s3", "gs", "gcs", "http", "https"})
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def scheme_of(path: str) -> str | None:
+    """The scheme of an object-store path ('s3', 'https', ...), None for a local path."""
+    m = _SCHEME.match(path)
+    return m.group(1).lower() if m else None
+
+
+def check_path(path: str, allowed_urls: tuple[str, ...] | None = None) -> None:
+    """A PlanError unless a source may read `path`: a local path, or an s3://, gs:// or http(s):// URL
+    without user information or a query (secrets go in storage_options, where nothing shows them).
+    `allowed_urls` None: the caller wrote the path. Otherwise the path comes from a plan read from JSON,
+    whose author is not trusted: an http(s) URL there could reach any host the process can (a cloud's
+    metadata service, an intranet), so it must lie below one of `allowed_urls` (same scheme and host,
+    below its path, with no '..' segment); s3:// and gs:// reach only the stores the process is
+    configured for, as local paths reach only its files (docs/security.md)."""
+    scheme = scheme_of(path)
+    if scheme is None:
+        return
+    if scheme not in STORE_SCHEMES:
+        raise PlanError(f"eidos reads local files and s3://, gs:// and https:// objects, not {scheme}:// paths")
+    parts = urlsplit(path)
+    if "@" in parts.netloc or parts.query or parts.fragment:
+        raise PlanError(f"a {scheme}:// path holding a user name, password or query string is not read (it may hold "
+                        "a secret, which eidos would show): give credentials as storage_options")
+    if allowed_urls is None or scheme not in ("http", "https"):
+        return
+    segments = unquote(parts.path).split("/")
+    for prefix in allowed_urls:
+        allowed = urlsplit(prefix)
+        base = allowed.path if allowed.path.endswith("/") else allowed.path + "/"
+        if ((allowed.scheme.lower(), allowed.netloc.lower()) == (scheme, parts.netloc.lower())
+                and ".." not in segments and (posixpath.normpath(parts.path) + "/").startswith(base)):
+            return
+    raise PlanError(f"the plan reads {path!r}, a URL outside those this process lets plans reach (an http(s) URL "
+                    "in a plan could make eidos fetch from any host it can reach); allow it: "
+                    f"Flow.from_json(text, allowed_urls=({prefix_of(path)!r},))")
+
+
+def prefix_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}/"

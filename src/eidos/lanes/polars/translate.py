@@ -121,6 +121,8 @@ def scan(source: S.Source) -> pl.LazyFrame:
 @scan.register
 def _(source: S.ParquetSource) -> pl.LazyFrame:
     files = list(source.files)
+    if any("://" in f for f in files):
+        return _through_arrow(source)   # an object store's: opened with the source's own credentials
     if not source.partitions:
         return pl.scan_parquet(files, glob=False, hive_partitioning=False)
     # eidos's own partition values (docs/api/sources.md), mapped from each row's file, not Polars' hive reading
@@ -139,16 +141,7 @@ def _(source: S.FileSource) -> pl.LazyFrame:
     by pyarrow as every lane reads them (eidos.hal.arrow), when the plan runs."""
     schema = pl_schema(source.schema)
     if not isinstance(source, S.CsvSource) or not _native_csv(source):
-        failures = _CTX.get().failures
-
-        def read(_: pl.DataFrame) -> pl.DataFrame:
-            try:
-                return pl.from_arrow(read_local(source, None), rechunk=False)
-            except ExecutionError as error:
-                failures.append(error)
-                raise
-
-        return pl.LazyFrame({"__eidos_none": [0]}).map_batches(read, schema=schema, streamable=False)
+        return _through_arrow(source)
     # The Flow's schema is given whole (by position: the header line is skipped, not matched, as
     # Polars reads quotes in header names differently), so Polars infers nothing.
     lf = pl.scan_csv(list(source.paths), has_header=False, skip_rows=1 if source.has_header else 0,
@@ -156,6 +149,20 @@ def _(source: S.FileSource) -> pl.LazyFrame:
     # eidos: an empty field is null in every column, quoted ("") or not.
     strings = [n for n, t in source.schema.items() if t == T.String]
     return lf.with_columns([pl.when(pl.col(n) != "").then(pl.col(n)).alias(n) for n in strings]) if strings else lf
+
+
+def _through_arrow(source: S.FileSource) -> pl.LazyFrame:
+    """`source` read by pyarrow (eidos.hal.arrow) when the plan runs."""
+    failures = _CTX.get().failures
+
+    def read(_: pl.DataFrame) -> pl.DataFrame:
+        try:
+            return pl.from_arrow(read_local(source, None), rechunk=False)
+        except ExecutionError as error:
+            failures.append(error)
+            raise
+
+    return pl.LazyFrame({"__eidos_none": [0]}).map_batches(read, schema=pl_schema(source.schema), streamable=False)
 
 
 def _native_csv(source: S.CsvSource) -> bool:

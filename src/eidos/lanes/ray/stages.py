@@ -207,7 +207,7 @@ def split(source: Source, columns: tuple[str, ...] | None, partitions: int) -> t
         return tuple(replace(source, files=source.files[g.start:g.stop], values=source.values[g.start:g.stop],
                              rows=None, nbytes=None) for g in _contiguous(len(source.files), partitions))
     if isinstance(source, ParquetSource) and source.files:
-        count = _row_groups(source.files[0])
+        count = _row_groups(source.files[0], source.storage)
         if count > 1 and partitions > 1:
             return tuple(RowGroups(source.schema, source, 0, tuple(g)) for g in _contiguous(count, partitions))
     return (source,)
@@ -220,11 +220,11 @@ def _contiguous(count: int, parts: int) -> list[range]:
     return [range(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
-def _row_groups(path: str) -> int:
+def _row_groups(path: str, storage: tuple = ()) -> int:
     from eidos.hal.files import footer
 
     try:
-        return footer(path)[0].num_row_groups
+        return footer(path, storage)[0].num_row_groups
     except Exception:   # noqa: BLE001 - an unreadable file is read whole, where the reader names the error
         return 1
 

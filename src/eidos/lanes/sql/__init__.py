@@ -94,6 +94,12 @@ class SqlLane(Lane):
 
         yield from stream(self.name, plan)
 
+    def write_table(self, uri: str, table: str, schema, batches, if_table_exists: str) -> int:
+        """`batches` into `table` of the database at `uri`, in one transaction (flow.write_database)."""
+        from eidos.lanes.sql.write import write
+
+        return write(self.name, uri, table, schema, batches, if_table_exists)
+
     def describe_source(self, source: SqlSource):
         """(Schema, estimated rows or None) of a table or query, read from the database's catalog."""
         from eidos.lanes.sql.execute import describe

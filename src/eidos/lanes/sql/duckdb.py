@@ -204,8 +204,9 @@ class DuckDBDialect(Dialect):
             read = list(ctx.reading)   # CSV, NDJSON, IPC: read by pyarrow, as every lane reads them
             return self._stream(ctx, lambda: file_batches(source, read)), positional(read)
         if isinstance(source, ParquetSource):
-            if len({n.casefold() for n in names}) < len(names):
-                # DuckDB folds identifier case, so 'price' and 'PRICE' cannot both be named: pyarrow reads them
+            if len({n.casefold() for n in names}) < len(names) or any("://" in f for f in source.files):
+                # DuckDB folds identifier case, so 'price' and 'PRICE' cannot both be named, and reads an object
+                # store only with an extension and credentials of its own: pyarrow reads them
                 read = list(ctx.reading)
                 return self._stream(ctx, lambda: parquet_batches(source, read)), positional(read)
             return self._read_parquet(source, ctx)
