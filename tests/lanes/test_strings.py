@@ -118,3 +118,34 @@ def test_generated_text_strips_as_the_reference(lane, load_into, rows, chars):
     exprs = {"both": col("s").str.strip_chars(chars[0]), "start": col("s").str.strip_chars_start(chars[1]),
              "end": col("s").str.strip_chars_end(chars[2])}
     assert same_as_reference(lane, load_into, source, exprs) == list(exprs)
+
+
+JOINING = {
+    "plus": col("a") + col("b"), "plus_text": "<" + col("a") + ">",
+    "sep": ei.concat_str(["a", "b", "c"], separator=", "),
+    "bare": ei.concat_str([col("a"), col("b")]),
+    "skip_nulls": ei.concat_str("a", "b", "c", separator="-é", ignore_nulls=True),
+    "skip_nulls_bare": ei.concat_str("a", "c", ignore_nulls=True),
+}
+PARTS = {"a": ["x", None, "", "é", None], "b": ["1", "2", None, "", None], "c": ["!", None, "?", "", None]}
+
+
+@pytest.mark.parametrize("lane", LANES)
+def test_joining_strings_as_the_reference(lane, load_into):
+    source = ei.from_arrow(pa.table({k: pa.array(v, pa.string()) for k, v in PARTS.items()}))
+    assert same_as_reference(lane, load_into, source, JOINING) == list(JOINING)
+
+
+def test_joining_strings_means_what_polars_means():
+    got = ei.from_pydict(PARTS).select(**JOINING).run(engine="reference").to_pydict()
+    assert got == {"plus": ["x1", None, None, "é", None], "plus_text": ["<x>", None, "<>", "<é>", None],
+                   "sep": ["x, 1, !", None, None, "é, , ", None], "bare": ["x1", None, None, "é", None],
+                   "skip_nulls": ["x-é1-é!", "2", "-é?", "é-é-é", ""], "skip_nulls_bare": ["x!", "", "?", "é", ""]}
+
+
+@pytest.mark.parametrize("bad, what", [(lambda: col("a") + 1, "two Strings for +"),
+                                       (lambda: col("a") * col("b"), "needs numbers"),
+                                       (lambda: ei.concat_str([]), "at least one")])
+def test_joining_what_is_not_text_is_refused(bad, what):
+    with pytest.raises(PlanError, match=what):
+        ei.from_pydict(PARTS).select(x=bad())

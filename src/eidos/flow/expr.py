@@ -1024,6 +1024,32 @@ def _window_int(v: Any, what: str, least: int) -> int:
     return v
 
 
+def concat_str(exprs: Any, *more_exprs: Any, separator: str = "", ignore_nulls: bool = False) -> Expr:
+    """The strings of `exprs` joined by `separator`, in each row (a str names a column), as Polars'
+    `concat_str`: null where any is null, unless `ignore_nulls`, which leaves the nulls out (all null gives "").
+    Where eidos differs from Polars: the expressions must be Strings (cast others with `.cast(ei.String)`,
+    whose text for floats differs between lanes). It is made of `+` on strings, `coalesce` and `str.slice`.
+
+    Examples:
+        >>> flow = ei.from_pydict({"a": ["x", "y", None], "b": ["1", None, None]})
+        >>> flow.select(j=ei.concat_str(["a", "b"], separator="-"),
+        ...             k=ei.concat_str("a", "b", separator="-", ignore_nulls=True)).run().to_pydict()
+        {'j': ['x-1', None, None], 'k': ['x-1', 'y', '']}
+        >>> flow.select(s=col("a") + "!").run().to_pydict()
+        {'s': ['x!', 'y!', None]}
+    """
+    items = [*(exprs if isinstance(exprs, (list, tuple)) else [exprs]), *more_exprs]
+    if not items or not isinstance(separator, str) or not isinstance(ignore_nulls, bool):
+        raise PlanError(f"concat_str(exprs, separator='', ignore_nulls=False) takes at least one expression, a "
+                        f"string and a bool, got {items!r}, {separator!r}, {ignore_nulls!r}")
+    nodes = [Expr(name_or_expr(e)) if isinstance(e, str) else Expr(to_ir(e)) for e in items]
+    if not ignore_nulls:
+        return functools.reduce(lambda a, b: a + separator + b if separator else a + b, nodes)
+    # each present string after a separator, the nulls as "", then the first separator cut off
+    joined = functools.reduce(lambda a, b: a + b, [coalesce(lit(separator) + n if separator else n, lit("")) for n in nodes])
+    return joined.str.slice(len(separator)) if separator else joined
+
+
 def count() -> Expr:
     """The number of rows (in each group), nulls included; `col(name).count()` counts non-null values.
 

@@ -389,6 +389,11 @@ def _arith(e: Call, ty: _Typer) -> DType:
     sym = F.BINARY_OPERATORS[e.fn]
     if a.is_temporal or b.is_temporal:
         return _date_arith(e, ty, a, b)
+    if T.String in (a, b):   # + joins two strings (concat_str is made of it)
+        if e.fn == "add" and {a, b} <= {T.String, T.Null}:
+            return T.String
+        raise ty.fail(e, f"operator {sym} needs numbers, or two Strings for + (which joins them; concat_str too), "
+                         f"got {a} {sym} {b}; cast the other with .cast(ei.String) to join it as text")
     for t in (a, b):
         if not (t.is_numeric or t == T.Null):
             raise ty.fail(e, f"operator {sym} needs numbers, got {a} {sym} {b}")

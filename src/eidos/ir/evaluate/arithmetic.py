@@ -31,6 +31,8 @@ def _arith(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     sym = F.BINARY_OPERATORS[fn]
     if rt == T.Null or T.Null in (ta, tb):
         return lambda a, b: None
+    if rt == T.String:   # + of two strings joins them
+        return strict2(lambda a, b: a + b)
     if ta.is_temporal or tb.is_temporal:
         return strict2(date_arith(fn, ta, tb))
     if fn == "pow":

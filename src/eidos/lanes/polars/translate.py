@@ -719,6 +719,8 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     ta, tb = operand_types(a, b, scope, e.fn)
     res = scope.dtype(e)
     fn = e.fn
+    if res == T.String:   # + of two strings joins them; null if either is
+        return operand(a, res, scope) + operand(b, res, scope)
     if ta.is_temporal or tb.is_temporal:
         return _date_arith(e, ta, tb, scope)
     if fn == "pow":

@@ -175,6 +175,8 @@ class Dialect:
     # arithmetic
     def _arith(self, cls, args, ts, t):
         a, b = args
+        if t == T.String:   # + of two strings joins them; || is null if either is, in every dialect
+            return binop(exp.DPipe, self.cast(a, ts[0], t), self.cast(b, ts[1], t))
         if t.is_temporal or any(x.is_temporal for x in ts):
             return self.date_arith(cls, a, b, ts, t)
         if t.is_decimal:
