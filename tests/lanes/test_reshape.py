@@ -80,6 +80,10 @@ CASES = [
      {"a": [NAN], "b": [2.0], "null": [3.0]}, False),
     ("describe", lambda: sales().select("units", "shop").describe(),
      None, True),
+    ("sample_n", lambda: sales().sort("units").sample(3, seed=11), None, True),
+    ("sample_fraction", lambda: sales().sort("units", descending=True).sample(fraction=0.5, seed=5), None, True),
+    ("sample_with_replacement", lambda: sales().sort("price").sample(8, seed=2, with_replacement=True), None, True),
+    ("sample_file_order", lambda: sales().sample(2, seed=3), None, True),
     ("describe_without_percentiles", lambda: sales().describe(percentiles=()), None, True),
     ("distinct_subset_none", lambda: sales().distinct(["shop", "month"], keep="none").select("units"),
      {"units": [5, 1]}, False),
@@ -141,6 +145,16 @@ def test_describe_reference_values():
     assert got["day"][4] == "2024-01-02" and got["day"][2] is None
 
 
+def test_sample_is_the_same_rows_for_a_seed_and_keeps_row_order():
+    flow = ei.from_pydict({"i": list(range(50))})
+    a = flow.sample(10, seed=42).run(engine="reference").column("i").to_pylist()
+    assert a == flow.sample(10, seed=42).run(engine="reference").column("i").to_pylist() == sorted(set(a))
+    assert len(a) == 10 and a != flow.sample(10, seed=43).run(engine="reference").column("i").to_pylist()
+    assert flow.sample(fraction=0.3, seed=1).run(engine="reference").num_rows == 15
+    drawn = flow.sample(100, seed=5, with_replacement=True).run(engine="reference").column("i").to_pylist()
+    assert len(drawn) == 100 and len(set(drawn)) < 50 and set(drawn) <= set(range(50))
+
+
 def test_selectors_resolve_in_schema_order():
     flow = ei.from_pydict({"b": [1], "a": ["x"], "c": [2.0], "ab": [True]})
     assert flow.select(cs.by_name("c", "b")).columns == ("b", "c")
@@ -165,6 +179,13 @@ def test_selectors_resolve_in_schema_order():
     (lambda f: f.pivot(["s", "a"], values="a", aggregate_function="sum"), "one `on` column"),
     (lambda f: f.pivot("s", "x", values="a", aggregate_function="sum"), "on_columns takes a list"),
     (lambda f: f.describe(percentiles=[2]), "from 0 to 1"),
+    (lambda f: f.sample(), "n=... (a number of rows) or fraction"),
+    (lambda f: f.sample(1, fraction=0.5), "one of them"),
+    (lambda f: f.sample(-1), "from 0 to 2\\*\\*31"),
+    (lambda f: f.sample(fraction=1.5), "from 0 to 1"),
+    (lambda f: f.sample(fraction=0.5, with_replacement=True), "takes n="),
+    (lambda f: f.sample(1, seed=-2), "non-negative integer"),
+    (lambda f: f.group_by("s").agg(n=ei.count()).sample(1), "order of the rows"),
     (lambda f: f.select(cs.matches("(")), "not a regular expression"),
     (lambda f: f.select(cs.all() | 3), "takes another selector"),
     (lambda f: f.distinct(keep="one"), "keep must be one of"),
@@ -238,7 +259,16 @@ def _asof(flow: ei.Flow, schema: Schema, data) -> ei.Flow:
     return flow.join_asof(other, on=on, by=by, strategy=strategy, tolerance=tolerance, suffix="_r")
 
 
-VERBS = {"distinct": (_distinct, False), "join_asof": (_asof, False), "top_k": (_top, True), "unpivot": (_unpivot, False), "pivot": (_pivot, False),
+def _sample(flow: ei.Flow, schema: Schema, data) -> ei.Flow:
+    seed = data.draw(st.integers(0, 2**62), label="seed")
+    flow = flow.sort(cs.all())
+    if data.draw(st.booleans(), label="with n"):
+        return flow.sample(data.draw(st.integers(0, 7), label="n"), seed=seed,
+                           with_replacement=data.draw(st.booleans(), label="with_replacement"))
+    return flow.sample(fraction=data.draw(st.sampled_from((0.0, 0.25, 0.5, 1.0)), label="fraction"), seed=seed)
+
+
+VERBS = {"sample": (_sample, True), "distinct": (_distinct, False), "join_asof": (_asof, False), "top_k": (_top, True), "unpivot": (_unpivot, False), "pivot": (_pivot, False),
          "drop_nulls": (lambda f, s, d: f.drop_nulls(d.draw(st.sampled_from(s.names))), False),
          "describe": (lambda f, s, d: f.describe(percentiles=d.draw(st.sampled_from(((), (0.5,), (0.1, 0.9))))), True)}
 

@@ -202,6 +202,42 @@ class Flow:
         last = E.Call("gt", (E.Column(number), E.Call("sub", (E.Column(rows), E.Literal(n, T.Int64, weak=True)))))
         return Flow(N.Project(N.Filter(numbered, last), keep))
 
+    def sample(self, n: int | None = None, *, fraction: float | None = None, with_replacement: bool = False,
+               seed: int | None = None) -> Flow:
+        """`n` rows (or `fraction` of them, rounded down) chosen by `seed`, the same rows on every lane: each
+        row's position (the flow's row order must be defined, as with_row_index's) is hashed with the seed
+        by integer arithmetic, and the rows with the smallest hashes are kept, in row order. With
+        `with_replacement`, draw j = 1..n takes the row at position 1 + hash(seed, j) mod the row count, in
+        draw order (`n` only). Without `seed` one is picked when the plan is built. Polars' sample draws
+        other rows for the same seed.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": list(range(10))})
+            >>> flow.sample(3, seed=1).run().to_pydict() == flow.sample(3, seed=1).run(engine="reference").to_pydict()
+            True
+            >>> flow.sample(fraction=0.5, seed=7).run().num_rows
+            5
+        """
+        import random
+
+        from eidos.flow.reshape import sample
+
+        if (n is None) == (fraction is None):
+            raise PlanError("sample takes n=... (a number of rows) or fraction=... (of the rows), one of them")
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 2**31):
+            raise PlanError(f"sample n is a number of rows from 0 to 2**31, got {n!r}")
+        if fraction is not None and (not isinstance(fraction, (int, float)) or isinstance(fraction, bool)
+                                     or not 0 <= fraction <= 1):
+            raise PlanError(f"sample fraction is a number from 0 to 1, got {fraction!r}")
+        if with_replacement and n is None:
+            raise PlanError("sample with_replacement=True takes n=... (eidos draws that many rows)")
+        if seed is None:
+            seed = random.randrange(2**62)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise PlanError(f"sample seed is a non-negative integer, got {seed!r}")
+        require_row_order(self._plan, "sample")
+        return sample(self, n, fraction, with_replacement, seed)
+
     def select(self, *exprs: Any, **named: Any) -> Flow:
         """Only the given columns: names, expressions (named by `.alias` or their column) and `name=expr`.
 

@@ -132,3 +132,49 @@ def describe(flow: Flow, percentiles: tuple[float, ...]) -> Flow:
                            + tuple((n, cells[n][k]) for n in flow.schema.names))
                  for k, s in enumerate(stats))
     return Flow(N.Union(rows)).sort(row).drop(row)
+
+
+M31 = 2**31 - 1   # the hash works modulo this prime; every product stays below 2**62, so Int64 never overflows
+
+
+def position_hash(pos: E.Expr, seed: int) -> E.Expr:
+    """A pseudo-random Int64 in [0, M31) of a row position and a seed, from integer arithmetic that every lane
+    computes exactly: two rounds of a multiply-and-square mix modulo the prime 2**31 - 1."""
+    def lit(v: int) -> E.Expr:
+        return E.Literal(v, T.Int64, weak=True)
+
+    def mod(e: E.Expr) -> E.Expr:
+        return E.Call("mod", (e, lit(M31)))
+
+    s1, s2 = seed % M31, (seed // M31 + 104729) % M31
+    a = mod(E.Call("add", (E.Call("mul", (mod(pos), lit(48271))), lit(s1))))
+    b = mod(E.Call("add", (E.Call("mul", (a, a)), lit(s2))))
+    c = mod(E.Call("add", (E.Call("mul", (b, lit(16807))), a)))
+    return mod(E.Call("add", (E.Call("mul", (c, c)), lit(s1))))
+
+
+def sample(flow: Flow, n: int | None, fraction: float | None, with_replacement: bool, seed: int) -> Flow:
+    import pyarrow as pa
+
+    from eidos.flow.frame import Flow
+    from eidos.flow.read import from_arrow
+
+    keep = tuple((c, E.Column(c)) for c in flow.schema.names)
+    pos, h, rank, rows = (flow._fresh(s) for s in ("pos", "hash", "rank", "rows"))
+    numbered = N.Project(flow.plan, keep + ((pos, E.Window("row_number")),))
+    if with_replacement:   # draw j = 1..n picks the row at position 1 + hash(seed, j) mod the number of rows
+        draws = from_arrow(pa.table({rank: pa.array(range(1, n + 1), pa.int64())}))
+        draws = draws.with_columns(**{h: position_hash(E.Column(rank), seed)})
+        count = Flow(numbered).agg(**{rows: E.Agg("count_rows")})
+        at = E.Call("add", (E.Call("mod", (E.Column(h), E.Column(rows))), E.Literal(1, T.Int64, weak=True)))
+        picks = draws.join(count, how="cross").select(rank, **{pos: at})
+        out = picks.join(Flow(numbered), on=pos).sort(rank)
+        return out.select(*flow.schema.names)
+    hashed = N.Project(numbered, keep + ((pos, E.Column(pos)), (h, position_hash(E.Column(pos), seed))))
+    ranked = N.Project(hashed, keep + ((pos, E.Column(pos)), (rank, E.Window(
+        "row_number", order_by=(E.Column(h), E.Column(pos)))), (rows, E.Window("count_rows"))))
+    if n is not None:
+        limit: E.Expr = E.Literal(n, T.Int64)
+    else:
+        limit = E.Call("floor", (E.Call("mul", (E.Literal(float(fraction), T.Float64), E.Column(rows))),))
+    return Flow(N.Project(N.Filter(ranked, E.Call("le", (E.Column(rank), limit))), keep))
