@@ -151,7 +151,7 @@ def show_explain(out: Out, text: str) -> None:
 # ---------------------------------------------------------------- inputs
 
 
-def load_plan(path: str, trusted: Sequence[str] = ()) -> ei.Flow:
+def load_plan(path: str, trusted: Sequence[str] = (), urls: Sequence[str] = ()) -> ei.Flow:
     """A Flow from a plan JSON file ('-' reads standard input); errors name the file. A function the
     plan names must be registered or defined in a `trusted` module (--trust)."""
     name = "<stdin>" if path == "-" else path
@@ -171,7 +171,7 @@ def load_plan(path: str, trusted: Sequence[str] = ()) -> ei.Flow:
     if not text.strip():
         raise CommandError(f"plan file {name!r} is empty; write one with flow.to_json()")
     try:
-        return ei.Flow.from_json(text, trusted_modules=trusted)
+        return ei.Flow.from_json(text, trusted_modules=trusted, allowed_urls=tuple(urls))
     except EidosError as e:
         raise CommandError(f"plan file {name!r}: {e}") from e
 
@@ -263,13 +263,13 @@ def show_matrix(args: argparse.Namespace, out: Out) -> int:
 
 
 def cmd_explain(args: argparse.Namespace, out: Out) -> int:
-    flow = load_plan(args.plan, args.trust)
+    flow = load_plan(args.plan, args.trust, args.allow_url)
     show_explain(out, flow.explain(engine=args.engine))
     return 0
 
 
 def cmd_run(args: argparse.Namespace, out: Out) -> int:
-    flow = load_plan(args.plan, args.trust)
+    flow = load_plan(args.plan, args.trust, args.allow_url)
     if args.output:
         fmt = output_format(args.output)
         with out.status(f"running {args.plan} and writing {args.output}"):
@@ -618,6 +618,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trust", action="append", default=[], metavar="MODULE",
                    help="let the plan call functions defined in MODULE and its submodules (repeatable); "
                         "without it the plan may call no Python function (a plan may come from anyone)")
+    p.add_argument("--allow-url", action="append", default=[], metavar="PREFIX",
+                   help="let the plan read http(s) URLs below PREFIX (repeatable); without it the plan reads "
+                        "no URL (it could reach any host: docs/security.md)")
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:

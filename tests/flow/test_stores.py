@@ -198,3 +198,14 @@ def test_a_plan_from_json_reaches_only_allowed_urls(web):
     for scheme in ("file:///etc/passwd", "ftp://host/x.csv"):
         with pytest.raises(PlanError, match="not (file|ftp):// paths"):
             ei.Flow.from_json(text.replace(f"{web}/t.csv", scheme))
+
+
+def test_the_command_reads_a_plans_urls_only_when_allowed(web, tmp_path, capsys):
+    from eidos.cli import main
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(ei.read_csv(f"{web}/t.csv", storage_options={"allow_http": True}).to_json())
+    assert main(["explain", str(plan)]) == 1
+    assert "a URL outside those this process lets plans reach" in capsys.readouterr().err
+    assert main(["explain", str(plan), "--allow-url", f"{web}/"]) == 0
+    assert f"csv '{web}/t.csv'" in capsys.readouterr().out

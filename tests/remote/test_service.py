@@ -111,6 +111,9 @@ def test_allowed_folders_are_read(tmp_path):
         with connect(svc.address, token=TOKEN) as r:
             (h,) = r.run_subgraph({"kind": "plan", "plan": ei.read_parquet(str(tmp_path / "t.parquet")).to_json()})
             assert r.fetch_result(h).to_pydict() == {"a": [1, 2]}
+            (tmp_path / "t.ndjson").write_text('{"a": 3}\n')
+            (h,) = r.run_subgraph({"kind": "plan", "plan": ei.read_ndjson(str(tmp_path / "t.ndjson")).to_json()})
+            assert r.fetch_result(h).to_pydict() == {"a": [3]}
     finally:
         svc.shutdown()
 

@@ -75,8 +75,8 @@ def _bind(plan, session: Session, config):
             return S.ArrowSource.of(entry.value, source.schema, kind="remote")
         if isinstance(source, S.ArrowSource):
             return source
-        if isinstance(source, (S.ParquetSource, S.CsvSource)):
-            for path in (source.files or (source.path,)) if hasattr(source, "files") else (source.path,):
+        if isinstance(source, S.FileSource):   # parquet, CSV, NDJSON, IPC
+            for path in source.paths:
                 _allowed_path(str(path), config.allowed_paths)
             return source
         if isinstance(source, S.SqlSource):
