@@ -149,3 +149,18 @@ def test_joining_strings_means_what_polars_means():
 def test_joining_what_is_not_text_is_refused(bad, what):
     with pytest.raises(PlanError, match=what):
         ei.from_pydict(PARTS).select(x=bad())
+
+
+def test_sql_text_functions_mean_what_duckdb_means():
+    duckdb = pytest.importorskip("duckdb")
+    table = pa.table({"a": pa.array(["x1x", None, " é ", ""], pa.string()), "b": pa.array(["b", "c", None, ""])})
+    query = r"""SELECT a || b AS p, concat(a, b, '!') AS c, concat_ws('-', a, b) AS w, replace(a, 'x', '$') AS r,
+        replace(a, '', 'z') AS r0, regexp_replace(a, '(x)', '<\1\\$>', 'g') AS g, regexp_replace(a, 'x', 'y') AS f,
+        regexp_matches(a, '^x') AS m, a ~ 'x$' AS m2, trim(a) AS t, ltrim(a, ' x') AS l, rtrim(a) AS rt FROM t"""
+    con = duckdb.connect()
+    con.register("t", table)
+    expected = con.sql(query).to_arrow_table().to_pydict()
+    q = ei.sql(query, t=ei.from_arrow(table))
+    assert q.run(engine="reference").to_pydict() == expected
+    with pytest.raises(ei.errors.UnsupportedError, match="options 'g' or none"):
+        ei.sql("SELECT regexp_replace(a, 'x', 'y', 'i') FROM t", t=ei.from_arrow(table))

@@ -48,6 +48,24 @@ TRUNC_UNITS = {"MICROSECOND": "1us", "MILLISECOND": "1ms", "SECOND": "1s", "MINU
                "DAY": "1d", "WEEK": "1w", "MONTH": "1mo", "QUARTER": "1q", "YEAR": "1y", "DECADE": "10y"}
 
 
+def _dollars(rewrite: str, text: str) -> str:
+    """An RE2 replacement (\\1 a group, \\\\ a backslash) written as eidos' (Polars') ${1}, with $ as $$."""
+    import re
+
+    def piece(m: re.Match) -> str:
+        if m.group(1) is not None:
+            return "${" + m.group(1) + "}"
+        if m.group() == "\\\\":
+            return "\\"
+        if m.group() == "$":
+            return "$$"
+        if m.group().startswith("\\"):
+            raise UnsupportedError(f"ei.sql reads \\0 to \\9 and \\\\ in REGEXP_REPLACE's replacement, not {m.group()}: {text}")
+        return m.group()
+
+    return re.sub(r"\\([0-9])|\\\\|\\.?|\$|[^\\$]+", piece, rewrite, flags=re.S)
+
+
 def parse(query: str, flows: Mapping[str, Any], *, dialect: str = "duckdb",
           files: Callable[[str], Any] | None = None) -> N.Node:
     """The plan of `query`, its tables named by `flows` (name -> Flow); `files(path)` reads a quoted path."""
@@ -692,6 +710,9 @@ class Query:
             if not (isinstance(text, exp.Literal) and text.is_string):
                 raise UnsupportedError(f"ei.sql takes the text of {name.lower()} as a string constant")
             return E.Call(TEXT_TESTS[name], (x(e.this),), (text.this,))
+        if isinstance(e, (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Replace, exp.RegexpReplace, exp.RegexpLike,
+                          exp.Trim)):
+            return self.text(e, x)
         if isinstance(e, exp.Round):
             digits = e.args.get("decimals")
             return E.Call("round", (x(e.this),), (self.integer(digits, "ROUND's digits") if digits else 0,))
@@ -732,6 +753,40 @@ class Query:
         text = e.sql(self.dialect)
         what = f"the function {text.split('(')[0]}" if isinstance(e, exp.Func) else name
         raise UnsupportedError(f"ei.sql does not support {what}: {text}")
+
+    def text(self, e: exp.Expression, x: Callable) -> E.Expr:
+        """||, CONCAT and CONCAT_WS (which leave nulls out), REPLACE, REGEXP_REPLACE (RE2's \\1 in the replacement;
+        'g' for every match), REGEXP_MATCHES and ~, TRIM/LTRIM/RTRIM (spaces, or the characters given)."""
+        from eidos.flow.expr import Expr, concat_str
+
+        if isinstance(e, exp.DPipe):
+            return E.Call("add", (x(e.this), x(e.expression)))
+        if isinstance(e, (exp.Concat, exp.ConcatWs)):
+            parts = list(e.expressions)
+            sep = self.text_constant(parts.pop(0), "CONCAT_WS's separator") if isinstance(e, exp.ConcatWs) else ""
+            return concat_str([Expr(x(p)) for p in parts], separator=sep, ignore_nulls=True).node
+        if isinstance(e, exp.Trim):
+            chars = self.text_constant(e.expression, "TRIM's characters") if e.expression is not None else " "
+            fn = {"LEADING": "str_strip_chars_start", "TRAILING": "str_strip_chars_end"}.get(
+                str(e.args.get("position") or "").upper(), "str_strip_chars")
+            return E.Call(fn, (x(e.this),), (chars,))
+        pattern = self.text_constant(e.expression, f"{type(e).__name__.upper()}'s pattern")
+        if isinstance(e, exp.RegexpLike):
+            return Expr(x(e.this)).str.contains(pattern).node
+        value = self.text_constant(e.args.get("replacement"), "the replacement")
+        if isinstance(e, exp.Replace):   # every occurrence; SQL finds the empty text nowhere
+            return E.Call("str_replace_all", (x(e.this),), (pattern, value)) if pattern else x(e.this)
+        flags = self.text_constant(e.args["modifiers"], "REGEXP_REPLACE's options") if e.args.get("modifiers") else ""
+        if flags not in ("", "g") or any(e.args.get(k) for k in ("position", "occurrence", "parameters")):
+            raise UnsupportedError(f"ei.sql takes REGEXP_REPLACE's options 'g' or none: {e.sql(self.dialect)}")
+        s = Expr(x(e.this)).str
+        value = _dollars(value, e.sql(self.dialect))
+        return (s.replace_all(pattern, value) if flags else s.replace(pattern, value)).node
+
+    def text_constant(self, e: exp.Expression | None, what: str) -> str:
+        if not (isinstance(e, exp.Literal) and e.is_string):
+            raise UnsupportedError(f"ei.sql takes {what} as a string constant, got {e.sql(self.dialect) if e else 'none'}")
+        return e.this
 
     def interval(self, e: exp.Expression, x: Callable) -> E.Expr:
         """date ± INTERVAL: folded on a constant date; a number of days on a column."""
