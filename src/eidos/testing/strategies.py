@@ -916,12 +916,12 @@ def _arith_bounds(op: str, a: _TE, b: _TE) -> tuple[Fraction | None, Fraction | 
 # -- plan steps
 
 _STEPS = ("filter", "select", "with_columns", "aggregate", "join", "sort", "limit", "distinct", "union",
-          "rename", "drop", "map_batches")
+          "rename", "drop", "map_batches", "unique")
 _STEP_NODES = {"filter": "Filter", "select": "Project", "with_columns": "Project", "aggregate": "Aggregate",
                "join": "Join", "sort": "Sort", "limit": "Limit", "distinct": "Distinct", "union": "Union",
-               "rename": "Project", "drop": "Project", "map_batches": "MapBatches"}
+               "rename": "Project", "drop": "Project", "map_batches": "MapBatches", "unique": "Unique"}
 _STEP_WEIGHTS = {"filter": 4, "select": 2, "with_columns": 4, "aggregate": 3, "join": 3, "sort": 1, "limit": 1,
-                 "distinct": 1, "union": 1, "rename": 1, "drop": 1, "map_batches": 1}
+                 "distinct": 1, "union": 1, "rename": 1, "drop": 1, "map_batches": 1, "unique": 1}
 
 
 class _Plans(_Builder):
@@ -1159,6 +1159,13 @@ class _Plans(_Builder):
 
     def step_distinct(self, s: _State) -> _State | None:
         return self._new_state(s, s.flow.distinct())
+
+    def step_unique(self, s: _State) -> _State | None:
+        """distinct(subset, keep): "none" anywhere; "first"/"last" only over totally sorted rows, whose order
+        every lane knows ("any" may keep different rows on different lanes, so it is not drawn)."""
+        subset = self.draw(st.lists(st.sampled_from(s.schema.names), min_size=1, max_size=2, unique=True))
+        keep = self.pick(("none", "first", "last") if s.ordered else ("none",))
+        return self._new_state(s, s.flow.distinct(subset, keep=keep), ordered=s.ordered)
 
     def step_union(self, s: _State) -> _State | None:
         # the other branch has the same schema: the same flow filtered, or a source of the same schema

@@ -8,6 +8,10 @@ None runs opaque Python (MapBatches, udf) or Python's full case mapping (str_to_
 point and reads decimal text by its own rounding; PostgreSQL has no remainder of floats and its
 power() raises where IEEE gives inf or NaN; SQLite has no exact decimals, 4-byte floats, unsigned
 64-bit integers, NaN or timestamps, no std/var, and turns NaN results into NULL.
+
+SQL keeps the order of rows only where a plan sorts them (a hidden row number), so what reads row
+order (window functions without order_by, distinct(keep="first"/"last"), sample) over rows in a file's
+or table's order is a gap the lane names (SqlLane.supports), and runs after a sort.
 """
 
 from __future__ import annotations
