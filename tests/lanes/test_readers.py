@@ -11,14 +11,17 @@ import re
 import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import eidos as ei
 from eidos import col
-from eidos.errors import ExecutionError, PlanError
+from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
+from eidos.ir import nodes as N
+from eidos.ir.sources import ArrowSource
 from eidos.testing.compare import assert_tables_equal
-from tests.lanes.helpers import run_or_skip
+from eidos.testing.strategies import flows, profile
+from tests.lanes.helpers import lane_or_skip, replace_scans, run_or_skip
 from tests.lanes.test_files import READERS
 
 NULLS = ["", "NA", "null"]
@@ -164,3 +167,40 @@ def test_ndjson_values_of_another_type_and_ipc_drift_are_errors(tmp_path):
     (tmp_path / "bad.arrow").write_text("not arrow")
     with pytest.raises(PlanError, match="read_ipc reads Arrow IPC files"):
         ei.read_ipc(tmp_path / "bad.arrow")
+
+
+# ---------------------------------------------------------------- generated plans over files
+
+@pytest.mark.parametrize("lane_name", READERS)
+@settings(parent=profile(), max_examples=max(4, profile().max_examples // 5))
+@given(data=st.data())
+def test_generated_plans_over_ipc_files(lane_name, data, tmp_path_factory):
+    """The cross-lane suite's generated plans, their tables written as Arrow IPC files and read back with
+    read_ipc: every lane that reads files agrees with the reference lane on the in-memory plan."""
+    lane = lane_or_skip(lane_name)
+    gen = data.draw(flows(coverage=lane.coverage), label="generated")
+    folder = tmp_path_factory.mktemp("ipc")
+    done: dict = {}
+
+    def swap(scan: N.Scan) -> N.Node:
+        if not isinstance(scan.source, ArrowSource):
+            return scan
+        if scan.source not in done:
+            path = folder / f"t{len(done)}.arrow"
+            feather.write_feather(scan.source.table, path, compression="uncompressed")
+            done[scan.source] = ei.read_ipc(path).plan.source
+        return N.Scan(done[scan.source], scan.columns)
+
+    flow = ei.Flow(replace_scans(gen.flow.plan, swap))
+    assume(not lane.supports(flow.plan))
+    try:
+        expected = gen.flow.run(engine="reference", strict=True)
+    except ExecutionError:
+        with pytest.raises(EidosError):
+            flow.run(engine=lane_name, strict=True)
+        return
+    try:
+        got = flow.run(engine=lane_name, strict=True)
+    except UnsupportedError:
+        assume(False)
+    assert_tables_equal(got, expected, ordered=gen.ordered, float_rel=1e-6)
