@@ -673,7 +673,8 @@ class _Builder:
     def string(self, s: _State, depth: int) -> _TE | None:
         if depth <= 0 or self.stops(0.35):
             return self._leaf_for(s, "string")
-        choices = [f for f in ("str_to_lower", "str_to_upper", "str_slice", "fill_null", "case", "cast")
+        choices = [f for f in ("str_to_lower", "str_to_upper", "str_slice", "fill_null", "case", "cast", "add",
+                               "str_replace_regex", "str_replace_all_regex", "str_replace_all", "str_strip_chars")
                    if self.has(f)]
         if not choices:
             return self._leaf_for(s, "string")
@@ -693,6 +694,18 @@ class _Builder:
             return self.typed(a.e.str.to_lower(), s)
         if fn == "str_to_upper":
             return self.typed(a.e.str.to_upper(), s)
+        if fn == "add":
+            b = self.string(s, depth - 1)
+            return None if b is None else self.typed(a.e + b.e, s)
+        if fn in ("str_replace_regex", "str_replace_all_regex"):
+            value = self.pick(("", "-", "<$0>", "$$"))
+            method = a.e.str.replace if fn == "str_replace_regex" else a.e.str.replace_all
+            return self.typed(method(self.draw(regexes(depth=1)), value), s)
+        if fn == "str_replace_all":
+            return self.typed(a.e.str.replace_all(self.pick(("a", "", " ", "é")), self.pick(("", "-", "$1")),
+                                                  literal=True), s)
+        if fn == "str_strip_chars":
+            return self.typed(a.e.str.strip_chars(self.pick((None, "a", " é"))), s)
         if fn == "str_slice":
             offset = self.pick((0, 0, 1, 2, 5, -1, -3))
             length = self.pick((None, 0, 1, 2, 3))
