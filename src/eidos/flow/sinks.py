@@ -59,13 +59,21 @@ DATABASES = {"duckdb": "duckdb", "sqlite": "sqlite", "postgresql": "postgresql",
 def write_database(flow, table: str, connection: str, if_table_exists: str, engine: str | None) -> int:
     """`flow`'s result into `table` of the database `connection` names, through that database's lane."""
     from eidos.hal import registry
+    from eidos.ir import nodes as N
+    from eidos.ir.schema import Schema
+    from eidos.ir.sources import SqlSource
 
     scheme = connection.split("://", 1)[0].lower() if isinstance(connection, str) and "://" in connection else None
     if scheme not in DATABASES:
         raise PlanError("write_database takes a connection uri such as duckdb:///path.db, sqlite:///path.db or "
                         "postgresql://user@host:5432/db (the text given is not shown: it may hold a password)")
     lane = registry.get(DATABASES[scheme])
-    return lane.write_table(connection, table, flow.schema, flow.stream(engine), if_table_exists)
+    # A flow that reads the database it writes to is run whole first: its reading connection would
+    # meet the writing one (DuckDB refuses both in one process, SQLite's write lock would block it).
+    same = any(isinstance(n, N.Scan) and isinstance(n.source, SqlSource) and n.source.uri == SqlSource(
+        Schema(()), uri=connection).uri for n in flow.plan.walk())
+    batches = iter(flow.run(engine).to_batches()) if same else flow.stream(engine)
+    return lane.write_table(connection, table, flow.schema, batches, if_table_exists)
 
 
 def _write_file(flow, path: str, fmt: str, engine, address, options: dict) -> None:

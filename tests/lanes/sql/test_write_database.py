@@ -120,3 +120,12 @@ def test_a_connection_that_is_no_database_uri_is_refused_unshown():
     with pytest.raises(PlanError, match="takes a connection uri") as error:
         ei.from_pydict({"a": [1]}).write_database("t", "mysql://root:hunter2@db/x")
     assert "hunter2" not in str(error.value)
+
+
+def test_a_flow_may_write_into_the_database_it_reads(target):
+    lane, uri, table = target
+    ei.from_pydict({"a": [1, 2]}).write_database(table, uri)
+    source = ei.read_sql(uri, table=table)
+    assert source.filter(ei.col("a") > 1).write_database(table + "_copy", uri) == 1
+    assert source.write_database(table, uri, if_table_exists="append") == 2
+    assert read(uri, table + "_copy") == {"a": [2]} and sorted(read(uri, table)["a"]) == [1, 1, 2, 2]
