@@ -46,3 +46,16 @@ def test_docstring_examples(name):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} docstring examples in {name} failed (above)"
+
+
+# API pages whose examples are doctests (written with >>>), run as the docstrings' are.
+PAGES = ["docs/api/types.md"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_examples(page):
+    import pathlib
+
+    path = pathlib.Path(__file__).parent.parent / page
+    result = doctest.testfile(str(path), module_relative=False, globs=dict(GLOBALS), optionflags=FLAGS)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {page} failed (above)"

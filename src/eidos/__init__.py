@@ -40,6 +40,7 @@ from eidos.ir.dtypes import (
     Int16,
     Int32,
     Int64,
+    List,
     String,
     Timestamp,
     UInt8,
@@ -86,5 +87,5 @@ __all__ = [
     "from_arrow", "from_pandas", "from_pydict", "read_csv", "read_ipc", "read_ndjson", "read_parquet", "read_sql", "Schema",
     "backends", "register_backend", "register_udf",
     "Boolean", "Date", "Decimal", "DType", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64",
-    "String", "Timestamp", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,
+    "List", "String", "Timestamp", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,
 ]

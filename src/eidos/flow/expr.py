@@ -666,6 +666,62 @@ class Expr:
         """
         return DateMethods(self)
 
+    @property
+    def list(self) -> ListMethods:
+        """List functions: `expr.list.len()`, `expr.list.get(i)`, `expr.list.contains(x)`.
+
+        Examples:
+            >>> ei.from_pydict({"l": [[1, 2], []]}).select(col("l").list.len()).run().to_pydict()
+            {'l': [2, 0]}
+        """
+        return ListMethods(self)
+
+
+class ListMethods:
+    """`expr.list.*`: functions of List values (`ei.List(inner)`); positions count from 0."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e: Expr):
+        self._e = e
+
+    def len(self) -> Expr:
+        """The number of elements (nulls included), Int64; null for a null list.
+
+        Examples:
+            >>> ei.from_pydict({"l": [[1, None], None]}).select(col("l").list.len()).run().to_pydict()
+            {'l': [2, None]}
+        """
+        return self._e._call("list_len")
+
+    def get(self, index: int, *, null_on_oob: bool = True) -> Expr:
+        """The element at `index` (from 0; negative counts from the end), null where the list is shorter.
+
+        Polars raises out of range unless `null_on_oob=True`; eidos always gives null there.
+
+        Examples:
+            >>> flow = ei.from_pydict({"l": [[1, 2, 3], [4]]})
+            >>> flow.select(first=col("l").list.get(0), last=col("l").list.get(-1), third=col("l").list.get(2)).run().to_pydict()
+            {'first': [1, 4], 'last': [3, 4], 'third': [3, None]}
+        """
+        if not null_on_oob:
+            raise PlanError("list.get() gives null out of range on every lane (null_on_oob=True); "
+                            "filter on list.len() first to find short lists")
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise PlanError(f"list.get() takes a constant integer index, got {index!r}")
+        return self._e._call("list_get", options=(index,))
+
+    def contains(self, item: Any) -> Expr:
+        """True where an element equals `item` (a value or an expression; null elements match nothing),
+        null where the list or the item is null.
+
+        Examples:
+            >>> flow = ei.from_pydict({"l": [[1, 2], [3, None], None]})
+            >>> flow.select(col("l").list.contains(2)).run().to_pydict()
+            {'l': [True, False, None]}
+        """
+        return self._e._call("list_contains", item)
+
 
 class StringMethods:
     """`expr.str.*`: string functions; positions count code points from 0."""

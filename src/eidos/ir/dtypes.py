@@ -56,6 +56,11 @@ class DType:
         return self.name in ("Date", "Timestamp")
 
     @property
+    def is_nested(self) -> bool:
+        """A List or Struct: values that hold values; no order or equality is defined on them."""
+        return False
+
+    @property
     def bits(self) -> int:
         """Width of an integer or float type in bits."""
         if self.is_integer:
@@ -97,6 +102,47 @@ class DecimalType(DType):
 
 
 MAX_DECIMAL_PRECISION = 38
+# How deep types may nest (List(List(...))): plans are untrusted input, and every walk over a type recurses.
+MAX_NESTING = 16
+
+
+@dataclass(frozen=True, repr=False)
+class ListType(DType):
+    """A list of values of one type (Arrow large_list); each list and each element may be null."""
+
+    inner: DType | None = None
+
+    def __str__(self) -> str:
+        return f"List({self.inner})"
+
+    def __repr__(self) -> str:
+        return f"ei.List({self.inner!r})"
+
+    @property
+    def is_nested(self) -> bool:
+        return True
+
+    @property
+    def kind(self) -> str:
+        return "List"
+
+    def to_arrow(self) -> pa.DataType:
+        return pa.large_list(self.inner.to_arrow())
+
+
+def depth(t: DType) -> int:
+    """How many nested types hold `t`'s values (0 for a simple type)."""
+    return 1 + depth(t.inner) if isinstance(t, ListType) else 0
+
+
+def List(inner: object) -> ListType:  # noqa: N802 - reads like a type
+    """A list type whose elements are `inner` (a dtype, an Arrow type or a type name)."""
+    t = ListType("List", coerce(inner))
+    if t.inner == Null:
+        raise PlanError("a List needs an element type such as ei.Int64, not Null")
+    if depth(t) > MAX_NESTING:
+        raise PlanError(f"types nest at most {MAX_NESTING} deep, got {t}")
+    return t
 
 
 def Decimal(precision: int, scale: int = 0) -> DecimalType:  # noqa: N802 - reads like a type
@@ -134,7 +180,7 @@ ALL_SIMPLE = (Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
 BY_NAME = {t.name: t for t in ALL_SIMPLE + (Null,)}
 INTEGERS = ALL_SIMPLE[:8]
 # Every type family a lane's coverage table may list.
-KINDS = tuple(t.name for t in ALL_SIMPLE) + ("Decimal",)
+KINDS = tuple(t.name for t in ALL_SIMPLE) + ("Decimal", "List")
 
 
 def int_range(dtype: DType) -> tuple[int, int]:
@@ -160,6 +206,8 @@ def from_arrow(t: pa.DataType, *, column: str = "?") -> DType:
         return Decimal(t.precision, t.scale)
     if pa.types.is_date(t):
         return Date
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return List(from_arrow(t.value_type, column=column))
     if pa.types.is_timestamp(t):
         if t.tz is not None:
             raise PlanError(f"column {column!r} has time-zone-aware type {t}; "
@@ -170,18 +218,43 @@ def from_arrow(t: pa.DataType, *, column: str = "?") -> DType:
 
 
 def parse(text: str) -> DType:
-    """Inverse of `str(dtype)`: used by the JSON form."""
+    """Inverse of `str(dtype)`: used by the JSON form (untrusted: nesting is bounded)."""
     if not isinstance(text, str):
         raise PlanError(f"a dtype is written as a str such as 'Int64' or 'Decimal(10, 2)', got {text!r}")
-    if text.startswith("Decimal("):
-        m = re.fullmatch(r"Decimal\(\s*(\d{1,3})\s*,\s*(\d{1,3})\s*\)", text, re.ASCII)
-        if m is None:
+    tokens = _TOKEN.findall(text)
+    if "".join(tokens) != text:
+        raise PlanError(f"unknown dtype {text!r}; known: {', '.join(KINDS)}")
+    tokens = [t for t in tokens if not t.isspace()]
+    t, end = _parse(tokens, 0, text, 0)
+    if end != len(tokens):
+        raise PlanError(f"unknown dtype {text!r}: unexpected {tokens[end]!r}")
+    return t
+
+
+_TOKEN = re.compile(r"\s+|[A-Za-z][A-Za-z0-9]*|\d+|[(),]", re.ASCII)
+
+
+def _parse(tokens: list[str], i: int, text: str, level: int) -> tuple[DType, int]:
+    def expect(j: int, want: str) -> int:
+        if j >= len(tokens) or tokens[j] != want:
+            raise PlanError(f"unknown dtype {text!r}: expected {want!r} at token {j}")
+        return j + 1
+
+    if level > MAX_NESTING:
+        raise PlanError(f"dtype {text[:60]!r}... nests more than {MAX_NESTING} deep")
+    name = tokens[i] if i < len(tokens) else ""
+    if name == "Decimal":
+        j = expect(i + 1, "(")
+        p, s = (tokens[j], tokens[j + 2]) if j + 2 < len(tokens) else ("", "")
+        if not (p.isdigit() and s.isdigit() and len(p) <= 3 and len(s) <= 3) or tokens[j + 1] != ",":
             raise PlanError(f"unknown dtype {text!r}; a decimal is written 'Decimal(precision, scale)'")
-        return Decimal(int(m[1]), int(m[2]))
-    try:
-        return BY_NAME[text]
-    except KeyError:
-        raise PlanError(f"unknown dtype {text!r}; known: {', '.join(KINDS)}") from None
+        return Decimal(int(p), int(s)), expect(j + 3, ")")
+    if name == "List":
+        inner, j = _parse(tokens, expect(i + 1, "("), text, level + 1)
+        return List(inner), expect(j, ")")
+    if name in BY_NAME:
+        return BY_NAME[name], i + 1
+    raise PlanError(f"unknown dtype {text!r}; known: {', '.join(KINDS)}")
 
 
 def coerce(obj: object) -> DType:

@@ -6,6 +6,8 @@ result type; the reference lane gives each its meaning.
 
 from __future__ import annotations
 
+import re
+
 # name -> infix symbol, for operators rendered between their operands.
 BINARY_OPERATORS = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
@@ -32,19 +34,22 @@ WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x
 DATE_PARTS = ("dt_year", "dt_month", "dt_day", "dt_weekday", "dt_ordinal_day")
 TIME_PARTS = ("dt_hour", "dt_minute", "dt_second")
 TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",)
+LISTS = ("list_len", "list_get", "list_contains")
 
-SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL
+SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL + LISTS
 
 # Number of expression arguments each scalar function takes.
 ARITY = {fn: 2 for fn in ARITHMETIC + COMPARISON + ("and", "or", "fill_null")}
 ARITY.update({fn: 1 for fn in ("not",) + MATH + ("is_null", "is_not_null", "is_in") + STRINGS + TEMPORAL})
 ARITY["is_between"] = 3
+ARITY.update(list_len=1, list_get=1, list_contains=2)
 
 # The constant parameters (Call.options) each scalar function takes, in order; the others take none.
 # "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values,
 # "duration" a duration string (ir/durations.py), "fraction" a float in [0, 1], "interpolation" one of
 # QUANTILE_METHODS. Aggregations' options (Agg.options) too.
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
+           "list_get": ("int",),
            "quantile": ("fraction", "interpolation"),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},
            **{fn: ("str", "str") for fn in REPLACE}, "str_replace_n": ("str", "str", "int"),
@@ -57,7 +62,7 @@ _METHODS = {"str_contains_regex": "str.contains", "str_replace_n": "str.replace"
 
 def method(fn: str) -> str:
     """How `fn` reads as the method that builds it (`str_starts_with` -> `str.starts_with`)."""
-    return _METHODS.get(fn) or fn.replace("str_", "str.", 1).replace("dt_", "dt.", 1)
+    return _METHODS.get(fn) or re.sub(r"^(str|dt|list)_", r"\1.", fn)
 
 
 AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "quantile",

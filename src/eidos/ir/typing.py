@@ -217,6 +217,8 @@ def _(e: Cast, ty: _Typer) -> DType:
 def can_cast(src: DType, dst: DType) -> bool:
     if src == dst or src == T.Null:
         return True
+    if src.is_nested or dst.is_nested:
+        return False
     if src.is_numeric or src == T.Boolean:
         return dst.is_numeric or dst in (T.Boolean, T.String)
     if src == T.String:
@@ -270,6 +272,8 @@ def _(e: Agg, ty: _Typer) -> DType:
         raise
     if e.fn in ("count", "n_unique"):
         return T.Int64
+    if t.is_nested and e.fn not in ("count", "first", "last"):
+        raise ty.fail(e, f"{e.fn}() needs values that compare, got {t}")
     if e.fn in ("min", "max", "first", "last"):
         return t
     if e.fn in ("arg_min", "arg_max"):
@@ -448,6 +452,8 @@ def _compare(e: Call, ty: _Typer) -> DType:
 
 
 def comparable(a: DType, b: DType, ty: _Typer, e: Expr) -> None:
+    if a.is_nested or b.is_nested:
+        raise ty.fail(e, f"cannot compare {a} with {b}: eidos defines no order or equality of nested values")
     if T.Null in (a, b) or a == b:
         return
     if (a.is_numeric and b.is_numeric) or (a.is_temporal and b.is_temporal):
@@ -538,6 +544,19 @@ def _temporal(e: Call, ty: _Typer) -> DType:
     return T.Int32
 
 
+def _list(e: Call, ty: _Typer) -> DType:
+    t = ty(e.args[0])
+    if not isinstance(t, T.ListType) and t != T.Null:
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a List, got {t}")
+    if e.fn == "list_len":
+        return T.Int64
+    if e.fn == "list_get":
+        return t.inner if t != T.Null else T.Null
+    item = adapt(e.args[1], ty(e.args[1]), t.inner if t != T.Null else T.Null)
+    comparable(t.inner if t != T.Null else item, item, ty, e)
+    return T.Boolean
+
+
 _CALL_RULES = {fn: _arith for fn in F.ARITHMETIC}
 _CALL_RULES.update({fn: _compare for fn in F.COMPARISON})
 _CALL_RULES.update({fn: _logic for fn in F.LOGICAL})
@@ -546,6 +565,7 @@ _CALL_RULES.update({"is_null": _null_test, "is_not_null": _null_test, "fill_null
                     "is_in": _is_in, "is_between": _is_between})
 _CALL_RULES.update({fn: _string for fn in F.STRINGS})
 _CALL_RULES.update({fn: _temporal for fn in F.TEMPORAL})
+_CALL_RULES.update({fn: _list for fn in F.LISTS})
 
 
 def infer(e: Expr, schema: Schema, where: str = "", *, allow_agg: bool = False) -> DType:
@@ -556,6 +576,9 @@ def infer(e: Expr, schema: Schema, where: str = "", *, allow_agg: bool = False) 
 def operand_dtypes(e: Call, schema: Schema) -> tuple[DType, ...]:
     """The types a Call's arguments have when it runs: weak literals adapted to what they meet."""
     ty = _Typer(schema, "", allow_agg=False)
+    if e.fn == "list_contains":
+        lt, it = ty(e.args[0]), ty(e.args[1])
+        return lt, adapt(e.args[1], it, lt.inner if isinstance(lt, T.ListType) else lt)
     if len(e.args) == 2:
         return ty.operands(*e.args, fn=e.fn)
     if e.fn == "is_between":

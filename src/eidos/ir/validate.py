@@ -21,6 +21,14 @@ from eidos.ir.schema import Schema
 from eidos.ir.typing import infer, promote
 
 
+def compared(t: T.DType, what: str) -> T.DType:
+    """`t`, where values are compared (sort, join and group keys, distinct rows); nested values are not."""
+    if t.is_nested:
+        raise PlanError(f"{what} is {t}: eidos defines no order or equality of nested values; "
+                        "use what they hold (.list.len(), .list.get(i)) or drop the column")
+    return t
+
+
 def infer_schema(node: N.Node) -> Schema:
     """The node's output schema; a PlanError when the node is invalid."""
     _check_windows(node)
@@ -85,7 +93,7 @@ def _(node: N.Aggregate) -> Schema:
         if contains_agg(e):
             raise PlanError(f"group key {name!r} contains an aggregation: {e}; keys are plain columns "
                             f"or expressions in {where}")
-        fields.append((name, infer(e, schema, where)))
+        fields.append((name, compared(infer(e, schema, where), f"group key {name!r} in {where}")))
     keys = {n for n, _ in node.keys}
     for name, e in node.aggs:
         stray = sorted(c for c in _columns_outside_aggs(e) if c not in keys)
@@ -143,6 +151,8 @@ def _key_types(left: Schema, right: Schema, lks, rks, where: str, what: str) -> 
     out = {}
     for lk, rk in zip(lks, rks):
         lt, rt = left.dtype(lk, where=f"the left side of {where}"), right.dtype(rk, where=f"the right side of {where}")
+        compared(lt, f"join key {lk!r} in {where}")
+        compared(rt, f"join key {rk!r} in {where}")
         try:
             out[lk] = promote(lt, rt, op="join")
         except PlanError:
@@ -168,7 +178,7 @@ def _(node: N.Sort) -> Schema:
     if not node.keys:
         raise PlanError(f"sort needs at least one column or expression: {node_label(node)} has no keys")
     for k in node.keys:
-        infer(k.expr, schema, node_label(node))
+        compared(infer(k.expr, schema, node_label(node)), f"sort key {k.expr} in {node_label(node)}")
     return schema
 
 
@@ -182,6 +192,8 @@ def _(node: N.Limit) -> Schema:
 
 @_infer.register
 def _(node: N.Distinct) -> Schema:
+    for name, t in node.input.schema.items():
+        compared(t, f"column {name!r} of the rows distinct() compares")
     return node.input.schema
 
 

@@ -2,7 +2,7 @@
 
 NaN equals NaN and null equals null; floats agree within a relative tolerance
 (Float32 columns within 1e-6 at least); decimals, integers, strings, dates
-and booleans must be equal. Unordered comparison sorts both sides into one
+and booleans must be equal, lists and structs exactly (by their text). Unordered comparison sorts both sides into one
 canonical row order first.
 """
 
@@ -94,7 +94,9 @@ def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def _rows(t: pa.Table) -> list[tuple]:
-    cols = [c.to_pylist() for c in t.columns]
+    # a list or struct value is compared (and ordered) by its text: exactly, NaN equal to NaN
+    cols = [[repr(v) if isinstance(v, (list, dict)) else v for v in c.to_pylist()]
+            if pa.types.is_nested(c.type) else c.to_pylist() for c in t.columns]
     return list(zip(*cols)) if cols else [() for _ in range(t.num_rows)]
 
 

@@ -94,8 +94,10 @@ def _name_key(case_sensitive: bool):
 _DECIMALS = ((5, 2), (10, 0), (18, 4), (38, 10), (1, 0), (3, 3), (12, 6), (38, 0))
 _DTYPE_WEIGHTS = {  # how often each kind is drawn: unsigned sparingly
     "Int8": 2, "Int16": 2, "Int32": 3, "Int64": 6, "UInt8": 1, "UInt16": 1, "UInt32": 1, "UInt64": 1,
-    "Float32": 2, "Float64": 6, "Boolean": 3, "String": 6, "Date": 3, "Timestamp": 2, "Decimal": 3,
+    "Float32": 2, "Float64": 6, "Boolean": 3, "String": 6, "Date": 3, "Timestamp": 2, "Decimal": 3, "List": 1,
 }
+_LIST_ELEMENTS = ("Int64", "Float64", "String", "Date")  # element types of generated lists
+MAX_LIST = 3  # elements in a generated list
 
 
 def dtypes(kinds: Iterable[str] | None = None) -> st.SearchStrategy[DType]:
@@ -105,9 +107,14 @@ def dtypes(kinds: Iterable[str] | None = None) -> st.SearchStrategy[DType]:
         raise ValueError("dtypes(): no kind left to draw from")
     pool = [k for k in allowed for _ in range(_DTYPE_WEIGHTS[k])]
 
+    elements = [k for k in _LIST_ELEMENTS if k in allowed] or ["Int64"]
+    pool = [k for k in pool if k != "List" or elements]
+
     def make(kind: str) -> st.SearchStrategy[DType]:
         if kind == "Decimal":
             return st.sampled_from(_DECIMALS).map(lambda ps: T.Decimal(*ps))
+        if kind == "List":
+            return st.sampled_from(elements).map(lambda k: T.List(T.BY_NAME[k]))
         return st.just(T.BY_NAME[kind])
 
     return st.sampled_from(pool).flatmap(make)
@@ -183,6 +190,8 @@ def values(dtype: DType, *, wide: bool = True, nan: bool = True) -> st.SearchStr
         if not wide:
             return small
         return st.one_of(small, st.datetimes(TS_MIN, TS_MAX))
+    if isinstance(dtype, T.ListType):
+        return st.lists(st.one_of(st.none(), values(dtype.inner, wide=wide, nan=nan)), max_size=MAX_LIST)
     raise ValueError(f"no values for dtype {dtype}")
 
 
@@ -482,6 +491,8 @@ class _Builder:
             choices += ["transcendental"]
         if self.has("str_len"):
             choices += ["str_len"]
+        if any(self.has(f) for f in ("list_len", "list_get")) and any(t.kind == "List" for t in s.schema.dtypes):
+            choices += ["list"] * 2
         if any(self.has(f) for f in F.TEMPORAL):
             choices += ["date_part"]
         if self.has("sub"):
@@ -564,6 +575,17 @@ class _Builder:
     def _num_str_len(self, s: _State, depth: int) -> _TE | None:
         a = self.string(s, depth - 1)
         return None if a is None else self.typed(a.e.str.len(), s, Fraction(0), Fraction(10**6))
+
+    def _num_list(self, s: _State, depth: int) -> _TE | None:
+        """The length of a list column, or an element of one that holds numbers (null out of range)."""
+        numbers = self.column(s, lambda t: t.kind == "List" and t.inner.is_numeric)
+        if self.has("list_get") and numbers is not None and (self.chance(0.5) or not self.has("list_len")):
+            lo, hi = T.int_range(numbers.dtype.inner) if numbers.dtype.inner.is_integer else (None, None)
+            return self.typed(numbers.e.list.get(self.pick((0, 1, -1, MAX_LIST))), s, lo, hi)
+        a = self.column(s, lambda t: t.kind == "List")
+        if a is None or not self.has("list_len"):
+            return None
+        return self.typed(a.e.list.len(), s, Fraction(0), Fraction(MAX_LIST))
 
     def _num_date_part(self, s: _State, depth: int) -> _TE | None:
         a = self.temporal(s, depth - 1)
@@ -758,9 +780,14 @@ class _Builder:
                                 "case", "fill_null", "udf") if self.has(f)]
         if any(self.has(f) for f in _STRING_TESTS):
             choices += ["string_test"] * 2
+        if self.has("list_contains") and any(t.kind == "List" for t in s.schema.dtypes):
+            choices += ["list_contains"]
         if not choices:
             return self.column(s, lambda t: t == T.Boolean)
         what = self.pick(choices)
+        if what == "list_contains":
+            a = self.column(s, lambda t: t.kind == "List")
+            return self.typed(a.e.list.contains(self.literal(a.dtype.inner).e), s)
         if what == "compare":
             return self._compare(s, depth)
         if what in ("and", "or"):
@@ -896,7 +923,7 @@ class _Builder:
 def _kind_of(t: DType) -> str:
     if t == T.Boolean:
         return "bool"
-    if t.is_numeric:
+    if t.is_numeric or t.is_nested:  # a list enters numeric expressions (its length, its elements)
         return "numeric"
     if t == T.String:
         return "string"
@@ -1025,7 +1052,8 @@ class _Plans(_Builder):
 
     def step_aggregate(self, s: _State) -> _State | None:
         names = list(s.schema.names)
-        keys = self.draw(st.lists(st.sampled_from(names), unique=True, max_size=min(2, len(names))))
+        plain = _comparable_names(s)
+        keys = self.draw(st.lists(st.sampled_from(plain), unique=True, max_size=min(2, len(plain)))) if plain else []
         key_exprs: list = list(keys)
         bounds = {k: s.bounds.get(k, (None, None)) for k in keys}
         if self.chance(0.2):  # a computed key: group_by(expr.alias(name))
@@ -1139,20 +1167,27 @@ class _Plans(_Builder):
         return _State(flow, bounds, other.rows)
 
     def _sort_all(self, s: _State) -> Flow:
-        names = self.draw(st.permutations(list(s.schema.names)))
+        """A sort on every column (a total order); nested columns, which have no order, are dropped first,
+        or, where no other column is left, one is replaced by its length."""
+        flow, names = s.flow, _comparable_names(s)
+        if len(names) < len(s.schema):
+            first = s.schema.names[0]
+            flow = flow.select(*names) if names else flow.select(col(first).list.len().alias(first))
+            names = names or [first]
+        names = self.draw(st.permutations(names))
         desc = self.draw(st.lists(st.booleans(), min_size=len(names), max_size=len(names)))
         last = self.draw(st.one_of(st.none(), st.lists(st.booleans(), min_size=len(names), max_size=len(names))))
         if not any(desc) and self.chance(0.3):
-            return s.flow.sort(*names, nulls_last=last)
-        return s.flow.sort(*names, descending=desc, nulls_last=last)
+            return flow.sort(*names, nulls_last=last)
+        return flow.sort(*names, descending=desc, nulls_last=last)
 
     def step_sort(self, s: _State) -> _State | None:
         if self.chance(0.5):
             return self._new_state(s, self._sort_all(s), ordered=True)
         keys = []
         for _ in range(self.pick((1, 2))):
-            if self.chance(0.6):
-                keys.append(self.pick(s.schema.names))
+            if self.chance(0.6) and _comparable_names(s):
+                keys.append(self.pick(_comparable_names(s)))
             else:
                 te = self.expr(s, "any", 1)
                 if te is not None:
@@ -1171,7 +1206,10 @@ class _Plans(_Builder):
         return self._new_state(s, flow, rows=min(s.rows, n), ordered=True)
 
     def step_distinct(self, s: _State) -> _State | None:
-        return self._new_state(s, s.flow.distinct())
+        names = _comparable_names(s)
+        if not names:
+            return None
+        return self._new_state(s, (s.flow if len(names) == len(s.schema) else s.flow.select(*names)).distinct())
 
     def step_unique(self, s: _State) -> _State | None:
         """distinct(subset, keep): "none" anywhere; "first"/"last" only over totally sorted rows, whose order
@@ -1208,7 +1246,14 @@ class _Plans(_Builder):
         return self._new_state(s, s.flow.map_batches(fn, schema=s.schema))
 
 
+def _comparable_names(s: _State) -> list[str]:
+    """The columns whose values compare (sort, group, distinct): all but nested ones."""
+    return [n for n, t in s.schema.items() if not t.is_nested]
+
+
 def _joinable(a: DType, b: DType) -> bool:
+    if a.is_nested or b.is_nested:
+        return False
     if a == b:
         return True
     if a.is_integer and b.is_integer:

@@ -29,7 +29,7 @@ from typing import Any
 
 from eidos.errors import PlanError
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate import arithmetic, comparison, temporal, text
+from eidos.ir.evaluate import arithmetic, comparison, nested, temporal, text
 from eidos.ir.evaluate.aggregates import aggregate, aggregator
 from eidos.ir.evaluate.casts import cast, caster, float_text, literal_value, udf_value
 from eidos.ir.evaluate.comparison import comparison_domain
@@ -41,7 +41,7 @@ __all__ = ["NAN_KEY", "aggregate", "aggregator", "call", "cast", "caster", "comp
            "hash_key", "kernel", "like_regex", "literal_value", "order_key", "to_f32", "udf_value", "window"]
 
 _BUILDERS: dict[str, Callable[[str, tuple, Sequence[DType], DType], Fn]] = {
-    **arithmetic.KERNELS, **comparison.KERNELS, **text.KERNELS, **temporal.KERNELS}
+    **arithmetic.KERNELS, **comparison.KERNELS, **text.KERNELS, **temporal.KERNELS, **nested.KERNELS}
 
 
 def kernel(fn: str, options: tuple, arg_dtypes: Sequence[DType], result_dtype: DType) -> Fn:

@@ -287,6 +287,13 @@ def udf_value(dtype: DType) -> Fn:
             if isinstance(v, bool) or not isinstance(v, (numbers.Integral, decimal.Decimal)):
                 raise wrong(v)
             return fit(decimal.Decimal(v if isinstance(v, decimal.Decimal) else int(v)))
+    elif isinstance(dtype, T.ListType):
+        element = udf_value(dtype.inner)
+
+        def f(v):
+            if not isinstance(v, (list, tuple)):
+                raise wrong(v)
+            return [element(x) for x in v]
     else:
         kinds = {"Boolean": bool, "String": str, "Date": _dt.date, "Timestamp": _dt.datetime}
         kind = kinds.get(dtype.name, object)

@@ -48,6 +48,8 @@ _PL = {
 def pl_dtype(t: DType) -> pl.DataType:
     if t.is_decimal:
         return pl.Decimal(t.precision, t.scale)
+    if isinstance(t, T.ListType):
+        return pl.List(pl_dtype(t.inner))
     return _PL[t.name]
 
 
@@ -1330,8 +1332,32 @@ def _(e, args, types, res):
     return x.cast(pl.Int128).cum_sum() if e.fn == "cum_sum" else getattr(x, e.fn)()
 
 
+@call("list_len")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).list.len().cast(pl.Int64)
+
+
+@call("list_get")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos: null past either end.
+    return expr(e.args[0], scope).list.get(e.options[0], null_on_oob=True)
+
+
+@call("list_contains")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    lt, it = (scope.dtype(a) for a in e.args)
+    item = adapt(e.args[1], it, lt.inner)
+    common = promote(lt.inner, item)
+    xs = expr(e.args[0], scope)
+    if common != lt.inner:
+        xs = xs.cast(pl.List(pl_dtype(common)))
+    x = operand(e.args[1], common, scope)
+    # eidos: null where the list or the item is null; null elements match nothing.
+    return pl.when(xs.is_not_null() & x.is_not_null()).then(xs.list.contains(x))
+
+
 def translated() -> Coverage:
     """What this translator has a rule for, read from its registries (tests hold coverage.py to it)."""
     return Coverage(C.dispatched(translate, N.Node),
                     frozenset(CALLS) | frozenset(AGGREGATIONS) | frozenset(F.WINDOWS) | C.forms(expr),
-                    frozenset(_PL) | {"Decimal"})
+                    frozenset(_PL) | {"Decimal", "List"})

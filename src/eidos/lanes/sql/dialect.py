@@ -87,6 +87,8 @@ class Dialect:
 
     # ------------------------------------------------------------ types and literals
     def sql_type(self, t: DType) -> exp.DataType:
+        if isinstance(t, T.ListType) and "List" in self.types:
+            return exp.DataType(this=exp.DataType.Type.ARRAY, expressions=[self.sql_type(t.inner)], nested=True)
         if t.is_decimal:
             return exp.DataType.build(f"DECIMAL({t.precision}, {t.scale})", dialect=self.sqlglot)
         try:
@@ -663,6 +665,22 @@ class Dialect:
         r = self.minus_us(x, rem)
         bad = exp.LT(this=r, expression=self.literal(_dt.datetime(1, 1, 1), T.Timestamp))
         return case([(bad, self.error("date out of range (years 1..9999)", r, t))], r)
+    # lists (DuckDB's LIST; PostgreSQL overrides for its arrays)
+    def fn_list_len(self, args, ts, t, o):
+        return self.cast(fn("len", args[0]), T.Null, T.Int64, force=True)
+
+    def fn_list_get(self, args, ts, t, o):
+        (i,) = o  # list_extract counts from 1, and from -1 at the end; null out of range
+        return fn("list_extract", args[0], exp.Literal.number(i + 1 if i >= 0 else i))
+
+    def list_item(self, args, ts):
+        """The list and the item of list.contains, both in their common type."""
+        common = promote(ts[0].inner, ts[1])
+        return self.cast(args[0], ts[0], T.List(common)), self.cast(args[1], ts[1], common)
+
+    def fn_list_contains(self, args, ts, t, o):
+        xs, x = self.list_item(args, ts)
+        return case([(exp.Is(this=x, expression=NULL), self.cast(NULL, T.Null, T.Boolean))], fn("list_contains", xs, x))
 
     # ------------------------------------------------------------ casts (the user's .cast)
     def convert(self, e: exp.Expression, src: DType, dst: DType) -> exp.Expression:

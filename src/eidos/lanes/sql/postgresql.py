@@ -39,6 +39,8 @@ TYPES = {
 
 
 def pg_dtype(formatted: str, column: str, where: str) -> T.DType:
+    if formatted.endswith("[]"):  # an array of any number of dimensions: eidos reads one-dimensional ones
+        return T.List(pg_dtype(formatted[:-2], column, where))
     base = re.sub(r"\(.*\)", "", formatted).strip()
     if base in TYPES:
         return TYPES[base]
@@ -102,7 +104,7 @@ class PostgresDialect(Dialect):
         "Int8": "SMALLINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
         "UInt8": "SMALLINT", "UInt16": "INTEGER", "UInt32": "BIGINT", "UInt64": "DECIMAL(20, 0)",
         "Float32": "REAL", "Float64": "DOUBLE PRECISION", "Boolean": "BOOLEAN", "String": "TEXT",
-        "Date": "DATE", "Timestamp": "TIMESTAMP",
+        "Date": "DATE", "Timestamp": "TIMESTAMP", "List": "[]",
     }
 
     def error(self, message, witness, t):
@@ -260,6 +262,20 @@ class PostgresDialect(Dialect):
 
     def fn_is_in(self, args, ts, t, o):
         return _indexable(super().fn_is_in(args, ts, t, o))
+
+    def fn_list_len(self, args, ts, t, o):
+        return self.cast(fn("cardinality", args[0]), T.Null, T.Int64, force=True)
+
+    def fn_list_get(self, args, ts, t, o):
+        (i,) = o  # arrays count from 1; a subscript out of range is null
+        at = number(i + 1) if i >= 0 else binop(exp.Add, fn("cardinality", args[0]), number(i + 1))
+        return exp.Bracket(this=paren(args[0]), expressions=[at], offset=1)
+
+    def fn_list_contains(self, args, ts, t, o):
+        xs, x = self.list_item(args, ts)
+        hit = fn("coalesce", exp.EQ(this=paren(x), expression=exp.Any(this=exp.Paren(this=xs))), self.boolean(False))
+        return case([(exp.Is(this=paren(x), expression=exp.Null()), self.cast(exp.Null(), T.Null, T.Boolean)),
+                     (exp.Is(this=paren(xs), expression=exp.Null()), self.cast(exp.Null(), T.Null, T.Boolean))], hit)
 
     def fn_str_like(self, args, ts, t, o):
         like = exp.Like(this=paren(args[0]), expression=string(o[0]))
