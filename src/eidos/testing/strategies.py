@@ -94,7 +94,7 @@ def _name_key(case_sensitive: bool):
 _DECIMALS = ((5, 2), (10, 0), (18, 4), (38, 10), (1, 0), (3, 3), (12, 6), (38, 0))
 _DTYPE_WEIGHTS = {  # how often each kind is drawn: unsigned sparingly
     "Int8": 2, "Int16": 2, "Int32": 3, "Int64": 6, "UInt8": 1, "UInt16": 1, "UInt32": 1, "UInt64": 1,
-    "Float32": 2, "Float64": 6, "Boolean": 3, "String": 6, "Date": 3, "Timestamp": 2, "Decimal": 3, "List": 1,
+    "Float32": 2, "Float64": 6, "Boolean": 3, "String": 6, "Date": 3, "Timestamp": 2, "Decimal": 3, "List": 2,
 }
 _LIST_ELEMENTS = ("Int64", "Float64", "String", "Date")  # element types of generated lists
 MAX_LIST = 3  # elements in a generated list
@@ -480,8 +480,9 @@ class _Builder:
 
     # numeric
     def numeric(self, s: _State, depth: int) -> _TE | None:
+        lists = any(self.has(f) for f in ("list_len", "list_get")) and any(t.kind == "List" for t in s.schema.dtypes)
         if depth <= 0 or self.stops(0.3):
-            return self._leaf_for(s, "numeric")
+            return (lists and self.chance(0.3) and self._num_list(s, depth)) or self._leaf_for(s, "numeric")
         choices = []
         if any(self.has(f) for f in F.ARITHMETIC):
             choices += ["arith"] * 4
@@ -491,8 +492,8 @@ class _Builder:
             choices += ["transcendental"]
         if self.has("str_len"):
             choices += ["str_len"]
-        if any(self.has(f) for f in ("list_len", "list_get")) and any(t.kind == "List" for t in s.schema.dtypes):
-            choices += ["list"] * 2
+        if lists:
+            choices += ["list"] * 3
         if any(self.has(f) for f in F.TEMPORAL):
             choices += ["date_part"]
         if self.has("sub"):
