@@ -80,6 +80,10 @@ def _(e: E.Call) -> str:
             params.append("[" + ", ".join(literal_text(v) for v in opt) + "]")
         else:
             params.append(literal_text(opt))
+    if e.fn == "str_replace_n":
+        params[-1] = f"n={params[-1]}"
+    if e.fn in F.STRIP and e.options == (None,):   # whitespace
+        params = []
     if e.fn in ("str_contains", "str_replace", "str_replace_n", "str_replace_all"):
         params.append("literal=True")
     if not e.args:  # only in a malformed plan read from JSON, which validation then names

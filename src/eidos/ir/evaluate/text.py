@@ -34,14 +34,16 @@ def re2(function: str, **options) -> Fn:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    built = (pc.ReplaceSubstringOptions if "replacement" in options else pc.MatchSubstringOptions)(**options)
+
     def column(values: list) -> list:
-        return getattr(pc, function)(pa.array(values, pa.string()), **options).to_pylist()
+        return pc.call_function(function, [pa.array(values, pa.string())], built).to_pylist()
 
     try:
         column([""])
     except pa.ArrowInvalid as e:
         raise PlanError(f"{options.get('pattern')!r}: {e}") from None
-    f = strict1(lambda a: column([a])[0])
+    f = strict1(lambda a: pc.call_function(function, [pa.scalar(a, pa.string())], built).as_py())
     f.column = column
     return f
 

@@ -233,7 +233,7 @@ def _re2(function: str, pattern: str, rewrite: str | None = None, n: int | None 
     from eidos.ir.evaluate.text import re2
 
     options = {} if rewrite is None else {"replacement": rewrite, "max_replacements": n}
-    return re2(function, pattern=pattern, **options)
+    return functools.lru_cache(maxsize=1 << 14)(re2(function, pattern=pattern, **options))   # values repeat
 
 
 # Functions the lane's SQL calls for what SQLite lacks, registered on the run's own connection only, and only
