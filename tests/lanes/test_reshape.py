@@ -179,7 +179,7 @@ def test_selectors_resolve_in_schema_order():
     (lambda f: f.pivot(["s", "a"], values="a", aggregate_function="sum"), "one `on` column"),
     (lambda f: f.pivot("s", "x", values="a", aggregate_function="sum"), "on_columns takes a list"),
     (lambda f: f.describe(percentiles=[2]), "from 0 to 1"),
-    (lambda f: f.sample(), "n=... (a number of rows) or fraction"),
+    (lambda f: f.sample(), "sample takes n=... "),
     (lambda f: f.sample(1, fraction=0.5), "one of them"),
     (lambda f: f.sample(-1), "from 0 to 2\\*\\*31"),
     (lambda f: f.sample(fraction=1.5), "from 0 to 1"),

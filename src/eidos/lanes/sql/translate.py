@@ -435,59 +435,91 @@ def _(n: N.Unique, ctx: Ctx) -> Rel:
 
 @node.register
 def _(n: N.AsofJoin, ctx: Ctx) -> Rel:
-    """Per left row, the backward and forward candidates' `on` values by correlated MAX/MIN, the nearest
-    and tolerance by eidos.ir.asof's expressions, then each right column of the first right row (by
-    content) with the matched `on` value, by a correlated subquery (so every dialect runs it, SQLite too)."""
+    """Window functions over one sorted stream, so each engine sorts once (no correlated search): the right
+    rows cut to the first by content of each (`by`, `on`) and numbered j in (`by`, `on`) order; the keys of
+    both sides in one UNION ALL; per `by` partition in `on` order, a left row's backward candidate is the
+    largest j at or before it (right rows first among equal `on`), its forward one the smallest j at or after
+    it (left rows first). eidos.ir.asof's expressions then choose the nearest and test the tolerance, and the
+    chosen right row joins back by j."""
     from eidos.ir import asof
 
     left, right = node(n.left, ctx), node(n.right, ctx)
     d, ls, rs = ctx.dialect, n.left.schema, n.right.schema
     t = asof.on_type(n)
-    rref = right.refs(rs, "r")
-    r_on = d.cast(rref[n.right_on], rs[n.right_on], t)
+    bts = [promote(ls[a], rs[b], op="join") for a, b in zip(n.left_by, n.right_by)]
+    lref, rref = left.refs(ls), right.refs(rs)
+    g = [f"g{i}" for i in range(len(bts))]
 
-    def matching(lref: dict) -> exp.Expression:
-        conds = [exp.Not(this=exp.Is(this=paren(r_on), expression=NULL))]
-        for a, b in zip(n.left_by, n.right_by):
-            bt = promote(ls[a], rs[b], op="join")
-            conds.append(d.equal(d.cast(lref[a], ls[a], bt), d.cast(rref[b], rs[b], bt), bt))
-        return exp.and_(*conds)
+    def keys(ref, schema, on, by) -> list[exp.Expression]:
+        return [d.cast(ref[on], schema[on], t)] + [d.cast(ref[c], schema[c], bt) for c, bt in zip(by, bts)]
 
-    lref = left.refs(ls, "l")
-    l_on = d.cast(lref[n.left_on], ls[n.left_on], t)
-    cands = []
-    for agg, cmp, wanted in ((exp.Max, exp.LTE, "backward"), (exp.Min, exp.GTE, "forward")):
-        if n.strategy in (wanted, "nearest"):
-            where = exp.and_(matching(lref), cmp(this=paren(r_on.copy()), expression=paren(l_on.copy())))
-            cands.append(exp.select(agg(this=r_on.copy())).from_(_from(right, "r")).where(where).subquery())
-        else:
-            cands.append(d.cast(NULL, T.Null, t, force=True))
-    names = [ctx.fresh("v") for _ in range(3)]   # l, b, f
-    sel = exp.select(*[column(c, "l") for c in left.columns], *[column(o, "l") for o in left.order],
-                     *[_named(v, name) for v, name in zip([l_on] + cands, names)]).from_(_from(left, "l"))
-    stage = Rel(ctx.cte(sel), left.columns + tuple(names), left.order)
-    x = Exprs(ctx, asof.schema(n), {"l": column(names[0]), "b": column(names[1]), "f": column(names[2])})
-    b_, f_ = column(names[1]), column(names[2])
+    def known(cols: list[str]) -> exp.Expression:
+        return exp.and_(*(exp.Not(this=exp.Is(this=column(c), expression=NULL)) for c in cols))
+
+    first = ctx.fresh("n")
+    content = [exp.Ordered(this=d.sort_key(rref[c], rs[c]), desc=False, nulls_first=False) for c in rs.names]
+    rk = keys(rref, rs, n.right_on, n.right_by)
+    r1 = exp.select(*[column(c) for c in right.columns], *[_named(k, c) for k, c in zip(rk, ["v", *g])]).from_(_from(right))
+    r1 = ctx.cte(exp.select(exp.Star(), _named(exp.Window(this=exp.RowNumber(), partition_by=[column(c) for c in ["v", *g]],
+                                                            order=exp.Order(expressions=content)), first))
+                 .from_(exp.Subquery(this=r1, alias=exp.TableAlias(this=ident(ctx.fresh("r"))))).where(known(["v", *g])))
+    in_order = [exp.Ordered(this=d.sort_key(column(c), bt)) for c, bt in zip(g, bts)] + [
+        exp.Ordered(this=d.sort_key(column("v"), t))]
+    r2 = exp.select(*[column(c) for c in right.columns], column("v"), *[column(c) for c in g],
+                    _named(exp.Window(this=exp.RowNumber(), order=exp.Order(expressions=in_order)), "j"))
+    r2 = ctx.cte(r2.from_(exp.Table(this=ident(r1))).where(exp.EQ(this=column(first), expression=number(1))))
+    lk = keys(lref, ls, n.left_on, n.left_by)
+    l1 = _select(left, [column(c) for c in left.columns] + [_named(k, c) for k, c in zip(lk, ["v", *g])]
+                 + [_named(exp.Window(this=exp.RowNumber()), "i")])
+    l1 = Rel(ctx.cte(l1), left.columns, left.order)
+    side = [column("v"), *[column(c) for c in g]]
+    stream = exp.Union(
+        this=exp.select(column("i"), *side, _named(number(1), "s"), _named(d.cast(NULL, T.Null, T.Int64, force=True), "j"))
+        .from_(_from(l1)).where(known(["v", *g])),
+        expression=exp.select(_named(d.cast(NULL, T.Null, T.Int64, force=True), "i"), *side, _named(number(0), "s"),
+                              column("j")).from_(exp.Table(this=ident(r2))), distinct=False)
+    part = [column(c) for c in g] or None
+
+    def candidate(agg, desc: bool, frame: exp.WindowSpec) -> exp.Expression:
+        order = [exp.Ordered(this=d.sort_key(column("v"), t)), exp.Ordered(this=column("s"), desc=desc)]
+        return exp.Window(this=agg(this=column("j")), partition_by=part, order=exp.Order(expressions=order), spec=frame)
+
+    back = candidate(exp.Max, False, exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW"))
+    ahead = candidate(exp.Min, True, exp.WindowSpec(kind="ROWS", start="CURRENT ROW", end="UNBOUNDED", end_side="FOLLOWING"))
+    w = exp.select(column("i"), column("s"), _named(back, "jb"), _named(ahead, "jf"))
+    w = w.from_(exp.Subquery(this=stream, alias=exp.TableAlias(this=ident(ctx.fresh("u")))))
+    w = ctx.cte(exp.select(column("i"), column("jb"), column("jf")).from_(
+        exp.Subquery(this=w, alias=exp.TableAlias(this=ident(ctx.fresh("w"))))).where(
+        exp.EQ(this=column("s"), expression=number(1))))
+    jb = column("jb", "w") if n.strategy != "forward" else d.cast(NULL, T.Null, T.Int64, force=True)
+    jf = column("jf", "w") if n.strategy != "backward" else d.cast(NULL, T.Null, T.Int64, force=True)
+    found = exp.select(*[column(c, "l") for c in l1.columns], *[column(o, "l") for o in l1.order], column("v", "l"),
+                       _named(jb, "jb"), _named(jf, "jf"), _named(column("v", "rb"), "b"), _named(column("v", "rf"), "f"))
+    found = found.from_(_from(l1, "l")).join(exp.Table(this=ident(w), alias=exp.TableAlias(this=ident("w"))),
+                                             on=exp.EQ(this=column("i", "l"), expression=column("i", "w")), join_type="LEFT")
+    for name, ref in (("rb", jb), ("rf", jf)):
+        found = found.join(exp.Table(this=ident(r2), alias=exp.TableAlias(this=ident(name))),
+                           on=exp.EQ(this=column("j", name), expression=ref.copy()), join_type="LEFT")
+    stage = Rel(ctx.cte(found), l1.columns + ("v", "jb", "jf", "b", "f"), left.order)
+    x = Exprs(ctx, asof.schema(n), {"l": column("v"), "b": column("b"), "f": column("f")})
     forward = x(asof.forward_wins(n)) if n.strategy == "nearest" else d.boolean(n.strategy == "forward")
-    take_f = exp.or_(exp.Is(this=b_, expression=NULL),
-                     exp.and_(exp.Not(this=exp.Is(this=f_, expression=NULL)), paren(forward)))
-    m = ctx.fresh("v")
-    chosen = _select(x.layered(stage), [column(c) for c in stage.columns] + [_named(case([(take_f, f_)], b_.copy()), m)])
-    stage = Rel(ctx.cte(chosen), stage.columns + (m,), left.order)
+    take_f = exp.or_(exp.Is(this=column("jb"), expression=NULL),
+                     exp.and_(exp.Not(this=exp.Is(this=column("jf"), expression=NULL)), paren(forward)))
+    below = x.layered(stage)
+    chosen = _select(below, [column(c) for c in stage.columns] + [
+        _named(case([(take_f, column("f"))], column("b")), "m"), _named(case([(take_f, column("jf"))], column("jb")), "jm")])
+    stage = Rel(ctx.cte(chosen), stage.columns + ("m", "jm"), left.order)
     test = asof.within(n)
     if test is not None:
-        x = Exprs(ctx, asof.schema(n), {"l": column(names[0]), "b": b_, "f": f_, "m": column(m)})
-        kept = case([(x(test), column(m))], None)
-        sel = _select(x.layered(stage), [column(c) for c in stage.columns[:-1]] + [_named(kept, m)])
+        x = Exprs(ctx, asof.schema(n), {"l": column("v"), "b": column("b"), "f": column("f"), "m": column("m")})
+        kept = case([(x(test), column("jm"))], None)
+        sel = _select(x.layered(stage), [column(c) for c in stage.columns[:-1]] + [_named(kept, "jm")])
         stage = Rel(ctx.cte(sel), stage.columns, left.order)
-    sref = {name: column(c, "l") for name, c in zip(ls.names, stage.columns)}
-    content = [exp.Ordered(this=d.sort_key(rref[c], rs[c]), desc=False, nulls_first=False) for c in rs.names]
-    hit = exp.and_(matching(sref), d.equal(r_on.copy(), column(m, "l"), t))
-    items = [column(c, "l") for c in left.columns]
-    for c in n.right_outputs():
-        sub = exp.select(rref[c]).from_(_from(right, "r")).where(hit.copy()).order_by(*content).limit(number(1))
-        items.append(sub.subquery())
+    rout = right.refs(rs, "r")
+    items = [column(c, "l") for c in left.columns] + [rout[c] for c in n.right_outputs()]
     sel = exp.select(*_outputs(items), *[column(o, "l") for o in left.order]).from_(_from(stage, "l"))
+    sel = sel.join(exp.Table(this=ident(r2), alias=exp.TableAlias(this=ident("r"))),
+                   on=exp.EQ(this=column("j", "r"), expression=column("jm", "l")), join_type="LEFT")
     return ctx.add(sel, len(items), left.order)
 
 
