@@ -837,6 +837,19 @@ class StringMethods:
                             f"got {characters!r}")
         return self._e._call(fn, options=(characters,))
 
+    def split(self, by: str, *, inclusive: bool = False) -> Expr:
+        """The parts of the string between each `by` (text as it is), as a List(String), as Polars' `split`: the
+        empty `by` splits into code points; `inclusive=True` keeps each `by` at the end of its part.
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["a,b,", "", None]})
+            >>> flow.select(a=col("s").str.split(","), b=col("s").str.split(",", inclusive=True)).run().to_pydict()
+            {'a': [['a', 'b', ''], [''], None], 'b': [['a,', 'b,'], [], None]}
+        """
+        if not isinstance(by, str) or not isinstance(inclusive, bool):
+            raise PlanError(f"str.split(by, inclusive=False) takes a string and a bool, got {by!r}, {inclusive!r}")
+        return self._e._call("str_split_inclusive" if inclusive else "str_split", options=(by,))
+
     def starts_with(self, s: str) -> Expr:
         """True where the string starts with `s`.
 

@@ -25,8 +25,9 @@ MEMBERSHIP = ("is_in", "is_between")
 # str_replace* are literal (n: the first n; _all every match), str_replace*_regex of a regular expression.
 REPLACE = ("str_replace", "str_replace_n", "str_replace_all", "str_replace_regex", "str_replace_all_regex")
 STRIP = ("str_strip_chars", "str_strip_chars_start", "str_strip_chars_end")
+SPLIT = ("str_split", "str_split_inclusive")   # by literal text, into a List(String)
 STRINGS = ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like",
-           "str_to_lower", "str_to_upper", "str_len", "str_slice") + REPLACE + STRIP
+           "str_to_lower", "str_to_upper", "str_len", "str_slice") + REPLACE + STRIP + SPLIT
 # What strip_chars(None) strips: Unicode's White_Space, as Polars (Rust's char::is_whitespace); Python's isspace
 # would add U+001C..U+001F, SQL's TRIM strips spaces only, so every lane is given these.
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
@@ -53,11 +54,11 @@ OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length
            "quantile": ("fraction", "interpolation"),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},
            **{fn: ("str", "str") for fn in REPLACE}, "str_replace_n": ("str", "str", "int"),
-           **{fn: ("chars",) for fn in STRIP}}
+           **{fn: ("chars",) for fn in STRIP}, **{fn: ("str",) for fn in SPLIT}}
 
 # The method a user wrote, for messages and explain, where the IR's name is not simply it with str./dt.
 _METHODS = {"str_contains_regex": "str.contains", "str_replace_n": "str.replace", "str_replace_regex": "str.replace",
-            "str_replace_all_regex": "str.replace_all"}
+            "str_replace_all_regex": "str.replace_all", "str_split_inclusive": "str.split"}
 
 
 def method(fn: str) -> str:

@@ -80,6 +80,8 @@ def _(e: E.Call) -> str:
             params.append("[" + ", ".join(literal_text(v) for v in opt) + "]")
         else:
             params.append(literal_text(opt))
+    if e.fn == "str_split_inclusive":
+        params.append("inclusive=True")
     if e.fn == "str_replace_n":
         params[-1] = f"n={params[-1]}"
     if e.fn in F.STRIP and e.options == (None,):   # whitespace

@@ -526,6 +526,8 @@ def _string(e: Call, ty: _Typer) -> DType:
         return T.String
     if e.fn == "str_len":
         return T.Int64
+    if e.fn in F.SPLIT:
+        return T.List(T.String)
     return T.Boolean
 
 

@@ -48,6 +48,19 @@ def re2(function: str, **options) -> Fn:
     return f
 
 
+def _split(by: str, inclusive: bool) -> Fn:
+    """Polars' split: by each `by` (the empty text: into code points); `inclusive` keeps each `by` at the end of
+    its part, and there is no empty last part."""
+    def f(s: str) -> list:
+        if not by:
+            return list(s)
+        parts = s.split(by)
+        if not inclusive:
+            return parts
+        return [p + by for p in parts[:-1]] + parts[-1:] * bool(parts[-1])
+    return f
+
+
 def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     if ts[0] == T.Null:
         return lambda a: None
@@ -73,6 +86,8 @@ def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
         chars = F.WHITESPACE if options[0] is None else options[0]
         strip = {"str_strip_chars": str.strip, "str_strip_chars_start": str.lstrip, "str_strip_chars_end": str.rstrip}[fn]
         return strict1(lambda a: strip(a, chars))
+    if fn in F.SPLIT:
+        return strict1(_split(options[0], fn == "str_split_inclusive"))
     if fn == "str_starts_with":
         (s,) = options
         return strict1(lambda a: a.startswith(s))

@@ -1010,6 +1010,11 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return x.replace(pattern, value, literal=literal, n=n[0] if n else 1)
 
 
+@call(*F.SPLIT)
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).str.split(e.options[0], inclusive=e.fn == "str_split_inclusive")
+
+
 @call(*F.STRIP)
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     x = expr(e.args[0], scope).str

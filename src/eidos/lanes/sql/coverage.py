@@ -45,6 +45,9 @@ _CASE_MAPPING = ("str_to_lower", "str_to_upper")
 # regexp_replace replaces the first match or every one, not the first n (str.replace(..., n=2)).
 _FIRST_N = ("str_replace_n",)
 
+# split(by, inclusive=True) keeps each separator with its part: no SQL function does.
+_INCLUSIVE = ("str_split_inclusive",)
+
 # PostgreSQL's regular expressions match the longest text at a position (POSIX), where the others take the
 # first alternative that matches (Perl): `a|ab` replaces "a" of "ab" there, "ab" in PostgreSQL. Searching is
 # alike; replacing by a pattern is a gap there (replacing text as it is is not).
@@ -73,10 +76,11 @@ TYPED_GAPS = {
 
 COVERAGE = {
     "duckdb": Coverage.everything().without(nodes=("MapBatches",),
-                                            functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _NO_WINDOW,
+                                            functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _INCLUSIVE + _NO_WINDOW,
                                             typed=TYPED_GAPS["duckdb"]),
     "postgresql": Coverage.everything().without(nodes=("MapBatches",),
-                                                functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _LONGEST + _NO_WINDOW,
+                                                functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _INCLUSIVE + _LONGEST
+                                                + _NO_WINDOW,
                                                 typed=TYPED_GAPS["postgresql"]),
     # SQLite: no exact decimals, no 4-byte floats, no unsigned 64-bit integers, no NaN (it
     # stores NaN as NULL, so functions whose answer is NaN for some inputs are left out, and a
@@ -85,7 +89,7 @@ COVERAGE = {
     # list type (JSON text is not a list eidos can compare or index alike).
     "sqlite": Coverage.everything().without(
         nodes=("MapBatches",),
-        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + F.LISTS
+        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + F.LISTS + F.SPLIT
         + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos"),
         dtypes=("Decimal", "Float32", "UInt64", "Timestamp", "List"), typed=TYPED_GAPS["sqlite"], values=("NaN",)),
 }

@@ -529,6 +529,9 @@ class Dialect:
         """s with its first n (-1: every) matches of `pattern` replaced by `rewrite` (both written for `regex`)."""
         return fn("regexp_replace", s, string(pattern), string(rewrite), *([string("g")] if n < 0 else []))
 
+    def fn_str_split(self, args, ts, t, o):
+        return fn("string_split", args[0], string(o[0]))   # DuckDB's: the empty text splits into code points
+
     def _strip(self, args, o, position):
         chars = F.WHITESPACE if o[0] is None else o[0]
         return exp.Trim(this=args[0], expression=string(chars), position=position)

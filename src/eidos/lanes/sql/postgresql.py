@@ -263,6 +263,14 @@ class PostgresDialect(Dialect):
     def fn_is_in(self, args, ts, t, o):
         return _indexable(super().fn_is_in(args, ts, t, o))
 
+    def fn_str_split(self, args, ts, t, o):
+        # string_to_array gives no part for '' (Polars: one empty part); the empty text splits into code points,
+        # which regexp_split_to_array gives, but one empty part for '' (Polars: none)
+        s, by = args[0], o[0]
+        parts = fn("string_to_array", s, string(by)) if by else fn("regexp_split_to_array", s, string(""))
+        empty = self.cast(exp.Array(expressions=[string("")] if by else []), T.Null, t, force=True)
+        return case([(exp.EQ(this=paren(s), expression=string("")), empty)], parts)
+
     def fn_list_len(self, args, ts, t, o):
         return self.cast(fn("cardinality", args[0]), T.Null, T.Int64, force=True)
 
