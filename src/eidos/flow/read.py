@@ -23,7 +23,9 @@ def read_parquet(path: str | os.PathLike, *, storage_options: Mapping[str, Any] 
     Only the files' metadata is read now (the schema, row counts and sizes the planner weighs);
     the data is read when the flow runs, and only the columns it uses. Every file must hold the
     same columns, each as one type. In a folder, links are followed only inside it, each file is
-    read once, and key=value folder names are partition columns (see docs/api/sources.md).
+    read once, and key=value folder names are partition columns (see docs/api/sources.md). An s3://,
+    gs:// or https:// path reads objects, with `storage_options` (aws_access_key_id, ...) or the
+    environment's credentials, which nothing eidos shows or stores holds (docs/api/sources.md).
 
     Examples:
         >>> import os, tempfile
@@ -76,7 +78,8 @@ def read_csv(source: str | os.PathLike, *, has_header: bool = True, separator: s
     before its header; `has_header=False` names the columns f0, f1, ...; `quote_char=None` reads
     quotes as text. Every file must have the first one's header. `delimiter` is `separator`'s older
     name. A value that is not of its column's type stops the run with an error that names the
-    column, the value and the type, on every lane (never a value converted to fit).
+    column, the value and the type, on every lane (never a value converted to fit). Object-store paths
+    and `storage_options` as for read_parquet.
 
     Examples:
         >>> import os, tempfile
