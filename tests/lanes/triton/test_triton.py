@@ -481,3 +481,25 @@ def test_calibrate_measures_the_gpu_lanes_constants(fake_gpu, monkeypatch, tmp_p
     assert all(v > 0 and math.isfinite(v) for v in values.values())
     assert all(getattr(cost.costs(), k) == pytest.approx(v) for k, v in values.items())
     assert "measured here by `eidos calibrate`" in cost.estimate(src().agg(s=col("a").sum()).plan).basis
+
+
+def test_pinned_staging_moves_the_same_bytes(lane, monkeypatch):
+    """Columns in through pinned memory on a copy stream and results back through pinned buffers give
+    the bytes the plain copies give (every type with nulls, a bitmap at an offset, a filter, an
+    aggregate); without a CUDA device both are the plain copies."""
+    import torch
+
+    from eidos.lanes.triton import target
+
+    if not torch.cuda.is_available():
+        pytest.skip("pinned staging is for a CUDA device; here the columns stay on the CPU")
+    data = pa.concat_tables([DATA.drop(["s"])] * 500).slice(3)   # chunks, and a bitmap from bit 3
+    flows = [ei.from_arrow(data).with_columns(c=col("a") * 2 + col("i8"), d=col("b").exp()),
+             ei.from_arrow(data).filter(col("a") > 1).group_by("k").agg(s=col("b").sum(), n=ei.count())]
+    for flow in flows:
+        staged = flow.run(engine="triton")
+        monkeypatch.setattr(target, "STAGING", False)
+        plain = flow.run(engine="triton")
+        monkeypatch.setattr(target, "STAGING", True)
+        assert_tables_equal(staged, plain, ordered=False, float_rel=0, float_abs=0)
+        assert_tables_equal(staged, flow.run(engine="reference"), ordered=False)

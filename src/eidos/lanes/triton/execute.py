@@ -118,6 +118,7 @@ def _(node: N.Scan, dev: Device) -> Frame:
     padded = dev.rows(n)
     names = list(node.columns) if node.columns is not None else list(node.source.schema.names)
     cols = {name: column_to_device(table.column(name), node.source.schema[name], padded, dev) for name in names}
+    dev.settle()
     return Frame(cols, n, None, padded)
 
 
@@ -147,7 +148,8 @@ def _bits(buffer: pa.Buffer, offset: int, n: int, padded: int, dev: Device):
     raw = np.frombuffer(buffer, dtype=np.uint8, count=last - first, offset=first) if n else np.empty(0, np.uint8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        packed = torch.from_numpy(raw).to(dev.device)
+        packed = dev.to_device(torch.from_numpy(raw))
+    dev.settle()   # unpacked at once, on the compute stream
     shifts = torch.arange(8, dtype=torch.uint8, device=dev.device)
     bits = ((packed.unsqueeze(1) >> shifts) & 1).reshape(-1)[offset % 8:offset % 8 + n]
     out = torch.zeros(padded, dtype=torch.uint8, device=dev.device)
@@ -156,22 +158,26 @@ def _bits(buffer: pa.Buffer, offset: int, n: int, padded: int, dev: Device):
 
 
 def _padded(host, padded: int, dev: Device):
-    t = dev.torch.zeros(padded, dtype=host.dtype, device=dev.device)
-    t[:host.numel()].copy_(host)
+    n = host.numel()
+    t = dev.torch.empty(padded, dtype=host.dtype, device=dev.device)
+    t[n:].zero_()
+    dev.to_device(host, out=t[:n])
     return t
 
 
 def to_arrow(frame: Frame, schema: Schema, dev: Device) -> pa.Table:
     rows = frame.mask(dev).nonzero().squeeze(1)
+    cols = [frame.columns[name] for name in schema.names]
+    host = iter(dev.to_host([x for c in cols for x in ((c.values[rows],) if c.valid is None else
+                                                        (c.values[rows], c.valid[rows]))]))
     arrays = []
-    for (name, t), f in zip(schema.items(), schema.to_arrow()):
-        col = frame.columns[name]
-        values = col.values[rows].cpu().numpy()
+    for t, f, col in zip(schema.dtypes, schema.to_arrow(), cols):
+        values = next(host)
         if t == T.Boolean:
             values = values.astype(bool)
         elif t.is_unsigned_integer:
             values = values.view(f"uint{t.bits}")
-        mask = None if col.valid is None else col.valid[rows].cpu().numpy() == 0
+        mask = None if col.valid is None else next(host) == 0
         arrays.append(pa.array(values, type=f.type, mask=mask))
     return pa.Table.from_arrays(arrays, schema=schema.to_arrow())
 

@@ -17,6 +17,7 @@ from eidos.isa import ExecutionParams, LaunchConfig, registry
 KERNELS_ENV = "EIDOS_TRITON_KERNELS"
 INSTALL = "pip install 'eidos[gpu]'"
 BLOCK = 256   # rows are padded to a multiple of this, so every launch is whole blocks
+STAGING = True   # columns to and from a CUDA device through pinned memory (Device.to_device, to_host)
 
 
 def target_name() -> str:
@@ -49,6 +50,53 @@ class Device:
         self.device = memory.device if self.adopts else torch.device("cpu")
         self.handles: list[int] = []
         self.owned: dict[tuple[int, int], int] = {}   # (data_ptr, bytes) of a tensor that is a whole buffer
+        self.stream = None                                # staged host-to-device copies (to_device)
+
+    @property
+    def staged(self) -> bool:
+        """Whether copies between the host and this device go through pinned staging (a CUDA device and
+        `STAGING` on: the switch is for the before/after in bench/gpu_staging.py)."""
+        return STAGING and self.device.type == "cuda"
+
+    def to_device(self, host, out=None):
+        """A host tensor on this device (into `out` where given). Staged: the CPU copies it into pinned
+        memory and the copy engine moves it on the run's copy stream, so the CPU's copy of the next
+        column and the kernels of this one overlap this transfer; `settle()` makes later kernels wait."""
+        torch = self.torch
+        if out is None:
+            out = torch.empty(host.shape, dtype=host.dtype, device=self.device)
+        if not self.staged or host.device.type != "cpu":
+            out.copy_(host)
+            return out
+        pinned = torch.empty(host.shape, dtype=host.dtype, pin_memory=True)
+        pinned.copy_(host)
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(self.device)
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))   # out was allocated there
+        with torch.cuda.stream(self.stream):
+            out.copy_(pinned, non_blocking=True)   # the pinned block is kept until the copy is done
+        out.record_stream(self.stream)
+        return out
+
+    def settle(self) -> None:
+        """The device's current stream waits for every staged copy made so far (no host wait)."""
+        if self.stream is not None:
+            self.torch.cuda.current_stream(self.device).wait_stream(self.stream)
+
+    def to_host(self, tensors: list) -> list:
+        """Device tensors as NumPy arrays: staged, each copied into pinned memory (the bus's speed;
+        pageable device-to-host copies ran at a sixth of it) with one wait for all of them; the arrays
+        are views of the pinned blocks, which return to torch's pinned cache once the arrays are gone."""
+        if not self.staged:
+            return [t.cpu().numpy() for t in tensors]
+        torch = self.torch
+        out = []
+        for t in tensors:
+            pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            pinned.copy_(t, non_blocking=True)
+            out.append(pinned)
+        torch.cuda.current_stream(self.device).synchronize()
+        return [p.numpy() for p in out]
 
     def rows(self, n: int) -> int:
         """Padded length of a frame of n rows (at least one block)."""
