@@ -145,3 +145,17 @@ def test_parquet_lists_read_back(tmp_path):
     for lane in ("reference", "polars", "duckdb"):
         lane_or_skip(lane)
         assert flow.run(engine=lane, strict=True).column("k").to_pylist() == [1, 4]
+
+
+def test_columns_eidos_does_not_read_fail_only_where_named(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    path = tmp_path / "odd.db"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE t (k INTEGER, i INTERVAL, l BIGINT[])")
+    con.execute("INSERT INTO t VALUES (1, INTERVAL 1 DAY, [1, 2]), (2, NULL, NULL)")
+    con.close()
+    flow = ei.read_sql(f"duckdb:///{path}", table="t")
+    assert str(flow.schema) == "Schema(k: Int32, l: List(Int64))"
+    assert flow.select("k", n=col("l").list.len()).run().to_pydict() == {"k": [1, 2], "n": [2, None]}
+    with pytest.raises(PlanError, match="column 'i' has Arrow type month_day_nano_interval"):
+        flow.select("i")

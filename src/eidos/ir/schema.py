@@ -12,17 +12,33 @@ from eidos.ir.dtypes import DType
 
 
 class Schema:
-    """Column names and dtypes in order; names are unique."""
+    """Column names and dtypes in order; names are unique. `unread` names a source's columns of types
+    eidos does not read, with why: they are left out, and naming one is a PlanError that says so."""
 
-    __slots__ = ("_fields", "_index")
+    __slots__ = ("_fields", "_index", "_unread")
 
-    def __init__(self, fields: Iterable[tuple[str, DType]]):
+    def __init__(self, fields: Iterable[tuple[str, DType]], unread: dict[str, str] | None = None):
         self._fields = tuple(fields)
+        self._unread = dict(unread or {})
         self._index = {name: i for i, (name, _) in enumerate(self._fields)}
         if len(self._index) != len(self._fields):
             dup = sorted({n for n, _ in self._fields if list(self.names).count(n) > 1})
             raise PlanError(f"duplicate column names {', '.join(map(repr, dup))}; "
                             "rename them (alias/rename) so each name is unique")
+
+    @classmethod
+    def read(cls, columns: Iterable[tuple[str, object]], typer) -> Schema:
+        """A source's schema from (name, engine type) pairs, each typed by `typer(engine type, name)`; a
+        column it refuses (a PlanError) is left unread, so only a plan that names it fails."""
+        fields, unread = [], {}
+        for name, raw in columns:
+            try:
+                fields.append((name, typer(raw, name)))
+            except PlanError as e:
+                unread[name] = str(e)
+        if unread and not fields:  # no column is read: why, for the first
+            raise PlanError(next(iter(unread.values())))
+        return cls(fields, unread)
 
     @classmethod
     def from_arrow(cls, schema: pa.Schema) -> Schema:
@@ -63,6 +79,8 @@ class Schema:
 
     def missing(self, name: str, where: str = "") -> PlanError:
         place = f" in {where}" if where else ""
+        if name in self._unread:
+            return PlanError(f"{self._unread[name]}{place}")
         hint = did_you_mean(name, self.names)
         names = ", ".join(map(repr, self.names)) if self._fields else "(none)"
         lines = [f"column {name!r} does not exist{place}", f"  columns: {names}"]

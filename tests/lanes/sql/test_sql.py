@@ -210,9 +210,15 @@ def test_describe_postgres_types(pg_uri, pg_schema, pg_exec):
     assert got.to_pylist() == [{"g": D("1.2345678901"), "j": "z"}]
     q = ei.read_sql(pg_uri, query=f"SELECT sum(f) AS s, count(*) AS n FROM {t}")
     assert str(q.schema) == "Schema(s: Decimal(38, 10), n: Int64)"
-    pg_exec(f"CREATE TABLE {t[:-1]}_tz\" (z timestamptz)")
-    with pytest.raises(PlanError, match="naive"):
-        ei.read_sql(pg_uri, table=f"{pg_schema}.types_tz")
+    # a column of a type eidos does not read fails only the plans that name it
+    pg_exec(f"CREATE TABLE {t[:-1]}_tz\" (k integer, z timestamptz, v tsvector)",
+            f"INSERT INTO {t[:-1]}_tz\" VALUES (1, now(), 'a b')")
+    odd = ei.read_sql(pg_uri, table=f"{pg_schema}.types_tz")
+    assert str(odd.schema) == "Schema(k: Int32)" and run("postgresql", odd).to_pylist() == [{"k": 1}]
+    with pytest.raises(PlanError, match="column 'z' .* is timestamp with time zone; eidos timestamps are naive"):
+        odd.select("z")
+    with pytest.raises(PlanError, match="column 'v' .* has PostgreSQL type tsvector"):
+        odd.filter(ei.col("v").is_null())
 
 
 # ---------------------------------------------------------------- errors and redaction

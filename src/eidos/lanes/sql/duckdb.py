@@ -268,7 +268,7 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         sandbox(con)
         rel = table_ref(source.table).sql("duckdb") if source.table is not None else f"({sql_guard.query_sql(source)})"
         arrow = con.sql(f"SELECT * FROM {rel} AS q LIMIT 0").to_arrow_table().schema
-        schema = Schema.from_arrow(arrow)
+        schema = Schema.read(((f.name, f.type) for f in arrow), lambda t, c: T.from_arrow(t, column=c))
         rows = None
         if source.table is not None:
             name = source.table.split(".")[-1]

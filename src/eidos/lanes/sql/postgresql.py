@@ -336,7 +336,7 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
             if got and got[0][0] is not None and got[0][0] >= 0:
                 rows = int(got[0][0])
         where = source.describe()
-        return Schema((c, pg_dtype(ty, c, where)) for c, ty in cols), rows
+        return Schema.read(cols, lambda ty, c: pg_dtype(ty, c, where)), rows
     finally:
         cur.close()
         try:

@@ -222,7 +222,7 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         if not cols:
             raise PlanError(f"cannot read {source.describe()}: no such table")
         where = source.describe()
-        return Schema((c, declared_dtype(ty, c, where)) for c, ty in cols), None
+        return Schema.read(cols, lambda ty, c: declared_dtype(ty, c, where)), None
     finally:
         cur.close()
         con.close()
