@@ -398,9 +398,10 @@ CASES = [
     # in the rows' order (people is read in file order): nulls are values for first/last; NaN is the
     # largest value for arg_min/arg_max, which count every row of the group
     Case("first_last_arg", lambda s: people(s).group_by("dept").agg(
-        f=col("age").first(), l=col("age").last(), amin=col("score").arg_min(), amax=col("score").arg_max())
-        .sort("dept"), {"dept": ["eng", "ops", None], "f": [30, None, 41], "l": [7, 30, 41],
-                        "amin": [1, 1, None], "amax": [2, 0, None]}, ordered=True),
+        f=col("age").first(), l=col("age").last(), amin=col("score").arg_min(), amax=col("score").arg_max(),
+        ages=col("age").implode()).sort("dept"),
+        {"dept": ["eng", "ops", None], "f": [30, None, 41], "l": [7, 30, 41], "amin": [1, 1, None],
+         "amax": [2, 0, None], "ages": [[30, 25, 7], [None, 30], [41]]}, ordered=True),
     Case("chain", lambda s: people(s).filter(col("age").is_not_null()).with_columns(
         band=when(col("age") >= 30).then(lit("30+")).otherwise(lit("<30"))).group_by("band").agg(
         n=ei.count(), top=col("score").max()).sort("band"),

@@ -461,6 +461,17 @@ class Expr:
         """The value (null or not) of the last row of each group, in the rows' order (see `first`)."""
         return self._agg("last")
 
+    def implode(self) -> Expr:
+        """Every value of each group (nulls included) as one List, in the rows' order (see `first`);
+        an empty list over no rows.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [None, 2, 3]})
+            >>> flow.group_by("k").agg(vs=col("v").implode()).sort("k").run().to_pydict()
+            {'k': ['a', 'b'], 'vs': [[None, 3], [2]]}
+        """
+        return self._agg("implode")
+
     def arg_min(self) -> Expr:
         """The position in its group (from 0, counting every row) of the first smallest non-null value,
         in the rows' order; null when every value is null. Int64 (Polars gives UInt32).

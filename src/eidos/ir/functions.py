@@ -67,9 +67,9 @@ def method(fn: str) -> str:
 
 
 AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "quantile",
-              "first", "last", "arg_min", "arg_max", "count_rows")
+              "first", "last", "arg_min", "arg_max", "implode", "count_rows")
 # Aggregations whose value depends on the order of the group's rows (docs/semantics.md section 15).
-ORDERED_AGGREGATES = ("first", "last", "arg_min", "arg_max")
+ORDERED_AGGREGATES = ("first", "last", "arg_min", "arg_max", "implode")
 QUANTILE_METHODS = ("nearest", "higher", "lower", "midpoint", "linear")
 
 # Window functions (Window nodes, docs/semantics.md section 19), and the constant parameters

@@ -276,6 +276,10 @@ def _(e: Agg, ty: _Typer) -> DType:
         raise ty.fail(e, f"{e.fn}() needs values that compare, got {t}")
     if e.fn in ("min", "max", "first", "last"):
         return t
+    if e.fn == "implode":
+        if t == T.Null:
+            raise ty.fail(e, "implode() needs values of a type (a list of Null has none); cast them first")
+        return T.List(t)
     if e.fn in ("arg_min", "arg_max"):
         if t.is_numeric or t in (T.String, T.Boolean, T.Null) or t.is_temporal:
             return T.Int64

@@ -894,6 +894,8 @@ class _Builder:
         if a is None:
             return None
         x: Any = a.e
+        if fn == "implode" and a.dtype.is_nested:
+            return None
         if fn in F.ORDERED_AGGREGATES:   # of every row, nulls included: no filter
             lo, hi = (a.lo, a.hi) if fn in ("first", "last") else (Fraction(0), Fraction(s.rows))
             return self.typed(getattr(x, fn)(), s, lo, hi, agg=True)

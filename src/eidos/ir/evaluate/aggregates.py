@@ -163,6 +163,8 @@ def aggregator(fn: str, arg_dtype: DType, result_dtype: DType, options: tuple = 
         return len
     if fn in ("first", "last"):   # the value of the first (last) row, null or not
         return (lambda xs: xs[0] if xs else None) if fn == "first" else (lambda xs: xs[-1] if xs else None)
+    if fn == "implode":           # every value in row order, nulls included
+        return list
     if fn in ("arg_min", "arg_max"):
         return _arg_extreme(arg_dtype, largest=fn == "arg_max")
     if arg_dtype == T.Null:

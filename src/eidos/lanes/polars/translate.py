@@ -1186,6 +1186,11 @@ def _(fn, x, t, res, name, grouped) -> Leaf:
     return Leaf([(name, x.first() if fn == "first" else x.last())], lambda g: pl.col(name))
 
 
+@aggregation("implode")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    return Leaf([(name, x.implode())], lambda g: pl.col(name))
+
+
 @aggregation("arg_min", "arg_max")
 def _(fn, x, t, res, name, grouped) -> Leaf:
     # The first row holding the extreme, NaN the largest value: Polars' own arg_min and arg_max pass over

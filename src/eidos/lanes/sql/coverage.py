@@ -23,7 +23,7 @@ _NOT_SQL = ("udf",)  # opaque Python (with MapBatches nodes): never SQL
 
 # A table has no row order in SQL, so first/last/arg_min/arg_max (which read the plan's row order) have
 # none to read; the engines' percentile functions place and interpolate by rules of their own.
-_ORDERED = ("first", "last", "arg_min", "arg_max", "quantile")
+_ORDERED = ("first", "last", "arg_min", "arg_max", "implode", "quantile")
 
 # SQLite has no median (nor a sorted list of a group's values).
 _NOT_YET = ("median",)
