@@ -204,3 +204,12 @@ def test_generated_plans_over_ipc_files(lane_name, data, tmp_path_factory):
     except UnsupportedError:
         assume(False)
     assert_tables_equal(got, expected, ordered=gen.ordered, float_rel=1e-6)
+
+
+@pytest.mark.parametrize("lane_name", READERS)
+def test_ndjson_lists_read_alike(tmp_path, lane_name):
+    path = tmp_path / "l.ndjson"
+    path.write_text('{"a": [1, 2], "b": 1}\n{"a": null, "b": 2}\n{"a": [], "b": 3}\n')
+    flow = ei.read_ndjson(path)
+    assert flow.schema == ei.Schema([("a", ei.List(ei.Int64)), ("b", ei.Int64)])
+    assert run_or_skip(flow, lane_name).to_pydict() == {"a": [[1, 2], None, []], "b": [1, 2, 3]}

@@ -147,7 +147,7 @@ def _file_batches(source: FileSource, f: str, names: list[str], target: pa.Schem
         import pyarrow.json as pjson
 
         # Keys the schema lacks are left out; a key missing from an object is null.
-        whole = source.schema.to_arrow()
+        whole = pa.schema([f.with_type(_json_type(f.type)) for f in source.schema.to_arrow()])
         options = pjson.ParseOptions(explicit_schema=whole, unexpected_field_behavior="ignore")
         yield from pjson.read_json(_open(source, f), parse_options=options).select(names).to_batches()
     elif isinstance(source, IpcSource):
@@ -156,6 +156,11 @@ def _file_batches(source: FileSource, f: str, names: list[str], target: pa.Schem
                 yield reader.get_batch(i).select(names)
     else:
         raise UnsupportedError(f"this lane reads local sources only, not {source.describe()}")
+
+
+def _json_type(t: pa.DataType) -> pa.DataType:
+    """`t` as pyarrow's JSON reader takes it (a list, not a large list: the batch is cast after)."""
+    return pa.list_(_json_type(t.value_type)) if pa.types.is_large_list(t) else t
 
 
 def _open(source: FileSource, f: str):
