@@ -15,7 +15,7 @@ Examples:
 from __future__ import annotations
 
 from eidos import errors
-from eidos.flow.expr import Expr, coalesce, col, concat_str, count, date, datetime, lit, row_number, udf, when
+from eidos.flow.expr import Expr, coalesce, col, concat_str, count, date, datetime, duration, lit, row_number, udf, when
 from eidos.flow.frame import Flow, GroupBy
 from eidos.flow.read import (
     from_arrow,
@@ -34,6 +34,7 @@ from eidos.ir.dtypes import (
     Date,
     Decimal,
     DType,
+    Duration,
     Float32,
     Float64,
     Int8,
@@ -82,10 +83,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "errors", "Expr", "coalesce", "col", "concat_str", "count", "date", "datetime", "lit", "row_number", "udf", "when",
-    "Flow", "GroupBy",
+    "errors", "Expr", "coalesce", "col", "concat_str", "count", "date", "datetime", "duration", "lit", "row_number", "udf",
+    "when", "Flow", "GroupBy",
     "from_arrow", "from_pandas", "from_pydict", "read_csv", "read_ipc", "read_ndjson", "read_parquet", "read_sql", "Schema",
     "backends", "register_backend", "register_udf",
     "Boolean", "Date", "Decimal", "DType", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64",
-    "List", "String", "Timestamp", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,
+    "List", "String", "Timestamp", "Duration", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,
 ]

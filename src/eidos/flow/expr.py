@@ -915,6 +915,36 @@ class StringMethods:
         """
         return self._e._call("str_len")
 
+    def to_date(self, format: str, *, strict: bool = True) -> Expr:  # noqa: A002 - Polars' name
+        """The Date the text names in `format` (codes %Y %m %d %b %%, each of a fixed width: %Y four
+        digits, the others two, %b Jan..Dec). Text that does not match, or names no real date, is an
+        error, or null with `strict=False` (as Polars). Without a format, use `.cast(ei.Date)`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["07/03/2024", "31/02/2024"]})
+            >>> flow.select(d=col("s").str.to_date("%d/%m/%Y", strict=False)).run().to_pydict()
+            {'d': [datetime.date(2024, 3, 7), None]}
+        """
+        return self._e._call("str_to_date", options=(format, _flag(strict, "strict")))
+
+    def to_datetime(self, format: str, *, strict: bool = True) -> Expr:  # noqa: A002 - Polars' name
+        """The Timestamp the text names in `format`: the codes of `to_date` and %H %M %S (two digits)
+        and %f (six digits of microseconds); fields the format lacks are midnight and day 1.
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["2024-03-07 13:05:02.250000"]})
+            >>> flow.select(t=col("s").str.to_datetime("%Y-%m-%d %H:%M:%S.%f")).run().to_pydict()
+            {'t': [datetime.datetime(2024, 3, 7, 13, 5, 2, 250000)]}
+        """
+        return self._e._call("str_to_datetime", options=(format, _flag(strict, "strict")))
+
+    def strptime(self, dtype: Any, format: str, *, strict: bool = True) -> Expr:  # noqa: A002 - Polars' name
+        """`to_date` or `to_datetime` by `dtype` (ei.Date or ei.Timestamp), as Polars' `str.strptime`."""
+        t = T.coerce(dtype)
+        if t not in (T.Date, T.Timestamp):
+            raise PlanError(f"str.strptime() reads ei.Date or ei.Timestamp, not {t}")
+        return self.to_date(format, strict=strict) if t == T.Date else self.to_datetime(format, strict=strict)
+
     def slice(self, offset: int, length: int | None = None) -> Expr:
         """`length` code points from `offset` (from 0; negative counts from the end); to the end without `length`.
 
@@ -1016,6 +1046,48 @@ class DateMethods:
             every = f"{every // _dt.timedelta(microseconds=1)}us"
         return self._e._call("dt_truncate", options=(str(parse_duration(every)),))
 
+    def strftime(self, format: str) -> Expr:  # noqa: A002 - Polars' name
+        """The value as text in `format`, of the codes %Y %y %m %d %j %H %I %M %S %f (6 digits of
+        microseconds) %p %a %A %b %B %% (English names; Date values take no time-of-day codes).
+
+        Examples:
+            >>> flow = ei.from_pydict({"t": [datetime.datetime(2024, 3, 7, 13, 5)]})
+            >>> flow.select(s=col("t").dt.strftime("%a %d %b %Y, %I:%M %p")).run().to_pydict()
+            {'s': ['Thu 07 Mar 2024, 01:05 PM']}
+        """
+        return self._e._call("dt_strftime", options=(format,))
+
+    def total_days(self) -> Expr:
+        """A Duration's whole days, toward zero (Int64), as Polars' `dt.total_days`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"a": [datetime.datetime(2024, 1, 3, 12)], "b": [datetime.datetime(2024, 1, 1)]})
+            >>> gap = col("a") - col("b")
+            >>> flow.select(d=gap.dt.total_days(), h=gap.dt.total_hours(), s=gap.dt.total_seconds()).run().to_pydict()
+            {'d': [2], 'h': [60], 's': [216000]}
+        """
+        return self._e._call("dt_total_days")
+
+    def total_hours(self) -> Expr:
+        """A Duration's whole hours, toward zero (Int64)."""
+        return self._e._call("dt_total_hours")
+
+    def total_minutes(self) -> Expr:
+        """A Duration's whole minutes, toward zero (Int64)."""
+        return self._e._call("dt_total_minutes")
+
+    def total_seconds(self) -> Expr:
+        """A Duration's whole seconds, toward zero (Int64; Polars' `total_seconds` is whole seconds too)."""
+        return self._e._call("dt_total_seconds")
+
+    def total_milliseconds(self) -> Expr:
+        """A Duration's whole milliseconds, toward zero (Int64)."""
+        return self._e._call("dt_total_milliseconds")
+
+    def total_microseconds(self) -> Expr:
+        """A Duration's microseconds (Int64)."""
+        return self._e._call("dt_total_microseconds")
+
 
 def col(name: str) -> Expr:
     """The column called `name`.
@@ -1047,6 +1119,12 @@ def lit(value: Any, dtype: Any = None) -> Expr:
         return Expr(E.Literal(value, natural, weak=weak))
     target = T.coerce(dtype)
     return Expr(E.Literal(convert_literal(value, target), target))
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise PlanError(f"{name} is True or False, got {value!r}")
+    return value
 
 
 _FILTERABLE = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "quantile")
@@ -1169,6 +1247,27 @@ def datetime(year: int, month: int, day: int, hour: int = 0, minute: int = 0, se
         return lit(_dt.datetime(year, month, day, hour, minute, second, microsecond))
     except (TypeError, ValueError) as e:
         raise PlanError(f"invalid datetime {year}-{month}-{day} {hour}:{minute}:{second}.{microsecond}: {e}") from None
+
+
+def duration(*, weeks: int = 0, days: int = 0, hours: int = 0, minutes: int = 0, seconds: int = 0,
+             milliseconds: int = 0, microseconds: int = 0) -> Expr:
+    """A Duration literal (as Polars' `pl.duration`, of constants); a `datetime.timedelta` works
+    wherever a literal does. Add it to a Timestamp, or compare it with `timestamp - timestamp`.
+
+    Examples:
+        >>> flow = ei.from_pydict({"t": [datetime.datetime(2024, 1, 31, 22)]})
+        >>> flow.select(later=col("t") + ei.duration(days=1, hours=3)).run().to_pydict()
+        {'later': [datetime.datetime(2024, 2, 2, 1, 0)]}
+    """
+    parts = {"weeks": weeks, "days": days, "hours": hours, "minutes": minutes, "seconds": seconds,
+             "milliseconds": milliseconds, "microseconds": microseconds}
+    bad = {k: v for k, v in parts.items() if isinstance(v, bool) or not isinstance(v, int)}
+    if bad:
+        raise PlanError(f"ei.duration() takes whole numbers of each unit, got {bad}")
+    try:
+        return lit(_dt.timedelta(**parts))
+    except OverflowError:
+        raise PlanError(f"ei.duration({parts}) is out of range") from None
 
 
 class _When:

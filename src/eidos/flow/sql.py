@@ -43,6 +43,9 @@ BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "truediv", "IntDiv": 
 TEXT_TESTS = {"StartsWith": "str_starts_with", "EndsWith": "str_ends_with", "Contains": "str_contains"}
 PARTS = {"YEAR": "dt_year", "MONTH": "dt_month", "DAY": "dt_day", "HOUR": "dt_hour", "MINUTE": "dt_minute",
          "SECOND": "dt_second", "ISODOW": "dt_weekday", "DOY": "dt_ordinal_day", "DAYOFYEAR": "dt_ordinal_day"}
+# INTERVAL units that make a Duration (DAY, MONTH and YEAR move dates by the calendar).
+CLOCK_UNITS = {"HOUR": "hours", "MINUTE": "minutes", "SECOND": "seconds", "MILLISECOND": "milliseconds",
+               "MICROSECOND": "microseconds", "WEEK": "weeks"}
 # date_trunc's units, as the duration strings of dt.truncate (DuckDB's weeks start on Mondays too).
 TRUNC_UNITS = {"MICROSECOND": "1us", "MILLISECOND": "1ms", "SECOND": "1s", "MINUTE": "1m", "HOUR": "1h",
                "DAY": "1d", "WEEK": "1w", "MONTH": "1mo", "QUARTER": "1q", "YEAR": "1y", "DECADE": "10y"}
@@ -728,6 +731,13 @@ class Query:
             if part not in PARTS:
                 raise UnsupportedError(f"ei.sql extracts {', '.join(PARTS)}, not {part}")
             return E.Call(PARTS[part], (x(e.expression),))
+        if isinstance(e, (exp.TimeToStr, exp.StrToTime)):  # strftime(t, format), strptime(s, format)
+            fmt = e.args.get("format")
+            if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+                raise UnsupportedError(f"ei.sql takes the format of {name.lower()} as a string constant")
+            if isinstance(e, exp.TimeToStr):
+                return E.Call("dt_strftime", (x(e.this),), (fmt.this,))
+            return E.Call("str_to_datetime", (x(e.this),), (fmt.this, True))
         if isinstance(e, (exp.TimestampTrunc, exp.DateTrunc)):
             unit = e.args["unit"].name.upper().rstrip("S") if e.args.get("unit") else ""
             if unit not in TRUNC_UNITS:
@@ -798,8 +808,12 @@ class Query:
         amount = _literal_value(iv.this)
         if isinstance(amount, str) and amount.strip().lstrip("-").isdigit():
             amount = int(amount)
+        if unit in CLOCK_UNITS and isinstance(amount, int):  # a Duration: timestamps move by it
+            return E.Call("add" if sign > 0 else "sub",
+                          (x(other), E.Literal(_dt.timedelta(**{CLOCK_UNITS[unit]: amount}), T.Duration)))
         if not isinstance(amount, int) or unit not in ("DAY", "MONTH", "YEAR"):
-            raise UnsupportedError(f"ei.sql takes INTERVAL 'n' DAY, MONTH or YEAR, got {iv.sql(self.dialect)}")
+            raise UnsupportedError(f"ei.sql takes INTERVAL 'n' with a unit of {', '.join(CLOCK_UNITS)}, DAY, MONTH "
+                                   f"or YEAR, got {iv.sql(self.dialect)}")
         base = x(other)
         if isinstance(base, E.Literal) and isinstance(base.value, _dt.date):
             months = amount * (12 if unit == "YEAR" else 1) if unit != "DAY" else 0

@@ -164,6 +164,8 @@ UInt8, UInt16, UInt32, UInt64 = DType("UInt8"), DType("UInt16"), DType("UInt32")
 Float32, Float64 = DType("Float32"), DType("Float64")
 Boolean, String = DType("Boolean"), DType("String")
 Date, Timestamp = DType("Date"), DType("Timestamp")
+# A signed length of time in microseconds (Timestamp - Timestamp); Python's datetime.timedelta.
+Duration = DType("Duration")
 # The type of an untyped `lit(None)`: it takes the type of whatever it meets.
 Null = DType("Null")
 
@@ -172,11 +174,11 @@ _TO_ARROW = {
     "UInt8": pa.uint8(), "UInt16": pa.uint16(), "UInt32": pa.uint32(), "UInt64": pa.uint64(),
     "Float32": pa.float32(), "Float64": pa.float64(),
     "Boolean": pa.bool_(), "String": pa.large_string(),
-    "Date": pa.date32(), "Timestamp": pa.timestamp("us"), "Null": pa.null(),
+    "Date": pa.date32(), "Timestamp": pa.timestamp("us"), "Duration": pa.duration("us"), "Null": pa.null(),
 }
 
 ALL_SIMPLE = (Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
-              Float32, Float64, Boolean, String, Date, Timestamp)
+              Float32, Float64, Boolean, String, Date, Timestamp, Duration)
 BY_NAME = {t.name: t for t in ALL_SIMPLE + (Null,)}
 INTEGERS = ALL_SIMPLE[:8]
 # Every type family a lane's coverage table may list.
@@ -208,6 +210,8 @@ def from_arrow(t: pa.DataType, *, column: str = "?") -> DType:
         return Date
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return List(from_arrow(t.value_type, column=column))
+    if pa.types.is_duration(t):
+        raise PlanError(f"column {column!r} has type {t}; eidos durations are microseconds (cast to duration('us'))")
     if pa.types.is_timestamp(t):
         if t.tz is not None:
             raise PlanError(f"column {column!r} has time-zone-aware type {t}; "

@@ -34,7 +34,12 @@ WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x
 # Parts of a date or timestamp (Int32), then the functions of one that give a date or timestamp.
 DATE_PARTS = ("dt_year", "dt_month", "dt_day", "dt_weekday", "dt_ordinal_day")
 TIME_PARTS = ("dt_hour", "dt_minute", "dt_second")
-TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",)
+# A Duration's length in whole units (toward zero), Int64.
+DURATION_TOTALS = tuple(f"dt_total_{u}" for u in ("days", "hours", "minutes", "seconds", "milliseconds",
+                                                  "microseconds"))
+# Text to and from dates and timestamps in a format of eidos.ir.timeformat's codes.
+FORMATS = ("dt_strftime", "str_to_date", "str_to_datetime")
+TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",) + DURATION_TOTALS + FORMATS
 LISTS = ("list_len", "list_get", "list_contains")
 
 SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL + LISTS
@@ -52,6 +57,7 @@ ARITY.update(list_len=1, list_get=1, list_contains=2)
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
            "list_get": ("int",),
            "quantile": ("fraction", "interpolation"),
+           "dt_strftime": ("str",), "str_to_date": ("str", "bool"), "str_to_datetime": ("str", "bool"),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},
            **{fn: ("str", "str") for fn in REPLACE}, "str_replace_n": ("str", "str", "int"),
            **{fn: ("chars",) for fn in STRIP}, **{fn: ("str",) for fn in SPLIT}}

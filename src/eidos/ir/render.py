@@ -25,6 +25,10 @@ def literal_text(value: object) -> str:
         return repr(value)
     if isinstance(value, (_dt.date, _dt.datetime)):
         return value.isoformat()
+    if isinstance(value, _dt.timedelta):
+        from eidos.ir.durations import Duration
+
+        return f"duration({Duration(microseconds=value // _dt.timedelta(microseconds=1))})"
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return str(value)

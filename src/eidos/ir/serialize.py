@@ -29,7 +29,7 @@ from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir import uri as uri_mod
 from eidos.ir.schema import Schema
-from eidos.ir.typing import convert_literal
+from eidos.ir.typing import check_duration, convert_literal
 from eidos.jsondoc import read
 from eidos.jsondoc import show as _show
 
@@ -57,6 +57,8 @@ def _value(v: Any) -> Any:
         return v if abs(v) < 2**53 else {"int": str(v)}
     if isinstance(v, float):
         return v if math.isfinite(v) else {"float": repr(v)}
+    if isinstance(v, _dt.timedelta):
+        return {"duration": str(v // _dt.timedelta(microseconds=1))}
     if isinstance(v, _dt.datetime):
         return {"timestamp": v.isoformat()}
     if isinstance(v, _dt.date):
@@ -243,7 +245,7 @@ def read_schema(j: Any, what: str) -> Schema:
     return _unschema(j, what)
 
 
-_TAGS = ("int", "float", "decimal", "timestamp", "date", "tuple")
+_TAGS = ("int", "float", "decimal", "timestamp", "date", "duration", "tuple")
 
 
 def _unvalue(j: Any, at: str) -> Any:
@@ -256,10 +258,10 @@ def _unvalue(j: Any, at: str) -> Any:
         return tuple(_unvalue(v, f"{at}.tuple[{i}]") for i, v in enumerate(_check(x, "list", f"{at}.tuple")))
     text = _check(x, "str", f"{at}.{tag}")
     try:
-        if tag == "int":
-            if not re.fullmatch(r"-?[0-9]+", text):
+        if tag in ("int", "duration"):  # a duration is its microseconds, within 64 bits
+            if not re.fullmatch(r"-?[0-9]{1,19}" if tag == "duration" else r"-?[0-9]+", text):
                 raise ValueError(text)
-            return int(text)
+            return int(text) if tag == "int" else check_duration(_dt.timedelta(microseconds=int(text)))
         if tag == "float":
             return float(text)
         if tag == "decimal":

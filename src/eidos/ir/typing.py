@@ -19,6 +19,7 @@ from eidos.ir.durations import check_truncate, parse_duration
 from eidos.ir.expr import Agg, Alias, Call, Case, Cast, Column, Expr, Literal, Udf, Window
 from eidos.ir.render import literal_text
 from eidos.ir.schema import Schema
+from eidos.ir.timeformat import TIME_CODES, parse_format
 
 # Decimal digits needed to hold every value of an integer type.
 _INT_DIGITS = {"Int8": 3, "Int16": 5, "Int32": 10, "Int64": 19,
@@ -42,6 +43,9 @@ def literal_dtype(value: object) -> DType:
         return T.Float64
     if isinstance(value, str):
         return T.String
+    if isinstance(value, _dt.timedelta):
+        check_duration(value)
+        return T.Duration
     if isinstance(value, _dt.datetime):
         return T.Timestamp
     if isinstance(value, _dt.date):
@@ -55,8 +59,20 @@ def literal_dtype(value: object) -> DType:
         if precision > T.MAX_DECIMAL_PRECISION:
             raise PlanError(f"decimal literal {value} has {precision} digits; at most 38 fit")
         return T.Decimal(precision, scale)
-    raise PlanError(f"cannot use {type(value).__name__} value {value!r} as a literal; "
-                    "use int, float, str, bool, None, datetime.date, datetime.datetime or decimal.Decimal")
+    raise PlanError(f"cannot use {type(value).__name__} value {value!r} as a literal; use int, float, str, bool, "
+                    "None, datetime.date, datetime.datetime, datetime.timedelta or decimal.Decimal")
+
+
+# A Duration is a 64-bit count of microseconds (Arrow's duration('us')).
+DURATION_RANGE = T.int_range(T.Int64)
+
+
+def check_duration(value: _dt.timedelta) -> _dt.timedelta:
+    us = value // _dt.timedelta(microseconds=1)
+    lo, hi = DURATION_RANGE
+    if not lo <= us <= hi:
+        raise PlanError(f"duration {value} does not fit in 64 bits of microseconds")
+    return value
 
 
 def convert_literal(value: object, target: DType) -> object:
@@ -96,6 +112,8 @@ def convert_literal(value: object, target: DType) -> object:
         return value
     if target == T.Date and isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
         return value
+    if target == T.Duration and isinstance(value, _dt.timedelta):
+        return check_duration(value)
     if target == T.Timestamp and isinstance(value, _dt.datetime):
         if value.tzinfo is not None:
             raise PlanError(f"timestamp literal {value} has a time zone; eidos timestamps are naive")
@@ -154,7 +172,9 @@ def adapt(e: Expr, t: DType, other: DType, fn: str | None = None) -> DType:
         return t
     v = e.value
     if v is None:
-        return T.Int64 if fn == "add" and other == T.Date else other
+        if fn == "add" and other in (T.Date, T.Timestamp):  # a number of days, a Duration
+            return T.Int64 if other == T.Date else T.Duration
+        return other
     if isinstance(v, int) and not isinstance(v, bool):
         if other.is_integer:
             lo, hi = T.int_range(other)
@@ -217,7 +237,7 @@ def _(e: Cast, ty: _Typer) -> DType:
 def can_cast(src: DType, dst: DType) -> bool:
     if src == dst or src == T.Null:
         return True
-    if src.is_nested or dst.is_nested:
+    if src.is_nested or dst.is_nested or T.Duration in (src, dst):
         return False
     if src.is_numeric or src == T.Boolean:
         return dst.is_numeric or dst in (T.Boolean, T.String)
@@ -395,7 +415,7 @@ def _check_options(e: Call | Agg | Window, ty: _Typer, want: tuple | None = None
 def _arith(e: Call, ty: _Typer) -> DType:
     a, b = ty.operands(*e.args, fn=e.fn)
     sym = F.BINARY_OPERATORS[e.fn]
-    if a.is_temporal or b.is_temporal:
+    if a.is_temporal or b.is_temporal or T.Duration in (a, b):
         return _date_arith(e, ty, a, b)
     if T.String in (a, b):   # + joins two strings (concat_str is made of it)
         if e.fn == "add" and {a, b} <= {T.String, T.Null}:
@@ -444,9 +464,18 @@ def _date_arith(e: Call, ty: _Typer, a: DType, b: DType) -> DType:
         return T.Date
     if e.fn == "sub" and a == T.Date and b == T.Date:
         return T.Int64
+    if e.fn == "sub" and a.is_temporal and b.is_temporal:
+        return T.Duration
+    if e.fn in ("add", "sub") and a in (T.Timestamp, T.Null) and b == T.Duration:
+        return T.Timestamp
+    if e.fn == "add" and a == T.Duration and b in (T.Timestamp, T.Null):
+        return T.Timestamp
+    if e.fn in ("add", "sub") and {a, b} <= {T.Duration, T.Null}:
+        return T.Duration
     sym = F.BINARY_OPERATORS[e.fn]
-    raise ty.fail(e, f"cannot compute {a} {sym} {b}; dates take + and - with an integer number "
-                     "of days, and date - date gives days")
+    raise ty.fail(e, f"cannot compute {a} {sym} {b}; dates take + and - with an integer number of days "
+                     "(date - date gives days), timestamps + and - with a Duration (timestamp - timestamp "
+                     "gives one), durations + and - with each other; cast a Date to Timestamp to add a Duration")
 
 
 def _compare(e: Call, ty: _Typer) -> DType:
@@ -535,8 +564,31 @@ def _string(e: Call, ty: _Typer) -> DType:
     return T.Boolean
 
 
+def _formats(e: Call, ty: _Typer, t: DType) -> DType:
+    """dt.strftime(format) of a Date or Timestamp; str.to_date/to_datetime(format) of a String."""
+    to = {"dt_strftime": T.String, "str_to_date": T.Date, "str_to_datetime": T.Timestamp}[e.fn]
+    want = (T.Date, T.Timestamp) if to == T.String else (T.String,)
+    if t not in want + (T.Null,):
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a {' or '.join(map(str, want))}, got {t}")
+    try:
+        parts = parse_format(e.options[0], parsing=to != T.String)
+    except PlanError as err:
+        raise ty.fail(e, str(err)) from None
+    codes = {x for kind, x in parts if kind == "code"}
+    if T.Date in (t, to) and codes & TIME_CODES:
+        raise ty.fail(e, f"format {e.options[0]!r} has time of day ({' '.join('%' + c for c in sorted(codes & TIME_CODES))}), "
+                         "which a Date has not; use a Timestamp")
+    return to
+
+
 def _temporal(e: Call, ty: _Typer) -> DType:
     t = ty(e.args[0])
+    if e.fn in F.FORMATS:
+        return _formats(e, ty, t)
+    if e.fn in F.DURATION_TOTALS:
+        if t not in (T.Duration, T.Null):
+            raise ty.fail(e, f"{F.method(e.fn)}() needs a Duration, got {t}")
+        return T.Int64
     if e.fn in F.TIME_PARTS and t not in (T.Timestamp, T.Null):
         raise ty.fail(e, f"{F.method(e.fn)}() needs a Timestamp, got {t} (cast a Date to Timestamp first)")
     if not (t.is_temporal or t == T.Null):

@@ -33,7 +33,7 @@ def _arith(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
         return lambda a, b: None
     if rt == T.String:   # + of two strings joins them
         return strict2(lambda a, b: a + b)
-    if ta.is_temporal or tb.is_temporal:
+    if ta.is_temporal or tb.is_temporal or T.Duration in (ta, tb):
         return strict2(date_arith(fn, ta, tb))
     if fn == "pow":
         f = wrap_conv(_ieee_pow, domain_converter(ta, T.Float64), domain_converter(tb, T.Float64))

@@ -295,7 +295,8 @@ def udf_value(dtype: DType) -> Fn:
                 raise wrong(v)
             return [element(x) for x in v]
     else:
-        kinds = {"Boolean": bool, "String": str, "Date": _dt.date, "Timestamp": _dt.datetime}
+        kinds = {"Boolean": bool, "String": str, "Date": _dt.date, "Timestamp": _dt.datetime,
+                 "Duration": _dt.timedelta}
         kind = kinds.get(dtype.name, object)
 
         def f(v):

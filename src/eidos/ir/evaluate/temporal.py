@@ -1,4 +1,4 @@
-"""Dates and timestamps: their parts, truncation, and days added to or between dates."""
+"""Dates, timestamps and durations: parts, truncation, days added to or between dates, durations."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 from eidos.errors import PlanError
 from eidos.ir import dtypes as T
-from eidos.ir import durations
+from eidos.ir import durations, timeformat
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
 from eidos.ir.evaluate.values import Fn, fail, strict1
+from eidos.ir.typing import check_duration
 
 
 def date_arith(fn: str, ta: DType, tb: DType) -> Fn:
@@ -25,6 +26,10 @@ def date_arith(fn: str, ta: DType, tb: DType) -> Fn:
 
     if fn == "sub" and ta == T.Date and tb == T.Date:
         return lambda a, b: (a - b).days
+    if T.Duration in (ta, tb):
+        return _duration_arith(fn, ta, tb)
+    if fn == "sub" and ta.is_temporal and tb.is_temporal:  # a Timestamp and a Date or Timestamp: a Duration
+        return lambda a, b: _stamp(a) - _stamp(b)
     if fn == "add" and ta == T.Date:
         return guard(lambda a, b: a + _dt.timedelta(days=b))
     if fn == "add":
@@ -37,7 +42,63 @@ def date_arith(fn: str, ta: DType, tb: DType) -> Fn:
 _PARTS = {"dt_weekday": _dt.date.isoweekday, "dt_ordinal_day": lambda a: a.timetuple().tm_yday}
 
 
+def _stamp(v: _dt.date) -> _dt.datetime:
+    return v if isinstance(v, _dt.datetime) else _dt.datetime.combine(v, _dt.time())
+
+
+def _duration_arith(fn: str, ta: DType, tb: DType) -> Fn:
+    """Timestamp ± Duration (a result outside years 1..9999 raises) and Duration ± Duration (a result
+    past 64 bits of microseconds raises)."""
+    op = (lambda a, b: a + b) if fn == "add" else (lambda a, b: a - b)
+    sym = F.BINARY_OPERATORS[fn]
+
+    def f(a, b):
+        try:
+            r = op(a, b)
+        except OverflowError:
+            raise fail(f"date out of range: {a} {sym} {b}") from None
+        if isinstance(r, _dt.timedelta):
+            try:
+                check_duration(r)
+            except PlanError:
+                raise fail(f"duration overflow: {a} {sym} {b} does not fit in 64 bits of microseconds") from None
+        return r
+    return f
+
+
+_UNITS = {"days": _dt.timedelta(days=1), "hours": _dt.timedelta(hours=1), "minutes": _dt.timedelta(minutes=1),
+          "seconds": _dt.timedelta(seconds=1), "milliseconds": _dt.timedelta(milliseconds=1),
+          "microseconds": _dt.timedelta(microseconds=1)}
+
+
+def _total(unit: _dt.timedelta) -> Fn:
+    def f(d):  # whole units, toward zero (as Polars)
+        n = abs(d) // unit
+        return -n if d < _dt.timedelta(0) else n
+    return f
+
+
+def _formats(fn: str, options: tuple, rt: DType) -> Fn:
+    if fn == "dt_strftime":
+        parts = timeformat.parse_format(options[0])
+        return strict1(lambda a: timeformat.format_value(a, parts))
+    (fmt, strict), parts = options, timeformat.parse_format(options[0], parsing=True)
+
+    def parse(s):
+        t = timeformat.parse_text(s, parts)
+        if t is None:
+            if strict:
+                raise fail(f"cannot parse {s!r} as a {rt} in format {fmt!r} (strict=False gives null)")
+            return None
+        return t if rt == T.Timestamp else t.date()
+    return strict1(parse)
+
+
 def _temporal(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
+    if fn in F.FORMATS:
+        return _formats(fn, options, rt)
+    if fn in F.DURATION_TOTALS:
+        return strict1(_total(_UNITS[fn[len("dt_total_"):]]))
     if fn == "dt_truncate":
         every = durations.parse_duration(options[0])
 

@@ -29,6 +29,7 @@ from eidos.ir import functions as F
 from eidos.ir import grammar as G
 from eidos.ir import nodes as N
 from eidos.ir import sources as S
+from eidos.ir import timeformat
 from eidos.ir.dtypes import DType
 from eidos.ir.evaluate import caster, kernel, udf_value, window
 from eidos.ir.schema import Schema
@@ -41,7 +42,7 @@ _PL = {
     "Int8": pl.Int8, "Int16": pl.Int16, "Int32": pl.Int32, "Int64": pl.Int64,
     "UInt8": pl.UInt8, "UInt16": pl.UInt16, "UInt32": pl.UInt32, "UInt64": pl.UInt64,
     "Float32": pl.Float32, "Float64": pl.Float64, "Boolean": pl.Boolean, "String": pl.String,
-    "Date": pl.Date, "Timestamp": pl.Datetime("us"), "Null": pl.Null,
+    "Date": pl.Date, "Timestamp": pl.Datetime("us"), "Duration": pl.Duration("us"), "Null": pl.Null,
 }
 
 
@@ -723,7 +724,7 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     fn = e.fn
     if res == T.String:   # + of two strings joins them; null if either is
         return operand(a, res, scope) + operand(b, res, scope)
-    if ta.is_temporal or tb.is_temporal:
+    if ta.is_temporal or tb.is_temporal or T.Duration in (ta, tb):
         return _date_arith(e, ta, tb, scope)
     if fn == "pow":
         # eidos: IEEE pow computed in Float64 (a Float32 result is rounded from it).
@@ -796,6 +797,15 @@ def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
     if ta == T.Date and tb == T.Date:
         # eidos: date - date is a whole number of days, Int64.
         return operand(a, T.Date, scope).cast(pl.Int64) - operand(b, T.Date, scope).cast(pl.Int64)
+    res = scope.dtype(e)
+    if res in (T.Timestamp, T.Duration):  # in microseconds: Timestamp ± Duration, Duration ± Duration
+        x, y = (operand(v, T.Timestamp if t.is_temporal else t, scope).cast(pl.Int64).cast(pl.Int128)
+                for v, t in ((a, ta), (b, tb)))
+        total = x + y if e.fn == "add" else x - y
+        if res == T.Timestamp:  # eidos: outside years 1..9999 raises; send it where the Int64 cast fails
+            inside = total.is_between(_FIRST_US, _LAST_US)
+            total = pl.when(inside | total.is_null()).then(total).otherwise(pl.lit(2**80, dtype=pl.Int128))
+        return scope.strict(total, pl.Int64).cast(_PL[res.name])
     date, days = (a, b) if ta == T.Date else (b, a)
     d = operand(date, T.Date, scope).cast(pl.Int32).cast(pl.Int128)
     n = expr(days, scope) if not isinstance(days, E.Literal) else pl.lit(days.value)
@@ -811,6 +821,7 @@ def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
 _EPOCH = _dt.date(1970, 1, 1)
 _FIRST_DAY = (_dt.date.min - _EPOCH).days
 _LAST_DAY = (_dt.date.max - _EPOCH).days
+_FIRST_US, _LAST_US = _FIRST_DAY * 86_400_000_000, (_LAST_DAY + 1) * 86_400_000_000 - 1
 
 
 @call("eq", "ne", "lt", "le", "gt", "ge")
@@ -1070,6 +1081,36 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     # eidos: every part is Int32; weekday is ISO (1 = Monday), as Polars'.
     return getattr(expr(e.args[0], scope).dt, e.fn[len("dt_"):])().cast(pl.Int32)
+
+
+@call(*F.DURATION_TOTALS)
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos: whole units toward zero, Int64, as Polars' own.
+    return getattr(expr(e.args[0], scope).dt, e.fn[len("dt_"):])().cast(pl.Int64)
+
+
+@call("dt_strftime")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos's codes are chrono's, but %f: six digits of microseconds (chrono's %f is nanoseconds).
+    fmt = timeformat.spelled(timeformat.parse_format(e.options[0]), {"f": "%6f"}, lambda x: x.replace("%", "%%"))
+    return expr(e.args[0], scope).dt.strftime(fmt)
+
+
+@call("str_to_date", "str_to_datetime")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos: the text must match the format's fixed widths (a regular expression checks it first), then
+    # chrono reads it; text that does not, or names no real date, raises (strict) or is null.
+    strict, parts = e.options[1], timeformat.parse_format(e.options[0], parsing=True)
+    s = expr(e.args[0], scope)
+    to = pl.Date if e.fn == "str_to_date" else pl.Datetime("us")
+    read = s.str.strptime(to, timeformat.spelled(parts, {"f": "%6f"}, lambda x: x.replace("%", "%%")),
+                          strict=False, exact=True)
+    ok = s.str.contains("^" + timeformat.pattern(parts) + "$") & read.is_not_null()
+    if not strict:
+        return pl.when(ok).then(read)
+    number = pl.Int32 if e.fn == "str_to_date" else pl.Int64
+    value = pl.when(ok | s.is_null()).then(read.cast(number).cast(pl.Int128)).otherwise(pl.lit(2**80, pl.Int128))
+    return scope.strict(value, number).cast(to)
 
 
 @call("dt_truncate")

@@ -12,6 +12,9 @@ power() raises where IEEE gives inf or NaN; SQLite has no exact decimals, 4-byte
 SQL keeps the order of rows only where a plan sorts them (a hidden row number), so what reads row
 order (window functions without order_by, distinct(keep="first"/"last"), sample) over rows in a file's
 or table's order is a gap the lane names (SqlLane.supports), and runs after a sort.
+Durations are 64-bit integers of microseconds in SQL (SQLite has none: it has no timestamps).
+PostgreSQL and SQLite do not read text in a format (str.to_date/to_datetime); SQLite writes
+dates with the codes %Y %m %d %j only (others make the lane hand the plan over at run time).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ _NO_WINDOW = ("cum_prod",)
 _WINDOW_GAPS = ("over median *", "over n_unique *")
 _FLOAT_WINDOWS = tuple(f"{fn} Float*" for fn in ("over sum", "over mean", "over std", "over var", "cum_sum",
                                                   "rolling_sum", "rolling_mean"))
+
+# Reading text in a format needs an engine's lenient parser held to eidos's fixed widths: PostgreSQL's
+# to_timestamp raises on text naming no real date (where strict=False gives null); SQLite has no such parser.
+_NO_STRPTIME = ("str_to_date", "str_to_datetime")
 
 # Python's str.upper/lower use full case mapping (ß -> SS, final sigma); these engines map one
 # code point to one, so the results differ on such text.
@@ -70,7 +77,7 @@ TYPED_GAPS = {
     # PostgreSQL has no remainder of floats; power() raises where IEEE gives inf or NaN.
     # Its median of floats is a gap: a midpoint that rounds to zero raises in the cast to double.
     "postgresql": _TEXT + ("mod Float*", "pow *", "median Float*") + _WINDOW_GAPS,
-    "sqlite": _TEXT + ("cast String->*",) + tuple(p for t in ("Float32", "Decimal*", "UInt64", "Timestamp")
+    "sqlite": _TEXT + ("cast String->*",) + tuple(p for t in ("Float32", "Decimal*", "UInt64", "Timestamp", "Duration")
                             for p in (f"* {t}", f"cast *->{t}")) + ("cast Date->*",) + _WINDOW_GAPS + _FLOAT_WINDOWS,
 }
 
@@ -80,7 +87,7 @@ COVERAGE = {
                                             typed=TYPED_GAPS["duckdb"]),
     "postgresql": Coverage.everything().without(nodes=("MapBatches",),
                                                 functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _INCLUSIVE + _LONGEST
-                                                + _NO_WINDOW,
+                                                + _NO_WINDOW + _NO_STRPTIME,
                                                 typed=TYPED_GAPS["postgresql"]),
     # SQLite: no exact decimals, no 4-byte floats, no unsigned 64-bit integers, no NaN (it
     # stores NaN as NULL, so functions whose answer is NaN for some inputs are left out, and a
@@ -89,9 +96,10 @@ COVERAGE = {
     # list type (JSON text is not a list eidos can compare or index alike).
     "sqlite": Coverage.everything().without(
         nodes=("MapBatches",),
-        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + F.LISTS + F.SPLIT
+        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + F.LISTS + F.SPLIT + _NO_STRPTIME
         + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos"),
-        dtypes=("Decimal", "Float32", "UInt64", "Timestamp", "List"), typed=TYPED_GAPS["sqlite"], values=("NaN",)),
+        dtypes=("Decimal", "Float32", "UInt64", "Timestamp", "List", "Duration"), typed=TYPED_GAPS["sqlite"],
+        values=("NaN",)),
 }
 
 # Within a memory budget (DuckDBLane.out_of_core) the duckdb lane cannot sum floats exactly: its exact route

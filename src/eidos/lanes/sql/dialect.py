@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from eidos.errors import UnsupportedError
 from eidos.ir import dtypes as T
-from eidos.ir import durations
+from eidos.ir import durations, timeformat
 from eidos.ir import functions as F
 from eidos.ir import grammar as G
 from eidos.ir.dtypes import DType
@@ -117,6 +117,8 @@ class Dialect:
             return self.float_value(float(value), t)
         if t.is_integer:
             return exp.Cast(this=number(int(value)), to=self.sql_type(t))
+        if t == T.Duration:  # held as its microseconds, a 64-bit integer
+            return exp.Cast(this=number(value // _dt.timedelta(microseconds=1)), to=self.sql_type(t))
         text = literal_text(value, t)
         if t.is_decimal:
             return exp.Cast(this=string(text if text is not None else str(value)), to=self.sql_type(t))
@@ -179,7 +181,7 @@ class Dialect:
         a, b = args
         if t == T.String:   # + of two strings joins them; || is null if either is, in every dialect
             return binop(exp.DPipe, self.cast(a, ts[0], t), self.cast(b, ts[1], t))
-        if t.is_temporal or any(x.is_temporal for x in ts):
+        if t.is_temporal or t == T.Duration or any(x.is_temporal for x in ts):
             return self.date_arith(cls, a, b, ts, t)
         if t.is_decimal:
             return self.cast(binop(cls, a, b), T.Null, t, force=True)
@@ -206,6 +208,13 @@ class Dialect:
         return self._arith(exp.Mul, args, ts, t)
 
     def date_arith(self, cls, a, b, ts, t):
+        if t == T.Duration:  # microseconds: between two timestamps, or durations added
+            if ts[0].is_temporal:
+                return binop(exp.Sub, self.epoch_us(a, ts[0]), self.epoch_us(b, ts[1]))
+            return self.checked_int(binop(cls, a, b), T.Int64)
+        if t == T.Timestamp:  # a timestamp ± a duration
+            x, us = (a, b) if ts[0] != T.Duration else (b, a)
+            return self.checked_timestamp(self.plus_us(x, us if cls is exp.Add else exp.Neg(this=paren(us))))
         if t == T.Int64:  # date - date: days
             return self.cast(binop(exp.Sub, a, b), T.Null, T.Int64, force=True)
         if ts[0] != T.Date:  # int + date
@@ -628,13 +637,65 @@ class Dialect:
     def fn_dt_second(self, args, ts, t, o):  # whole seconds (PostgreSQL's part holds the fraction)
         return self.cast(exp.Floor(this=self.extract("SECOND", args[0])), T.Null, T.Int32, force=True)
 
+    # text to and from dates in a format of eidos's codes (ir/timeformat.py)
+    def strftime(self, x, parts):
+        raise UnsupportedError(f"the {self.name} lane has no dt.strftime")
+
+    def strptime(self, s, parts, t):
+        """The engine's reading of text that matches the format (null where it names no real date)."""
+        raise UnsupportedError(f"the {self.name} lane has no str.to_date / str.to_datetime")
+
+    def fn_dt_strftime(self, args, ts, t, o):
+        return self.strftime(args[0], timeformat.parse_format(o[0]))
+
+    def _read(self, args, t, o):
+        (fmt, strict), parts = o, timeformat.parse_format(o[0], parsing=True)
+        s, read = args[0], self.strptime(args[0], parts, t)
+        ok = _and(self.matches(s, timeformat.pattern(parts)), _not_null(read))
+        bad = self.error(f"cannot parse text as a {t} in format {fmt!r}", s, t) if strict else self.cast(NULL, T.Null, t)
+        return case([(_is(s), self.cast(NULL, T.Null, t)), (ok, read)], bad)
+
+    def fn_str_to_date(self, args, ts, t, o):
+        return self._read(args, t, o)
+
+    def fn_str_to_datetime(self, args, ts, t, o):
+        return self._read(args, t, o)
+
     def epoch_us(self, x, t):
         """Microseconds from 1970-01-01 00:00 to a date or timestamp, as a 64-bit integer."""
         raise UnsupportedError(f"the {self.name} lane has no dt.truncate")
 
-    def minus_us(self, x, us):
-        """A timestamp `us` (a non-negative integer) microseconds earlier."""
-        raise UnsupportedError(f"the {self.name} lane has no dt.truncate of timestamps")
+    def plus_us(self, x, us):
+        """A timestamp `us` (a 64-bit integer) microseconds later."""
+        raise UnsupportedError(f"the {self.name} lane has no durations")
+
+    def checked_timestamp(self, r):
+        """A Timestamp result outside years 1..9999 raises (semantics 12)."""
+        lo = self.literal(_dt.datetime(1, 1, 1), T.Timestamp)
+        hi = self.literal(_dt.datetime(9999, 12, 31, 23, 59, 59, 999999), T.Timestamp)
+        bad = _or(exp.LT(this=r, expression=lo), exp.GT(this=r, expression=hi))
+        return case([(bad, self.error("date out of range (years 1..9999)", r, T.Timestamp))], r)
+
+    def fn_dt_total(self, args, ts, t, o, unit: int):
+        return self.int_div(args[0], self.literal(unit, T.Int64), T.Int64)  # toward zero
+
+    def fn_dt_total_days(self, args, ts, t, o):
+        return self.fn_dt_total(args, ts, t, o, durations.US_PER_DAY)
+
+    def fn_dt_total_hours(self, args, ts, t, o):
+        return self.fn_dt_total(args, ts, t, o, 3_600_000_000)
+
+    def fn_dt_total_minutes(self, args, ts, t, o):
+        return self.fn_dt_total(args, ts, t, o, 60_000_000)
+
+    def fn_dt_total_seconds(self, args, ts, t, o):
+        return self.fn_dt_total(args, ts, t, o, 1_000_000)
+
+    def fn_dt_total_milliseconds(self, args, ts, t, o):
+        return self.fn_dt_total(args, ts, t, o, 1000)
+
+    def fn_dt_total_microseconds(self, args, ts, t, o):
+        return args[0]
 
     def make_date(self, year, month):
         """The first day of a month (integers)."""
@@ -665,9 +726,8 @@ class Dialect:
             day = self.literal(durations.US_PER_DAY, big)
             days = self.int_div(binop(exp.Sub, binop(exp.Add, rem, day), self.literal(1, big)), day, big)
             return self.date_arith(exp.Sub, x, days, (T.Date, T.Int64), T.Date)
-        r = self.minus_us(x, rem)
-        bad = exp.LT(this=r, expression=self.literal(_dt.datetime(1, 1, 1), T.Timestamp))
-        return case([(bad, self.error("date out of range (years 1..9999)", r, t))], r)
+        return self.checked_timestamp(self.plus_us(x, exp.Neg(this=paren(rem))))
+
     # lists (DuckDB's LIST; PostgreSQL overrides for its arrays)
     def fn_list_len(self, args, ts, t, o):
         return self.cast(fn("len", args[0]), T.Null, T.Int64, force=True)

@@ -15,6 +15,7 @@ from eidos.hal.arrow import file_batches, parquet_batches
 from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
+from eidos.ir import timeformat
 from eidos.ir.schema import Schema
 from eidos.ir.sources import ArrowSource, FileSource, ParquetSource, SqlSource
 from eidos.lanes.sql.dialect import Dialect, _div
@@ -55,7 +56,7 @@ class DuckDBDialect(Dialect):
         "Int8": "TINYINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
         "UInt8": "UTINYINT", "UInt16": "USMALLINT", "UInt32": "UINTEGER", "UInt64": "UBIGINT",
         "Float32": "FLOAT", "Float64": "DOUBLE", "Boolean": "BOOLEAN", "String": "VARCHAR",
-        "Date": "DATE", "Timestamp": "TIMESTAMP", "List": "[]",
+        "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]",
     }
 
     def __init__(self, *, exact: bool = False):
@@ -76,8 +77,15 @@ class DuckDBDialect(Dialect):
     def epoch_us(self, x, t):
         return fn("epoch_us", self.cast(x, t, T.Timestamp))
 
-    def minus_us(self, x, us):
-        return exp.Sub(this=paren(x), expression=fn("to_microseconds", us))
+    def strftime(self, x, parts):  # DuckDB's codes are eidos's (%f: six digits of microseconds)
+        return fn("strftime", x, string(timeformat.spelled(parts, {}, lambda x: x.replace("%", "%%"))))
+
+    def strptime(self, s, parts, t):
+        read = fn("try_strptime", s, string(timeformat.spelled(parts, {}, lambda x: x.replace("%", "%%"))))
+        return self.cast(read, T.Null, t, force=True)
+
+    def plus_us(self, x, us):
+        return exp.Add(this=paren(x), expression=fn("to_microseconds", us))
 
     def float_sum(self, x):
         # eidos: correctly rounded (eidos.hal.fsum over the group's values, gathered by list()).
@@ -189,8 +197,8 @@ class DuckDBDialect(Dialect):
         return fn("regexp_extract", s, string(f"^{pattern}$"), exp.Literal.number(1), string("s"))
 
     def scan_column(self, e, t, source=None):
-        if isinstance(source, ArrowSource):
-            return e
+        if isinstance(source, ArrowSource):  # an Arrow duration reads as an INTERVAL of microseconds
+            return fn("epoch_us", e) if t == T.Duration else e
         return self.cast(e, T.Null, t, force=True)
 
     def scan(self, source, ctx):

@@ -18,6 +18,7 @@ from sqlglot import exp
 from eidos.errors import PlanError, UnsupportedError
 from eidos.hal import sql_guard
 from eidos.ir import dtypes as T
+from eidos.ir import timeformat
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 from eidos.lanes.sql.dialect import Dialect, _and, _div, _or
@@ -104,7 +105,7 @@ class PostgresDialect(Dialect):
         "Int8": "SMALLINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
         "UInt8": "SMALLINT", "UInt16": "INTEGER", "UInt32": "BIGINT", "UInt64": "DECIMAL(20, 0)",
         "Float32": "REAL", "Float64": "DOUBLE PRECISION", "Boolean": "BOOLEAN", "String": "TEXT",
-        "Date": "DATE", "Timestamp": "TIMESTAMP", "List": "[]",
+        "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]",
     }
 
     def error(self, message, witness, t):
@@ -293,9 +294,22 @@ class PostgresDialect(Dialect):
         return self.cast(exp.Mul(this=self.extract("EPOCH", x), expression=exp.Literal.number(1000000)),
                          T.Null, T.Int64, force=True)
 
-    def minus_us(self, x, us):
-        micro = exp.Interval(this=string("1"), unit=exp.var("MICROSECOND"))
-        return exp.Sub(this=paren(x), expression=exp.Mul(this=paren(us), expression=micro))
+    # to_char's patterns for eidos's codes; literal text goes in double quotes.
+    TO_CHAR = {"Y": "YYYY", "y": "YY", "m": "MM", "d": "DD", "j": "DDD", "H": "HH24", "I": "HH12", "M": "MI",
+               "S": "SS", "f": "US", "p": "AM", "a": "Dy", "A": "FMDay", "b": "Mon", "B": "FMMonth"}
+
+    def strftime(self, x, parts):
+        def text(x):
+            return '"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return fn("to_char", x, string(timeformat.spelled(parts, self.TO_CHAR, text)))
+
+    def plus_us(self, x, us):
+        # Whole days and the rest apart: an interval times a number multiplies in double precision.
+        day = number(86_400_000_000)
+        days, rest = self.int_div(us, day, T.Int64), exp.Mod(this=paren(us), expression=day)
+        one = {u: exp.Interval(this=string("1"), unit=exp.var(u)) for u in ("DAY", "MICROSECOND")}
+        return exp.Add(this=exp.Add(this=paren(x), expression=exp.Mul(this=paren(days), expression=one["DAY"])),
+                       expression=exp.Mul(this=paren(rest), expression=one["MICROSECOND"]))
 
     def date_arith(self, cls, a, b, ts, t):
         return super().date_arith(cls, a, b, ts, t)

@@ -15,6 +15,7 @@ from eidos.hal import sql_guard
 from eidos.hal.files import regular_file
 from eidos.ir import dtypes as T
 from eidos.ir import grammar as G
+from eidos.ir import timeformat
 from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 from eidos.lanes.sql.dialect import Dialect, _and, _is, _not_null, _or
@@ -140,6 +141,12 @@ class SQLiteDialect(Dialect):
         w = self.cast(fn("strftime", string("%w"), args[0]), T.Null, T.Int64, force=True)
         return exp.Add(this=paren(exp.Mod(this=paren(exp.Add(this=w, expression=number(6))), expression=number(7))),
                        expression=number(1))
+
+    def strftime(self, x, parts):  # dates only; SQLite's names of days and months are not eidos's
+        other = sorted({c for kind, c in parts if kind == "code"} - set("Ymdj"))
+        if other:
+            raise UnsupportedError(f"the sqlite lane writes dates with %Y %m %d %j, not {' '.join('%' + c for c in other)}")
+        return fn("strftime", string(timeformat.spelled(parts, {}, lambda x: x.replace("%", "%%"))), x)
 
     def epoch_us(self, x, t):  # dates only (SQLite has no timestamps here)
         days = exp.Sub(this=fn("julianday", x), expression=number("2440587.5"))
