@@ -84,6 +84,11 @@ CASES = [
     ("sample_fraction", lambda: sales().sort("units", descending=True).sample(fraction=0.5, seed=5), None, True),
     ("sample_with_replacement", lambda: sales().sort("price").sample(8, seed=2, with_replacement=True), None, True),
     ("sample_file_order", lambda: sales().sample(2, seed=3), None, True),
+    ("explode", lambda: lists().explode("xs"), {"k": ["a", "a", "c", "d"], "xs": [1, 2, None, 3],
+                                                "ys": [["p", "q"], ["p", "q"], None, ["r"]]}, False),
+    ("explode_together_sorted", lambda: lists().sort("k", descending=True).explode(cs.starts_with("x", "y"),
+                                                                                 empty_as_null=True, keep_nulls=False),
+     {"k": ["d", "b", "a", "a"], "xs": [3, None, 1, 2], "ys": ["r", None, "p", "q"]}, True),
     ("describe_without_percentiles", lambda: sales().describe(percentiles=()), None, True),
     ("distinct_subset_none", lambda: sales().distinct(["shop", "month"], keep="none").select("units"),
      {"units": [5, 1]}, False),
@@ -108,6 +113,12 @@ CASES = [
      {"day": list(SALES.column("day").to_pylist()), "units": [3, 5, None, 2, 4, 1],
       "units_right": [3, 5, None, 2, 4, 1]}, False),
 ]
+
+
+def lists() -> ei.Flow:
+    return ei.from_arrow(pa.table({"k": ["a", "b", "c", "d"],
+                                   "xs": pa.array([[1, 2], [], None, [3]], pa.large_list(pa.int64())),
+                                   "ys": pa.array([["p", "q"], [], None, ["r"]], pa.large_list(pa.large_string()))}))
 
 
 def trades() -> ei.Flow:
@@ -155,6 +166,16 @@ def test_sample_is_the_same_rows_for_a_seed_and_keeps_row_order():
     assert len(drawn) == 100 and len(set(drawn)) < 50 and set(drawn) <= set(range(50))
 
 
+def test_explode_of_unequal_lists_raises_on_every_lane():
+    from eidos.errors import ExecutionError
+
+    flow = ei.from_arrow(pa.table({"xs": pa.array([[1, 2]], pa.large_list(pa.int64())),
+                                   "ys": pa.array([[1]], pa.large_list(pa.int64()))})).explode("xs", "ys")
+    for lane in ("reference", "polars"):
+        with pytest.raises(ExecutionError, match=r"lengths \[2, 1\]"):
+            flow.run(engine=lane)
+
+
 def test_selectors_resolve_in_schema_order():
     flow = ei.from_pydict({"b": [1], "a": ["x"], "c": [2.0], "ab": [True]})
     assert flow.select(cs.by_name("c", "b")).columns == ("b", "c")
@@ -180,6 +201,8 @@ def test_selectors_resolve_in_schema_order():
     (lambda f: f.pivot("s", "x", values="a", aggregate_function="sum"), "on_columns takes a list"),
     (lambda f: f.describe(percentiles=[2]), "from 0 to 1"),
     (lambda f: f.sample(), "sample takes n=... "),
+    (lambda f: f.explode("a"), "explode takes List columns; 'a' is Int64"),
+    (lambda f: f.explode("a", keep_nulls=None), "take True or False"),
     (lambda f: f.sample(1, fraction=0.5), "one of them"),
     (lambda f: f.sample(-1), "from 0 to 2\\*\\*31"),
     (lambda f: f.sample(fraction=1.5), "from 0 to 1"),

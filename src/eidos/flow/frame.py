@@ -410,6 +410,24 @@ class Flow:
             return Flow(N.Distinct(self._plan))
         return Flow(N.Unique(self._plan, names, keep))
 
+    def explode(self, columns: Any, *more: Any, empty_as_null: bool = False, keep_nulls: bool = True) -> Flow:
+        """A row per element of the List `columns` (names or a selector), the other columns repeated, in row
+        order and then list order. Several columns explode together: their lists must be equally long in
+        each row (an ExecutionError otherwise). As Polars: an empty list gives no row (one holding null with
+        `empty_as_null=True`), a null list one row holding null (none with `keep_nulls=False`).
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "c"], "xs": [[1, 2], [], None]})
+            >>> flow.explode("xs").run().to_pydict()
+            {'k': ['a', 'a', 'c'], 'xs': [1, 2, None]}
+            >>> flow.explode("xs", empty_as_null=True, keep_nulls=False).run().to_pydict()
+            {'k': ['a', 'a', 'b'], 'xs': [1, 2, None]}
+        """
+        if not isinstance(empty_as_null, bool) or not isinstance(keep_nulls, bool):
+            raise PlanError("explode empty_as_null and keep_nulls take True or False")
+        names = self._columns([columns, *more] if more else columns, "explode")
+        return Flow(N.Explode(self._plan, names, empty_as_null, keep_nulls))
+
     def join_asof(self, other: Flow, on: str | None = None, *, left_on: str | None = None,
                   right_on: str | None = None, by: Any = None, by_left: Any = None, by_right: Any = None,
                   strategy: str = "backward", suffix: str = "_right", tolerance: Any = None) -> Flow:

@@ -205,6 +205,22 @@ class AsofJoin(Node):
 
 
 @dataclass(frozen=True)
+class Explode(Node):
+    """explode(columns): a row per element of the List `columns` (equally long in each row), the other columns
+    repeated; an empty list gives no row (one holding null with `empty_as_null`), a null list one holding null
+    (none without `keep_nulls`)."""
+
+    input: Node
+    columns: tuple[str, ...]
+    empty_as_null: bool = False
+    keep_nulls: bool = True
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
 class Union(Node):
     """All rows of every input, in input order; schemas must match."""
 
@@ -228,4 +244,4 @@ class MapBatches(Node):
         return (self.input,)
 
 
-NODE_TYPES = (Scan, Filter, Project, Aggregate, Join, Sort, Limit, Distinct, Union, MapBatches, Unique, AsofJoin)
+NODE_TYPES = (Scan, Filter, Project, Aggregate, Join, Sort, Limit, Distinct, Union, MapBatches, Unique, AsofJoin, Explode)

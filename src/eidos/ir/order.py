@@ -25,7 +25,7 @@ def has_row_order(node: N.Node) -> bool:
         return isinstance(node.source, _ORDERED_SOURCES)
     if isinstance(node, N.Sort):
         return True
-    if isinstance(node, (N.Filter, N.Project, N.Limit, N.MapBatches, N.Unique)):
+    if isinstance(node, (N.Filter, N.Project, N.Limit, N.MapBatches, N.Unique, N.Explode)):
         return has_row_order(node.input)
     if isinstance(node, N.Union):
         return all(has_row_order(i) for i in node.inputs)

@@ -205,6 +205,11 @@ def _(node: N.Unique) -> str:
 
 
 @node_label.register
+def _(node: N.Explode) -> str:
+    return f"Explode [{', '.join(map(shown, node.columns))}]"
+
+
+@node_label.register
 def _(node: N.AsofJoin) -> str:
     by = "".join(f", {shown(a)} = {shown(b)}" for a, b in zip(node.left_by, node.right_by))
     tol = "" if node.tolerance is None else f" within {_text(node.tolerance)}"

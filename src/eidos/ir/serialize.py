@@ -160,6 +160,9 @@ def node_to(n: N.Node, name: Name) -> dict:
         return {"node": "Distinct", "input": node_to(n.input, name)}
     if isinstance(n, N.Unique):
         return {"node": "Unique", "input": node_to(n.input, name), "subset": list(n.subset), "keep": n.keep}
+    if isinstance(n, N.Explode):
+        return {"node": "Explode", "input": node_to(n.input, name), "columns": list(n.columns),
+                "empty_as_null": n.empty_as_null, "keep_nulls": n.keep_nulls}
     if isinstance(n, N.AsofJoin):
         return {"node": "AsofJoin", "left": node_to(n.left, name), "right": node_to(n.right, name),
                 "left_on": n.left_on, "right_on": n.right_on, "left_by": list(n.left_by),
@@ -290,6 +293,7 @@ _NODES = {"Scan": ("source", "columns"), "Filter": ("input", "predicate"), "Proj
           "Aggregate": ("input", "keys", "aggs"), "Join": ("left", "right", "how", "left_on", "right_on", "suffix"),
           "Sort": ("input", "keys"), "Limit": ("input", "n", "offset"), "Distinct": ("input",),
           "Union": ("inputs",), "MapBatches": ("input", "fn", "schema"), "Unique": ("input", "subset", "keep"),
+          "Explode": ("input", "columns", "empty_as_null", "keep_nulls"),
           "AsofJoin": ("left", "right", "left_on", "right_on", "left_by", "right_by", "strategy", "suffix",
                        "tolerance")}
 _SOURCES = {"parquet": ("path", "files", "rows", "bytes", "partitions", "values"), "csv": ("path", "files", "has_header", "delimiter", "null_values", "skip_rows", "quote_char", "bytes"),
@@ -489,6 +493,10 @@ class _Reader:
             return N.Distinct(child())
         if kind == "Unique":
             return N.Unique(child(), _strings(j["subset"], f"{at}.subset"), _field(j, "keep", "str", at))
+        if kind == "Explode":
+            return N.Explode(child(), _strings(j["columns"], f"{at}.columns"),
+                             _check(j["empty_as_null"], "bool", f"{at}.empty_as_null"),
+                             _check(j["keep_nulls"], "bool", f"{at}.keep_nulls"))
         if kind == "AsofJoin":
             tol = j["tolerance"]
             return N.AsofJoin(child("left"), child("right"), _field(j, "left_on", "str", at),

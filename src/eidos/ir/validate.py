@@ -210,6 +210,19 @@ def _(node: N.Unique) -> Schema:
 
 
 @_infer.register
+def _(node: N.Explode) -> Schema:
+    schema = node.input.schema
+    if not node.columns:
+        raise PlanError("explode needs at least one List column")
+    for n in node.columns:
+        t = schema.dtype(n, where=node_label(node))
+        if not isinstance(t, T.ListType):
+            raise PlanError(f"explode takes List columns; {n!r} is {t} (lists: "
+                            f"{', '.join(c for c, ct in schema.items() if isinstance(ct, T.ListType)) or 'none'})")
+    return Schema([(n, t.inner if n in node.columns else t) for n, t in schema.items()])
+
+
+@_infer.register
 def _(node: N.AsofJoin) -> Schema:
     from eidos.ir.asof import on_type
 

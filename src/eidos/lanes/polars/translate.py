@@ -316,6 +316,13 @@ def _(node: N.Unique, ctx: Ctx) -> pl.LazyFrame:
 
 
 @translate.register
+def _(node: N.Explode, ctx: Ctx) -> pl.LazyFrame:
+    names = node.input.schema.names
+    return translate(node.input, ctx).explode([column(n, names) for n in node.columns],
+                                              empty_as_null=node.empty_as_null, keep_nulls=node.keep_nulls)
+
+
+@translate.register
 def _(node: N.AsofJoin, ctx: Ctx) -> pl.LazyFrame:
     """Polars' join_asof on prepared sides: rows with a null `on` or `by` left out, `on` and `by` cast to
     the types they compare in, the right side sorted and cut to one row per (`by`, `on`) (the first by

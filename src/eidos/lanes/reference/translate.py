@@ -588,3 +588,29 @@ def _(node: N.AsofJoin, ctx: Ctx) -> Thunk:
             match = [j if good is True else None for j, good in zip(match, ok)]
         return Rows(a.columns + [_gather(b.columns[c], match) for c in keep], n)
     return run
+
+
+@translate.register
+def _(node: N.Explode, ctx: Ctx) -> Thunk:
+    child = translate(node.input, ctx)
+    schema = node.input.schema
+    at = [schema.names.index(n) for n in node.columns]
+
+    def run() -> Rows:
+        rows = child()
+        lists = [rows.columns[i] for i in at]
+        take, elements = [], [[] for _ in at]
+        for r in range(rows.n):
+            values = [[None] if (v is None and node.keep_nulls) or (v == [] and node.empty_as_null) else v or []
+                      for v in (col[r] for col in lists)]
+            if len({len(v) for v in values}) > 1:
+                raise ExecutionError(f"explode: the lists of {', '.join(node.columns)} in row {r} have lengths "
+                                     f"{[len(v) for v in values]}; exploded together they must be equal")
+            take.extend([r] * len(values[0]))
+            for out, v in zip(elements, values):
+                out.extend(v)
+        out = rows.take(take)
+        for i, e in zip(at, elements):
+            out.columns[i] = e
+        return out
+    return run
