@@ -160,6 +160,10 @@ def test_two_keys_and_renamed_keys(tmp_path):
     flow = ei.read_parquet(path).filter(col("x") > 0).select(k=col("a"), j=col("b"), x=col("x"))
     assert groups(flow.group_by("k", "j").agg(s=col("x").sum()).plan) == 40
     assert groups(flow.group_by((col("k") + 1).alias("m")).agg(s=col("x").sum()).plan) is None   # computed: no estimate
+    # one column under two key names (k and its copy c) counts once, in parquet and in memory alike
+    assert groups(flow.with_columns(c=col("k")).group_by("k", "c").agg(s=col("x").sum()).plan) == 8
+    copied = ei.from_pydict({"k": [1, 2, 2]}).with_columns(c=col("k"))
+    assert groups(copied.group_by("k", "c").agg(n=ei.count()).plan) == 2
 
 
 def test_a_grouped_estimate_counts_the_groups_not_a_tenth_of_the_rows():

@@ -45,7 +45,7 @@ def groups(node: N.Aggregate) -> float | None:
     if found is None:
         return None
     scan, columns = found
-    return distinct(scan.source, tuple(columns))
+    return distinct(scan.source, tuple(dict.fromkeys(columns)))   # a key read twice (a=A, A) counts once
 
 
 def _origin(node: N.Node, names: list[str | None]) -> tuple[N.Scan, list[str]] | None:
