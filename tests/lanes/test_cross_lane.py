@@ -554,7 +554,7 @@ def test_extreme_floats(lane_name, name, load_into):
 
 # ---------------------------------------------------------------- generated plans
 
-def _check_generated(lane_name: str, data, load_into, *, deep: bool = False) -> None:
+def _check_generated(lane_name: str, data, load_into, *, deep: bool = False, first: tuple[str, ...] = ()) -> None:
     lane = lane_or_skip(lane_name)
     probe = load_into(lane, ei.from_pydict({"a": [1]}))
     unreadable = [gap for gap in lane.supports(probe.plan) if gap.startswith("cannot read")]
@@ -562,8 +562,8 @@ def _check_generated(lane_name: str, data, load_into, *, deep: bool = False) -> 
         pytest.skip(f"lane {lane_name!r} cannot read the generated sources: {', '.join(unreadable)}")
     kinds = holds(lane_name)
     depth = {"expr_depth": DEEP, "max_ops": 2} if deep else {}
-    gen = data.draw(flows(coverage=lane.coverage, dtypes=kinds, nan=lane_name != "sqlite", deep=deep, **depth),
-                    label="generated")
+    gen = data.draw(flows(coverage=lane.coverage, dtypes=kinds, nan=lane_name != "sqlite", deep=deep, first=first,
+                          **depth), label="generated")
     try:
         flow = load_into(lane, gen.flow)
     except UnsupportedError:

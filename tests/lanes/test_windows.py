@@ -4,16 +4,21 @@ plan-building rules (row order, where windows may appear) and the rewrites aroun
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import eidos as ei
+import tests.lanes.test_cross_lane as cross
 from eidos import col, when
 from eidos.errors import EidosError, ExecutionError, PlanError
 from eidos.ir import nodes as N
 from eidos.testing.compare import assert_tables_equal
+from eidos.testing.strategies import profile
 from tests.lanes.conftest import LANES
 from tests.lanes.helpers import agrees_with_reference, lane_or_skip
 
@@ -30,6 +35,11 @@ FLOATS = pa.table({"g": SALES["g"], "f": pa.array([1.5, NAN, 2.0, None, -0.5, 1e
 EXACT = pa.table({"i": pa.array([1, 2, 3, 4, 5, 6], pa.int64()),
                   "v": pa.array([1e16, 1.0, 1.0, -1e16, None, 0.5], pa.float64())})
 SMALL = pa.table({"a": pa.array([5, 3, 9, 1], pa.int64())})
+HOURS = pa.table({"t": pa.array([dt.datetime(2024, 1, 1, h, m) for h, m in ((0, 0), (3, 0), (1, 0), (2, 0), (1, 0), (0, 30))]
+                                + [None], pa.timestamp("us")),
+                  "x": pa.array([1, 2, None, 4, 8, 16, 32], pa.int64()),
+                  "f": pa.array([1e16, 1.0, 1.0, -1e16, 0.5, None, 5.0], pa.float64()),
+                  "g": pa.array(["a", "a", "b", "a", "a", "b", "b"], pa.large_string())})
 
 
 def sales():
@@ -82,6 +92,21 @@ CASES = {
          "rs": [1e16, 1e16, 2.0, -1e16, -1e16, 0.5]}, True),
     "cum_prod": (lambda: ei.from_arrow(EXACT).sort("i").select(p=col("i").cum_prod(), q=col("v").cum_prod()),
                  {"p": [1, 2, 6, 24, 120, 720], "q": [1e16, 1e16, 1e16, -1e32, None, -5e31]}, True),
+    # by time: (t - 2h, t] holds 00:00 (1), 01:00 (None, 8), 00:30 (16) for the row at 01:00; order plays no part
+    "rolling_by_time": (lambda: ei.from_arrow(HOURS).select(
+        s=col("x").rolling_sum_by("t", "2h"), l=col("x").rolling_sum_by("t", "2h", closed="left"),
+        m=col("x").rolling_max_by("t", "1h").over("g"), a=col("x").rolling_mean_by("t", "90m")),
+        {"s": [1, 6, 25, 28, 25, 17, None], "l": [None, 12, 17, 25, 17, 1, None], "m": [1, 2, 16, 4, 8, 16, None],
+         "a": [1.0, 3.0, 25 / 3, 6.0, 25 / 3, 8.5, None]}),
+    "rolling_by_time_exact_floats": (lambda: ei.from_arrow(HOURS).select(
+        s=col("f").rolling_sum_by("t", "3h"), mx=col("f").rolling_max_by("t", "1d").over("g")),
+        {"s": [1e16, -9999999999999998.0, 10000000000000002.0, 1.5, 10000000000000002.0, 1e16, None],
+         "mx": [1e16, 1e16, 1.0, 1e16, 1e16, None, None]}),
+    "group_by_dynamic": (lambda: ei.from_arrow(HOURS).group_by_dynamic("t", every="1h", group_by="g").agg(
+        s=col("x").sum(), n=ei.count()),
+        {"g": ["a", "a", "a", "a", "b", "b", "b"],
+         "t": [dt.datetime(2024, 1, 1, h) for h in (0, 1, 2, 3)] + [dt.datetime(2024, 1, 1, 0), dt.datetime(2024, 1, 1, 1), None],
+         "s": [1, 8, 4, 2, 16, None, 32], "n": [1, 1, 1, 1, 1, 1, 1]}, True),
     "row_index_and_tail": (lambda: ei.from_arrow(SMALL).sort("a").with_row_index("i", offset=10).tail(2),
                            {"i": [12, 13], "a": [5, 9]}, True),
 }
@@ -167,3 +192,11 @@ def test_explain_names_the_sql_lanes_gap_for_file_order():
     gaps = lane_or_skip("duckdb").supports(sales().with_columns(c=col("x").cum_sum()).plan)
     assert any("order of rows the plan does not sort" in g for g in gaps)
     assert not lane_or_skip("duckdb").supports(sales().sort("t").with_columns(c=col("x").cum_sum()).plan)
+
+
+@pytest.mark.parametrize("lane_name", LANES)
+@settings(parent=profile(), max_examples=max(5, profile().max_examples // 3))
+@given(data=st.data())
+def test_generated_windows(lane_name, data, load_into):
+    """Generated plans that start with a window step (eidos.testing.strategies), each lane against the reference."""
+    cross._check_generated(lane_name, data, load_into, first=("window",))

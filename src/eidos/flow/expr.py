@@ -657,6 +657,44 @@ class Expr:
         """
         return self._rolling("rolling_max", window_size, min_samples, min_periods)
 
+    def _rolling_by(self, fn: str, by: Any, window_size: str | _dt.timedelta, min_samples: int, closed: str) -> Expr:
+        if isinstance(window_size, _dt.timedelta):
+            window_size = f"{window_size // _dt.timedelta(microseconds=1)}us"
+        size = parse_duration(window_size)
+        if closed not in F.ROLLING_CLOSED:
+            raise PlanError(f"{fn}(closed={closed!r}): closed is one of {', '.join(F.ROLLING_CLOSED)}")
+        least = _window_int(min_samples, f"{fn}(min_samples)", 0)
+        return self._window(fn, name_or_expr(by), options=(str(size), least, closed))
+
+    def rolling_sum_by(self, by: Any, window_size: str | _dt.timedelta, *, min_samples: int = 1,
+                       closed: str = "right") -> Expr:
+        """The sum (exact, as sum() is) of the non-null values of the rows whose `by` (a Date or Timestamp column)
+        is in the `window_size` ("2h", "1d", "1mo") ending at this row's: (t - window_size, t] ("left" [t - w, t),
+        "both", "none"); null where fewer than `min_samples` are there (Polars gives 0 for an empty sum). Row order
+        plays no part.
+
+        Examples:
+            >>> t = [datetime.datetime(2024, 1, 1, h) for h in (0, 1, 3)]
+            >>> ei.from_pydict({"t": t, "x": [1, 2, 4]}).select(s=col("x").rolling_sum_by("t", "2h")).run().to_pydict()
+            {'s': [1, 3, 4]}
+        """
+        return self._rolling_by("rolling_sum_by", by, window_size, min_samples, closed)
+
+    def rolling_mean_by(self, by: Any, window_size: str | _dt.timedelta, *, min_samples: int = 1,
+                        closed: str = "right") -> Expr:
+        """The mean of the values in the window by time ending at each row (see rolling_sum_by)."""
+        return self._rolling_by("rolling_mean_by", by, window_size, min_samples, closed)
+
+    def rolling_min_by(self, by: Any, window_size: str | _dt.timedelta, *, min_samples: int = 1,
+                       closed: str = "right") -> Expr:
+        """The least value in the window by time ending at each row (see rolling_sum_by)."""
+        return self._rolling_by("rolling_min_by", by, window_size, min_samples, closed)
+
+    def rolling_max_by(self, by: Any, window_size: str | _dt.timedelta, *, min_samples: int = 1,
+                       closed: str = "right") -> Expr:
+        """The greatest value (NaN largest) in the window by time ending at each row (see rolling_sum_by)."""
+        return self._rolling_by("rolling_max_by", by, window_size, min_samples, closed)
+
     @property
     def str(self) -> StringMethods:
         """String functions: `expr.str.contains(...)`, ...

@@ -12,6 +12,7 @@ from eidos.flow.expr import name_or_expr, to_ir
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.durations import parse_duration
 from eidos.ir.order import require_row_order
 from eidos.ir.render import tree
 from eidos.ir.schema import Schema
@@ -275,6 +276,31 @@ class Flow:
         if not keys:
             raise PlanError("group_by needs at least one key; use flow.agg(...) to aggregate everything")
         return GroupBy(self, _named(keys, {}))
+
+    def group_by_dynamic(self, index_column: str, *, every: str, period: str | None = None, offset: str | None = None,
+                         closed: str = "left", label: str = "left", group_by: Any = None) -> GroupBy:
+        """Group rows into windows of time of length `every` ("1h", "1d", "1w", "1mo") by the Date or Timestamp
+        `index_column` (and by `group_by` keys within them); `.agg(...)` makes one row per window that holds
+        rows: the keys, the window's start under the index column's name, the aggregations, sorted by them.
+        Windows are those of `dt.truncate(every)`: [start, start + every). Polars' other windows (a `period`
+        other than `every`, an `offset`, `closed` other than "left", `label` other than "left") are not here yet.
+
+        Examples:
+            >>> t = [datetime.datetime(2024, 1, 1, h, m) for h, m in ((0, 10), (0, 50), (2, 5))]
+            >>> flow = ei.from_pydict({"t": t, "x": [1, 2, 4]})
+            >>> flow.group_by_dynamic("t", every="1h").agg(s=col("x").sum()).run().to_pydict()
+            {'t': [datetime.datetime(2024, 1, 1, 0, 0), datetime.datetime(2024, 1, 1, 2, 0)], 's': [3, 4]}
+        """
+        every_ = parse_duration(every)
+        for what, value, plain in (("period", period, None), ("offset", offset, None), ("closed", closed, "left"),
+                                   ("label", label, "left")):
+            if value != plain and not (what == "period" and parse_duration(value) == every_) \
+                    and not (what == "offset" and parse_duration(value).is_zero):
+                raise PlanError(f"group_by_dynamic({what}={value!r}): eidos groups by the windows of "
+                                f"dt.truncate(every) so far (period=every, no offset, closed='left', label='left')")
+        keys = _named(tuple(_names(group_by, "group_by_dynamic(group_by=...)")), {})
+        window = E.Call("dt_truncate", (E.Column(index_column),), (str(every_),))
+        return _Windows(self, keys + ((index_column, window),))
 
     def agg(self, *aggs: Any, **named: Any) -> Flow:
         """Aggregate the whole flow into one row.
@@ -923,3 +949,13 @@ class GroupBy:
                 raise PlanError(f"agg {name!r} is not an aggregation: {e}; use .sum(), .mean(), "
                                 ".min(), .max(), .count(), .n_unique(), .std(), .var() or ei.count()")
         return Flow(N.Aggregate(self._flow.plan, self._keys, pairs))
+
+
+class _Windows(GroupBy):
+    """flow.group_by_dynamic(...): `.agg(...)` gives one row per window (and group), sorted by them."""
+
+    __slots__ = ()
+
+    def agg(self, *aggs: Any, **named: Any) -> Flow:
+        flow = super().agg(*aggs, **named)
+        return flow.sort(*[name for name, _ in self._keys])

@@ -86,7 +86,9 @@ WINDOW_OPTIONS = {
     "row_number": (), "rank": ("method", "bool"), "shift": ("int",),
     "cum_sum": (), "cum_prod": (), "cum_min": (), "cum_max": (), "cum_count": (),
     **{f"rolling_{f}": ("size", "count") for f in ("sum", "mean", "min", "max")},
+    **{f"rolling_{f}_by": ("duration", "count", "closed") for f in ("sum", "mean", "min", "max")},
 }
+ROLLING_CLOSED = ("right", "left", "both", "none")   # which ends of (t - window_size, t] a window by time holds
 WINDOWS = tuple(WINDOW_OPTIONS)
 RANK_METHODS = ("average", "min", "max", "dense", "ordinal")
 

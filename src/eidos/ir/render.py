@@ -113,7 +113,8 @@ def _(e: E.Agg) -> str:
 
 # How a window function's constant parameters read (a name for keyword arguments, "" for positional ones).
 _WINDOW_PARAMS = {"rank": ("", "descending"), "shift": ("",),
-                  **{f"rolling_{f}": ("", "min_samples") for f in ("sum", "mean", "min", "max")}}
+                  **{f"rolling_{f}": ("", "min_samples") for f in ("sum", "mean", "min", "max")},
+                  **{f"rolling_{f}_by": ("", "min_samples", "closed") for f in ("sum", "mean", "min", "max")}}
 
 
 @_text.register
@@ -123,13 +124,14 @@ def _(e: E.Window) -> str:
     else:
         names = _WINDOW_PARAMS.get(e.fn, ())
         params = [literal_text(o) if not n else f"{n}={literal_text(o)}" for n, o in zip(names, e.options)]
-        params += [f"fill_value={_text(a)}" for a in e.args[1:]]
+        params[:0] = [_text(a) for a in e.args[1:]] if e.fn.endswith("_by") else []
+        params += [] if e.fn.endswith("_by") else [f"fill_value={_text(a)}" for a in e.args[1:]]
         base = f"{_operand(e.args[0])}.{e.fn}({', '.join(params)})" if e.args else f"{e.fn}({', '.join(params)})"
     over = [_text(p) for p in e.partition_by]
     if e.order_by:
         over.append(f"order_by=[{', '.join(_text(o) for o in e.order_by)}]")
         over += ["descending=True"] * e.descending + ["nulls_last=True"] * e.nulls_last
-    return f"{base}.over({', '.join(over)})" if over else base
+    return f"{base}.over({', '.join(over)})" if over or e.fn in F.AGGREGATES else base
 
 
 @_text.register

@@ -334,11 +334,18 @@ def _(e: Window, ty: _Typer) -> DType:
     if want is None:
         raise ty.fail(e, f"unknown window function {e.fn!r}; window functions: {', '.join(F.WINDOWS)}, "
                          f"and the aggregations {', '.join(F.AGGREGATES)} over a window")
-    arity = (0,) if e.fn == "row_number" else (1, 2) if e.fn == "shift" else (1,)
+    arity = (0,) if e.fn == "row_number" else (1, 2) if e.fn == "shift" else (2,) if e.fn.endswith("_by") else (1,)
     if len(e.args) not in arity:
         raise ty.fail(e, f"{e.fn} takes {' or '.join(map(str, arity))} arguments, got {len(e.args)}")
     _check_options(e, ty, want)
-    if e.fn.startswith("rolling_") and e.options[1] > e.options[0]:
+    if e.fn.endswith("_by"):
+        by = ty(e.args[1])
+        if not (by.is_temporal or by == T.Null):
+            raise ty.fail(e, f"{e.fn}() windows by a Date or Timestamp column, got {by}")
+        size = parse_duration(e.options[0])
+        if size.negative or size.is_zero:
+            raise ty.fail(e, f"{e.fn}()'s window_size must be a positive duration, got {size}")
+    elif e.fn.startswith("rolling_") and e.options[1] > e.options[0]:
         raise ty.fail(e, f"{e.fn}'s min_samples ({e.options[1]}) is more than its window_size ({e.options[0]})")
     if e.fn == "row_number" or e.fn == "cum_count" or (e.fn == "rank" and e.options[0] != "average"):
         if e.args:
@@ -354,11 +361,11 @@ def _(e: Window, ty: _Typer) -> DType:
         if a != T.Null and b != T.Null and a != b and not (a.is_numeric and b.is_numeric):
             raise ty.fail(e, f"shift's fill_value of type {b} does not match column type {a}")
         return promote(a, b, op="fill the shifted values of")
-    if e.fn in ("cum_min", "cum_max", "rolling_min", "rolling_max"):
+    if e.fn in ("cum_min", "cum_max", "rolling_min", "rolling_max", "rolling_min_by", "rolling_max_by"):
         return t
     if not (t.is_numeric or t == T.Null):
         raise ty.fail(e, f"{e.fn}() needs a numeric column, got {t}")
-    if e.fn == "rolling_mean":
+    if e.fn in ("rolling_mean", "rolling_mean_by"):
         return T.Float64
     if e.fn == "cum_prod":
         if t.is_decimal:
@@ -392,6 +399,7 @@ _OPTION_KINDS = {
     "count": ("an integer in 0..2**31-1", lambda v: _is_int(v) and 0 <= v < 2**31),
     "bool": ("True or False", lambda v: isinstance(v, bool)),
     "method": (f"one of {', '.join(F.RANK_METHODS)}", lambda v: v in F.RANK_METHODS),
+    "closed": (f"one of {', '.join(F.ROLLING_CLOSED)}", lambda v: v in F.ROLLING_CLOSED),
 }
 
 

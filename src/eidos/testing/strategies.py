@@ -959,12 +959,13 @@ def _arith_bounds(op: str, a: _TE, b: _TE) -> tuple[Fraction | None, Fraction | 
 # -- plan steps
 
 _STEPS = ("filter", "select", "with_columns", "aggregate", "join", "sort", "limit", "distinct", "union",
-          "rename", "drop", "map_batches", "unique")
+          "rename", "drop", "map_batches", "unique", "window")
 _STEP_NODES = {"filter": "Filter", "select": "Project", "with_columns": "Project", "aggregate": "Aggregate",
                "join": "Join", "sort": "Sort", "limit": "Limit", "distinct": "Distinct", "union": "Union",
-               "rename": "Project", "drop": "Project", "map_batches": "MapBatches", "unique": "Unique"}
+               "rename": "Project", "drop": "Project", "map_batches": "MapBatches", "unique": "Unique",
+               "window": "Project"}
 _STEP_WEIGHTS = {"filter": 4, "select": 2, "with_columns": 4, "aggregate": 3, "join": 3, "sort": 1, "limit": 1,
-                 "distinct": 1, "union": 1, "rename": 1, "drop": 1, "map_batches": 1, "unique": 1}
+                 "distinct": 1, "union": 1, "rename": 1, "drop": 1, "map_batches": 1, "unique": 1, "window": 2}
 
 
 class _Plans(_Builder):
@@ -1244,6 +1245,70 @@ class _Plans(_Builder):
             return None
         return self._new_state(s, s.flow.drop(self.pick(s.schema.names)))
 
+    def step_window(self, s: _State) -> _State | None:
+        """A window function or an aggregation over partitions of up to two columns. One that reads the row order
+        (or an order_by, whose ties go by it) only over rows sorted on every column, so every lane has that order."""
+        if not s.ordered and "Sort" in self.o.nodes and self.chance(0.5):
+            s = self._new_state(s, self._sort_all(s), ordered=True)
+        names = list(s.schema.names)
+        parts = self.draw(st.lists(st.sampled_from(names), unique=True, max_size=min(2, len(names))))
+        order: dict[str, Any] = {}
+        if s.ordered and self.chance(0.5):
+            order = {"order_by": self.draw(st.lists(st.sampled_from(names), unique=True, min_size=1, max_size=2)),
+                     "descending": self.draw(st.booleans()), "nulls_last": self.draw(st.booleans())}
+        fns = [f for f in F.WINDOWS if self.has(f) and (s.ordered or f == "rank" or f.endswith("_by"))]
+        if self.has("over") and (not fns or self.chance(0.4)):
+            a = self.aggregation(s, set())
+            te = None if a is None else self.typed(a.e.over(parts, **order), s, a.lo, a.hi)
+        elif fns:
+            te = self._window_function(s, self.pick(fns))
+            te = None if te is None else self.typed(te.e.over(parts, **order), s, te.lo, te.hi)
+        else:
+            return None
+        if te is None or not self.kind_ok(te.dtype):
+            return None
+        name = self.fresh(names)
+        bounds = dict(s.bounds, **{name: (te.lo, te.hi)})
+        return self._new_state(s, s.flow.with_columns(**{name: te.e}), bounds, ordered=s.ordered)
+
+    def _window_function(self, s: _State, fn: str) -> _TE | None:
+        rows = Fraction(s.rows)
+        if fn == "row_number":
+            return _TE(ei.row_number(), T.Int64, Fraction(0), rows)
+        numeric = fn in ("cum_sum", "cum_prod", "rolling_sum", "rolling_mean", "rolling_sum_by", "rolling_mean_by")
+        a = self.expr(s, "numeric" if numeric else "any", self.pick((0, 0, 1)))
+        if a is None:
+            return None
+        if fn == "rank":
+            methods = F.RANK_METHODS if s.ordered else [m for m in F.RANK_METHODS if m != "ordinal"]
+            return self.typed(a.e.rank(self.pick(methods), descending=self.draw(st.booleans())), s, 0, rows)
+        if fn == "shift":
+            fill = self.literal(a.dtype) if self.chance(0.3) else None
+            e = a.e.shift(self.pick((-2, -1, 0, 1, 2)), fill_value=None if fill is None else fill.e)
+            lo, hi = _hull((a.lo, a.hi), (a.lo, a.hi) if fill is None else (fill.lo, fill.hi))
+            return self.typed(e, s, lo, hi)
+        if fn == "cum_count":
+            return self.typed(a.e.cum_count(), s, 0, rows)
+        big = None if a.lo is None else max(abs(a.lo), abs(a.hi))
+        if fn in ("cum_sum", "rolling_sum", "rolling_sum_by"):
+            lo, hi = (None, None) if big is None else (-big * rows, big * rows)
+        elif fn == "cum_prod":
+            lo, hi = (None, None) if big is None else (-big ** s.rows - 1, big ** s.rows + 1)
+        else:
+            lo, hi = a.lo, a.hi
+        if fn.endswith("_by"):   # a window of time over a Date or Timestamp column
+            by = self.column(s, lambda t: t.is_temporal)
+            if by is None:
+                return None
+            e = getattr(a.e, fn)(by.e, self.pick(("1h", "1d", "2d", "1w", "1mo")), min_samples=self.pick((0, 1, 2)),
+                                 closed=self.pick(F.ROLLING_CLOSED))
+        elif fn.startswith("rolling_"):
+            size = self.pick((1, 2, 3))
+            e = getattr(a.e, fn)(size, min_samples=self.pick((None, 0, 1, size)))
+        else:
+            e = getattr(a.e, fn)()
+        return self.typed(e, s, lo, hi)
+
     def step_map_batches(self, s: _State) -> _State | None:
         fn = self.pick((batches_identity, batches_reversed))
         return self._new_state(s, s.flow.map_batches(fn, schema=s.schema))
@@ -1270,11 +1335,12 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
           joins: Iterable[str] | None = None, exclude: Iterable[str] = (), max_ops: int = 4,
           max_rows: int = 8, max_sources: int = 2, expr_depth: int = 2, case_sensitive: bool = True,
           zero_division: bool = True, float_to_string: bool = True, nan: bool = True, deep: bool = False,
-          opts: Options | None = None) -> Generated:
+          opts: Options | None = None, first: tuple[str, ...] = ()) -> Generated:
     """Well-typed random Flows over 1..max_sources in-memory sources, drawn only from what is allowed.
 
     Restrict with a lane's `coverage` (and/or explicit `nodes`, `functions`, `dtypes`, `joins` sets, minus
-    `exclude`); filter the result by `lane.supports(gen.flow.plan) == []` as well.
+    `exclude`); filter the result by `lane.supports(gen.flow.plan) == []` as well. `first` names the steps
+    (such as "window") the chain starts with.
     """
     o = opts or options(coverage=coverage, nodes=nodes, functions=functions, dtypes=dtypes, joins=joins,
                         exclude=exclude, max_ops=max_ops, max_rows=max_rows, max_sources=max_sources,
@@ -1294,7 +1360,7 @@ def flows(draw, *, coverage: Coverage | None = None, nodes: Iterable[str] | None
         s = p.chain(p.source_state(0), draw(st.integers(1, max(1, o.max_ops))),
                     first=("filter", "with_columns", "aggregate"))
     else:
-        s = p.chain(p.source_state(0), draw(st.integers(0, o.max_ops)))
+        s = p.chain(p.source_state(0), draw(st.integers(1 if first else 0, o.max_ops)), first=first)
     ordered = s.ordered
     if not ordered and "Sort" in o.nodes and draw(st.booleans()):
         s = p._new_state(s, p._sort_all(s), ordered=True)

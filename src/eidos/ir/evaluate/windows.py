@@ -3,7 +3,9 @@ takes the argument columns of the partition (lists, None for null) and returns o
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from itertools import accumulate, groupby
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 from eidos.errors import ExecutionError, PlanError
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
+from eidos.ir.durations import Duration, offset, parse_duration
 from eidos.ir.evaluate.aggregates import aggregator, float_sum
 from eidos.ir.evaluate.values import CTX, dec_fit, int_check, order_key
 
@@ -30,6 +33,9 @@ def window(fn: str, options: tuple, arg_dtypes: Sequence[DType], result_dtype: D
         return _rank(*options, arg_dtypes[0])
     if fn == "shift":
         return _shift(options[0])
+    if fn.endswith("_by"):
+        inner = aggregator(fn.removeprefix("rolling_").removesuffix("_by"), arg_dtypes[0], result_dtype)
+        return _rolling_by(inner, parse_duration(options[0]), *options[1:])
     if fn.startswith("rolling_"):
         inner = aggregator(fn.removeprefix("rolling_"), arg_dtypes[0], result_dtype)
         return _rolling(inner, *options)
@@ -81,6 +87,35 @@ def _rolling(agg: Callable[[list], Any], size: int, least: int) -> Window:
             out.append(agg(values) if len(values) >= least and values else None)
         return out
     return run
+
+
+def _rolling_by(agg: Callable[[list], Any], size: Duration, least: int, closed: str) -> Window:
+    """The aggregation of the non-null values of the rows whose `by` time is in the window ending at the row's
+    own: (t - size, t] for "right" ("left": [t - size, t), "both", "none"); null where fewer than `least` (or
+    none) are there, and for a row whose time is null. Row order plays no part."""
+    def run(cols: Sequence[list], n: int) -> list:
+        xs, times = cols[0], [_moment(t) for t in cols[1]]
+        timed = sorted((t, i) for i, t in enumerate(times) if t is not None)
+        keys = [t for t, _ in timed]
+        out: list = [None] * n
+        for i, t in enumerate(times):
+            if t is None:
+                continue
+            try:
+                lo = offset(t, size, -1)
+            except OverflowError:   # the window starts before year 1: every earlier time is in it
+                lo = _dt.datetime.min
+            a = bisect_left(keys, lo) if closed in ("left", "both") else bisect_right(keys, lo)
+            b = bisect_right(keys, t) if closed in ("right", "both") else bisect_left(keys, t)
+            values = [xs[j] for _, j in timed[a:b] if xs[j] is not None]
+            out[i] = agg(values) if values and len(values) >= least else None
+        return out
+    return run
+
+
+def _moment(t: Any) -> Any:
+    """A Date as its midnight, so dates and durations of hours meet."""
+    return t if t is None or isinstance(t, _dt.datetime) else _dt.datetime.combine(t, _dt.time())
 
 
 def _running(step: Callable[[], Callable[[Any], Any]]) -> Window:

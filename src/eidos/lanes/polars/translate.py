@@ -1299,7 +1299,7 @@ def _(e: E.Window, scope: Scope) -> pl.Expr:
     Polars calls once per partition in window order inside `over`. Either is then Polars' `over`."""
     res = scope.dtype(e)
     rule = WINDOWS.get(e.fn)
-    args = [_window_arg(a, scope, res if e.fn == "shift" else None) for a in e.args]
+    args = [_window_arg(a, scope, res if e.fn == "shift" else None, spread=i == 0) for i, a in enumerate(e.args)]
     types = [res if e.fn == "shift" else scope.dtype(a) for a in e.args]
     native = rule(e, args, types, res) if rule else None
     x = native if native is not None else _window_in_python(e, args, types, res)
@@ -1310,10 +1310,16 @@ def _(e: E.Window, scope: Scope) -> pl.Expr:
     return x.cast(pl_dtype(res), strict=True) if native is not None else x
 
 
-def _window_arg(a: E.Expr, scope: Scope, t: DType | None) -> pl.Expr:
+def _window_arg(a: E.Expr, scope: Scope, t: DType | None, spread: bool) -> pl.Expr:
     if t is None:
-        return expr(a, scope)
-    return lit(a.value, t) if isinstance(a, E.Literal) else expr(a, scope).cast(pl_dtype(t))
+        x = expr(a, scope)
+    else:
+        x = lit(a.value, t) if isinstance(a, E.Literal) else expr(a, scope).cast(pl_dtype(t))
+    if a.columns() or not spread:
+        return x
+    # eidos: a constant is a value on every row; Polars would see one value (a count of 1), so spread it
+    # over the rows of an input column.
+    return pl.when(_any_column(scope).is_null().is_not_null()).then(x)
 
 
 def _window_in_python(e: E.Window, args: list[pl.Expr], types: list[DType], res: DType) -> pl.Expr:

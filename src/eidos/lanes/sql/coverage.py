@@ -32,12 +32,13 @@ _ORDERED = ("first", "last", "arg_min", "arg_max", "implode", "quantile")
 # SQLite has no median (nor a sorted list of a group's values).
 _NOT_YET = ("median",)
 
-# Windows: SQL has no product aggregate (cum_prod); PostgreSQL and DuckDB have no COUNT(DISTINCT) over a
+# Windows: SQL has no product aggregate (cum_prod); windows by time (RANGE frames of intervals) are not
+# rendered yet; PostgreSQL and DuckDB have no COUNT(DISTINCT) over a
 # window; medians are built from ordered list aggregates that take no frame. DuckDB and SQLite do not sum
 # floats exactly over a window (DuckDB's exact sum gathers each group's values with list(), which over a
 # window would be a list per row; SQLite's SUM adds in row order): sums, means, std and var of floats (and
 # DuckDB's decimal means, summed as floats) are typed gaps there. PostgreSQL sums them exactly in numeric.
-_NO_WINDOW = ("cum_prod",)
+_NO_WINDOW = ("cum_prod", "rolling_sum_by", "rolling_mean_by", "rolling_min_by", "rolling_max_by")
 _WINDOW_GAPS = ("over median *", "over n_unique *")
 _FLOAT_WINDOWS = tuple(f"{fn} Float*" for fn in ("over sum", "over mean", "over std", "over var", "cum_sum",
                                                   "rolling_sum", "rolling_mean"))
