@@ -84,6 +84,10 @@ CASES = [
     ("sample_fraction", lambda: sales().sort("units", descending=True).sample(fraction=0.5, seed=5), None, True),
     ("sample_with_replacement", lambda: sales().sort("price").sample(8, seed=2, with_replacement=True), None, True),
     ("sample_file_order", lambda: sales().sample(2, seed=3), None, True),
+    ("asof_timestamps_tolerance", lambda: stamps("l").join_asof(stamps("r"), on="t", strategy="nearest",
+                                                                  tolerance=_dt.timedelta(hours=1)),
+     {"t": [_dt.datetime(2020, 1, 1, h) for h in (1, 5, 9)] + [None], "v": [0, 1, 2, 3],
+      "v_right": [0, 1, None, None]}, False),
     ("explode", lambda: lists().explode("xs"), {"k": ["a", "a", "c", "d"], "xs": [1, 2, None, 3],
                                                 "ys": [["p", "q"], ["p", "q"], None, ["r"]]}, False),
     ("explode_together_sorted", lambda: lists().sort("k", descending=True).explode(cs.starts_with("x", "y"),
@@ -113,6 +117,12 @@ CASES = [
      {"day": list(SALES.column("day").to_pylist()), "units": [3, 5, None, 2, 4, 1],
       "units_right": [3, 5, None, 2, 4, 1]}, False),
 ]
+
+
+def stamps(side: str) -> ei.Flow:
+    hours = (1, 5, 9, None) if side == "l" else (2, 6, 6)
+    return ei.from_pydict({"t": [None if h is None else _dt.datetime(2020, 1, 1, h) for h in hours],
+                           "v": list(range(len(hours)))})
 
 
 def lists() -> ei.Flow:
@@ -217,6 +227,8 @@ def test_selectors_resolve_in_schema_order():
     (lambda f: f.join_asof(f, on="s"), "numbers, dates or timestamps"),
     (lambda f: f.join_asof(f, on="a", strategy="closest"), "strategy must be one of"),
     (lambda f: f.join_asof(f, on="a", tolerance="1d"), "tolerance is a number"),
+    (lambda f: f.select(t=ei.lit(_dt.datetime(2020, 1, 1))).join_asof(f.select(t=ei.lit(_dt.datetime(2020, 1, 1))),
+                                                                     on="t", tolerance=1), "a datetime.timedelta for timestamps"),
     (lambda f: f.join_asof(f, on="a", tolerance=-1), "tolerance is a number >= 0"),
     (lambda f: f.join_asof(f, left_on="a"), "left_on=name and right_on=name"),
     (lambda f: f.join_asof(f, on="a", by="nope"), "'nope' does not exist"),

@@ -460,7 +460,8 @@ class Flow:
         """Each row with the row of `other` whose `on` value is nearest before its own (`strategy="backward"`:
         the largest not above it), after it ("forward": the smallest not below it) or on either side
         ("nearest"; an equal distance goes forward), among the rows with equal `by` columns, and at most
-        `tolerance` away (a number; days, or a `datetime.timedelta` of whole days, for dates). A left join:
+        `tolerance` away (a number; days, or a `datetime.timedelta` of whole days, for dates; a `timedelta`
+        for timestamps). A left join:
         rows without a match get nulls; rows keep the left's order. Unlike Polars, nothing needs sorting.
 
         Of several right rows with the matched `on` value, the one whose columns sort first (section 8
@@ -485,11 +486,12 @@ class Flow:
             raise PlanError("join_asof takes either by=... or by_left=/by_right=..., not both")
         lby = _names(by if by is not None else by_left, "join_asof by")
         rby = _names(by if by is not None else by_right, "join_asof by")
-        if isinstance(tolerance, _dt.timedelta):
+        stamps = self.schema[on or left_on].kind == "Timestamp" if (on or left_on) in self.schema else False
+        if isinstance(tolerance, _dt.timedelta) and not stamps:
             if tolerance % _dt.timedelta(days=1):
                 raise PlanError(f"join_asof tolerance as a timedelta must be whole days, got {tolerance}")
             tolerance = tolerance.days
-        if tolerance is not None and not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool):
+        if tolerance is not None and not isinstance(tolerance, (int, float, _dt.timedelta)) or isinstance(tolerance, bool):
             raise PlanError(f"join_asof tolerance is a number (days for dates) or a datetime.timedelta, got "
                             f"{tolerance!r}")
         tol = None if tolerance is None else to_ir(tolerance)

@@ -28,13 +28,14 @@ def on_type(node: N.AsofJoin) -> T.DType:
     tol = node.tolerance
     if tol is not None:
         if t.kind == "Timestamp":
-            raise PlanError("join_asof tolerance on timestamps needs a duration type eidos does not have yet; "
-                            "filter the joined rows instead")
-        ok = isinstance(tol, E.Literal) and not isinstance(tol.value, bool) and tol.value is not None and (
-            isinstance(tol.value, int) if t.kind == "Date" else tol.dtype.is_numeric) and tol.value >= 0
+            ok = isinstance(tol, E.Literal) and tol.dtype.kind == "Duration" and tol.value is not None \
+                and tol.value >= type(tol.value)(0)
+        else:
+            ok = isinstance(tol, E.Literal) and not isinstance(tol.value, bool) and tol.value is not None and (
+                isinstance(tol.value, int) if t.kind == "Date" else tol.dtype.is_numeric) and tol.value >= 0
         if not ok:
             raise PlanError(f"join_asof tolerance is a number >= 0 (a number of days, or a datetime.timedelta of "
-                            f"whole days, for dates), got {tol}")
+                            f"whole days, for dates; a datetime.timedelta for timestamps), got {tol}")
     return t
 
 
@@ -53,7 +54,9 @@ def forward_wins(node: N.AsofJoin) -> E.Expr:
 
 
 def within(node: N.AsofJoin) -> E.Expr | None:
-    """The tolerance test of the match `m`: |l - m| <= tolerance (None when there is no tolerance)."""
+    """The tolerance test of the match `m`: l - m <= tolerance and m - l <= tolerance (|l - m|, also for
+    timestamps, whose difference is a Duration); None when there is no tolerance."""
     if node.tolerance is None:
         return None
-    return E.Call("le", (E.Call("abs", (_distance("l", "m"),)), node.tolerance))
+    return E.Call("and", (E.Call("le", (_distance("l", "m"), node.tolerance)),
+                          E.Call("le", (_distance("m", "l"), node.tolerance))))
