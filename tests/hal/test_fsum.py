@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 pytest.importorskip("numba")
@@ -13,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eidos.hal import fsum
-from eidos.ir.evaluate.aggregates import float_sum
+from eidos.ir import dtypes as T
+from eidos.ir.evaluate.aggregates import aggregate, float_sum
 
 INF, NAN = math.inf, math.nan
 SPECIAL = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-300, 1.0, -1.0, 2.0 ** 52, 2.0 ** 53 + 2,
@@ -99,3 +101,61 @@ def test_total_of_long_parts_over_threads():
     rng = np.random.default_rng(8)
     parts = [rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20) for n in (3, fsum.SPLIT + 7, 2 * fsum.SPLIT)]
     assert fsum.total(parts) == math.fsum(np.concatenate(parts))
+
+
+def test_blocks_of_changing_scale():
+    """Each block first tries the previous block's levels: larger, smaller, NaN and subnormal blocks
+    after one another must each fall back to their own (or the slow way) and stay exact."""
+    rng = np.random.default_rng(9)
+    block = 2048
+    scales = [1.0, 1e200, 1e-200, 1.0, np.nan, 1.0, 5e-324, 1e300, -1e300, 1e-10]
+    x = np.concatenate([rng.standard_normal(block) * s for s in scales])
+    x[block * 9 + 5] = 2.0 ** -1000       # a value far below its block's levels
+    for a in range(0, len(x), block):
+        got = fsum.sums(x[a:])[0]
+        assert same(got, want(x[a:].tolist())), a
+
+
+keys = st.one_of(st.integers(-3, 12), st.integers(-2**63, 2**63 - 1), st.none())
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(keys, st.one_of(values, st.none())), max_size=60),
+       st.sampled_from(["sum", "mean", "var", "std"]), st.sampled_from([pa.int64(), pa.uint64(), pa.date32()]))
+def test_group_by_is_each_groups_reference_aggregate(rows, fn, kind):
+    """Keys within SLOTS (keyed), wide ones (hashed) and nulls; values with nulls, specials, extremes."""
+    if kind == pa.uint64():
+        rows = [(None if k is None else k % 2**64, x) for k, x in rows]
+    elif kind == pa.date32():
+        rows = [(None if k is None else k % 2**31, x) for k, x in rows]
+    ks = pa.array([k for k, _ in rows], pa.int64() if kind != pa.uint64() else pa.uint64())
+    ks = ks.cast(pa.int32()).view(kind) if kind == pa.date32() else ks
+    groups, (got,) = fsum.group_by(ks, [(fn, pa.array([x for _, x in rows], pa.float64()))])
+    assert groups.type == kind
+    if kind == pa.date32():   # compared as their integers (dates past year 9999 have no Python form)
+        ks, groups = ks.view(pa.int32()), groups.view(pa.int32())
+    want_of = {}
+    for k, x in zip(ks.to_pylist(), (x for _, x in rows)):
+        want_of.setdefault(k, [])
+        if x is not None:
+            want_of[k].append(x)
+    got_of = dict(zip(groups.to_pylist(), got.to_pylist()))
+    assert got_of.keys() == want_of.keys()
+    for k, xs in want_of.items():
+        ref = aggregate(fn, xs, T.Float64, T.Float64)
+        assert (got_of[k] is None and ref is None) or same(got_of[k], ref), (k, xs, got_of[k], ref)
+
+
+def test_group_by_long_inputs_over_threads():
+    rng = np.random.default_rng(10)
+    n = 2 * fsum.SPLIT + 11
+    x = rng.standard_normal(n) * np.exp2(rng.integers(-70, 70, n))
+    x[::1000] = 1e-310
+    for span in (16, 5000):
+        k = rng.integers(0, span, n)
+        groups, (got,) = fsum.group_by(pa.array(k), [("sum", pa.array(x))])
+        order = np.argsort(k, kind="stable")
+        ks, xs = k[order].tolist(), x[order].tolist()
+        cuts = (np.flatnonzero(np.diff(k[order])) + 1).tolist()
+        want_of = {ks[a]: math.fsum(xs[a:b]) for a, b in zip([0, *cuts], [*cuts, n])}
+        assert dict(zip(groups.to_pylist(), got.to_pylist())) == want_of

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from eidos.ir.evaluate.aggregates import float_sum
 
 SPLIT = 1 << 20  # values per thread worth starting one for
+SLOTS = 1024     # keys within this range: group_by's keyed way
 
 
 def sums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
@@ -81,6 +82,108 @@ def lists(fn: str, column: pa.Array | pa.ChunkedArray) -> pa.Array:
         values = values.drop_null()
     out = aggregate(fn, values.to_numpy(zero_copy_only=False), offsets)
     return pc.if_else(column.is_valid(), out, pa.scalar(None, pa.float64())) if column.null_count else out
+
+
+def group_by(keys: pa.Array | pa.ChunkedArray, columns: list[tuple[str, pa.Array | pa.ChunkedArray]]
+             ) -> tuple[pa.Array, list[pa.Array]]:
+    """Group rows by one integer or temporal key (null a key of its own), then aggregate() each of
+    columns, (fn, float values with nulls), per group: the distinct keys and one array per column.
+    Keys and values are read in place from their Arrow buffers (validity bitmaps included). Keys
+    within a range of SLOTS and only sums and means: each value goes straight into its key's
+    digits (keyed), over every core. Otherwise each row gets a group id (a table indexed by the key
+    where the range is up to a few times the rows, a hash table past that), each column's valid
+    values are counted into their groups' order (a stable counting sort) and summed as segments."""
+    k = _kernels()
+    keys = _one_chunk(keys)
+    kind = keys.type
+    if not pa.types.is_integer(kind):   # dates and times: their integers
+        keys = keys.view(pa.int32() if kind.bit_width <= 32 else pa.int64())
+    raw, kmap, koff = _buffers(keys)
+    raw = raw.view(np.int64) if raw.itemsize == 8 else raw.astype(np.int64)   # UInt64 wraps: equal stays equal
+    lo, hi = k.minmax(raw, kmap, koff)
+    values = [(fn, _buffers(_one_chunk(c).cast(pa.float64()))) for fn, c in columns]
+    if hi - lo < SLOTS and all(fn in ("sum", "mean") for fn, _ in values):
+        key_values, out = _keyed(k, raw, kmap, koff, lo, hi - lo + 2, values)
+        wide = keys.type.bit_width == 64
+        return (key_values.view(keys.type) if wide else key_values.cast(keys.type)).view(kind), out
+    span = hi - lo + 1 if hi - lo < max(4 * len(raw), 1 << 16) else 0
+    ids = np.empty(len(raw), np.int64)
+    groups, first = k.group_ids(raw, kmap, koff, lo, span, ids)
+    out = [aggregate(fn, *k.scatter(ids, groups, *buffers)) for fn, buffers in values]
+    return keys.take(pa.array(first)).view(kind), out
+
+
+def _keyed(k, raw, kmap, koff, lo, slots, values) -> tuple[pa.Array, list[pa.Array]]:
+    """group_by's way for few distinct keys: slot i holds key lo + i, the last slot null (keys as
+    Int64)."""
+    seen = None if not any(len(b[1]) for _, b in values) else k.present(raw, kmap, koff, lo, slots)
+    out = []
+    for fn, (v, vmap, voff) in values:
+        sums, n = _slot_sums(k, raw, kmap, koff, lo, slots, v, vmap, voff)
+        seen = n > 0 if seen is None else seen
+        with np.errstate(all="ignore"):
+            out.append((sums if fn == "sum" else sums / np.maximum(n, 1), n == 0))
+    present = np.flatnonzero(seen)
+    return pa.array(lo + present, pa.int64(), mask=present == slots - 1), [
+        pa.array(s[present], mask=empty[present]) for s, empty in out]
+
+
+def _slot_sums(k, raw, kmap, koff, lo, slots, v, vmap, voff) -> tuple[np.ndarray, np.ndarray]:
+    """Each slot's sum and number of valid values: the rows split over the cores, each thread
+    adding into digits of its own; their digits and counts add exactly."""
+    n = len(raw)
+    threads = min(os.cpu_count() or 1, max(1, n // SPLIT))
+    cuts = np.linspace(0, n, threads + 1).astype(np.int64)
+    digits = np.zeros((threads, slots, k.CHUNKS), np.int64)
+    st = np.zeros((threads, slots, 6))
+    st[:, :, 4] = k.CHUNKS
+    counts = np.zeros((threads, slots), np.int64)
+    list(_pool().map(lambda t: k.keyed(raw, kmap, koff, lo, v, vmap, voff, cuts[t], cuts[t + 1],
+                                       digits[t], st[t], counts[t]), range(threads)))
+    st = np.concatenate([st[:, :, :4].sum(axis=0), st[0, :, 4:]], axis=1)
+    sums, python = np.empty(slots), np.zeros(slots, np.bool_)
+    k.finish_each(digits.sum(axis=0), st, NEG_ZERO, sums, python)
+    counts = counts.sum(axis=0)
+    for g in np.flatnonzero(python & (counts > 0)):   # past DANGER: the reference's way
+        known = _bits(kmap, koff, n)
+        rows = (known & (raw == lo + g)) if g < slots - 1 else ~known
+        sums[g] = float_sum(v[rows & _bits(vmap, voff, n)].tolist())
+    return sums, counts
+
+
+def _one_chunk(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return (a.combine_chunks() if a.num_chunks != 1 else a.chunk(0)) if isinstance(a, pa.ChunkedArray) else a
+
+
+def _bits(bitmap: np.ndarray, offset: int, n: int) -> np.ndarray:
+    """A validity bitmap as n booleans (every row valid where it is empty)."""
+    if not len(bitmap):
+        return np.ones(n, np.bool_)
+    return np.unpackbits(bitmap, bitorder="little")[offset:offset + n].astype(np.bool_)
+
+
+def _buffers(a: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
+    """A fixed-width array's values and validity bitmap (empty where it has no nulls) as NumPy views
+    of its Arrow buffers (no copy), with the bit offset of its first row."""
+    validity, data = a.buffers()[:2]
+    if data is None:
+        return np.empty(0, np.float64), np.empty(0, np.uint8), 0
+    dtype = np.dtype(a.type.to_pandas_dtype()) if a.type != pa.float64() else np.dtype(np.float64)
+    values = np.frombuffer(data, dtype=dtype, count=a.offset + len(a))[a.offset:]
+    bitmap = np.frombuffer(validity, dtype=np.uint8) if a.null_count and validity is not None else np.empty(0, np.uint8)
+    return values, bitmap, a.offset
+
+
+def single(fn: str, column: pa.Array | pa.ChunkedArray) -> float | None:
+    """aggregate() of a whole float column (sum, mean, var or std), nulls skipped; its chunks read
+    in place where they hold no nulls."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    values = [_buffers((c.drop_null() if c.null_count else c).cast(pa.float64()))[0] for c in chunks]
+    values = [v for v in values if len(v)]
+    n = sum(map(len, values))
+    if fn in ("sum", "mean"):
+        return None if not n else total(values) if fn == "sum" else total(values) / n
+    return aggregate(fn, np.concatenate(values) if values else np.empty(0), np.array([0, n]))[0].as_py()
 
 
 def total(parts: list[np.ndarray]) -> float:

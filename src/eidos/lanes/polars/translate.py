@@ -21,6 +21,7 @@ import pyarrow as pa
 import polars as pl
 from eidos.errors import ExecutionError, UnsupportedError
 from eidos.hal import coverage as C
+from eidos.hal import fsum
 from eidos.hal.arrow import batch_result, read_local
 from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
@@ -220,22 +221,48 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
     lf = translate(node.input, ctx)
     schema = node.input.schema
     rows = Scope(schema)
-    leaves: dict[E.Agg, Leaf] = {}
-    for _, e in node.aggs:
-        for a in e.walk():
-            if isinstance(a, E.Agg) and a not in leaves:
-                leaves[a] = leaf(a, rows, ctx, grouped=bool(node.keys))
-    first = [x.alias(name) for one in leaves.values() for name, x in one.columns]
+    aggs = list(dict.fromkeys(a for _, e in node.aggs for a in e.walk() if isinstance(a, E.Agg)))
     keys = {name: ctx.temp("k") for name, _ in node.keys}
-    if node.keys:
-        lf = lf.group_by([expr(e, rows).alias(keys[name]) for name, e in node.keys]).agg(first)
-    else:
-        lf = lf.select(first)  # one row, even from none
     key_types = [(name, infer(e, schema)) for name, e in node.keys]
+    if keyed(node, aggs, key_types):
+        lf, leaves = keyed_sums(lf, node, aggs, keys, rows, ctx)
+    else:
+        leaves = {a: leaf(a, rows, ctx, grouped=bool(node.keys)) for a in aggs}
+        first = [x.alias(name) for one in leaves.values() for name, x in one.columns]
+        if node.keys:
+            lf = lf.group_by([expr(e, rows).alias(keys[name]) for name, e in node.keys]).agg(first)
+        else:
+            lf = lf.select(first)  # one row, even from none
     groups = Scope(Schema(list(schema.items()) + [(n, t) for n, t in key_types if n not in schema]),
                    keys=keys, leaves=leaves)
     return lf.select([pl.col(keys[name]).alias(name) for name, _ in node.keys]
                      + [expr(e, groups).alias(name) for name, e in node.aggs])
+
+
+def keyed(node: N.Aggregate, aggs: list[E.Agg], key_types) -> bool:
+    """Whether eidos.hal.fsum.group_by computes this Aggregate: one integer or temporal key, and
+    only sums, means, variances and deviations of floats."""
+    return (len(key_types) == 1 and (key_types[0][1].is_integer or key_types[0][1].is_temporal)
+            and all(a.fn in ("sum", "mean", "var", "std") and a.arg is not None and a.arg.columns()
+                    and infer(a.arg, node.input.schema) in (T.Float32, T.Float64) for a in aggs))
+
+
+def keyed_sums(lf, node: N.Aggregate, aggs: list[E.Agg], keys: dict, rows: Scope, ctx: Ctx):
+    """The groups and their exact float aggregations in one call of eidos.hal.fsum.group_by over
+    the key and argument columns (read in place, no per-group lists): the frame of groups, and
+    the leaves that read its columns."""
+    (kname, kexpr), = node.keys
+    names = [ctx.temp("a") for _ in aggs]
+    key_type = pl_dtype(infer(kexpr, node.input.schema))
+
+    def run(df: pl.DataFrame) -> pl.DataFrame:
+        groups, out = fsum.group_by(df[keys[kname]].to_arrow(), [(a.fn, df[n].to_arrow()) for a, n in zip(aggs, names)])
+        return pl.DataFrame([pl.Series(keys[kname], groups, dtype=key_type)]
+                            + [pl.Series(n, o, dtype=pl.Float64) for n, o in zip(names, out)])
+
+    lf = lf.select([expr(kexpr, rows).alias(keys[kname])] + [expr(a.arg, rows).alias(n) for a, n in zip(aggs, names)])
+    lf = lf.map_batches(run, schema={keys[kname]: key_type, **dict.fromkeys(names, pl.Float64)}, streamable=False)
+    return lf, {a: Leaf([], lambda g, n=n: pl.col(n)) for a, n in zip(aggs, names)}
 
 
 @translate.register

@@ -146,12 +146,22 @@ class DuckDBLane(SqlLane):
         return DuckDBLane(budget=budget_bytes, spill_dir=tempfile.gettempdir())
 
     def _run(self, plan: N.Node, profile: list[str] | None = None):
-        from eidos.lanes.sql.execute import run
+        from eidos.lanes.sql import exact
+        from eidos.lanes.sql.execute import conform, run
 
+        rows = exact.route(plan)   # exact float aggregation: DuckDB runs its input, eidos.hal.fsum the rest
+        if rows is not None:
+            return conform(exact.finish(plan, self._run(rows, profile)), plan.schema)
         if self.budget is None:
             return run(self.name, plan, profile=profile)
         with self._within_budget(plan) as settings:
             return run(self.name, plan, settings, profile=profile)
+
+    def describe(self, plan: N.Node) -> list[str]:
+        from eidos.lanes.sql import exact
+
+        rows = exact.route(plan)
+        return super().describe(plan) if rows is None else [exact.ROUTE] + super().describe(rows)
 
     def execute_stream(self, plan: N.Node):
         from eidos.lanes.sql.execute import stream
