@@ -91,3 +91,15 @@ def test_sql_grows_linearly_with_nesting(lane, nesting):
         if len(sizes) >= 3:
             first, last = sizes[1] - sizes[0], sizes[-1] - sizes[-2]
             assert last <= 1.25 * first + 64, f"{lane} SQL of {nesting} by levels: {sizes}"
+
+
+@pytest.mark.parametrize("lane", URIS)
+def test_an_aggregate_used_twice_is_translated_once(lane):
+    """TPC-H Q15's shape: an aggregate joined to its own maximum is one CTE (one GROUP BY), read
+    twice, on every dialect; the text does not double with each reuse."""
+    source = ei.Flow(N.Scan(SqlSource(SCHEMA, uri=URIS[lane], table="t")))
+    revenue = source.group_by("i").agg(total=col("k").sum())
+    top = revenue.agg(best=col("total").max())
+    plan = revenue.join(top, left_on="total", right_on="best").plan.optimized
+    sql = to_sql(plan, X.dialect(lane)).sql
+    assert sql.upper().count("GROUP BY") == 1, sql

@@ -134,6 +134,7 @@ class Ctx:
         self.arrow: dict[str, pa.Table] = {}
         self.sources: list = []
         self.reading: tuple[str, ...] = ()   # the columns the scan being translated reads
+        self.done: dict[N.Node, Rel] = {}    # each Aggregate's relation (see node)
         self._n = 0
 
     def raw(self, source) -> exp.Expression:
@@ -188,12 +189,25 @@ def _outputs(exprs: list[exp.Expression]) -> list[exp.Expression]:
 
 # ---------------------------------------------------------------- nodes
 
-@singledispatch
 def node(n: N.Node, ctx: Ctx) -> Rel:
+    """n's relation. An Aggregate is translated once per statement, so one the plan uses twice (TPC-H
+    Q15's revenue, joined and reduced to its maximum) is one CTE read twice, which the engine
+    computes once (DuckDB and PostgreSQL materialize a CTE read twice); other nodes stay one CTE
+    per use (a shared scan is better read twice than materialized)."""
+    if not isinstance(n, N.Aggregate):
+        return translate_node(n, ctx)
+    rel = ctx.done.get(n)
+    if rel is None:
+        rel = ctx.done[n] = translate_node(n, ctx)
+    return rel
+
+
+@singledispatch
+def translate_node(n: N.Node, ctx: Ctx) -> Rel:
     raise UnsupportedError(f"the {ctx.dialect.name} lane cannot run plan node {type(n).__name__}")
 
 
-@node.register
+@translate_node.register
 def _(n: N.Scan, ctx: Ctx) -> Rel:
     ctx.sources.append(n.source)
     names = n.columns if n.columns is not None else n.source.schema.names
@@ -203,7 +217,7 @@ def _(n: N.Scan, ctx: Ctx) -> Rel:
     return ctx.add(exp.select(*_outputs(items)).from_(table), len(items))
 
 
-@node.register
+@translate_node.register
 def _(n: N.Filter, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
@@ -212,7 +226,7 @@ def _(n: N.Filter, ctx: Ctx) -> Rel:
     return ctx.add(sel, len(rel.columns), rel.order)
 
 
-@node.register
+@translate_node.register
 def _(n: N.Project, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
@@ -221,7 +235,7 @@ def _(n: N.Project, ctx: Ctx) -> Rel:
     return ctx.add(_select(x.layered(rel), _outputs(items)), len(items), rel.order)
 
 
-@node.register
+@translate_node.register
 def _(n: N.Aggregate, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     schema = n.input.schema
@@ -272,7 +286,7 @@ def _with_keys(schema: Schema, n: N.Aggregate) -> Schema:
     return Schema(list(schema.items()) + extra)
 
 
-@node.register
+@translate_node.register
 def _(n: N.Join, ctx: Ctx) -> Rel:
     left, right = node(n.left, ctx), node(n.right, ctx)
     d = ctx.dialect
@@ -363,7 +377,7 @@ def _ordinal(rel_name: str, columns: tuple[str, ...], keys: list[exp.Ordered], c
     return ctx.add(sel, len(columns), (order,))
 
 
-@node.register
+@translate_node.register
 def _(n: N.Sort, ctx: Ctx) -> Rel:
     rel, keys = _sort_keys(n, ctx)
     return _ordinal(rel.name, rel.columns, keys, ctx)
@@ -384,7 +398,7 @@ def _top(n: N.Limit, ctx: Ctx) -> Rel:
     return _ordinal(ctx.cte(top), rel.columns, by, ctx)
 
 
-@node.register
+@translate_node.register
 def _(n: N.Limit, ctx: Ctx) -> Rel:
     if isinstance(n.input, N.Sort):
         return _top(n, ctx)
@@ -398,7 +412,7 @@ def _(n: N.Limit, ctx: Ctx) -> Rel:
     return ctx.add(sel, len(rel.columns), rel.order)
 
 
-@node.register
+@translate_node.register
 def _(n: N.Distinct, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     if not rel.order:
@@ -412,7 +426,7 @@ def _(n: N.Distinct, ctx: Ctx) -> Rel:
     return ctx.add(sel, len(rel.columns), (first,))
 
 
-@node.register
+@translate_node.register
 def _(n: N.Unique, ctx: Ctx) -> Rel:
     """The rows numbered within each `subset` group (by their order; any order for keep="any"), the first
     (last) kept; for keep="none" the rows of groups of one."""
@@ -433,7 +447,7 @@ def _(n: N.Unique, ctx: Ctx) -> Rel:
     return ctx.add(sel, len(rel.columns), rel.order)
 
 
-@node.register
+@translate_node.register
 def _(n: N.AsofJoin, ctx: Ctx) -> Rel:
     """Window functions over one sorted stream, so each engine sorts once (no correlated search): the right
     rows cut to the first by content of each (`by`, `on`) and numbered j in (`by`, `on`) order; the keys of
@@ -523,7 +537,7 @@ def _(n: N.AsofJoin, ctx: Ctx) -> Rel:
     return ctx.add(sel, len(items), left.order)
 
 
-@node.register
+@translate_node.register
 def _(n: N.Union, ctx: Ctx) -> Rel:
     rels = [node(i, ctx) for i in n.inputs]
     ordered = any(r.order for r in rels)
