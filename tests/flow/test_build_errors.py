@@ -51,7 +51,7 @@ def test_non_boolean_filter(orders):
 
 
 def test_string_filter_is_explained(orders):
-    with pytest.raises(PlanError, match=r"filter takes a Boolean expression"):
+    with pytest.raises(PlanError, match=r"filter takes Boolean expressions such as col.*not the string"):
         orders.filter("l_quantity > 1")
 
 
@@ -234,7 +234,7 @@ def test_sources_errors(tmp_path):
         ei.from_pydict({"a": [None, None]})
     with pytest.raises(PlanError, match="time-zone-aware"):
         ei.from_arrow(pa.table({"t": pa.array([0], pa.timestamp("us", tz="UTC"))}))
-    with pytest.raises(PlanError, match="delimiter must be one character"):
+    with pytest.raises(PlanError, match="read_csv separator must be one character"):
         ei.read_csv(bad, delimiter=";;")
 
 
