@@ -30,6 +30,7 @@ from eidos.flow.read import (
 from eidos.hal.registry import backends, register_backend
 from eidos.hal.trust import register_udf
 from eidos.ir.dtypes import (
+    Binary,
     Boolean,
     Date,
     Decimal,
@@ -87,6 +88,6 @@ __all__ = [
     "when", "Flow", "GroupBy",
     "from_arrow", "from_pandas", "from_pydict", "read_csv", "read_ipc", "read_ndjson", "read_parquet", "read_sql", "Schema",
     "backends", "register_backend", "register_udf",
-    "Boolean", "Date", "Decimal", "DType", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64",
+    "Binary", "Boolean", "Date", "Decimal", "DType", "Float32", "Float64", "Int8", "Int16", "Int32", "Int64",
     "List", "String", "Timestamp", "Duration", "UInt8", "UInt16", "UInt32", "UInt64", *_LAZY,
 ]

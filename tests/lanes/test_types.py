@@ -1,4 +1,4 @@
-"""Types beyond the simple ones (docs/semantics.md section 1): each lane that declares one computes what the
+"""Types beyond the numbers, strings and dates (docs/semantics.md section 1): each lane that declares one computes what the
 reference lane computes on the same inputs, and a lane that lacks one says so in its coverage (explain())."""
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ LISTS = pa.table({
 })
 NESTED = pa.table({"k": [1, 2, 3], "n": pa.array([[[1], [2, None]], [None, []], None],
                                                 pa.large_list(pa.large_list(pa.int32())))})
+
+
+BYTES = pa.table({"k": pa.array([1, 2, 3, 4, 5, 6], pa.int64()),
+                  "b": pa.array([b"\x00\xff", b"", None, b"ab", b"\xff", b"ab"], pa.large_binary())})
 
 
 def lists() -> ei.Flow:
@@ -62,9 +66,27 @@ CASES = {
 }
 
 
+def binary() -> ei.Flow:
+    return ei.from_arrow(BYTES)
+
+
+CASES.update({
+    "binary_functions": (lambda: binary().select(
+        "k", "b", n=col("b").bin.size(), eq=col("b") == b"ab", lt=col("b") < b"\x01",
+        isin=col("b").is_in([b"", b"ab"])).sort("b", "k"),
+        {"k": [2, 1, 4, 6, 5, 3], "b": [b"", b"\x00\xff", b"ab", b"ab", b"\xff", None], "n": [0, 2, 2, 2, 1, None],
+         "eq": [False, False, True, True, False, None], "lt": [True, True, False, False, False, None],
+         "isin": [True, False, True, True, False, None]}, True),
+    "binary_keys": (lambda: binary().group_by("b").agg(n=ei.count()).join(binary(), on="b").sort("k"),
+                    {"b": [b"\x00\xff", b"", b"ab", b"\xff", b"ab"], "n": [1, 1, 2, 1, 2], "k": [1, 2, 4, 5, 6]}, True),
+    "binary_distinct": (lambda: binary().select("b").distinct().sort("b", descending=True),
+                        {"b": [b"\xff", b"ab", b"\x00\xff", b"", None]}, True),
+})
+
+
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("lane_name", LANES)
-def test_lists(lane_name, case, load_into):
+def test_types(lane_name, case, load_into):
     build, expected, ordered = CASES[case]
     lane = lane_or_skip(lane_name)
     flow = build()

@@ -725,6 +725,34 @@ class Expr:
         """
         return ListMethods(self)
 
+    @property
+    def bin(self) -> BinaryMethods:
+        """Binary functions: `expr.bin.size()`.
+
+        Examples:
+            >>> ei.from_pydict({"b": [b"\\x00\\xff", b""]}).select(col("b").bin.size()).run().to_pydict()
+            {'b': [2, 0]}
+        """
+        return BinaryMethods(self)
+
+
+class BinaryMethods:
+    """`expr.bin.*`: functions of Binary values (bytes)."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e: Expr):
+        self._e = e
+
+    def size(self) -> Expr:
+        """The number of bytes, Int64 (Polars' `bin.size()`, whose unit is bytes); null for null.
+
+        Examples:
+            >>> ei.from_pydict({"b": [b"ab", None]}).select(col("b").bin.size()).run().to_pydict()
+            {'b': [2, None]}
+        """
+        return self._e._call("bin_size")
+
 
 class ListMethods:
     """`expr.list.*`: functions of List values (`ei.List(inner)`); positions count from 0."""

@@ -196,7 +196,7 @@ def forms(visitor) -> frozenset[str]:
 REGENERATE = "python -c \"from eidos.hal.coverage import markdown; print(markdown(), end='')\" > docs/coverage.md"
 
 _FAMILIES = {"arithmetic": F.ARITHMETIC, "comparison": F.COMPARISON, "logic": F.LOGICAL, "math": F.MATH,
-             "nulls": F.NULLS, "membership": F.MEMBERSHIP, "text": F.STRINGS, "dates": F.TEMPORAL, "lists": F.LISTS,
+             "nulls": F.NULLS, "membership": F.MEMBERSHIP, "text": F.STRINGS, "dates": F.TEMPORAL, "lists": F.LISTS, "binary": F.BINARY,
              "aggregation": F.AGGREGATES, "window": F.WINDOWS, "form": F.FORMS}
 
 

@@ -166,6 +166,7 @@ Boolean, String = DType("Boolean"), DType("String")
 Date, Timestamp = DType("Date"), DType("Timestamp")
 # A signed length of time in microseconds (Timestamp - Timestamp); Python's datetime.timedelta.
 Duration = DType("Duration")
+Binary = DType("Binary")
 # The type of an untyped `lit(None)`: it takes the type of whatever it meets.
 Null = DType("Null")
 
@@ -175,10 +176,11 @@ _TO_ARROW = {
     "Float32": pa.float32(), "Float64": pa.float64(),
     "Boolean": pa.bool_(), "String": pa.large_string(),
     "Date": pa.date32(), "Timestamp": pa.timestamp("us"), "Duration": pa.duration("us"), "Null": pa.null(),
+    "Binary": pa.large_binary(),
 }
 
 ALL_SIMPLE = (Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
-              Float32, Float64, Boolean, String, Date, Timestamp, Duration)
+              Float32, Float64, Boolean, String, Date, Timestamp, Duration, Binary)
 BY_NAME = {t.name: t for t in ALL_SIMPLE + (Null,)}
 INTEGERS = ALL_SIMPLE[:8]
 # Every type family a lane's coverage table may list.
@@ -208,6 +210,8 @@ def from_arrow(t: pa.DataType, *, column: str = "?") -> DType:
         return Decimal(t.precision, t.scale)
     if pa.types.is_date(t):
         return Date
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return Binary
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return List(from_arrow(t.value_type, column=column))
     if pa.types.is_duration(t):

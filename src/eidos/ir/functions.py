@@ -41,14 +41,15 @@ DURATION_TOTALS = tuple(f"dt_total_{u}" for u in ("days", "hours", "minutes", "s
 FORMATS = ("dt_strftime", "str_to_date", "str_to_datetime")
 TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",) + DURATION_TOTALS + FORMATS
 LISTS = ("list_len", "list_get", "list_contains")
+BINARY = ("bin_size",)
 
-SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL + LISTS
+SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL + LISTS + BINARY
 
 # Number of expression arguments each scalar function takes.
 ARITY = {fn: 2 for fn in ARITHMETIC + COMPARISON + ("and", "or", "fill_null")}
 ARITY.update({fn: 1 for fn in ("not",) + MATH + ("is_null", "is_not_null", "is_in") + STRINGS + TEMPORAL})
 ARITY["is_between"] = 3
-ARITY.update(list_len=1, list_get=1, list_contains=2)
+ARITY.update(list_len=1, list_get=1, list_contains=2, bin_size=1)
 
 # The constant parameters (Call.options) each scalar function takes, in order; the others take none.
 # "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values,
@@ -69,7 +70,7 @@ _METHODS = {"str_contains_regex": "str.contains", "str_replace_n": "str.replace"
 
 def method(fn: str) -> str:
     """How `fn` reads as the method that builds it (`str_starts_with` -> `str.starts_with`)."""
-    return _METHODS.get(fn) or re.sub(r"^(str|dt|list)_", r"\1.", fn)
+    return _METHODS.get(fn) or re.sub(r"^(str|dt|list|bin)_", r"\1.", fn)
 
 
 AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "quantile",

@@ -67,6 +67,8 @@ def _value(v: Any) -> Any:
         return {"decimal": str(v)}
     if isinstance(v, tuple):
         return {"tuple": [_value(x) for x in v]}
+    if isinstance(v, bytes):
+        return {"bytes": v.hex()}
     raise PlanError(f"cannot store value {v!r} of type {type(v).__name__} in JSON")
 
 
@@ -248,7 +250,7 @@ def read_schema(j: Any, what: str) -> Schema:
     return _unschema(j, what)
 
 
-_TAGS = ("int", "float", "decimal", "timestamp", "date", "duration", "tuple")
+_TAGS = ("int", "float", "decimal", "timestamp", "date", "duration", "tuple", "bytes")
 
 
 def _unvalue(j: Any, at: str) -> Any:
@@ -269,6 +271,8 @@ def _unvalue(j: Any, at: str) -> Any:
             return float(text)
         if tag == "decimal":
             return _decimal.Decimal(text)
+        if tag == "bytes":
+            return bytes.fromhex(text)
         return _dt.datetime.fromisoformat(text) if tag == "timestamp" else _dt.date.fromisoformat(text)
     except (ValueError, _decimal.InvalidOperation):
         raise _fail(f"{at}.{tag}", f"{_show(text)} is not a {tag}") from None

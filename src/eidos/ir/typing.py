@@ -46,6 +46,8 @@ def literal_dtype(value: object) -> DType:
     if isinstance(value, _dt.timedelta):
         check_duration(value)
         return T.Duration
+    if isinstance(value, bytes):
+        return T.Binary
     if isinstance(value, _dt.datetime):
         return T.Timestamp
     if isinstance(value, _dt.date):
@@ -109,6 +111,8 @@ def convert_literal(value: object, target: DType) -> object:
     if target == T.Boolean and isinstance(value, bool):
         return value
     if target == T.String and isinstance(value, str):
+        return value
+    if target == T.Binary and isinstance(value, bytes):
         return value
     if target == T.Date and isinstance(value, _dt.date) and not isinstance(value, _dt.datetime):
         return value
@@ -242,7 +246,7 @@ def can_cast(src: DType, dst: DType) -> bool:
     if src.is_numeric or src == T.Boolean:
         return dst.is_numeric or dst in (T.Boolean, T.String)
     if src == T.String:
-        return True
+        return dst != T.Binary
     if src.is_temporal:
         return dst.is_temporal or dst == T.String
     return False
@@ -290,10 +294,10 @@ def _(e: Agg, ty: _Typer) -> DType:
         if "allowed only inside agg" in str(err):
             raise ty.fail(e, "aggregations cannot be nested") from None
         raise
-    if e.fn in ("count", "n_unique"):
-        return T.Int64
     if t.is_nested and e.fn not in ("count", "first", "last"):
         raise ty.fail(e, f"{e.fn}() needs values that compare, got {t}")
+    if e.fn in ("count", "n_unique"):
+        return T.Int64
     if e.fn in ("min", "max", "first", "last"):
         return t
     if e.fn == "implode":
@@ -610,6 +614,13 @@ def _temporal(e: Call, ty: _Typer) -> DType:
     return T.Int32
 
 
+def _typed_arg(e: Call, ty: _Typer, want: DType, result: DType) -> DType:
+    t = ty(e.args[0])
+    if t not in (want, T.Null):
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a {want}, got {t}")
+    return result
+
+
 def _list(e: Call, ty: _Typer) -> DType:
     t = ty(e.args[0])
     if not isinstance(t, T.ListType) and t != T.Null:
@@ -632,6 +643,7 @@ _CALL_RULES.update({"is_null": _null_test, "is_not_null": _null_test, "fill_null
 _CALL_RULES.update({fn: _string for fn in F.STRINGS})
 _CALL_RULES.update({fn: _temporal for fn in F.TEMPORAL})
 _CALL_RULES.update({fn: _list for fn in F.LISTS})
+_CALL_RULES["bin_size"] = lambda e, ty: _typed_arg(e, ty, T.Binary, T.Int64)
 
 
 def infer(e: Expr, schema: Schema, where: str = "", *, allow_agg: bool = False) -> DType:

@@ -22,9 +22,9 @@ from eidos.ir.uri import redact
 # What each database holds exactly, so reading the table back gives the same eidos schema.
 HOLDS = {
     "duckdb": {t.name for t in T.ALL_SIMPLE if t != T.Duration} | {"Decimal"},
-    "sqlite": {"Int64", "Float64", "Boolean", "String", "Date"},
+    "sqlite": {"Int64", "Float64", "Boolean", "String", "Date", "Binary"},
     "postgresql": {"Int16", "Int32", "Int64", "Float32", "Float64", "Boolean", "String", "Date",
-                   "Timestamp", "Decimal", "List"},
+                   "Timestamp", "Decimal", "List", "Binary"},
 }
 
 
@@ -82,7 +82,8 @@ def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
 
 
 # SQLite's declared types that the sqlite lane reads back as these eidos types.
-SQLITE_DDL = {"Int64": "INTEGER", "Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT", "Date": "DATE"}
+SQLITE_DDL = {"Int64": "INTEGER", "Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT", "Date": "DATE",
+              "Binary": "BLOB"}
 
 
 def _ddl_type(lane, d, t) -> str:
@@ -118,7 +119,7 @@ def _load_adbc(lane, uri, name, quoted, cols, table, replace):
         con = adbc.connect(uri)
     arrays = []
     for col in table.columns:
-        if pa.types.is_large_string(col.type) or pa.types.is_large_list(col.type):
+        if pa.types.is_large_string(col.type) or pa.types.is_large_list(col.type) or pa.types.is_large_binary(col.type):
             col = col.cast(_small(col.type))
         elif lane == "sqlite" and pa.types.is_boolean(col.type):
             col = col.cast(pa.int64())
@@ -144,6 +145,8 @@ def _small(t: pa.DataType) -> pa.DataType:
     """`t` with 32-bit offsets (string, list), as the ADBC drivers ingest them."""
     if pa.types.is_large_list(t):
         return pa.list_(_small(t.value_type))
+    if pa.types.is_large_binary(t):
+        return pa.binary()
     return pa.string() if pa.types.is_large_string(t) else t
 
 

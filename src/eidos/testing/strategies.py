@@ -94,7 +94,7 @@ def _name_key(case_sensitive: bool):
 _DECIMALS = ((5, 2), (10, 0), (18, 4), (38, 10), (1, 0), (3, 3), (12, 6), (38, 0))
 _DTYPE_WEIGHTS = {  # how often each kind is drawn: unsigned sparingly
     "Int8": 2, "Int16": 2, "Int32": 3, "Int64": 6, "UInt8": 1, "UInt16": 1, "UInt32": 1, "UInt64": 1,
-    "Float32": 2, "Float64": 6, "Boolean": 3, "String": 6, "Date": 3, "Timestamp": 2, "Decimal": 3, "List": 2,
+    "Float32": 2, "Float64": 6, "Boolean": 3, "String": 6, "Date": 3, "Timestamp": 2, "Decimal": 3, "List": 2, "Binary": 1,
 }
 _LIST_ELEMENTS = ("Int64", "Float64", "String", "Date")  # element types of generated lists
 MAX_LIST = 3  # elements in a generated list
@@ -190,6 +190,8 @@ def values(dtype: DType, *, wide: bool = True, nan: bool = True) -> st.SearchStr
         if not wide:
             return small
         return st.one_of(small, st.datetimes(TS_MIN, TS_MAX))
+    if dtype == T.Binary:
+        return st.sampled_from((b"", b"a", b"\x00", b"\xff", b"ab")) if not wide else st.binary(max_size=4)
     if isinstance(dtype, T.ListType):
         return st.lists(st.one_of(st.none(), values(dtype.inner, wide=wide, nan=nan)), max_size=MAX_LIST)
     raise ValueError(f"no values for dtype {dtype}")

@@ -296,7 +296,7 @@ def udf_value(dtype: DType) -> Fn:
             return [element(x) for x in v]
     else:
         kinds = {"Boolean": bool, "String": str, "Date": _dt.date, "Timestamp": _dt.datetime,
-                 "Duration": _dt.timedelta}
+                 "Duration": _dt.timedelta, "Binary": bytes}
         kind = kinds.get(dtype.name, object)
 
         def f(v):

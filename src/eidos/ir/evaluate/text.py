@@ -108,4 +108,4 @@ def _strings(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     raise PlanError(f"unknown string function {fn!r}")
 
 
-KERNELS = {fn: _strings for fn in F.STRINGS}
+KERNELS = {fn: _strings for fn in F.STRINGS} | {"bin_size": lambda *_: strict1(len)}

@@ -43,7 +43,7 @@ _PL = {
     "Int8": pl.Int8, "Int16": pl.Int16, "Int32": pl.Int32, "Int64": pl.Int64,
     "UInt8": pl.UInt8, "UInt16": pl.UInt16, "UInt32": pl.UInt32, "UInt64": pl.UInt64,
     "Float32": pl.Float32, "Float64": pl.Float64, "Boolean": pl.Boolean, "String": pl.String,
-    "Date": pl.Date, "Timestamp": pl.Datetime("us"), "Duration": pl.Duration("us"), "Null": pl.Null,
+    "Date": pl.Date, "Timestamp": pl.Datetime("us"), "Duration": pl.Duration("us"), "Null": pl.Null, "Binary": pl.Binary,
 }
 
 
@@ -1421,6 +1421,11 @@ def _(e, args, types, res):
     if t.is_float or t == T.Null:   # eidos: exact float sums; NaN the largest value (Polars' cum_max skips it)
         return None
     return x.cast(pl.Int128).cum_sum() if e.fn == "cum_sum" else getattr(x, e.fn)()
+
+
+@call("bin_size")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).bin.size().cast(pl.Int64)
 
 
 @call("list_len")

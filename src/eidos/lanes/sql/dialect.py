@@ -113,6 +113,8 @@ class Dialect:
             return self.boolean(bool(value))
         if t == T.String:
             return string(value)
+        if t == T.Binary:
+            return self.binary(value.hex())
         if t.is_float:
             return self.float_value(float(value), t)
         if t.is_integer:
@@ -123,6 +125,12 @@ class Dialect:
         if t.is_decimal:
             return exp.Cast(this=string(text if text is not None else str(value)), to=self.sql_type(t))
         return exp.Cast(this=string(text), to=self.sql_type(t))
+
+    def binary(self, hex_digits: str) -> exp.Expression:
+        return fn("from_hex", string(hex_digits))
+
+    def fn_bin_size(self, args, ts, t, o):
+        return self.cast(fn("octet_length", args[0]), T.Null, T.Int64, force=True)
 
     def boolean(self, v: bool) -> exp.Expression:
         return exp.Boolean(this=v)

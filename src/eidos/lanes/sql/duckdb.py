@@ -56,7 +56,7 @@ class DuckDBDialect(Dialect):
         "Int8": "TINYINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
         "UInt8": "UTINYINT", "UInt16": "USMALLINT", "UInt32": "UINTEGER", "UInt64": "UBIGINT",
         "Float32": "FLOAT", "Float64": "DOUBLE", "Boolean": "BOOLEAN", "String": "VARCHAR",
-        "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]",
+        "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]", "Binary": "BLOB",
     }
 
     def __init__(self, *, exact: bool = False):

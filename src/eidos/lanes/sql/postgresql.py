@@ -35,7 +35,7 @@ TYPES = {
     "smallint": T.Int16, "integer": T.Int32, "bigint": T.Int64,
     "real": T.Float32, "double precision": T.Float64, "boolean": T.Boolean,
     "text": T.String, "character varying": T.String, "character": T.String, "name": T.String,
-    "date": T.Date, "timestamp without time zone": T.Timestamp,
+    "date": T.Date, "timestamp without time zone": T.Timestamp, "bytea": T.Binary,
 }
 
 
@@ -105,7 +105,7 @@ class PostgresDialect(Dialect):
         "Int8": "SMALLINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
         "UInt8": "SMALLINT", "UInt16": "INTEGER", "UInt32": "BIGINT", "UInt64": "DECIMAL(20, 0)",
         "Float32": "REAL", "Float64": "DOUBLE PRECISION", "Boolean": "BOOLEAN", "String": "TEXT",
-        "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]",
+        "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]", "Binary": "BYTEA",
     }
 
     def error(self, message, witness, t):
@@ -271,6 +271,9 @@ class PostgresDialect(Dialect):
         parts = fn("string_to_array", s, string(by)) if by else fn("regexp_split_to_array", s, string(""))
         empty = self.cast(exp.Array(expressions=[string("")] if by else []), T.Null, t, force=True)
         return case([(exp.EQ(this=paren(s), expression=string("")), empty)], parts)
+
+    def binary(self, hex_digits):
+        return fn("decode", string(hex_digits), string("hex"))
 
     def fn_list_len(self, args, ts, t, o):
         return self.cast(fn("cardinality", args[0]), T.Null, T.Int64, force=True)

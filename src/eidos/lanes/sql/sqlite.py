@@ -26,7 +26,7 @@ from eidos.lanes.sql.translate import by_name, case, fn, number, paren, string
 # "(...)"). Exact names first, then SQLite's own affinity rules (datatype3.html, 3.1).
 # NUMERIC affinity (NUMERIC, DECIMAL(p,s), ...) holds integers or 8-byte floats, never exact
 # decimals, so it reads as Float64. BLOB and undeclared columns have no eidos type.
-EXACT_TYPES = {"BOOLEAN": T.Boolean, "BOOL": T.Boolean, "DATE": T.Date,
+EXACT_TYPES = {"BOOLEAN": T.Boolean, "BOOL": T.Boolean, "DATE": T.Date, "BLOB": T.Binary,
                "DATETIME": T.Timestamp, "TIMESTAMP": T.Timestamp}
 AFFINITY = (("INT", T.Int64), ("CHAR", T.String), ("CLOB", T.String), ("TEXT", T.String),
             ("REAL", T.Float64), ("FLOA", T.Float64), ("DOUB", T.Float64))
@@ -57,7 +57,13 @@ class SQLiteDialect(Dialect):
     has_nan = False
     semi_join_in = True  # no hash join: a correlated EXISTS scans the right side once per left row
     types = {t.name: "INTEGER" for t in T.INTEGERS}
-    types.update({"Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT", "Date": "TEXT"})
+    types.update({"Float64": "REAL", "Boolean": "BOOLEAN", "String": "TEXT", "Date": "TEXT", "Binary": "BLOB"})
+
+    def binary(self, hex_digits):
+        return fn("unhex", string(hex_digits))
+
+    def fn_bin_size(self, args, ts, t, o):
+        return self.cast(fn("length", args[0]), T.Null, T.Int64, force=True)  # of a BLOB: its bytes
 
     def sql_type(self, t):
         if t == T.Boolean:
@@ -195,7 +201,7 @@ class SQLiteDialect(Dialect):
         # keeps its CAST: NUMERIC-affinity columns, read as Float64, hold integers as integers.
         # A value SQLite stored against its column's type (possible unless the table is STRICT)
         # is not coerced: it fails the run's Arrow conversion rather than turning 'abc' into 0.
-        return e if t in (T.String, T.Boolean, T.Date, T.Int64) else self.cast(e, T.Null, t, force=True)
+        return e if t in (T.String, T.Boolean, T.Date, T.Int64, T.Binary) else self.cast(e, T.Null, t, force=True)
 
 
 def _open(source_or_uri):
