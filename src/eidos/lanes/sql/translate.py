@@ -876,7 +876,7 @@ def translated(dialect) -> Coverage:
         except UnsupportedError:
             continue
         functions.add(agg)
-    return Coverage(C.dispatched(node, N.Node), frozenset(functions), frozenset(dialect.types) | {"Decimal"})
+    return Coverage(C.dispatched(translate_node, N.Node), frozenset(functions), frozenset(dialect.types) | {"Decimal"})
 
 
 # ---------------------------------------------------------------- literals (shared by the dialects)
