@@ -380,6 +380,10 @@ CASES = [
          {"k": [1, 2, 3], "m": [0.0, 0.39999999999999997, INF]}, ordered=True),
     Case("median_of_large_integers", lambda s: ei.from_pydict({"i": [2**62 + 1, 2**62 + 4]}).agg(m=col("i").median()),
          {"m": [float(2**62 + 2)]}),
+    # the groups of an aggregation whose values are all pruned away (one integer key, the exact-sum path)
+    Case("groups_without_aggregations", lambda s: ei.from_arrow(pa.table({
+        "x": [1.5, None, 2.0], "b": pa.array([None, None, 3], pa.int8())})).group_by("b").agg(a=col("x").sum())
+        .select("b").sort("b"), {"b": [3, None]}, ordered=True),
     Case("quantile", lambda s: people(s).group_by("dept").agg(
         n=col("age").quantile(0.5), lo=col("age").quantile(0.25, "lower"), hi=col("age").quantile(0.25, "higher"),
         mid=col("age").quantile(0.25, "midpoint"), lin=col("age").quantile(0.25, "linear"),

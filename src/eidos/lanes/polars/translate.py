@@ -242,7 +242,7 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
 def keyed(node: N.Aggregate, aggs: list[E.Agg], key_types) -> bool:
     """Whether eidos.hal.fsum.group_by computes this Aggregate: one integer or temporal key, and
     only sums, means, variances and deviations of floats."""
-    return (len(key_types) == 1 and (key_types[0][1].is_integer or key_types[0][1].is_temporal)
+    return (bool(aggs) and len(key_types) == 1 and (key_types[0][1].is_integer or key_types[0][1].is_temporal)
             and all(a.fn in ("sum", "mean", "var", "std") and a.arg is not None and a.arg.columns()
                     and infer(a.arg, node.input.schema) in (T.Float32, T.Float64) for a in aggs))
 
