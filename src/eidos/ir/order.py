@@ -12,9 +12,10 @@ from eidos.errors import PlanError
 from eidos.ir import functions as F
 from eidos.ir import nodes as N
 from eidos.ir.expr import Window
-from eidos.ir.sources import ArrowSource, FileSource, PartSource
+from eidos.ir.sources import ArrowSource, FileSource, PartSource, RemoteSource
 
-_ORDERED_SOURCES = (FileSource, ArrowSource)   # rows in file (or table) order
+# rows in file order, or in the order of an Arrow table (one in memory, or one an eidos service keeps as sent)
+_ORDERED_SOURCES = (FileSource, ArrowSource, RemoteSource)
 
 
 def has_row_order(node: N.Node) -> bool:
