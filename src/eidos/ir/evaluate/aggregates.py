@@ -91,20 +91,6 @@ def _extreme(dtype: DType, *, largest: bool) -> Callable[[list], Any]:
     return f
 
 
-def _median(dtype: DType) -> Callable[[list], Any]:
-    key = order_key(dtype)
-
-    def f(xs):
-        if not xs:
-            return None
-        xs = sorted(xs, key=key)
-        a, b = xs[(len(xs) - 1) // 2], xs[len(xs) // 2]
-        if dtype.is_float and (a == b or not (math.isfinite(a) and math.isfinite(b))):
-            return a if a == b or a != a and b != b else (a + b) / 2  # IEEE: NaN, inf - inf, inf
-        return float((Fraction(a) + Fraction(b)) / 2)  # the exact midpoint, rounded once
-    return f
-
-
 def _quantile(dtype: DType, q: float, method: str) -> Callable[[list], Any]:
     """Polars' positions: h = (n - 1) * q in double precision; values at floor(h), ceil(h), or h rounded
     half away from zero; their midpoint, or lower + (higher - lower) * (h - floor(h)), exact and rounded once."""
@@ -182,8 +168,8 @@ def aggregator(fn: str, arg_dtype: DType, result_dtype: DType, options: tuple = 
         inner = _n_unique(arg_dtype)
     elif fn in ("std", "var"):
         inner = _var(arg_dtype, root=fn == "std")
-    elif fn == "median":
-        inner = _median(arg_dtype)
+    elif fn == "median":   # the quantile at 0.5 by midpoint: the two middle values' exact midpoint
+        inner = _quantile(arg_dtype, 0.5, "midpoint")
     elif fn == "quantile":
         inner = _quantile(arg_dtype, *options)
     else:
