@@ -1240,22 +1240,6 @@ def _exact(fn, x, t, res, name, grouped) -> Leaf:
                                                    return_dtype=pl.Float64))
 
 
-@aggregation("median")
-def _(fn, x, t, res, name, grouped) -> Leaf:
-    # eidos: the two middle values in eidos order (Polars sorts NaN last too), then their exact
-    # midpoint rounded once (Polars' median computes lo + (hi - lo) / 2: inf for -1e308 and 1e308).
-    v = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls().sort()
-    n = v.len()
-    lo, hi = name + "lo", name + "hi"
-    cols = [(lo, v.slice((n - 1) // 2, 1).first()), (hi, v.slice(n // 2, 1).first())]
-    a, b = pl.col(lo), pl.col(hi)
-    if t.is_integer:
-        return Leaf(cols, lambda g: (a.cast(pl.Int128) + b.cast(pl.Int128)).cast(pl.Float64) / 2)
-    a, b = a.cast(pl.Float64), b.cast(pl.Float64)
-    small = (a.abs() <= 2.0**1022) & (b.abs() <= 2.0**1022)  # a + b cannot overflow; halving a tiny sum is exact
-    return Leaf(cols, lambda g: pl.when(a == b).then(a).when(small).then((a + b) / 2).otherwise(a / 2 + b / 2))
-
-
 @aggregation("first", "last")
 def _(fn, x, t, res, name, grouped) -> Leaf:
     return Leaf([(name, x.first() if fn == "first" else x.last())], lambda g: pl.col(name))
@@ -1278,11 +1262,26 @@ def _(fn, x, t, res, name, grouped) -> Leaf:
     return Leaf([(name, pl.int_range(pl.len(), dtype=pl.Int64).filter(hit).first())], lambda g: pl.col(name))
 
 
+@aggregation("median")
+def _(fn, x, t, res, name, grouped) -> Leaf:
+    return _quantile(fn, x, t, res, name, grouped, 0.5, "midpoint")
+
+
+def _midpoint(a: pl.Expr, b: pl.Expr, t: DType) -> pl.Expr:
+    """The exact midpoint of a <= b rounded once (Polars' median computes lo + (hi - lo) / 2: inf for
+    -1e308 and 1e308); integers summed in 128 bits."""
+    if t.is_integer:
+        return (a.cast(pl.Int128) + b.cast(pl.Int128)).cast(pl.Float64) / 2
+    a, b = a.cast(pl.Float64), b.cast(pl.Float64)
+    small = (a.abs() <= 2.0**1022) & (b.abs() <= 2.0**1022)  # a + b cannot overflow; halving a tiny sum is exact
+    return pl.when(a == b).then(a).when(small).then((a + b) / 2).otherwise(a / 2 + b / 2)
+
+
 @aggregation("quantile")
-def _(fn, x, t, res, name, grouped, q, method) -> Leaf:
+def _quantile(fn, x, t, res, name, grouped, q, method) -> Leaf:
     # eidos: Polars' positions (h = (n - 1) * q in double precision), the values below and above h in
-    # eidos order, then exact.between: Polars' interpolation rounds each step, and its Float64 of a
-    # 64-bit integer rounds before the midpoint.
+    # eidos order (Polars sorts NaN last too), then their exact midpoint, or exact.between for linear:
+    # Polars' interpolation rounds each step, and its Float64 of a 64-bit integer rounds before the midpoint.
     v = (x if t != T.Null else x.cast(pl.Float64)).drop_nulls().sort()
     h = (v.len() - 1).cast(pl.Float64) * q
     below = h.floor()
@@ -1292,7 +1291,9 @@ def _(fn, x, t, res, name, grouped, q, method) -> Leaf:
     cols = [(a, v.slice(lo.cast(pl.Int64), 1).first()), (b, v.slice(hi.cast(pl.Int64), 1).first())]
     if method in ("nearest", "lower", "higher"):
         return Leaf(cols, lambda g: pl.col(b).cast(pl.Float64))
-    cols.append((w, (h - below) if method == "linear" else pl.lit(0.5)))
+    if method == "midpoint":
+        return Leaf(cols, lambda g: _midpoint(pl.col(a), pl.col(b), t))
+    cols.append((w, h - below))
     return Leaf(cols, lambda g: pl.struct(lo=pl.col(a), hi=pl.col(b), t=pl.col(w)).map_batches(
         exact.between, return_dtype=pl.Float64))
 
