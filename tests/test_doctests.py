@@ -9,10 +9,11 @@ import importlib
 import pytest
 
 import eidos as ei
+import eidos.selectors as cs
 
 # The modules whose docstrings carry the plan layer's examples (tests/tensor/test_docs.py runs the
 # tensor layer's); each example may use `ei`, `col`, `lit`, `when`, `count`, `date`, `udf` and
-# `datetime` without importing them, as the API pages say.
+# `datetime` (and `cs`, eidos.selectors) without importing them, as the API pages say.
 MODULES = [
     "eidos",
     "eidos.flow.expr",
@@ -21,12 +22,13 @@ MODULES = [
     "eidos.flow.read",
     "eidos.flow.sql",
     "eidos.hal.registry",
+    "eidos.hal.runner",
     "eidos.hal.devices",
     "eidos.hal.trust",
     "eidos.remote.client",
 ]
 GLOBALS = {"ei": ei, "col": ei.col, "lit": ei.lit, "when": ei.when, "count": ei.count, "date": ei.date,
-           "udf": ei.udf, "datetime": datetime}
+           "udf": ei.udf, "datetime": datetime, "cs": cs}
 FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 
 

@@ -66,18 +66,36 @@ def _selector(value: object, op: str) -> Selector:
 
 
 def all() -> Selector:  # noqa: A001 - Polars' name
-    """Every column."""
+    """Every column.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.all() - cs.by_name("ok")).columns
+        ('id', 'name', 'x_1', 'on')
+    """
     return Selector(lambda n, t: True, "cs.all()")
 
 
 def by_name(*names: str) -> Selector:
-    """The columns named; a name the schema lacks selects nothing."""
+    """The columns named; a name the schema lacks selects nothing.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.by_name("x_1", "id", "nope")).columns
+        ('id', 'x_1')
+    """
     chosen = set(names)
     return Selector(lambda n, t: n in chosen, f"cs.by_name({', '.join(map(repr, names))})")
 
 
 def exclude(*names: str | Selector) -> Selector:
-    """Every column but those named or selected."""
+    """Every column but those named or selected.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.exclude("name", cs.temporal())).columns
+        ('id', 'x_1', 'ok')
+    """
     out = all()
     for n in names:
         out = out - _selector(n, "exclude")
@@ -85,7 +103,13 @@ def exclude(*names: str | Selector) -> Selector:
 
 
 def by_dtype(*dtypes: T.DType) -> Selector:
-    """The columns of the given dtypes; `ei.Decimal` itself (not called) matches every decimal."""
+    """The columns of the given dtypes; `ei.Decimal` itself (not called) matches every decimal.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.by_dtype(ei.Float64, ei.Boolean)).columns
+        ('x_1', 'ok')
+    """
     every_decimal = any(d is T.Decimal for d in dtypes)
     wanted = [T.coerce(d) for d in dtypes if d is not T.Decimal]
     return Selector(lambda n, t: t in wanted or (every_decimal and t.is_decimal),
@@ -93,27 +117,57 @@ def by_dtype(*dtypes: T.DType) -> Selector:
 
 
 def numeric() -> Selector:
-    """Integer, float and decimal columns."""
+    """Integer, float and decimal columns.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.numeric()).columns
+        ('id', 'x_1')
+    """
     return Selector(lambda n, t: t.is_integer or t.is_float or t.is_decimal, "cs.numeric()")
 
 
 def string() -> Selector:
-    """String columns."""
+    """String columns.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.string()).columns
+        ('name',)
+    """
     return Selector(lambda n, t: t == T.String, "cs.string()")
 
 
 def boolean() -> Selector:
-    """Boolean columns."""
+    """Boolean columns.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.boolean()).columns
+        ('ok',)
+    """
     return Selector(lambda n, t: t == T.Boolean, "cs.boolean()")
 
 
 def temporal() -> Selector:
-    """Date and timestamp columns."""
+    """Date and timestamp columns.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.temporal()).columns
+        ('on',)
+    """
     return Selector(lambda n, t: t.kind in ("Date", "Timestamp"), "cs.temporal()")
 
 
 def matches(pattern: str) -> Selector:
-    """The columns whose names the regular expression `pattern` matches anywhere (`re.search`)."""
+    """The columns whose names the regular expression `pattern` matches anywhere (`re.search`).
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.matches("^x_[0-9]$|^o")).columns
+        ('x_1', 'on', 'ok')
+    """
     try:
         rx = re.compile(pattern)
     except re.error as e:
@@ -122,12 +176,24 @@ def matches(pattern: str) -> Selector:
 
 
 def starts_with(*prefixes: str) -> Selector:
-    """The columns whose names start with one of `prefixes`."""
+    """The columns whose names start with one of `prefixes`.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.starts_with("x", "n")).columns
+        ('name', 'x_1')
+    """
     return Selector(lambda n, t: n.startswith(prefixes), f"cs.starts_with({', '.join(map(repr, prefixes))})")
 
 
 def ends_with(*suffixes: str) -> Selector:
-    """The columns whose names end with one of `suffixes`."""
+    """The columns whose names end with one of `suffixes`.
+
+    Examples:
+        >>> flow = ei.from_pydict({"id": [1], "name": ["a"], "x_1": [1.5], "on": [datetime.date(2024, 1, 1)], "ok": [True]})
+        >>> flow.select(cs.ends_with("e", "k")).columns
+        ('name', 'ok')
+    """
     return Selector(lambda n, t: n.endswith(suffixes), f"cs.ends_with({', '.join(map(repr, suffixes))})")
 
 

@@ -458,7 +458,13 @@ class Expr:
         return self._agg("first")
 
     def last(self) -> Expr:
-        """The value (null or not) of the last row of each group, in the rows' order (see `first`)."""
+        """The value (null or not) of the last row of each group, in the rows' order (see `first`).
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "b", "a"], "v": [1, 2, None]})
+            >>> flow.group_by("k").agg(l=col("v").last()).sort("k").run().to_pydict()
+            {'k': ['a', 'b'], 'l': [None, 2]}
+        """
         return self._agg("last")
 
     def implode(self) -> Expr:
@@ -484,7 +490,13 @@ class Expr:
         return self._agg("arg_min")
 
     def arg_max(self) -> Expr:
-        """The position of the first largest non-null value (NaN is the largest, as in sorting; see `arg_min`)."""
+        """The position of the first largest non-null value (NaN is the largest, as in sorting; see `arg_min`).
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": ["a", "a", "b", "a"], "v": [3, 7, 1, 7]})
+            >>> flow.group_by("k").agg(hi=col("v").arg_max()).sort("k").run().to_pydict()
+            {'k': ['a', 'b'], 'hi': [1, 0]}
+        """
         return self._agg("arg_max")
 
     # windows (docs/semantics.md section 19)
@@ -682,17 +694,36 @@ class Expr:
 
     def rolling_mean_by(self, by: Any, window_size: str | _dt.timedelta, *, min_samples: int = 1,
                         closed: str = "right") -> Expr:
-        """The mean of the values in the window by time ending at each row (see rolling_sum_by)."""
+        """The mean of the values in the window by time ending at each row (see rolling_sum_by).
+
+        Examples:
+            >>> t = [datetime.datetime(2024, 1, 1, h) for h in (0, 1, 3)]
+            >>> ei.from_pydict({"t": t, "x": [1, 2, 4]}).select(m=col("x").rolling_mean_by("t", "2h")).run().to_pydict()
+            {'m': [1.0, 1.5, 4.0]}
+        """
         return self._rolling_by("rolling_mean_by", by, window_size, min_samples, closed)
 
     def rolling_min_by(self, by: Any, window_size: str | _dt.timedelta, *, min_samples: int = 1,
                        closed: str = "right") -> Expr:
-        """The least value in the window by time ending at each row (see rolling_sum_by)."""
+        """The least value in the window by time ending at each row (see rolling_sum_by).
+
+        Examples:
+            >>> t = [datetime.date(2024, 1, d) for d in (1, 2, 5)]
+            >>> ei.from_pydict({"t": t, "x": [3, 1, 4]}).select(m=col("x").rolling_min_by("t", "3d")).run().to_pydict()
+            {'m': [3, 1, 4]}
+        """
         return self._rolling_by("rolling_min_by", by, window_size, min_samples, closed)
 
     def rolling_max_by(self, by: Any, window_size: str | _dt.timedelta, *, min_samples: int = 1,
                        closed: str = "right") -> Expr:
-        """The greatest value (NaN largest) in the window by time ending at each row (see rolling_sum_by)."""
+        """The greatest value (NaN largest) in the window by time ending at each row (see rolling_sum_by).
+
+        Examples:
+            >>> t = [datetime.datetime(2024, 1, 1, h) for h in (0, 1, 3)]
+            >>> flow = ei.from_pydict({"t": t, "g": ["a", "a", "a"], "x": [5, 2, 4]})
+            >>> flow.select(m=col("x").rolling_max_by("t", "2h").over("g")).run().to_pydict()
+            {'m': [5, 5, 4]}
+        """
         return self._rolling_by("rolling_max_by", by, window_size, min_samples, closed)
 
     @property
@@ -1005,7 +1036,14 @@ class StringMethods:
         return self._e._call("str_to_datetime", options=(format, _flag(strict, "strict")))
 
     def strptime(self, dtype: Any, format: str, *, strict: bool = True) -> Expr:  # noqa: A002 - Polars' name
-        """`to_date` or `to_datetime` by `dtype` (ei.Date or ei.Timestamp), as Polars' `str.strptime`."""
+        """`to_date` or `to_datetime` by `dtype` (ei.Date or ei.Timestamp), as Polars' `str.strptime`.
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": ["09.03.2024"]})
+            >>> flow.select(d=col("s").str.strptime(ei.Date, "%d.%m.%Y"),
+            ...             t=col("s").str.strptime(ei.Timestamp, "%d.%m.%Y")).run().to_pylist()
+            [{'d': datetime.date(2024, 3, 9), 't': datetime.datetime(2024, 3, 9, 0, 0)}]
+        """
         t = T.coerce(dtype)
         if t not in (T.Date, T.Timestamp):
             raise PlanError(f"str.strptime() reads ei.Date or ei.Timestamp, not {t}")
@@ -1090,11 +1128,22 @@ class DateMethods:
         return self._e._call("dt_hour")
 
     def minute(self) -> Expr:
-        """The minute, 0 to 59, of a Timestamp."""
+        """The minute, 0 to 59, of a Timestamp.
+
+        Examples:
+            >>> ei.from_pydict({"t": [datetime.datetime(2024, 3, 9, 13, 45)]}).select(col("t").dt.minute()).run().to_pydict()
+            {'t': [45]}
+        """
         return self._e._call("dt_minute")
 
     def second(self) -> Expr:
-        """The whole seconds, 0 to 59, of a Timestamp (the fraction is dropped, as Polars does)."""
+        """The whole seconds, 0 to 59, of a Timestamp (the fraction is dropped, as Polars does).
+
+        Examples:
+            >>> t = datetime.datetime(2024, 3, 9, 13, 45, 12, 999999)
+            >>> ei.from_pydict({"t": [t]}).select(col("t").dt.second()).run().to_pydict()
+            {'t': [12]}
+        """
         return self._e._call("dt_second")
 
     def truncate(self, every: str | _dt.timedelta) -> Expr:
@@ -1135,23 +1184,53 @@ class DateMethods:
         return self._e._call("dt_total_days")
 
     def total_hours(self) -> Expr:
-        """A Duration's whole hours, toward zero (Int64)."""
+        """A Duration's whole hours, toward zero (Int64).
+
+        Examples:
+            >>> gap = ei.duration(days=-1, hours=-12, minutes=-30)
+            >>> ei.from_pydict({"a": [1]}).select(n=gap.dt.total_hours()).run().to_pydict()
+            {'n': [-36]}
+        """
         return self._e._call("dt_total_hours")
 
     def total_minutes(self) -> Expr:
-        """A Duration's whole minutes, toward zero (Int64)."""
+        """A Duration's whole minutes, toward zero (Int64).
+
+        Examples:
+            >>> gap = ei.duration(days=-1, hours=-12, minutes=-30)
+            >>> ei.from_pydict({"a": [1]}).select(n=gap.dt.total_minutes()).run().to_pydict()
+            {'n': [-2190]}
+        """
         return self._e._call("dt_total_minutes")
 
     def total_seconds(self) -> Expr:
-        """A Duration's whole seconds, toward zero (Int64; Polars' `total_seconds` is whole seconds too)."""
+        """A Duration's whole seconds, toward zero (Int64; Polars' `total_seconds` is whole seconds too).
+
+        Examples:
+            >>> gap = ei.duration(days=-1, hours=-12, minutes=-30)
+            >>> ei.from_pydict({"a": [1]}).select(n=gap.dt.total_seconds()).run().to_pydict()
+            {'n': [-131400]}
+        """
         return self._e._call("dt_total_seconds")
 
     def total_milliseconds(self) -> Expr:
-        """A Duration's whole milliseconds, toward zero (Int64)."""
+        """A Duration's whole milliseconds, toward zero (Int64).
+
+        Examples:
+            >>> gap = ei.duration(days=-1, hours=-12, minutes=-30)
+            >>> ei.from_pydict({"a": [1]}).select(n=gap.dt.total_milliseconds()).run().to_pydict()
+            {'n': [-131400000]}
+        """
         return self._e._call("dt_total_milliseconds")
 
     def total_microseconds(self) -> Expr:
-        """A Duration's microseconds (Int64)."""
+        """A Duration's microseconds (Int64).
+
+        Examples:
+            >>> gap = ei.duration(days=-1, hours=-12, minutes=-30)
+            >>> ei.from_pydict({"a": [1]}).select(n=gap.dt.total_microseconds()).run().to_pydict()
+            {'n': [-131400000000]}
+        """
         return self._e._call("dt_total_microseconds")
 
 

@@ -62,7 +62,17 @@ _last: contextvars.ContextVar[RunRecord | None] = contextvars.ContextVar("eidos_
 
 
 def last_run() -> RunRecord | None:
-    """The record of the latest run in this context (thread or task)."""
+    """The record of the latest run in this context (thread or task): where it ran, how long it took, and each
+    lane tried with how it ended.
+
+    Examples:
+        >>> ei.from_pydict({"a": [1, 2]}).run(engine="reference").num_rows
+        2
+        >>> print(ei.last_run())
+        ran on reference in ... s (reference: ok)
+        >>> ei.last_run().lane, ei.last_run().steps[-1][:3]
+        ('reference', ('plan', 'reference', 2))
+    """
     return _last.get()
 
 
