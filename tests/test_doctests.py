@@ -51,7 +51,7 @@ def test_docstring_examples(name):
 
 
 # API pages whose examples are doctests (written with >>>), run as the docstrings' are.
-PAGES = ["docs/api/types.md"]
+PAGES = ["docs/api/types.md", "docs/api/sources.md", "docs/api/expressions.md", "docs/api/hal.md"]
 
 
 @pytest.mark.parametrize("page", PAGES)
