@@ -76,13 +76,31 @@ def test_split_over_threads_is_exact():
 
 @pytest.mark.parametrize("xs", [
     [2.0 ** 100, 1.0, 2.0 ** -53, 2.0 ** -80, -2.0 ** 100],   # DuckDB's fsum (Kahan-Babuska) gives 1.0
-    [1e308, 1e308, -1e308],                                     # math.fsum overflows part way: sum()
-    [1e308, 1e308, -INF],                                       # ... and sum() meets -inf: NaN
+    [1e308, 1e308, -1e308],                                     # math.fsum overflows part way: exact 1e308
+    [1e308, 1e308, -INF],                                       # ... and with one infinity: that infinity
     [1.7976931348623157e308, 1e292],                            # rounds past the largest float: inf
     [INF, -INF, 1.0], [NAN, INF], [-0.0, -0.0], [],
 ])
 def test_edges(xs):
     assert same(fsum.sums(np.array(xs, dtype=np.float64))[0], want(xs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                          st.sampled_from([1.7976931348623157e308, -1.7976931348623157e308, 1e308, -1e308])),
+                max_size=12), st.randoms(use_true_random=False))
+def test_reference_sum_is_the_exact_total_rounded_once_in_any_order(xs, rnd):
+    """Also where math.fsum overflows part way: the exact total, rounded once; never the order's."""
+    from fractions import Fraction
+
+    total = sum(map(Fraction, xs))
+    try:
+        exact = float(total)
+    except OverflowError:
+        exact = INF if total > 0 else -INF
+    shuffled = xs[:]
+    rnd.shuffle(shuffled)
+    assert same(float_sum(xs), exact) and same(float_sum(shuffled), exact) or not xs
 
 
 def test_float32_values_sum_as_their_float64_values():

@@ -16,10 +16,22 @@ from eidos.ir.evaluate.values import CTX, dec_fit, fail, hash_key, int_check, or
 
 
 def float_sum(xs: list[float]) -> float:
+    """The exact sum rounded once (semantics 14). math.fsum gives it unless its partial sums pass the double
+    range part way (1e308 + 1e308 - 1e308): then the exact total of the finite values is rounded here, so
+    the answer never depends on the values' order. NaN, or inf with -inf, gives NaN."""
     try:
         return math.fsum(xs)
-    except (ValueError, OverflowError):
-        return sum(xs)  # inf with -inf gives NaN; a finite overflow gives inf
+    except ValueError:   # inf with -inf
+        return math.nan
+    except OverflowError:
+        specials = [x for x in xs if not math.isfinite(x)]
+        if specials:
+            return sum(specials)
+        total = sum(map(Fraction, xs))
+        try:
+            return float(total)   # int / int: correctly rounded
+        except OverflowError:
+            return math.inf if total > 0 else -math.inf
 
 
 def _sum(dtype: DType, rt: DType) -> Callable[[list], Any]:

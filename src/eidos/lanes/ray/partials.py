@@ -24,8 +24,8 @@ group, m = fsum(x)/n then fsum((x - m)**2), each term rounded with that m) and n
 
 One case depends on the values: where a float group's positive (or negative) values add up to
 1.5 * 2**1023 or more, math.fsum may overflow part way (below that no prefix sum, and so no partial
-inside it, can) and the reference then takes Python's sum(), whose result depends on the order of every
-value (and on the Python version). combine() raises NeedsRows there: run the node on its rows.
+inside it, can) and the reference then sums the group exactly in Python integers, past the digits kept
+here. combine() raises NeedsRows there: run the node on its rows.
 """
 
 from __future__ import annotations
