@@ -318,6 +318,22 @@ def test_float_sums_are_correctly_rounded_and_var_exact():
     agrees(flow.agg(s=col("f").sum(), v=col("i").std(), z=col("g").var()))
 
 
+def test_division_by_a_constant_is_ieee_division():
+    """Polars divides a column by a scalar as a product with its reciprocal (x / 3.0 one ulp off for a
+    third of the values); the lane's quotients are IEEE's, bit for bit, Float32 and floor division too."""
+    import numpy as np
+
+    x = np.random.default_rng(5).standard_normal(3000) * 1e3
+    flow = ei.from_arrow(pa.table({"x": x, "i": (x * 1e3).astype(np.int64), "h": x.astype(np.float32)}))
+    got = run(flow.select(a=col("x") / 3.0, b=col("x") / 0.1, c=col("i") / 7, d=col("h") / lit(3.0).cast(ei.Float32),
+                          e=col("x") // 0.1, f=col("x") / (lit(1.0) + lit(2.0))))
+    i = (x * 1e3).astype(np.int64)
+    assert got.column("a").to_pylist() == (x / 3.0).tolist() and got.column("b").to_pylist() == (x / 0.1).tolist()
+    assert got.column("c").to_pylist() == (i / 7).tolist() and got.column("f").to_pylist() == (x / 3.0).tolist()
+    assert got.column("d").to_pylist() == (x.astype(np.float32) / np.float32(3.0)).tolist()
+    assert got.column("e").to_pylist() == np.floor(x / 0.1).tolist()
+
+
 def test_float_std_overflows_to_inf():
     got = run(ei.from_pydict({"f": [1e308, -1e308]}).agg(s=col("f").std()))
     assert got.column("s").to_pylist() == [math.inf]

@@ -766,6 +766,8 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
         return _to_result(x.pow(y), res)
     if fn == "truediv" or res.is_float:
         x, y = operand(a, res, scope), operand(b, res, scope)
+        if fn in ("truediv", "floordiv") and not b.columns():
+            y = _as_column(y, x, res)
         if fn == "truediv":
             return x / _nonzero(y)
         if fn == "mod":
@@ -801,6 +803,14 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     x, y = operand(a, common, scope), operand(b, common, scope)
     # Polars raises on decimal division by zero; eidos gives null.
     return scope.strict(_ARITH[fn](scope.mask(x), _nonzero(y)), pl_dtype(res))
+
+
+def _as_column(y: pl.Expr, like: pl.Expr, res: DType) -> pl.Expr:
+    """A constant divisor as a column as long as `like`. Polars divides a column by a scalar as a product
+    with the scalar's reciprocal, which is not IEEE division (x / 3.0 is one ulp off for about a third of
+    the values); adding a zero computed from `like` gives a column Polars cannot fold back into a scalar.
+    (A zero divisor's sign is lost, which does not matter: dividing by zero is null.)"""
+    return y + like.is_null().cast(pl_dtype(res)) * 0
 
 
 def _to_result(x: pl.Expr, res: DType) -> pl.Expr:
