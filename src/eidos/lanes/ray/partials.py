@@ -645,6 +645,8 @@ def _mean(d: np.ndarray, n: np.ndarray, t: DType) -> pa.Array:
 def _extreme(values: pa.Array, g: np.ndarray, count: int, *, largest: bool) -> pa.Array:
     """Each group's least (greatest) value, the first of equal ones; NaN left out (counted apart)."""
     fn = "max" if largest else "min"
+    if pa.types.is_duration(values.type):   # Arrow has no min/max kernel for durations: their microseconds'
+        return _extreme(values.view(pa.int64()), g, count, largest=largest).view(values.type)
     if pa.types.is_floating(values.type):
         values = pc.if_else(pc.is_nan(values), pa.scalar(None, values.type), values)
     table = pa.table({"g": pa.array(g, pa.int64()), "v": values})
