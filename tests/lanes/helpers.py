@@ -74,6 +74,16 @@ def replace_scans(plan: N.Node, fn: Callable[[N.Scan], N.Node]) -> N.Node:
     return dataclasses.replace(plan, **changes) if changes else plan
 
 
+def declaring(*functions: str) -> list[str]:
+    """The registered lanes but the reference whose coverage declares each of `functions`: the lanes their
+    cross-lane tests run on (one not available here skips there with the reason). A free lane that runs only a
+    plan's Python functions (python_steps_only) is left out: it runs none of these itself."""
+    from eidos.hal import registry
+
+    return [lane.name for lane in registry.lanes()
+            if lane.name != "reference" and not lane.python_steps_only and set(functions) <= lane.coverage.functions]
+
+
 def triton_lane_setup() -> None:
     """Let the triton lane run here: without CUDA, under Triton's interpreter (set before triton is
     imported). EIDOS_TRITON_KERNELS set by hand wins (e.g. `reference`: the lane's programs on the ISA

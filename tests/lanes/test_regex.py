@@ -16,9 +16,9 @@ import eidos as ei
 from eidos import col
 from eidos.errors import PlanError
 from eidos.testing.strategies import REGEX_ALPHABET, regexes
-from tests.lanes.helpers import lane_or_skip, sqlite_table
+from tests.lanes.helpers import declaring, lane_or_skip, sqlite_table
 
-LANES = ["polars", "duckdb", "postgresql", "sqlite"]
+LANES = declaring("str_contains_regex")
 texts = st.lists(st.one_of(st.none(), st.text(st.sampled_from(REGEX_ALPHABET), max_size=6)), min_size=1, max_size=8)
 
 

@@ -16,11 +16,10 @@ import eidos as ei
 from eidos import col
 from eidos.errors import PlanError, UnsupportedError
 from eidos.ir.durations import Duration
-from tests.lanes.conftest import LANES
-from tests.lanes.helpers import lane_or_skip, run_or_skip
+from tests.lanes.helpers import declaring, lane_or_skip, run_or_skip
 
 dt, date = _dt.datetime, _dt.date
-OTHERS = [lane for lane in LANES if lane in ("polars", "duckdb", "postgresql", "sqlite")]
+OTHERS = declaring("dt_year")
 STAMPS = [dt(2024, 3, 7, 13, 45, 12, 345678), dt(1969, 12, 31, 23, 59, 59, 999999), None, dt(2000, 2, 29),
           dt(1970, 1, 1), dt(2024, 12, 31, 23, 0, 1)]
 DAYS = [date(2024, 3, 7), date(1969, 12, 31), None, date(2000, 2, 29), date(1970, 1, 1), date(2024, 12, 31)]
