@@ -102,6 +102,11 @@ CASES = {
         s=col("f").rolling_sum_by("t", "3h"), mx=col("f").rolling_max_by("t", "1d").over("g")),
         {"s": [1e16, -9999999999999998.0, 10000000000000002.0, 1.5, 10000000000000002.0, 1e16, None],
          "mx": [1e16, 1e16, 1.0, 1e16, 1e16, None, None]}),
+    "rolling_max_by_rows": (lambda: sales().sort("t").select(
+        "t", mx=col("x").rolling_max(2), gmx=col("x").rolling_max(3, min_samples=1).over("g")),
+        {"t": [1, 2, 3, 4, 5, 6, 7], "mx": [None, None, None, 30, 30, 20, 7], "gmx": [20, None, 10, 30, 20, 7, 7]}, True),
+    "rolling_min_by_time": (lambda: ei.from_arrow(HOURS).select(mn=col("x").rolling_min_by("t", "2h")),
+                            {"mn": [1, 2, 1, 4, 1, 1, None]}),
     "group_by_dynamic": (lambda: ei.from_arrow(HOURS).group_by_dynamic("t", every="1h", group_by="g").agg(
         s=col("x").sum(), n=ei.count()),
         {"g": ["a", "a", "a", "a", "b", "b", "b"],
