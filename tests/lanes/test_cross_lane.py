@@ -199,6 +199,11 @@ CASES = [
          "d": [date(2020, 1, 1), date(1970, 1, 1), None, date(2000, 2, 29)],
          "s": ["2020-01-01 12:30:00", "1970-01-01 00:00:00", None, "2000-02-29 23:59:59.999999"],
          "later": [True, False, None, True]}),
+    Case("timestamp_literals", lambda s: s("stamps").select(
+        "t", before=col("t") < ei.datetime(2000, 3, 1), secs=(col("t") - ei.datetime(1970, 1, 1)).dt.total_seconds(),
+        hour=col("t").dt.hour()),
+        {"t": STAMPS["t"].to_pylist(), "before": [False, True, None, True], "secs": [1577881800, 0, None, 951868799],
+         "hour": [12, 0, None, 23]}),
     Case("decimals", lambda s: people(s).select(
         "id", a=col("balance") + col("balance"), m=col("balance") * 2, r=col("balance").round(1),
         neg=-col("balance"), gt=col("balance") > 1),
