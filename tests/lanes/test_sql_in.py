@@ -166,6 +166,8 @@ CASES = [
          "max(log(2, score)) AS c FROM t GROUP BY dept",
          lambda: t().group_by("dept").agg(m=col("age").median(), a=col("score").log10().max(),
                                           b=col("score").log10().max(), c=col("score").log(2).max())),
+    Case("split", "SELECT id, string_split(name, 'n') AS p, str_split(dept, '') AS q FROM t",
+         lambda: t().select("id", p=col("name").str.split("n"), q=col("dept").str.split(""))),
     Case("no_from", "SELECT 1 + 2 AS x, 'a' AS s", lambda: ei.from_pydict({"x": [3], "s": ["a"]})),
     Case("flow_sql_self", "SELECT id FROM self WHERE id > 4", lambda: t().filter(col("id") > 4).select("id")),
 ]
@@ -305,6 +307,104 @@ def test_generated_sql_runs_on_every_lane(lane_name, q, load_into):
     agrees_with_reference(lane_name, flow, load_into, q[2])
 
 
+# ---------------------------------------------------------------- windows
+# Each query's answer is DuckDB's for the same text (the SQL standard's windows); ORDER BY ... ROWS frames,
+# row_number, lag and lead order by id last, as their answer turns on the order of ties.
+WINDOWS = [
+    ("peers_sum", "SELECT id, sum(age) OVER (PARTITION BY dept ORDER BY age) AS s FROM t"),
+    ("peers_desc_nulls_first", "SELECT id, sum(age) OVER (ORDER BY dept DESC NULLS FIRST) AS s, "
+     "max(name) OVER (ORDER BY age DESC NULLS FIRST) AS mx, min(score) OVER (ORDER BY age) AS mn, "
+     "count(score) OVER (ORDER BY dept) AS c, count(*) OVER (ORDER BY dept) AS n FROM t"),
+    ("ranks", "SELECT id, rank() OVER (ORDER BY age) AS r, dense_rank() OVER (PARTITION BY dept ORDER BY age DESC) "
+     "AS d, row_number() OVER (PARTITION BY dept ORDER BY age, id) AS n, rank() OVER () AS one FROM t"),
+    ("whole_partition", "SELECT id, sum(balance) OVER (PARTITION BY dept) AS s, avg(age) OVER () AS a, "
+     "count(*) OVER (PARTITION BY dept) AS n, max(joined) OVER (PARTITION BY dept ORDER BY id ROWS BETWEEN "
+     "UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS hi FROM t"),
+    ("rows_frames", "SELECT id, sum(age) OVER (ORDER BY dept, id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s2, "
+     "avg(age) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS running, count(age) OVER (ORDER BY id ROWS 2 "
+     "PRECEDING) AS c3, count(*) OVER (ORDER BY id ROWS 0 PRECEDING) AS one, count(name) OVER (PARTITION BY "
+     "dept ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cn, min(name) OVER (ORDER BY id ROWS "
+     "BETWEEN 1 PRECEDING AND CURRENT ROW) AS lo FROM t"),
+    ("lag_lead", "SELECT id, lag(age) OVER (ORDER BY id) AS prev, lead(name, 2) OVER (PARTITION BY dept ORDER BY "
+     "id) AS nxt, lag(age, 1, -1) OVER (PARTITION BY dept ORDER BY id DESC) AS filled FROM t"),
+    ("over_group_by", "SELECT dept, sum(age) AS s, rank() OVER (ORDER BY sum(age) DESC) AS r, "
+     "sum(sum(age)) OVER () AS total FROM t GROUP BY dept ORDER BY r, dept"),
+    ("ordered_by_a_window", "SELECT id, age FROM t ORDER BY rank() OVER (ORDER BY age DESC), id"),
+]
+
+
+def duckdbs(sql: str) -> pa.Table:
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    con.register("t", T)
+    con.register("u", U)
+    return con.sql(sql).to_arrow_table()
+
+
+@pytest.mark.parametrize("sql", [q for _, q in WINDOWS], ids=[i for i, _ in WINDOWS])
+def test_sql_windows_give_duckdbs_answers(sql):
+    got = ei.sql(sql, t=t(), u=u()).run(engine="reference")
+    assert_tables_equal(got, duckdbs(sql).cast(got.schema), ordered="ORDER BY" in sql.rsplit(")", 1)[-1])
+
+
+def test_a_running_sum_holds_its_peers():
+    """SQL's default frame with ORDER BY ends at the row's last peer: tied t's share one sum."""
+    flow = ei.from_pydict({"g": ["a", "a", "a", "b", "a"], "t": [1, 2, 2, 1, None], "x": [1, 2, None, 5, 4]})
+    got = ei.sql("SELECT g, t, x, SUM(x) OVER (PARTITION BY g ORDER BY t) AS s FROM flow ORDER BY g, t, x", flow=flow)
+    assert got.run(engine="reference").to_pydict() == {
+        "g": ["a", "a", "a", "a", "b"], "t": [1, 2, 2, None, 1], "x": [1, 2, None, 4, 5], "s": [1, 3, 3, 7, 5]}
+
+
+@pytest.mark.parametrize("sql", [q for _, q in WINDOWS], ids=[i for i, _ in WINDOWS])
+@pytest.mark.parametrize("lane_name", [name for name in LANES if name != "reference"])
+def test_sql_windows_run_on_every_lane(lane_name, sql, load_into):
+    kinds = holds(lane_name)
+    flow = ei.sql(sql, t=ei.from_arrow(held(T, kinds)), u=ei.from_arrow(held(U, kinds)))
+    agrees_with_reference(lane_name, flow, load_into, "ORDER BY" in sql.rsplit(")", 1)[-1])
+
+
+@st.composite
+def window_queries(draw):
+    """A query of one to three windows over t: any function, partition and frame, ordered so that each answer
+    is defined (ROWS frames, row_number, lag and lead order by id last)."""
+    items = []
+    for i in range(draw(st.integers(1, 3))):
+        fn = draw(st.sampled_from(["sum(age)", "min(name)", "max(joined)", "count(score)", "count(*)", "avg(age)",
+                                   "sum(balance)", "rank()", "dense_rank()", "row_number()", "lag(age)",
+                                   "lead(dept, 2)"]))
+        parts = draw(st.sampled_from(["", "PARTITION BY dept ", "PARTITION BY age > 26, dept "]))
+        keys = draw(st.sampled_from(["", "age", "dept", "name", "age, dept", "joined"]))
+        way = draw(st.sampled_from(["", " DESC", " NULLS FIRST", " DESC NULLS LAST"]))
+        frame = draw(st.sampled_from(["", "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW", "ROWS 1 PRECEDING",
+                                      "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
+                                      "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"]))
+        ranked = fn in ("rank()", "dense_rank()")
+        rows = fn in ("row_number()", "lag(age)", "lead(dept, 2)") or frame.startswith("ROWS") and "FOLLOWING" not in frame
+        if rows:
+            keys = f"{keys}, id" if keys else "id"
+        if fn == "avg(age)" and keys and not frame.startswith("ROWS"):
+            frame = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+        order = f"ORDER BY {', '.join(k + way for k in keys.split(', '))} " if keys else ""
+        frame = "" if ranked or fn in ("row_number()", "lag(age)", "lead(dept, 2)") or not order else frame
+        items.append(f"{fn} OVER ({parts}{order}{frame}) AS w{i}")
+    return f"SELECT id, {', '.join(items)} FROM t"
+
+
+@profile()
+@given(sql=window_queries())
+def test_generated_sql_windows_give_duckdbs_answers(sql):
+    got = ei.sql(sql, t=t(), u=u()).run(engine="reference")
+    assert_tables_equal(got, duckdbs(sql).cast(got.schema), ordered=False)
+
+
+@pytest.mark.parametrize("lane_name", [name for name in LANES if name != "reference"])
+@settings(parent=profile(), max_examples=max(5, profile().max_examples // 4))
+@given(sql=window_queries())
+def test_generated_sql_windows_run_on_every_lane(lane_name, sql, load_into):
+    kinds = holds(lane_name)
+    agrees_with_reference(lane_name, ei.sql(sql, t=ei.from_arrow(held(T, kinds))), load_into, False)
+
+
 # ---------------------------------------------------------------- TPC-H's SQL text
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tpch-sf0.01"
@@ -343,7 +443,12 @@ def _error(query: str, kind: type, *words: str) -> None:
     ("SELECT name, sum(age) FROM t GROUP BY dept", PlanError, ["'t.name' must appear in GROUP BY"]),
     ("SELEC id FROM t", PlanError, ["does not parse"]),
     ("SELECT 1; SELECT 2", PlanError, ["one query"]),
-    ("SELECT id, row_number() OVER (ORDER BY id) FROM t", UnsupportedError, ["window function"]),
+    ("SELECT id, sum(age) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM t", UnsupportedError,
+     ["window frames", "1 FOLLOWING"]),
+    ("SELECT id, avg(age) OVER (ORDER BY age) FROM t", UnsupportedError, ["mean over the rows up to", "ROWS BETWEEN"]),
+    ("SELECT id, sum(age) OVER (ORDER BY age, id DESC) FROM t", UnsupportedError, ["one direction"]),
+    ("SELECT id FROM t WHERE row_number() OVER (ORDER BY id) < 3", UnsupportedError, ["after WHERE"]),
+    ("SELECT id, ntile(2) OVER (ORDER BY id) FROM t", UnsupportedError, ["function NTILE"]),
     ("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r", UnsupportedError, ["WITH RECURSIVE"]),
     ("SELECT id FROM t INTERSECT SELECT id FROM t", UnsupportedError, ["INTERSECT"]),
     ("SELECT md5(name) FROM t", UnsupportedError, ["the function MD5"]),

@@ -2,7 +2,7 @@
 
 `ei.sql(query, **flows)` and `Flow.sql(query)` call `parse`. sqlglot is imported here only (the `sql`
 extra); each SELECT becomes Scan/Join/Filter/Aggregate/Project/Sort/Limit nodes, each SQL expression an
-IR expression. What has no IR form (window functions, recursive CTEs, ...) is an UnsupportedError
+IR expression. What has no IR form (a window frame ending after the row, recursive CTEs, ...) is an UnsupportedError
 naming it; a name that does not resolve is a PlanError listing what exists.
 """
 
@@ -189,9 +189,11 @@ class Query:
                 raise UnsupportedError(f"ei.sql does not support {arg.upper()} in a SELECT")
         if tree.args.get("distinct") and tree.args["distinct"].args.get("on"):
             raise UnsupportedError("ei.sql does not support SELECT DISTINCT ON")
-        for window in tree.find_all(exp.Window):
-            raise UnsupportedError(f"ei.sql does not support window functions: {window.sql(self.dialect)}")
         where = _conjuncts(tree.args["where"].this) if tree.args.get("where") else []
+        for window in (w for term in where for w in term.find_all(exp.Window)):
+            raise UnsupportedError(f"ei.sql computes window functions after WHERE, as SQL does; filter on one in "
+                                   f"an outer query (SELECT * FROM (SELECT ... AS r ...) WHERE r ...): "
+                                   f"{window.sql(self.dialect)}")
         rel = self.from_(tree, where)
         plain = [t for t in where if not any(True for _ in t.find_all(exp.Subquery, exp.Exists))]
         if plain:
@@ -206,8 +208,9 @@ class Query:
         group = tree.args.get("group")
         if group or tree.args.get("having") or any(E.contains_agg(e) for _, e, _ in items):
             return self.aggregate(tree, rel, items, group)
-        plan = N.Project(rel.plan, tuple((name, e) for name, e, _ in items))
-        return self.finish(tree, plan, self.orders(tree, items, rel))
+        columns = [(name, e) for name, e, _ in items]
+        plan, columns, orders = self.staged(rel.plan, columns, self.orders(tree, items, rel))
+        return self.finish(tree, N.Project(plan, tuple(columns)), orders)
     def items(self, tree: exp.Select, rel: Rel) -> list[tuple[str, E.Expr, exp.Expression]]:
         """(output name, IR expression, SQL expression) per select item, `*` expanded."""
         out = []
@@ -286,6 +289,7 @@ class Query:
         plan: N.Node = N.Aggregate(rel.plan, tuple(keys), tuple(aggs))
         if having_ir is not None:
             plan = N.Filter(plan, having_ir)
+        plan, select, orders = self.staged(plan, select, orders)
         return self.finish(tree, N.Project(plan, tuple(select)), orders)
 
     def orders(self, tree: exp.Expression, items: list, rel: Rel, lift: Callable | None = None) -> list:
@@ -640,6 +644,8 @@ class Query:
                 raise
         if isinstance(e, (exp.Literal, exp.Boolean, exp.Null)) or _is_typed_literal(e):
             return _literal(e)
+        if isinstance(e, exp.Window):
+            return self.window(e, x)
         if isinstance(e, (exp.Add, exp.Sub)) and (isinstance(e.expression, exp.Interval)
                                                  or isinstance(e.this, exp.Interval)):
             return self.interval(e, x)
@@ -716,6 +722,10 @@ class Query:
         if isinstance(e, (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Replace, exp.RegexpReplace, exp.RegexpLike,
                           exp.Trim)):
             return self.text(e, x)
+        if isinstance(e, (exp.Split, exp.StringToArray)):
+            if e.args.get("null") is not None:
+                raise UnsupportedError(f"ei.sql splits text by a separator only: {e.sql(self.dialect)}")
+            return E.Call("str_split", (x(e.this),), (self.text_constant(e.expression, "the separator of a split"),))
         if isinstance(e, exp.Round):
             digits = e.args.get("decimals")
             return E.Call("round", (x(e.this),), (self.integer(digits, "ROUND's digits") if digits else 0,))
@@ -763,6 +773,116 @@ class Query:
         text = e.sql(self.dialect)
         what = f"the function {text.split('(')[0]}" if isinstance(e, exp.Func) else name
         raise UnsupportedError(f"ei.sql does not support {what}: {text}")
+
+    # ---------------------------------------------------------------- windows
+    def window(self, w: exp.Window, x: Callable) -> E.Expr:
+        """fn(...) OVER (PARTITION BY ... ORDER BY ... [frame]) as eidos windows (docs/semantics.md section 18).
+        SQL's default frame with ORDER BY holds the row's peers (equal ORDER BY values), which no eidos window
+        does: such a window is a placeholder here that `staged` computes in steps."""
+        text, f = w.sql(self.dialect), w.this
+        if w.args.get("alias") or not isinstance(f, exp.Func) or isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
+            raise UnsupportedError(f"ei.sql does not support this window: {text}")
+        parts = tuple(x(p) for p in w.args.get("partition_by") or ())
+        keys = w.args["order"].expressions if w.args.get("order") else []
+        by = tuple(x(o.this) for o in keys)
+        flags = {(bool(o.args.get("desc")), o.args.get("nulls_first") is not True) for o in keys}
+        if len(flags) > 1:
+            raise UnsupportedError(f"ei.sql takes one direction (ASC or DESC) and one NULLS FIRST/LAST for every "
+                                   f"ORDER BY key of a window: {text}")
+        desc, last = flags.pop() if flags else (False, True)
+
+        def over(fn: str, args: tuple = (), options: tuple = (), order: bool = True) -> E.Window:
+            return E.Window(fn, args, parts, by if order else (), desc and order, last and order, options)
+
+        if isinstance(f, exp.RowNumber):
+            return over("row_number")
+        if isinstance(f, (exp.Rank, exp.DenseRank)):
+            if not by:  # every row is a peer of every other
+                return E.Literal(1, T.Int64)
+            if isinstance(f, exp.DenseRank):
+                return over("__range_dense")
+            below = E.Call("sub", (over("__range_count_rows"), E.Window("count_rows", (), parts + by)))
+            return E.Call("add", (below, E.Literal(1, T.Int64)))
+        if isinstance(f, (exp.Lag, exp.Lead)):
+            n = self.integer(f.args["offset"], f"{type(f).__name__.upper()}'s offset") if f.args.get("offset") else 1
+            fill = (x(f.args["default"]),) if f.args.get("default") is not None else ()
+            return over("shift", (x(f.this),) + fill, (n if isinstance(f, exp.Lag) else -n,))
+        agg = x(f)
+        if not isinstance(agg, E.Agg):
+            raise UnsupportedError(f"ei.sql computes over a window the aggregations (sum, avg, min, max, count, ...), "
+                                   f"row_number, rank, dense_rank, lag and lead; not {f.sql(self.dialect)}")
+        args = () if agg.arg is None else (agg.arg,)
+        frame = self.frame(w, text, bool(by))
+        if frame == "all":
+            return over(agg.fn, args, agg.options, order=False)
+        if frame == "peers":
+            if agg.fn not in ("sum", "min", "max", "count", "count_rows"):
+                raise UnsupportedError(f"ei.sql computes {agg.fn} over the rows up to a row's peers (ORDER BY with "
+                                       f"no frame, or RANGE) only for sum, min, max and count; write ROWS BETWEEN "
+                                       f"UNBOUNDED PRECEDING AND CURRENT ROW to end the frame at the row: {text}")
+            return over(f"__range_{agg.fn}", args)
+        size = 2**31 - 1 if frame is None else frame + 1
+        if agg.fn in ("count", "count_rows"):
+            if frame is None:
+                return over("row_number") if agg.fn == "count_rows" else over("cum_count", args)
+            one = E.Literal(1, T.Int64) if agg.fn == "count_rows" else E.Cast(E.Call("is_not_null", args), T.Int64)
+            return over("rolling_sum", (one,), (size, 0))
+        if agg.fn not in ("sum", "mean", "min", "max"):
+            raise UnsupportedError(f"ei.sql computes sum, avg, min, max and count over a ROWS frame, not {agg.fn}: "
+                                   f"{text}")
+        return over(f"rolling_{agg.fn}", args, (size, 1))
+
+    def frame(self, w: exp.Window, text: str, ordered: bool) -> str | int | None:
+        """A window's frame: "all" (the partition), "peers" (up to the row's last peer: SQL's default with
+        ORDER BY), None (ROWS from the partition's start to the row) or n (ROWS BETWEEN n PRECEDING AND CURRENT ROW)."""
+        spec = w.args.get("spec")
+        if spec is None:
+            return "peers" if ordered else "all"
+        start, end = spec.args.get("start"), spec.args.get("end") or "CURRENT ROW"
+        start_side, end_side = spec.args.get("start_side"), spec.args.get("end_side")
+        if start == "UNBOUNDED" and start_side == "PRECEDING":
+            if end == "UNBOUNDED" and end_side == "FOLLOWING":
+                return "all"
+            if end == "CURRENT ROW":
+                return None if spec.args.get("kind") == "ROWS" else "peers" if ordered else "all"
+        if spec.args.get("kind") == "ROWS" and start_side == "PRECEDING" and end == "CURRENT ROW" \
+                and isinstance(start, exp.Literal) and start.is_int and 0 <= int(start.this) < 2**31 - 1:
+            return int(start.this)
+        raise UnsupportedError(f"ei.sql runs the window frames ROWS BETWEEN n PRECEDING (or UNBOUNDED PRECEDING) AND "
+                               f"CURRENT ROW, RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW, and the whole "
+                               f"partition; not {spec.sql(self.dialect)}: {text}")
+
+    def staged(self, plan: N.Node, columns: list, orders: list) -> tuple[N.Node, list, list]:
+        """`columns` and `orders` over `plan`, each window over a row's peers (window()'s placeholder) computed in
+        two steps before them: each peer group's value (p) and one row to hold it (f); then the ROWS frame from
+        the partition's start to that row, placed last among its peers (v); the row's value is v of its group's f."""
+        first: list = []
+        second: list = []
+        done: dict = {}
+        null = E.Literal(None, T.Null, weak=True)
+
+        def step(e: E.Expr) -> E.Expr:
+            if not (isinstance(e, E.Window) and e.fn.startswith("__range_")):
+                return e
+            if e not in done:
+                fn, peers = e.fn[len("__range_"):], e.partition_by + e.order_by
+                p, f, v = self.fresh("peers"), self.fresh("holder"), self.fresh("upto")
+                first.append((p, E.Literal(1, T.Int64) if fn == "dense" else E.Window(fn, e.args, peers)))
+                first.append((f, E.Call("eq", (E.Window("row_number", (), peers, e.order_by, e.descending,
+                                                         e.nulls_last), E.Literal(1, T.Int64)))))
+                held = E.Column(f) if not e.descending else E.Call("not", (E.Column(f),))
+                roll = f"rolling_{fn}" if fn in ("sum", "min", "max") else "rolling_sum"
+                second.append((v, E.Window(roll, (E.Case(((E.Column(f), E.Column(p)),), null),), e.partition_by,
+                                           e.order_by + (held,), e.descending, e.nulls_last, (2**31 - 1, 1))))
+                done[e] = E.Window("max", (E.Case(((E.Column(f), E.Column(v)),), null),), peers)
+            return done[e]
+
+        columns = [(name, E.transform(e, step)) for name, e in columns]
+        orders = [(name, e if e is None else E.transform(e, step), desc, last) for name, e, desc, last in orders]
+        for added in (first, second):
+            if added:
+                plan = N.Project(plan, tuple((n, E.Column(n)) for n in plan.schema.names) + tuple(added))
+        return plan, columns, orders
 
     def text(self, e: exp.Expression, x: Callable) -> E.Expr:
         """||, CONCAT and CONCAT_WS (which leave nulls out), REPLACE, REGEXP_REPLACE (RE2's \\1 in the replacement;
@@ -957,7 +1077,7 @@ def sql(query: str, *, dialect: str = "duckdb", files: bool = False, **flows: An
     The query is parsed by sqlglot (`dialect`, DuckDB's by default) into eidos's plan, so it runs on any
     lane with eidos's semantics and `explain()`. With `files=True` a quoted path in FROM
     (`FROM 'data/*.parquet'`, `'t.csv'`) is read as `ei.read_parquet` / `ei.read_csv` read it.
-    What has no eidos form (a window function, WITH RECURSIVE, ...) is an UnsupportedError naming
+    What has no eidos form (a window frame ending after the row, WITH RECURSIVE, ...) is an UnsupportedError naming
     it; `dialect` and `files` are not table names. Needs sqlglot (`pip install 'eidos[sql]'`).
 
     Examples:
