@@ -558,6 +558,50 @@ def _(n: N.Union, ctx: Ctx) -> Rel:
     return ctx.add(sel, len(names), (which, within) if ordered else ())
 
 
+@translate_node.register
+def _(n: N.Explode, ctx: Ctx) -> Rel:
+    """A row per element: the first list unnested WITH ORDINALITY (i from 1), the others read at i after their
+    lengths are checked equal to its. A null list is one null (keep_nulls) or none, an empty one one null
+    (empty_as_null) or none. Rows keep their input order, then the list's."""
+    import sqlglot
+
+    rel, d, schema = node(n.input, ctx), ctx.dialect, n.input.schema
+    at = [schema.names.index(c) for c in n.columns]
+    lists = []
+    for i in at:
+        ref, t = column(rel.columns[i]), schema.dtypes[i]
+        one_null, empty = (exp.Cast(this=exp.Array(expressions=v), to=d.sql_type(t)) for v in ([NULL], []))
+        lists.append(case([(exp.Is(this=ref, expression=NULL), one_null if n.keep_nulls else empty)]
+                          + [(exp.EQ(this=d.fn_list_len([ref], (t,), T.Int64, ()), expression=number(0)), one_null)]
+                          * n.empty_as_null, ref))
+    names = [ctx.fresh("l") for _ in lists]
+    inner = Rel(ctx.cte(_select(rel, [column(c) for c in rel.columns] + [_named(v, m) for v, m in zip(lists, names)])),
+                rel.columns, rel.order)
+    first = column(names[0])
+    size = [d.fn_list_len([column(m)], (schema.dtypes[i],), T.Int64, ()) for m, i in zip(names, at)]
+    if len(names) > 1:
+        differ = [exp.NEQ(this=s, expression=size[0]) for s in size[1:]]
+        message = f"explode: the lists of {', '.join(n.columns)} in a row differ in length; exploded together " \
+                  "they must be equal"
+        first = case([(exp.or_(*differ), d.error(message, size[0], schema.dtypes[at[0]]))], first)
+    u, e, i = ctx.fresh("u"), ctx.fresh("e"), ctx.fresh("i")
+    join = sqlglot.parse_one(f'SELECT 1 FROM "x" CROSS JOIN LATERAL UNNEST("x") WITH ORDINALITY AS "{u}"("{e}", "{i}")',
+                             read=d.sqlglot).args["joins"][0]
+    join.find(exp.Unnest).set("expressions", [first])
+    values = {c: column(rel.columns[k], inner.name) for k, c in enumerate(schema.names)}
+    values[n.columns[0]] = column(e, u)
+    for c, m in zip(n.columns[1:], names[1:]):
+        values[c] = exp.Bracket(this=column(m, inner.name), expressions=[column(i, u)])
+    order = [column(o, inner.name) for o in rel.order] + [column(i, u)] * bool(rel.order)
+    sel = exp.select(*_outputs([values[c] for c in schema.names]), *[_named(o, f"o{k}") for k, o in enumerate(order)])
+    sel = sel.from_(_from(inner))
+    sel.set("joins", [join])
+    if not rel.order:
+        return ctx.add(sel, len(schema))
+    keys = [exp.Ordered(this=column(f"o{k}"), desc=False, nulls_first=False) for k in range(len(order))]
+    return _ordinal(ctx.cte(sel), slots(len(schema)), keys, ctx)
+
+
 # ---------------------------------------------------------------- expressions
 
 SMALL = 6  # nodes: a value this small (a column, a literal, a cast of either) is spelled out at each use
