@@ -41,6 +41,11 @@ HOURS = pa.table({"t": pa.array([dt.datetime(2024, 1, 1, h, m) for h, m in ((0, 
                   "f": pa.array([1e16, 1.0, 1.0, -1e16, 0.5, None, 5.0], pa.float64()),
                   "g": pa.array(["a", "a", "b", "a", "a", "b", "b"], pa.large_string())})
 
+# Days with a tie, a gap (no Jan 3) and a null day; for windows by time with each `closed`.
+DAYS = pa.table({"d": pa.array([dt.date(2024, 1, day) if day else None for day in (1, 2, 2, 4, None, 5)], pa.date32()),
+                 "x": pa.array([1, 2, None, 8, 16, 32], pa.int64()),
+                 "g": pa.array(["a", "a", "b", "a", "a", "b"], pa.large_string())})
+
 
 def sales():
     return ei.from_arrow(SALES)
@@ -107,6 +112,14 @@ CASES = {
         {"t": [1, 2, 3, 4, 5, 6, 7], "mx": [None, None, None, 30, 30, 20, 7], "gmx": [20, None, 10, 30, 20, 7, 7]}, True),
     "rolling_min_by_time": (lambda: ei.from_arrow(HOURS).select(mn=col("x").rolling_min_by("t", "2h")),
                             {"mn": [1, 2, 1, 4, 1, 1, None]}),
+    "rolling_by_dates_closed": (lambda: ei.from_arrow(DAYS).select(
+        r=col("x").rolling_sum_by("d", "2d"), l=col("x").rolling_sum_by("d", "2d", closed="left"),
+        b=col("x").rolling_sum_by("d", "2d", closed="both"), n=col("x").rolling_sum_by("d", "2d", closed="none"),
+        two=col("x").rolling_sum_by("d", "2d", closed="both", min_samples=2),
+        m=col("x").rolling_max_by("d", "1d").over("g"), lo=col("x").rolling_min_by("d", "48h", closed="left")),
+        {"r": [1, 3, 3, 8, None, 40], "l": [None, 1, 1, 2, None, 8], "b": [1, 3, 3, 10, None, 40],
+         "n": [None, 1, 1, None, None, 8], "two": [None, 3, 3, 10, None, 40], "m": [1, 2, None, 8, None, 32],
+         "lo": [None, 1, 1, 2, None, 8]}),
     "group_by_dynamic": (lambda: ei.from_arrow(HOURS).group_by_dynamic("t", every="1h", group_by="g").agg(
         s=col("x").sum(), n=ei.count()),
         {"g": ["a", "a", "a", "a", "b", "b", "b"],
@@ -181,6 +194,15 @@ def test_filters_stay_above_windows_and_pruning_keeps_their_keys():
     below = opt.input.input
     assert isinstance(below, N.Project) and {"g", "t", "x"} <= set(below.input.schema.names)
     assert q.run(engine="reference").to_pydict() == {"n": [1, 2, 3]}
+
+
+def test_sql_lanes_name_windows_of_calendar_months():
+    """A RANGE frame takes a fixed length; a month's varies, so a window by months is a gap SQL lanes name."""
+    from eidos.hal import registry
+
+    plan = ei.from_arrow(DAYS).select(s=col("x").rolling_sum_by("d", "1mo")).plan
+    for name in ("duckdb", "postgresql", "sqlite"):
+        assert any("calendar months" in gap for gap in registry.get(name).supports(plan)), name
 
 
 def test_windowed_plans_round_trip_through_json():

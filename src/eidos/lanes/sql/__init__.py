@@ -13,6 +13,7 @@ from eidos.hal.lane import Availability, Estimate, Lane, installed
 from eidos.hal.memo import once
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.durations import parse_duration
 from eidos.ir.order import reads_row_order
 from eidos.ir.sources import SqlSource
 from eidos.lanes.sql.coverage import COVERAGE, OUT_OF_CORE_GAPS
@@ -37,6 +38,13 @@ def _unsorted_windows(plan: N.Node) -> list[str]:
             for e in node.columns for w in e[1].walk() if isinstance(w, E.Window) and reads_row_order(w)]
 
 
+def _calendar_windows(plan: N.Node) -> list[str]:
+    """Windows by time whose length is calendar months: a RANGE frame takes a fixed number of microseconds."""
+    return [f"{w} windows by calendar months (SQL's RANGE frames here take a fixed length)"
+            for node in plan.walk() if isinstance(node, N.Project) for e in node.columns for w in e[1].walk()
+            if isinstance(w, E.Window) and w.fn.endswith("_by") and parse_duration(w.options[0]).months]
+
+
 class SqlLane(Lane):
     """A lane that runs a whole plan as one SQL statement where its data lives."""
 
@@ -49,7 +57,7 @@ class SqlLane(Lane):
         return Availability(True)
 
     def supports(self, plan: N.Node) -> list[str]:
-        found = self.coverage.gaps(plan) + _unsorted_windows(plan)
+        found = self.coverage.gaps(plan) + _unsorted_windows(plan) + _calendar_windows(plan)
         places = set()
         for node in plan.walk():
             if isinstance(node, N.Scan):

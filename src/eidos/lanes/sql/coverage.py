@@ -32,16 +32,17 @@ _ORDERED = ("first", "last", "arg_min", "arg_max", "implode", "quantile")
 # SQLite has no median (nor a sorted list of a group's values).
 _NOT_YET = ("median",)
 
-# Windows: SQL has no product aggregate (cum_prod); windows by time (RANGE frames of intervals) are not
-# rendered yet; PostgreSQL and DuckDB have no COUNT(DISTINCT) over a
+# Windows: SQL has no product aggregate (cum_prod); windows by time are RANGE frames over the time in
+# microseconds, so a window of calendar months (which vary in length) is a gap (SqlLane.supports); PostgreSQL
+# and DuckDB have no COUNT(DISTINCT) over a
 # window; medians are built from ordered list aggregates that take no frame. DuckDB and SQLite do not sum
 # floats exactly over a window (DuckDB's exact sum gathers each group's values with list(), which over a
 # window would be a list per row; SQLite's SUM adds in row order): sums, means, std and var of floats (and
 # DuckDB's decimal means, summed as floats) are typed gaps there. PostgreSQL sums them exactly in numeric.
-_NO_WINDOW = ("cum_prod", "rolling_sum_by", "rolling_mean_by", "rolling_min_by", "rolling_max_by")
+_NO_WINDOW = ("cum_prod",)
 _WINDOW_GAPS = ("over median *", "over n_unique *")
 _FLOAT_WINDOWS = tuple(f"{fn} Float*" for fn in ("over sum", "over mean", "over std", "over var", "cum_sum",
-                                                  "rolling_sum", "rolling_mean"))
+                                                  "rolling_sum", "rolling_mean", "rolling_sum_by", "rolling_mean_by"))
 
 # Reading text in a format needs an engine's lenient parser held to eidos's fixed widths: PostgreSQL's
 # to_timestamp raises on text naming no real date (where strict=False gives null); SQLite has no such parser.
@@ -75,7 +76,8 @@ TYPED_GAPS = {
     # double is not in reach for 64-bit integers and decimals (its conversions round twice).
     "duckdb": _TEXT + ("floordiv Decimal*", "cast String->Decimal*", "median Int64", "median UInt64",
                        "median Decimal*") + _WINDOW_GAPS + _FLOAT_WINDOWS + ("over mean Decimal*",
-                                                                            "rolling_mean Decimal*"),
+                                                                            "rolling_mean Decimal*",
+                                                                            "rolling_mean_by Decimal*"),
     # PostgreSQL has no remainder of floats; power() raises where IEEE gives inf or NaN.
     # Its median of floats is a gap: a midpoint that rounds to zero raises in the cast to double. Its
     # stddev_samp/var_samp of floats raise "value out of range" where the variance overflows (eidos: inf)

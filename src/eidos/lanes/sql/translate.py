@@ -40,6 +40,7 @@ from eidos.ir import functions as F
 from eidos.ir import nodes as N
 from eidos.ir import typing as TY
 from eidos.ir.dtypes import DType
+from eidos.ir.durations import parse_duration
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer, promote
 
@@ -894,9 +895,17 @@ def _(e: E.Window, x: Exprs) -> exp.Expression:
             value = exp.Div(this=exp.Paren(this=total), expression=exp.Literal.number("2.0"))
             return case([(is_null, x.d.cast(NULL, T.Null, t))], x.d.cast(value, T.Null, T.Float64, force=True))
         return case([(is_null, x.d.cast(NULL, T.Null, t))], count(ranks[method]()))
-    first = exp.Literal.number(e.options[0] - 1) if e.fn.startswith("rolling_") else None
+    first = exp.Literal.number(e.options[0] - 1) if e.fn.startswith("rolling_") and not e.fn.endswith("_by") else None
     frame = exp.WindowSpec(kind="ROWS", start=first or "UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
-    fn_ = _RUNNING.get(e.fn) or e.fn.removeprefix("rolling_")
+    fn_ = _RUNNING.get(e.fn) or e.fn.removeprefix("rolling_").removesuffix("_by")
+    if e.fn.endswith("_by"):   # a RANGE frame over the time in microseconds: closed="right" (t - w, t] is [t - w + 1, t]
+        size, _, closed = e.options
+        key = x.d.epoch_us(args[1], x.dtype(e.args[1]))
+        width, before = parse_duration(size).fixed() - (closed in ("right", "none")), int(closed in ("left", "none"))
+        order = [exp.Ordered(this=key, desc=False, nulls_first=False)]
+        frame = exp.WindowSpec(kind="RANGE", start=exp.Literal.number(width), start_side="PRECEDING",
+                               end=exp.Literal.number(before) if before else "CURRENT ROW",
+                               end_side="PRECEDING" if before else None)
     value = over(x.d.aggregate(fn_, args[0], at, t), order, frame)
     if e.fn == "cum_count":
         return value
@@ -904,6 +913,8 @@ def _(e: E.Window, x: Exprs) -> exp.Expression:
         return case([(is_null, x.d.cast(NULL, T.Null, t))], value)
     n = over(exp.Count(this=args[0].copy()), order, frame)
     least = exp.GTE(this=n, expression=exp.Literal.number(max(1, e.options[1])))
+    if e.fn.endswith("_by"):   # a row without a time has no window (SQL's would be its null peers)
+        least = exp.and_(least, exp.Not(this=exp.Is(this=paren(args[1].copy()), expression=NULL)))
     return case([(least, value)], x.d.cast(NULL, T.Null, t))
 
 
