@@ -61,3 +61,23 @@ def test_page_examples(page):
     path = pathlib.Path(__file__).parent.parent / page
     result = doctest.testfile(str(path), module_relative=False, globs=dict(GLOBALS), optionflags=FLAGS)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {page} failed (above)"
+
+
+def test_every_name_of_the_plan_layer_has_an_example():
+    """Each public method of Flow, GroupBy, Expr and its namespaces, each column selector, and each function
+    `eidos` exports from the plan layer shows an example (run above), so the reference never lists a bare name."""
+    import inspect
+
+    from eidos.flow import expr
+
+    classes = [ei.Flow, ei.GroupBy, ei.Expr, expr.StringMethods, expr.DateMethods, expr.ListMethods,
+               expr.BinaryMethods, expr.Then]
+    members = [(f"{c.__name__}.{n}", v) for c in classes for n, v in vars(c).items()
+               if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, property))]
+    members += [(f"ei.{n}", v) for n, v in vars(ei).items() if inspect.isfunction(v)
+                and v.__module__.startswith(("eidos.flow", "eidos.selectors", "eidos.hal.runner"))]
+    members += [(f"cs.{n}", v) for n, v in vars(cs).items() if inspect.isfunction(v)
+                and v.__module__ == cs.__name__ and not n.startswith("_") and n != "expand"]
+    missing = [name for name, v in members
+               if ">>>" not in (inspect.getdoc(v.fget if isinstance(v, property) else v) or "")]
+    assert not missing, f"public names without an example in their docstring: {', '.join(missing)}"
