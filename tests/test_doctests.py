@@ -70,8 +70,8 @@ def test_every_name_of_the_plan_layer_has_an_example():
 
     from eidos.flow import expr
 
-    classes = [ei.Flow, ei.GroupBy, ei.Expr, expr.StringMethods, expr.DateMethods, expr.ListMethods,
-               expr.BinaryMethods, expr.Then]
+    namespaces = [c for c in vars(expr).values() if inspect.isclass(c) and c.__name__.endswith("Methods")]
+    classes = [ei.Flow, ei.GroupBy, ei.Expr, expr.Then, *namespaces]   # namespaces: .str, .dt, .list, .bin, ...
     members = [(f"{c.__name__}.{n}", v) for c in classes for n, v in vars(c).items()
                if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, property))]
     members += [(f"ei.{n}", v) for n, v in vars(ei).items() if inspect.isfunction(v)
