@@ -459,7 +459,7 @@ def test_hand_written(lane_name, case, load_into):
         pytest.skip(f"the case reads row order, and lane {lane_name!r} reads a table, which has none")
     _covered(lane, there)
     expected = _run(flow, "reference")
-    assert_tables_equal(_run_lane(there, lane_name), expected, ordered=case.ordered, float_rel=_float_rel(flow))
+    assert_tables_equal(_run_lane(there, lane_name), expected, ordered=case.ordered, **_tolerance(flow))
 
 
 ERRORS = [
@@ -596,7 +596,7 @@ def _check_generated(lane_name: str, data, load_into, *, deep: bool = False, fir
         got = _run(flow, lane_name)
     except UnsupportedError:
         assume(False)  # the lane found at run time that it cannot do it (the runner would hand over)
-    assert_tables_equal(got, expected, ordered=gen.ordered, float_rel=_float_rel(flow))
+    assert_tables_equal(got, expected, ordered=gen.ordered, **_tolerance(flow))
 
 
 # Functions whose last bits come from each engine's own math library: their results, and what is computed
@@ -606,11 +606,11 @@ def _check_generated(lane_name: str, data, load_into, *, deep: bool = False, fir
 LIBM = frozenset({"exp", "log", "log10", "sin", "cos", "tanh", "pow"})
 
 
-def _float_rel(flow: ei.Flow) -> float:
+def _tolerance(flow: ei.Flow) -> dict[str, float]:
     from eidos.hal.coverage import needs
 
     used = {name for kind, name, _ in needs(flow.plan).items if kind == "function"}
-    return 1e-6 if used & LIBM else 0.0
+    return {"float_rel": 1e-6} if used & LIBM else {"float_rel": 0.0, "float_abs": 0.0}
 
 
 IN_PROCESS = [name for name in LANES if name not in LOADERS]

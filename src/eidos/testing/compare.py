@@ -24,7 +24,8 @@ def assert_tables_equal(actual: Any, expected: Any, *, ordered: bool | None = No
     """Raise AssertionError (with a diff) unless the tables hold the same rows under eidos semantics.
 
     `ordered=False` ignores row order (results of group_by, joins, unsorted plans).
-    `check_order` is another name for `ordered`.
+    `check_order` is another name for `ordered`. Floats agree within `float_rel` (at least 1e-6 for
+    Float32) or `float_abs`; `float_rel=0, float_abs=0` asks for every float bit for bit (NaN equals NaN).
     """
     if ordered is None:
         ordered = check_order
@@ -35,8 +36,8 @@ def assert_tables_equal(actual: Any, expected: Any, *, ordered: bool | None = No
     if problems:
         raise AssertionError("tables differ in schema\n" + "\n".join(problems))
     floats = [pa.types.is_floating(f.type) for f in expected.schema]
-    tolerances = [max(float_rel, 1e-6) if pa.types.is_float32(f.type) or pa.types.is_float16(f.type)
-                  else float_rel for f in expected.schema]
+    narrow = (lambda t: float_rel > 0 and (pa.types.is_float32(t) or pa.types.is_float16(t)))  # 0: exact for all
+    tolerances = [max(float_rel, 1e-6) if narrow(f.type) else float_rel for f in expected.schema]
     a_rows, e_rows = _rows(actual), _rows(expected)
     if not ordered:
         a_rows, e_rows = _canonical(a_rows, floats), _canonical(e_rows, floats)
