@@ -148,8 +148,8 @@ def test_group_by_is_each_groups_reference_aggregate(rows, fn, kind):
         rows = [(None if k is None else k % 2**31, x) for k, x in rows]
     ks = pa.array([k for k, _ in rows], pa.int64() if kind != pa.uint64() else pa.uint64())
     ks = ks.cast(pa.int32()).view(kind) if kind == pa.date32() else ks
-    groups, (got,) = fsum.group_by(ks, [(fn, pa.array([x for _, x in rows], pa.float64()))])
-    assert groups.type == kind
+    first, (got,) = fsum.group_by([ks], [(fn, pa.array([x for _, x in rows], pa.float64()))])
+    groups = ks.take(first)
     if kind == pa.date32():   # compared as their integers (dates past year 9999 have no Python form)
         ks, groups = ks.view(pa.int32()), groups.view(pa.int32())
     want_of = {}
@@ -171,9 +171,47 @@ def test_group_by_long_inputs_over_threads():
     x[::1000] = 1e-310
     for span in (16, 5000):
         k = rng.integers(0, span, n)
-        groups, (got,) = fsum.group_by(pa.array(k), [("sum", pa.array(x))])
+        first, (got,) = fsum.group_by([pa.array(k)], [("sum", pa.array(x))])
+        groups = pa.array(k).take(first)
         order = np.argsort(k, kind="stable")
         ks, xs = k[order].tolist(), x[order].tolist()
         cuts = (np.flatnonzero(np.diff(k[order])) + 1).tolist()
         want_of = {ks[a]: math.fsum(xs[a:b]) for a, b in zip([0, *cuts], [*cuts, n])}
         assert dict(zip(groups.to_pylist(), got.to_pylist())) == want_of
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.sampled_from(["a", "b", "", "é"]), st.none()), st.one_of(st.integers(-2, 2), st.integers(-2**63, 2**63 - 1), st.none()),
+                          st.one_of(st.booleans(), st.none()), st.one_of(values, st.none())), max_size=50),
+       st.sampled_from(["sum", "mean", "var"]))
+def test_group_by_several_keys_of_any_type(rows, fn):
+    """Strings (dictionary codes), wide integers (group ids before mixing), booleans and nulls in
+    each key: every distinct tuple of keys one group, with its reference aggregate."""
+    cols = list(zip(*rows)) if rows else [(), (), (), ()]
+    keys = [pa.array(list(cols[0]), pa.large_string()), pa.array(list(cols[1]), pa.int64()), pa.array(list(cols[2]), pa.bool_())]
+    first, (got,) = fsum.group_by(keys, [(fn, pa.array(list(cols[3]), pa.float64()))])
+    got_keys = [a.take(first) for a in keys]
+    want_of: dict = {}
+    for *k, x in rows:
+        want_of.setdefault(tuple(k), [])
+        if x is not None:
+            want_of[tuple(k)].append(x)
+    got_of = dict(zip(zip(*(a.to_pylist() for a in got_keys)), got.to_pylist()))
+    assert got_of.keys() == want_of.keys() and len(got) == len(want_of)
+    for k, xs in want_of.items():
+        ref = aggregate(fn, xs, T.Float64, T.Float64)
+        assert (got_of[k] is None and ref is None) or same(got_of[k], ref), (k, xs, got_of[k], ref)
+
+
+def test_group_by_many_wide_keys():
+    """Thirteen wide keys: their group counts multiply past 2**62, so the mix so far is replaced
+    by its group ids part way."""
+    rng = np.random.default_rng(11)
+    base = rng.integers(-2**62, 2**62, (40, 13))
+    pick = rng.integers(0, 40, 60)
+    keys = [pa.array(base[pick, c]) for c in range(13)]
+    x = rng.standard_normal(60)
+    first, (got,) = fsum.group_by(keys, [("sum", pa.array(x))])
+    got_keys = [a.take(first) for a in keys]
+    want = {tuple(base[p].tolist()): math.fsum(x[pick == p]) for p in set(pick.tolist())}
+    assert dict(zip(zip(*(a.to_pylist() for a in got_keys)), got.to_pylist())) == want

@@ -84,38 +84,85 @@ def lists(fn: str, column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(column.is_valid(), out, pa.scalar(None, pa.float64())) if column.null_count else out
 
 
-def group_by(keys: pa.Array | pa.ChunkedArray, columns: list[tuple[str, pa.Array | pa.ChunkedArray]]
-             ) -> tuple[pa.Array, list[pa.Array]]:
-    """Group rows by one integer or temporal key (null a key of its own), then aggregate() each of
-    columns, (fn, float values with nulls), per group: the distinct keys and one array per column.
-    Keys and values are read in place from their Arrow buffers (validity bitmaps included). Keys
-    within a range of SLOTS and only sums and means: each value goes straight into its key's
+def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa.Array | pa.ChunkedArray]]
+             ) -> tuple[np.ndarray, list[pa.Array]]:
+    """Group rows by keys (a null a key value of its own), then aggregate() each of columns, (fn,
+    float values with nulls), per group: each group's first row (the caller gathers its keys there),
+    and one array per column.
+    Integer, temporal and duration keys are read in place from their Arrow buffers (validity bitmaps
+    included); any other key gets integer codes first (pyarrow's dictionary_encode: byte equality
+    for strings and binaries, value equality for booleans and decimals of one type); several keys
+    are one integer per row (mixed by their ranges, or by their groups where those are too wide).
+    Within a range of SLOTS and only sums and means: each value goes straight into its key's
     digits (keyed), over every core. Otherwise each row gets a group id (a table indexed by the key
     where the range is up to a few times the rows, a hash table past that), each column's valid
     values are counted into their groups' order (a stable counting sort) and summed as segments."""
     k = _kernels()
-    keys = _one_chunk(keys)
-    kind = keys.type
-    if not pa.types.is_integer(kind):   # dates and times: their integers
-        keys = keys.view(pa.int32() if kind.bit_width <= 32 else pa.int64())
-    raw, kmap, koff = _buffers(keys)
-    raw = raw.view(np.int64) if raw.itemsize == 8 else raw.astype(np.int64)   # UInt64 wraps: equal stays equal
+    keys = [_one_chunk(a) for a in keys]
+    raw, kmap, koff = _codes(k, keys[0])
+    if len(keys) > 1:
+        raw, kmap, koff = _mixed(k, [(raw, kmap, koff)] + [_codes(k, a) for a in keys[1:]]), _EMPTY, 0
     lo, hi = k.minmax(raw, kmap, koff)
     values = [(fn, _buffers(_one_chunk(c).cast(pa.float64()))) for fn, c in columns]
     if hi - lo < SLOTS and all(fn in ("sum", "mean") for fn, _ in values):
-        key_values, out = _keyed(k, raw, kmap, koff, lo, hi - lo + 2, values)
-        wide = keys.type.bit_width == 64
-        return (key_values.view(keys.type) if wide else key_values.cast(keys.type)).view(kind), out
-    span = hi - lo + 1 if hi - lo < max(4 * len(raw), 1 << 16) else 0
+        first, out = _keyed(k, raw, kmap, koff, lo, hi - lo + 2, values)
+    else:
+        ids, groups, first = _dense(k, raw, kmap, koff, lo, hi)
+        out = [aggregate(fn, *k.scatter(ids, groups, *buffers)) for fn, buffers in values]
+    return first, out
+
+
+_EMPTY = np.empty(0, np.uint8)
+
+
+def _codes(k, a: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
+    """A key column as int64 values, validity bitmap and offset: integers, dates, times and
+    durations as they are (UInt64 wraps: equal stays equal), other types as dictionary codes."""
+    t = a.type
+    if pa.types.is_temporal(t) and not pa.types.is_interval(t):
+        a = a.view(pa.int32() if t.bit_width <= 32 else pa.int64())
+    elif pa.types.is_boolean(t):
+        a = a.cast(pa.int8())
+    elif not pa.types.is_integer(t):
+        a = pc.dictionary_encode(a).indices
+    raw, kmap, koff = _buffers(a)
+    return (raw.view(np.int64) if raw.itemsize == 8 else raw.astype(np.int64)), kmap, koff
+
+
+def _mixed(k, parts: list[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
+    """One int64 per row, equal where every key is (no nulls): each key minus its least (its range
+    for a null) in mixed radix, where the ranges multiply within 2**62; otherwise each key, and
+    the mix so far whenever the next key would overflow it, is replaced by its group ids (fewer
+    than the rows: two of them always multiply within 2**62)."""
+    spans = [k.minmax(*p) for p in parts]
+    widths = [int(hi) - int(lo) + 2 for lo, hi in spans]
+    out = np.zeros(len(parts[0][0]), np.int64)
+    if math.prod(widths) < 1 << 62:
+        for (raw, kmap, koff), (lo, _), w in zip(parts, spans, widths):
+            k.mix(out, raw, kmap, koff, lo, w)
+        return out
+    total = 1
+    for (raw, kmap, koff), (lo, hi) in zip(parts, spans):
+        ids, groups, _ = _dense(k, raw, kmap, koff, lo, hi)
+        if total * (groups + 1) >= 1 << 62:
+            out, total, _ = _dense(k, out, _EMPTY, 0, *k.minmax(out, _EMPTY, 0))
+        k.mix(out, ids, _EMPTY, 0, 0, groups + 1)
+        total *= groups + 1
+    return out
+
+
+def _dense(k, raw, kmap, koff, lo, hi) -> tuple[np.ndarray, int, np.ndarray]:
+    """Each row's group id (0 .. groups - 1 in order of first appearance, a null key a group of its
+    own), the number of groups and each group's first row."""
     ids = np.empty(len(raw), np.int64)
+    span = hi - lo + 1 if hi - lo < max(4 * len(raw), 1 << 16) else 0
     groups, first = k.group_ids(raw, kmap, koff, lo, span, ids)
-    out = [aggregate(fn, *k.scatter(ids, groups, *buffers)) for fn, buffers in values]
-    return keys.take(pa.array(first)).view(kind), out
+    return ids, groups, first
 
 
-def _keyed(k, raw, kmap, koff, lo, slots, values) -> tuple[pa.Array, list[pa.Array]]:
-    """group_by's way for few distinct keys: slot i holds key lo + i, the last slot null (keys as
-    Int64)."""
+def _keyed(k, raw, kmap, koff, lo, slots, values) -> tuple[np.ndarray, list[pa.Array]]:
+    """group_by's way for few distinct keys: slot i holds key lo + i, the last slot null; each
+    present slot's first row, and the aggregates in that order."""
     seen = None if not any(len(b[1]) for _, b in values) else k.present(raw, kmap, koff, lo, slots)
     out = []
     for fn, (v, vmap, voff) in values:
@@ -124,8 +171,7 @@ def _keyed(k, raw, kmap, koff, lo, slots, values) -> tuple[pa.Array, list[pa.Arr
         with np.errstate(all="ignore"):
             out.append((sums if fn == "sum" else sums / np.maximum(n, 1), n == 0))
     present = np.flatnonzero(seen)
-    return pa.array(lo + present, pa.int64(), mask=present == slots - 1), [
-        pa.array(s[present], mask=empty[present]) for s, empty in out]
+    return k.firsts(raw, kmap, koff, lo, seen)[present], [pa.array(s[present], mask=empty[present]) for s, empty in out]
 
 
 def _slot_sums(k, raw, kmap, koff, lo, slots, v, vmap, voff) -> tuple[np.ndarray, np.ndarray]:
@@ -229,3 +275,9 @@ def _pool() -> ThreadPoolExecutor:
 # Whether this Python's math.fsum gives -0.0 for negative zeros (3.11 gives 0.0): zero sums then
 # go the reference's way.
 NEG_ZERO = math.copysign(1.0, math.fsum([-0.0])) < 0
+
+
+def groups_by(t) -> bool:
+    """Whether group_by groups keys of eidos type t as eidos does (docs/semantics.md section 14):
+    not floats (dictionary codes would keep -0.0 apart from 0.0), nested or null-typed keys."""
+    return not (t.is_float or t.is_nested or t.name == "Null")

@@ -337,71 +337,93 @@ def minmax(keys, bitmap, offset):
 
 
 @njit(**OPTS)
+def _pieces(w, k1, p1, p2):
+    """_fast's two levels value by value: p1[j], p2[j] the integers of w[j] on the grids of 2**(k1 - 52)
+    and 2**(k2 - 52); whether every value fit (vectorized: no scatter here)."""
+    k2 = max(k1 - 52, -1022)
+    b1, b2 = ((k1 + 1023) << 52) | (1 << 51), ((k2 + 1023) << 52) | (1 << 51)
+    s1, s2 = unbits(b1), unbits(b2)
+    nz = out = 0
+    for j in range(len(w)):
+        x = w[j]
+        t1 = s1 + x
+        c1 = bits(t1)
+        p1[j] = c1 - b1
+        out |= c1 ^ b1
+        r = x - (t1 - s1)
+        t2 = s2 + r
+        p2[j] = bits(t2) - b2
+        nz |= bits(r - (t2 - s2))
+    return (out >> 52) == 0 and (nz << 1) == 0
+
+
+@njit(**OPTS)
 def keyed(keys, kmap, koff, lo, v, vmap, voff, a, b, digits, st, counts):
     """Rows a..b added into their key's digits, st and counts (row i into slot keys[i] - lo; a
     null key into the last slot), with no group ids or reordered copy: for few distinct keys.
-    Blocks of BLOCK rows take two levels as accumulate does, the pieces summed per slot; a block
-    the levels do not hold goes value by value the slow way."""
+    Each block of BLOCK rows is split on two levels as accumulate does (the previous block's, else
+    its own) into integer pieces, vectorized, and only then are the pieces added into per-slot
+    sums (a block that fails a level has added nothing); a block the levels do not hold goes value
+    by value the slow way."""
     slots = len(counts)
-    a1, a2, n = np.zeros(slots, np.int64), np.zeros(slots, np.int64), np.zeros(slots, np.int64)
-    k1, k2, since = 2000, 0, 0
+    acc = np.zeros((slots, 3), np.int64)
+    p1, p2 = np.empty(BLOCK, np.int64), np.empty(BLOCK, np.int64)
+    held = np.empty(BLOCK)
+    plain = len(kmap) == 0 and len(vmap) == 0
+    k1, since = 2000, 0
     for i in range(a, b, BLOCK):
         e = min(i + BLOCK, b)
-        ok = own = False
-        while not ok and not own:
-            if k1 > 1023:   # the previous block's level failed (or there was none): the block's own
-                own, m = True, 0
-                for r in range(i, e):
-                    if _valid(vmap, voff, r):
-                        m = max(m, bits(v[r]) & EXP)
-                k1 = max((m >> 52) - 1021, -1022)
-                if k1 > 1023:
-                    break
-            k2 = max(k1 - 52, -1022)
-            b1, b2 = ((k1 + 1023) << 52) | (1 << 51), ((k2 + 1023) << 52) | (1 << 51)
-            s1, s2 = unbits(b1), unbits(b2)
-            a1[:], a2[:], n[:] = 0, 0, 0
-            nz = out = 0
-            for r in range(i, e):
-                if _valid(vmap, voff, r):
-                    g = keys[r] - lo if _valid(kmap, koff, r) else slots - 1
-                    x = v[r]
-                    t1 = s1 + x
-                    c1 = bits(t1)
-                    out |= c1 ^ b1
-                    d = x - (t1 - s1)
-                    t2 = s2 + d
-                    nz |= bits(d - (t2 - s2))
-                    a1[g] += c1 - b1
-                    a2[g] += bits(t2) - b2
-                    n[g] += 1
-            ok = (out >> 52) == 0 and (nz << 1) == 0
-            if not ok:
-                k1 = 2000
-        if ok:
-            for g in range(slots):
-                if n[g]:
-                    _add(digits[g], a1[g], k1 + 1022)
-                    _add(digits[g], a2[g], k2 + 1022)
-                    st[g, 3] += n[g] * pow2(max(k1 - 1, -1022))
-                    st[g, 4] = min(st[g, 4], (k2 + 1022) >> 5)
-                    st[g, 5] = max(st[g, 5], ((k1 + 1022) >> 5) + 2)
-                    counts[g] += n[g]
+        m = e - i
+        if len(vmap) == 0:
+            w = v[i:e]
         else:
-            for r in range(i, e):
-                if _valid(vmap, voff, r):
-                    g = keys[r] - lo if _valid(kmap, koff, r) else slots - 1
-                    _one(v[r], digits[g], st[g])
-                    counts[g] += 1
-        since += e - i
+            for j in range(m):
+                held[j] = v[i + j] if _valid(vmap, voff, i + j) else 0.0
+            w = held[:m]
+        ok = k1 <= 1023 and _pieces(w, k1, p1, p2)
+        if not ok:
+            k1 = _level(w)
+            ok = k1 <= 1023 and _pieces(w, k1, p1, p2)
+        if ok:
+            acc[:] = 0
+            if plain:
+                for j in range(m):
+                    s = keys[i + j] - lo
+                    acc[s, 0] += p1[j]
+                    acc[s, 1] += p2[j]
+                    acc[s, 2] += 1
+            else:
+                for j in range(m):
+                    if _valid(vmap, voff, i + j):
+                        s = keys[i + j] - lo if _valid(kmap, koff, i + j) else slots - 1
+                        acc[s, 0] += p1[j]
+                        acc[s, 1] += p2[j]
+                        acc[s, 2] += 1
+            k2 = max(k1 - 52, -1022)
+            for s in range(slots):
+                t1, t2, n = acc[s, 0], acc[s, 1], acc[s, 2]
+                if n:
+                    _add(digits[s], t1, k1 + 1022)
+                    _add(digits[s], t2, k2 + 1022)
+                    st[s, 3] += n * pow2(max(k1 - 1, -1022))
+                    st[s, 4] = min(st[s, 4], (k2 + 1022) >> 5)
+                    st[s, 5] = max(st[s, 5], ((k1 + 1022) >> 5) + 2)
+                    counts[s] += n
+        else:
+            for j in range(m):
+                if _valid(vmap, voff, i + j):
+                    s = keys[i + j] - lo if _valid(kmap, koff, i + j) else slots - 1
+                    _one(w[j], digits[s], st[s])
+                    counts[s] += 1
+        since += m
         if since >= CARRY_EVERY:
-            for g in range(slots):
-                if counts[g]:
-                    st[g, 5] = carry(digits[g], int(st[g, 4]), int(st[g, 5]))
+            for s in range(slots):
+                if counts[s]:
+                    st[s, 5] = carry(digits[s], int(st[s, 4]), int(st[s, 5]))
             since = 0
-    for g in range(slots):
-        if counts[g]:
-            st[g, 5] = carry(digits[g], int(st[g, 4]), int(st[g, 5]))
+    for s in range(slots):
+        if counts[s]:
+            st[s, 5] = carry(digits[s], int(st[s, 4]), int(st[s, 5]))
 
 
 @njit(**OPTS)
@@ -420,3 +442,26 @@ def finish_each(digits, st, neg_zero, out, python):
     for g in range(len(out)):
         st[g, 4], st[g, 5] = 0, CHUNKS - 3
         out[g], python[g] = finish(digits[g], st[g], neg_zero, p)
+
+
+@njit(**OPTS)
+def firsts(keys, kmap, koff, lo, seen):
+    """Each seen slot's first row (keys[i] - lo; a null key the last slot), read only as far as the
+    last slot's first row."""
+    first = np.full(len(seen), -1, np.int64)
+    left = seen.sum()
+    for i in range(len(keys)):
+        if left == 0:
+            break
+        s = keys[i] - lo if _valid(kmap, koff, i) else len(seen) - 1
+        if first[s] < 0:
+            first[s] = i
+            left -= 1
+    return first
+
+
+@njit(**OPTS)
+def mix(out, keys, kmap, koff, lo, width):
+    """out = out * width + (key - lo), a null key width - 1: one more key in mixed radix."""
+    for i in range(len(out)):
+        out[i] = out[i] * width + (keys[i] - lo if _valid(kmap, koff, i) else width - 1)
