@@ -240,9 +240,10 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
 
 
 def keyed(node: N.Aggregate, aggs: list[E.Agg], key_types) -> bool:
-    """Whether eidos.hal.fsum.group_by computes this Aggregate: one integer or temporal key, and
-    only sums, means, variances and deviations of floats."""
-    return (bool(aggs) and len(key_types) == 1 and (key_types[0][1].is_integer or key_types[0][1].is_temporal)
+    """Whether eidos.hal.fsum.group_by computes this Aggregate: keys it groups as eidos does (any
+    but floats, whose -0.0 and NaN keys it does not merge, nested and null-typed ones), and only
+    sums, means, variances and deviations of floats."""
+    return (bool(aggs) and bool(key_types) and all(fsum.groups_by(t) for _, t in key_types)
             and all(a.fn in ("sum", "mean", "var", "std") and a.arg is not None and a.arg.columns()
                     and infer(a.arg, node.input.schema) in (T.Float32, T.Float64) for a in aggs))
 
@@ -251,17 +252,18 @@ def keyed_sums(lf, node: N.Aggregate, aggs: list[E.Agg], keys: dict, rows: Scope
     """The groups and their exact float aggregations in one call of eidos.hal.fsum.group_by over
     the key and argument columns (read in place, no per-group lists): the frame of groups, and
     the leaves that read its columns."""
-    (kname, kexpr), = node.keys
     names = [ctx.temp("a") for _ in aggs]
-    key_type = pl_dtype(infer(kexpr, node.input.schema))
+    knames = [keys[name] for name, _ in node.keys]
+    key_types = {keys[name]: pl_dtype(infer(e, node.input.schema)) for name, e in node.keys}
 
     def run(df: pl.DataFrame) -> pl.DataFrame:
-        groups, out = fsum.group_by(df[keys[kname]].to_arrow(), [(a.fn, df[n].to_arrow()) for a, n in zip(aggs, names)])
-        return pl.DataFrame([pl.Series(keys[kname], groups, dtype=key_type)]
-                            + [pl.Series(n, o, dtype=pl.Float64) for n, o in zip(names, out)])
+        first, out = fsum.group_by([df[k].to_arrow(compat_level=pl.CompatLevel.newest()) for k in knames],
+                                   [(a.fn, df[n].to_arrow()) for a, n in zip(aggs, names)])
+        return df.select(knames)[first].with_columns(pl.Series(n, o, dtype=pl.Float64) for n, o in zip(names, out))
 
-    lf = lf.select([expr(kexpr, rows).alias(keys[kname])] + [expr(a.arg, rows).alias(n) for a, n in zip(aggs, names)])
-    lf = lf.map_batches(run, schema={keys[kname]: key_type, **dict.fromkeys(names, pl.Float64)}, streamable=False)
+    lf = lf.select([expr(e, rows).alias(keys[name]) for name, e in node.keys]
+                   + [expr(a.arg, rows).alias(n) for a, n in zip(aggs, names)])
+    lf = lf.map_batches(run, schema={**key_types, **dict.fromkeys(names, pl.Float64)}, streamable=False)
     return lf, {a: Leaf([], lambda g, n=n: pl.col(n)) for a, n in zip(aggs, names)}
 
 

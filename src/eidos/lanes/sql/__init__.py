@@ -159,7 +159,9 @@ class DuckDBLane(SqlLane):
 
         rows = exact.route(plan)   # exact float aggregation: DuckDB runs its input, eidos.hal.fsum the rest
         if rows is not None:
-            return conform(exact.finish(plan, self._run(rows, profile)), plan.schema)
+            table = exact.in_place(rows)
+            return conform(exact.finish(plan, self._run(rows, profile) if table is None else table), plan.schema)
+        plan = exact.below(plan, lambda agg: self._run(agg, profile))
         if self.budget is None:
             return run(self.name, plan, profile=profile)
         with self._within_budget(plan) as settings:
@@ -168,8 +170,18 @@ class DuckDBLane(SqlLane):
     def describe(self, plan: N.Node) -> list[str]:
         from eidos.lanes.sql import exact
 
-        rows = exact.route(plan)
-        return super().describe(plan) if rows is None else [exact.ROUTE] + super().describe(rows)
+        lines: list[str] = []
+
+        def note(agg: N.Aggregate):
+            rows = exact.route(agg)
+            lines.extend([exact.IN_PLACE] if exact.in_place(rows) is not None else [exact.ROUTE] + super(DuckDBLane, self).describe(rows))
+            return agg.schema.to_arrow().empty_table()
+
+        if exact.route(plan) is not None:
+            note(plan)
+            return lines
+        rest = exact.below(plan, note)
+        return lines + super().describe(rest) if lines else super().describe(plan)
 
     def execute_stream(self, plan: N.Node):
         from eidos.lanes.sql.execute import stream
