@@ -94,9 +94,9 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     for strings and binaries, value equality for booleans and decimals of one type); several keys
     are one integer per row (mixed by their ranges, or by their groups where those are too wide).
     Within a range of SLOTS and only sums and means: each value goes straight into its key's
-    digits (keyed), over every core. Otherwise each row gets a group id (a table indexed by the key
-    where the range is up to a few times the rows, a hash table past that), each column's valid
-    values are counted into their groups' order (a stable counting sort) and summed as segments."""
+    digits (keyed), over every core. Otherwise each column's valid values are counted into their
+    groups' order (a stable counting sort) and summed as segments, a group being the key itself
+    where the range is up to a few times the rows, else a group id from a hash table."""
     k = _kernels()
     keys = [_one_chunk(a) for a in keys]
     raw, kmap, koff = _codes(k, keys[0])
@@ -106,6 +106,13 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     values = [(fn, _buffers(_one_chunk(c).cast(pa.float64()))) for fn, c in columns]
     if hi - lo < SLOTS and all(fn in ("sum", "mean") for fn, _ in values):
         first, out = _keyed(k, raw, kmap, koff, lo, hi - lo + 2, values)
+    elif hi - lo < max(4 * len(raw), 1 << 16):   # the key is its own group id
+        out = []
+        for fn, buffers in values:
+            v, offsets, first = k.scatter_keys(raw, kmap, koff, lo, hi - lo + 1, *buffers)
+            present = np.flatnonzero(first >= 0)
+            out.append(aggregate(fn, v, offsets).take(pa.array(present)))
+        first = first[present]
     else:
         ids, groups, first = _dense(k, raw, kmap, koff, lo, hi)
         out = [aggregate(fn, *k.scatter(ids, groups, *buffers)) for fn, buffers in values]

@@ -465,3 +465,29 @@ def mix(out, keys, kmap, koff, lo, width):
     """out = out * width + (key - lo), a null key width - 1: one more key in mixed radix."""
     for i in range(len(out)):
         out[i] = out[i] * width + (keys[i] - lo if _valid(kmap, koff, i) else width - 1)
+
+
+@njit(**OPTS)
+def scatter_keys(keys, kmap, koff, lo, span, values, vmap, voff):
+    """scatter() with the key itself as the group (keys[i] - lo; a null key slot span), for keys in
+    a range up to a few times the rows: no group ids first. The valid values in slot order, each
+    slot's offsets into them, and each slot's first row (-1 where no row has its key)."""
+    slots = span + 1
+    offsets = np.zeros(slots + 1, np.int64)
+    first = np.full(slots, -1, np.int64)
+    for i in range(len(keys)):
+        s = keys[i] - lo if _valid(kmap, koff, i) else span
+        if first[s] < 0:
+            first[s] = i
+        if _valid(vmap, voff, i):
+            offsets[s + 1] += 1
+    for s in range(slots):
+        offsets[s + 1] += offsets[s]
+    at = offsets[:-1].copy()
+    out = np.empty(offsets[slots], np.float64)
+    for i in range(len(keys)):
+        if _valid(vmap, voff, i):
+            s = keys[i] - lo if _valid(kmap, koff, i) else span
+            out[at[s]] = values[i]
+            at[s] += 1
+    return out, offsets, first
