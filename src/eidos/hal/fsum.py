@@ -115,7 +115,10 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
         first = first[present]
     else:
         ids, groups, first = _dense(k, raw, kmap, koff, lo, hi)
-        out = [aggregate(fn, *k.scatter(ids, groups, *buffers)) for fn, buffers in values]
+        out = []
+        for fn, buffers in values:   # ids have no nulls: slot `groups` stays empty
+            v, offsets, _ = k.scatter_keys(ids, _EMPTY, 0, 0, groups, *buffers)
+            out.append(aggregate(fn, v, offsets[:-1]))
     return first, out
 
 

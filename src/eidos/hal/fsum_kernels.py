@@ -300,26 +300,6 @@ def group_ids(keys, bitmap, offset, lo, span, ids):
 
 
 @njit(**OPTS)
-def scatter(ids, groups, values, bitmap, offset):
-    """The valid values in the order of their groups (a counting sort: stable), and each group's
-    offsets into them."""
-    offsets = np.zeros(groups + 1, np.int64)
-    for i in range(len(ids)):
-        if _valid(bitmap, offset, i):
-            offsets[ids[i] + 1] += 1
-    for g in range(groups):
-        offsets[g + 1] += offsets[g]
-    at = offsets[:-1].copy()
-    out = np.empty(offsets[groups], np.float64)
-    for i in range(len(ids)):
-        if _valid(bitmap, offset, i):
-            g = ids[i]
-            out[at[g]] = values[i]
-            at[g] += 1
-    return out, offsets
-
-
-@njit(**OPTS)
 def minmax(keys, bitmap, offset):
     """The least and greatest valid key (0, -1 where none is valid), in one pass."""
     lo, hi = keys[0] if len(keys) else 0, keys[0] if len(keys) else -1
@@ -469,9 +449,9 @@ def mix(out, keys, kmap, koff, lo, width):
 
 @njit(**OPTS)
 def scatter_keys(keys, kmap, koff, lo, span, values, vmap, voff):
-    """scatter() with the key itself as the group (keys[i] - lo; a null key slot span), for keys in
-    a range up to a few times the rows: no group ids first. The valid values in slot order, each
-    slot's offsets into them, and each slot's first row (-1 where no row has its key)."""
+    """The valid values in the order of their keys' slots (keys[i] - lo, a null key slot span: group
+    ids, or keys in a range up to a few times the rows), by a counting sort (stable); each slot's
+    offsets into them, and each slot's first row (-1 where no row has its key)."""
     slots = span + 1
     offsets = np.zeros(slots + 1, np.int64)
     first = np.full(slots, -1, np.int64)
