@@ -766,6 +766,31 @@ class Expr:
         """
         return BinaryMethods(self)
 
+    @property
+    def struct(self) -> StructMethods:
+        """Struct functions: `expr.struct.field(name)`.
+
+        Examples:
+            >>> ei.from_pydict({"s": [{"a": 1, "b": "x"}]}).select(col("s").struct.field("b")).run().to_pydict()
+            {'b': ['x']}
+        """
+        return StructMethods(self)
+
+
+class StructMethods:
+    """`expr.struct.*`: functions of Struct values (`ei.Struct({...})`)."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e: Expr):
+        self._e = e
+
+    def field(self, name: str) -> Expr:
+        """The field `name` of each struct, named `name` (as Polars); null where the struct is null."""
+        if not isinstance(name, str):
+            raise PlanError(f"struct.field() takes a field name (a str), got {name!r}")
+        return self._e._call("struct_field", options=(name,)).alias(name)
+
 
 class BinaryMethods:
     """`expr.bin.*`: functions of Binary values (bytes)."""
@@ -1135,6 +1160,35 @@ class DateMethods:
             {'t': [45]}
         """
         return self._e._call("dt_minute")
+
+    def time(self) -> Expr:
+        """The time of day (ei.Time) of a Timestamp, in its zone's local time for a zoned one.
+
+        Examples:
+            >>> flow = ei.from_pydict({"t": [datetime.datetime(2024, 3, 9, 13, 45, 12)]})
+            >>> flow.select(col("t").dt.time()).run().to_pydict()
+            {'t': [datetime.time(13, 45, 12)]}
+        """
+        return self._e._call("dt_time")
+
+    def replace_time_zone(self, time_zone: str | None) -> Expr:
+        """The same wall-clock time read in `time_zone` (an IANA name; None drops the zone), as Polars'
+        `dt.replace_time_zone`. A wall-clock time the zone skips (a spring-forward gap) or repeats (an
+        autumn hour) raises rather than picking one: eidos has no `ambiguous=` or `non_existent=` yet."""
+        return self._e._call("dt_replace_time_zone", options=(time_zone,))
+
+    def convert_time_zone(self, time_zone: str) -> Expr:
+        """The same instant shown in `time_zone` (an IANA name), as Polars' `dt.convert_time_zone`;
+        the timestamp must have a zone (give a naive one its zone with `replace_time_zone`).
+
+        Examples:
+            >>> from zoneinfo import ZoneInfo
+            >>> flow = ei.from_pydict({"t": [datetime.datetime(2024, 7, 1, 12)]})
+            >>> berlin = col("t").dt.replace_time_zone("UTC").dt.convert_time_zone("Europe/Berlin")
+            >>> flow.select(h=berlin.dt.hour(), local=berlin.dt.replace_time_zone(None)).run().to_pydict()
+            {'h': [14], 'local': [datetime.datetime(2024, 7, 1, 14, 0)]}
+        """
+        return self._e._call("dt_convert_time_zone", options=(time_zone,))
 
     def second(self) -> Expr:
         """The whole seconds, 0 to 59, of a Timestamp (the fraction is dropped, as Polars does).

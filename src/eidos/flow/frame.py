@@ -454,6 +454,26 @@ class Flow:
         names = self._columns([columns, *more] if more else columns, "explode")
         return Flow(N.Explode(self._plan, names, empty_as_null, keep_nulls))
 
+    def unnest(self, columns: Any, *more: Any) -> Flow:
+        """Each Struct column of `columns` (names or a selector) replaced, in place, by a column per field, named
+        as the field (Polars' `unnest`); a null struct gives nulls. A field name that is already a column is a PlanError.
+
+        Examples:
+            >>> flow = ei.from_pydict({"k": [1, 2], "s": [{"a": 10, "b": "x"}, None]})
+            >>> flow.unnest("s").run().to_pydict()
+            {'k': [1, 2], 'a': [10, None], 'b': ['x', None]}
+        """
+        names = self._columns([columns, *more] if more else columns, "unnest")
+        out: list[tuple[str, E.Expr]] = []
+        for n, t in self.schema.items():
+            if n not in names:
+                out.append((n, E.Column(n)))
+            elif not isinstance(t, T.StructType):
+                raise PlanError(f"unnest() takes Struct columns; {n!r} is {t}")
+            else:
+                out += [(f, E.Call("struct_field", (E.Column(n),), (f,))) for f, _ in t.fields]
+        return Flow(N.Project(self._plan, tuple(out)))
+
     def join_asof(self, other: Flow, on: str | None = None, *, left_on: str | None = None,
                   right_on: str | None = None, by: Any = None, by_left: Any = None, by_right: Any = None,
                   strategy: str = "backward", suffix: str = "_right", tolerance: Any = None) -> Flow:

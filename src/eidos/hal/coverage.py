@@ -96,7 +96,8 @@ def _collect(plan: N.Node) -> Needs:
         if isinstance(node, N.Join):
             items[("join", node.how, f"{node.how} join")] = None
         for _, dtype in node.schema.items():
-            items[("dtype", dtype.kind, f"dtype {dtype.kind}")] = None
+            for kind in dtype.kinds:
+                items[("dtype", kind, f"dtype {kind}")] = None
         for expr in node.expressions():
             for fn in functions_used(expr):
                 items[("function", fn, f"function {fn}")] = None
@@ -196,7 +197,7 @@ def forms(visitor) -> frozenset[str]:
 REGENERATE = "python -c \"from eidos.hal.coverage import markdown; print(markdown(), end='')\" > docs/coverage.md"
 
 _FAMILIES = {"arithmetic": F.ARITHMETIC, "comparison": F.COMPARISON, "logic": F.LOGICAL, "math": F.MATH,
-             "nulls": F.NULLS, "membership": F.MEMBERSHIP, "text": F.STRINGS, "dates": F.TEMPORAL, "lists": F.LISTS, "binary": F.BINARY,
+             "nulls": F.NULLS, "membership": F.MEMBERSHIP, "text": F.STRINGS, "dates": F.TEMPORAL, "lists": F.LISTS, "binary": F.BINARY, "structs": F.STRUCTS,
              "aggregation": F.AGGREGATES, "window": F.WINDOWS, "form": F.FORMS}
 
 

@@ -56,6 +56,17 @@ class DType:
         return self.name in ("Date", "Timestamp")
 
     @property
+    def is_timestamp(self) -> bool:
+        """A Timestamp of any unit and time zone."""
+        return self.name == "Timestamp"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The coverage-table names a column of this type needs of a lane: its kind, and for a Timestamp
+        "Timestamp(ns)" and "Timestamp(tz)" where it has nanoseconds or a time zone."""
+        return (self.kind,)
+
+    @property
     def is_nested(self) -> bool:
         """A List or Struct: values that hold values; no order or equality is defined on them."""
         return False
@@ -126,12 +137,124 @@ class ListType(DType):
     def kind(self) -> str:
         return "List"
 
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(("List",) + self.inner.kinds))
+
     def to_arrow(self) -> pa.DataType:
         return pa.large_list(self.inner.to_arrow())
 
 
+TIME_UNITS = ("ms", "us", "ns")
+
+
+@dataclass(frozen=True, repr=False)
+class TimestampType(DType):
+    """A point in time counted in `unit` (ms, us, ns) since 1970-01-01, naive (`tz` None: a wall-clock time
+    in no zone) or an instant shown in the IANA time zone `tz`. `ei.Timestamp` is microseconds, naive."""
+
+    unit: str = "us"
+    tz: str | None = None
+
+    def __str__(self) -> str:
+        if self.unit == "us" and self.tz is None:
+            return "Timestamp"   # the text (and so plan fingerprints) of the plain type stays as it was
+        return f"Timestamp({self.unit}" + (f", {self.tz!r})" if self.tz is not None else ")")
+
+    def __repr__(self) -> str:
+        if self.unit == "us" and self.tz is None:
+            return "ei.Timestamp"
+        return f"ei.Datetime({self.unit!r}" + (f", {self.tz!r})" if self.tz is not None else ")")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return ("Timestamp",) + (("Timestamp(ns)",) if self.unit == "ns" else ()) + \
+            (("Timestamp(tz)",) if self.tz is not None else ())
+
+    def to_arrow(self) -> pa.DataType:
+        return pa.timestamp(self.unit, self.tz)
+
+
+def Datetime(time_unit: str = "us", time_zone: str | None = None) -> TimestampType:  # noqa: N802 - reads like a type
+    """A timestamp type as Polars names it: `time_unit` "ms", "us" or "ns"; `time_zone` an IANA name
+    ("UTC", "Europe/Berlin") or None for a naive timestamp. `ei.Datetime()` is `ei.Timestamp`."""
+    if time_unit not in TIME_UNITS:
+        raise PlanError(f"time_unit must be one of {', '.join(TIME_UNITS)}, got {time_unit!r}")
+    if time_zone is not None:
+        time_zone = zone(time_zone)
+    return TimestampType("Timestamp", time_unit, time_zone)
+
+
+def zone(name: object) -> str:
+    """`name` checked as an IANA time zone this machine knows ("UTC", "Europe/Berlin")."""
+    import zoneinfo
+
+    if not isinstance(name, str) or not _ZONE.fullmatch(name):
+        raise PlanError(f"a time zone is an IANA name such as 'UTC' or 'Europe/Berlin', got {name!r}")
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise PlanError(f"unknown time zone {name!r}; use an IANA name such as 'UTC' or 'Europe/Berlin'") from None
+    return name
+
+
+_ZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+){0,3}", re.ASCII)
+
+
+@dataclass(frozen=True, repr=False)
+class StructType(DType):
+    """Named fields, each of its own type (Arrow struct); the struct and each field may be null."""
+
+    fields: tuple[tuple[str, DType], ...] = ()
+
+    def __str__(self) -> str:
+        return "Struct(" + ", ".join(f"{n!r}: {t}" for n, t in self.fields) + ")"
+
+    def __repr__(self) -> str:
+        return "ei.Struct({" + ", ".join(f"{n!r}: {t!r}" for n, t in self.fields) + "})"
+
+    @property
+    def is_nested(self) -> bool:
+        return True
+
+    @property
+    def kind(self) -> str:
+        return "Struct"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(("Struct",) + tuple(k for _, t in self.fields for k in t.kinds)))
+
+    def field(self, name: str) -> DType:
+        for n, t in self.fields:
+            if n == name:
+                return t
+        raise PlanError(f"struct has no field {name!r}; fields: {', '.join(n for n, _ in self.fields)}")
+
+    def to_arrow(self) -> pa.DataType:
+        return pa.struct([pa.field(n, t.to_arrow()) for n, t in self.fields])
+
+
+def Struct(fields: object) -> StructType:  # noqa: N802 - reads like a type
+    """A struct type from {name: dtype} or [(name, dtype), ...]; names unique and non-empty."""
+    items = list(fields.items()) if isinstance(fields, dict) else list(fields)
+    if not items or not all(isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], str) and f[0] for f in items):
+        raise PlanError(f"a Struct needs fields as {{name: dtype}}, at least one, got {fields!r}")
+    names = [n for n, _ in items]
+    if len(set(names)) != len(names):
+        raise PlanError(f"struct field names must be unique, got {names}")
+    t = StructType("Struct", tuple((n, coerce(d)) for n, d in items))
+    if any(d == Null for _, d in t.fields):
+        raise PlanError("a struct field needs a type such as ei.Int64, not Null")
+    if depth(t) > MAX_NESTING:
+        raise PlanError(f"types nest at most {MAX_NESTING} deep, got {t}")
+    return t
+
+
 def depth(t: DType) -> int:
     """How many nested types hold `t`'s values (0 for a simple type)."""
+    if isinstance(t, StructType):
+        return 1 + max(depth(f) for _, f in t.fields)
     return 1 + depth(t.inner) if isinstance(t, ListType) else 0
 
 
@@ -163,7 +286,9 @@ Int8, Int16, Int32, Int64 = DType("Int8"), DType("Int16"), DType("Int32"), DType
 UInt8, UInt16, UInt32, UInt64 = DType("UInt8"), DType("UInt16"), DType("UInt32"), DType("UInt64")
 Float32, Float64 = DType("Float32"), DType("Float64")
 Boolean, String = DType("Boolean"), DType("String")
-Date, Timestamp = DType("Date"), DType("Timestamp")
+Date, Timestamp = DType("Date"), TimestampType("Timestamp")
+# A time of day in microseconds after midnight (Arrow time64('us')); Python's datetime.time.
+Time = DType("Time")
 # A signed length of time in microseconds (Timestamp - Timestamp); Python's datetime.timedelta.
 Duration = DType("Duration")
 Binary = DType("Binary")
@@ -175,16 +300,16 @@ _TO_ARROW = {
     "UInt8": pa.uint8(), "UInt16": pa.uint16(), "UInt32": pa.uint32(), "UInt64": pa.uint64(),
     "Float32": pa.float32(), "Float64": pa.float64(),
     "Boolean": pa.bool_(), "String": pa.large_string(),
-    "Date": pa.date32(), "Timestamp": pa.timestamp("us"), "Duration": pa.duration("us"), "Null": pa.null(),
+    "Date": pa.date32(), "Timestamp": pa.timestamp("us"), "Time": pa.time64("us"), "Duration": pa.duration("us"), "Null": pa.null(),
     "Binary": pa.large_binary(),
 }
 
 ALL_SIMPLE = (Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
-              Float32, Float64, Boolean, String, Date, Timestamp, Duration, Binary)
+              Float32, Float64, Boolean, String, Date, Timestamp, Duration, Binary, Time)
 BY_NAME = {t.name: t for t in ALL_SIMPLE + (Null,)}
 INTEGERS = ALL_SIMPLE[:8]
 # Every type family a lane's coverage table may list.
-KINDS = tuple(t.name for t in ALL_SIMPLE) + ("Decimal", "List")
+KINDS = tuple(t.name for t in ALL_SIMPLE) + ("Timestamp(ns)", "Timestamp(tz)", "Decimal", "List", "Struct")
 
 
 def int_range(dtype: DType) -> tuple[int, int]:
@@ -214,13 +339,21 @@ def from_arrow(t: pa.DataType, *, column: str = "?") -> DType:
         return Binary
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return List(from_arrow(t.value_type, column=column))
+    if pa.types.is_struct(t):
+        return Struct([(t.field(i).name, from_arrow(t.field(i).type, column=column)) for i in range(t.num_fields)])
+    if pa.types.is_time(t):
+        raise PlanError(f"column {column!r} has type {t}; eidos times of day are microseconds "
+                        "(cast to time64('us'))")
     if pa.types.is_duration(t):
         raise PlanError(f"column {column!r} has type {t}; eidos durations are microseconds (cast to duration('us'))")
     if pa.types.is_timestamp(t):
-        if t.tz is not None:
-            raise PlanError(f"column {column!r} has time-zone-aware type {t}; "
-                            "eidos timestamps are naive (convert to UTC and drop the zone first)")
-        return Timestamp
+        if t.unit == "s":
+            raise PlanError(f"column {column!r} has type {t}; eidos timestamps count ms, us or ns "
+                            "(cast to timestamp('ms'))")
+        try:
+            return Datetime(t.unit, t.tz)
+        except PlanError as e:
+            raise PlanError(f"column {column!r} has type {t}: {e}") from None
     raise PlanError(f"column {column!r} has Arrow type {t}, which eidos does not support; "
                     f"supported: {', '.join(KINDS)}")
 
@@ -239,7 +372,16 @@ def parse(text: str) -> DType:
     return t
 
 
-_TOKEN = re.compile(r"\s+|[A-Za-z][A-Za-z0-9]*|\d+|[(),]", re.ASCII)
+_TOKEN = re.compile(r"\s+|[A-Za-z][A-Za-z0-9]*|\d+|[(),:]|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.ASCII)
+
+
+def _text(token: str, text: str) -> str:
+    """A quoted token's text (as repr() writes it)."""
+    import ast
+
+    if token[:1] not in ("'", '"'):
+        raise PlanError(f"unknown dtype {text!r}: expected a quoted name, got {token!r}")
+    return ast.literal_eval(token)
 
 
 def _parse(tokens: list[str], i: int, text: str, level: int) -> tuple[DType, int]:
@@ -260,6 +402,21 @@ def _parse(tokens: list[str], i: int, text: str, level: int) -> tuple[DType, int
     if name == "List":
         inner, j = _parse(tokens, expect(i + 1, "("), text, level + 1)
         return List(inner), expect(j, ")")
+    if name in ("Timestamp", "Datetime") and i + 1 < len(tokens) and tokens[i + 1] == "(":
+        unit = tokens[i + 2] if i + 2 < len(tokens) else ""
+        if i + 3 < len(tokens) and tokens[i + 3] == ",":
+            return Datetime(unit, _text(tokens[i + 4] if i + 4 < len(tokens) else "", text)), expect(i + 5, ")")
+        return Datetime(unit), expect(i + 3, ")")
+    if name == "Struct":
+        fields, j = [], expect(i + 1, "(")
+        while True:
+            field = _text(tokens[j] if j < len(tokens) else "", text)
+            t, j = _parse(tokens, expect(j + 1, ":"), text, level + 1)
+            fields.append((field, t))
+            if j < len(tokens) and tokens[j] == ",":
+                j += 1
+                continue
+            return Struct(fields), expect(j, ")")
     if name in BY_NAME:
         return BY_NAME[name], i + 1
     raise PlanError(f"unknown dtype {text!r}; known: {', '.join(KINDS)}")

@@ -39,24 +39,27 @@ DURATION_TOTALS = tuple(f"dt_total_{u}" for u in ("days", "hours", "minutes", "s
                                                   "microseconds"))
 # Text to and from dates and timestamps in a format of eidos.ir.timeformat's codes.
 FORMATS = ("dt_strftime", "str_to_date", "str_to_datetime")
-TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",) + DURATION_TOTALS + FORMATS
+# Time zones (docs/semantics.md section 1): one zone's wall clock read in another (replace), one instant shown in another (convert).
+ZONES = ("dt_replace_time_zone", "dt_convert_time_zone")
+TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",) + DURATION_TOTALS + FORMATS + ZONES + ("dt_time",)
 LISTS = ("list_len", "list_get", "list_contains")
 BINARY = ("bin_size",)
+STRUCTS = ("struct_field",)
 
-SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL + LISTS + BINARY
+SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL + LISTS + BINARY + STRUCTS
 
 # Number of expression arguments each scalar function takes.
 ARITY = {fn: 2 for fn in ARITHMETIC + COMPARISON + ("and", "or", "fill_null")}
 ARITY.update({fn: 1 for fn in ("not",) + MATH + ("is_null", "is_not_null", "is_in") + STRINGS + TEMPORAL})
 ARITY["is_between"] = 3
-ARITY.update(list_len=1, list_get=1, list_contains=2, bin_size=1)
+ARITY.update(list_len=1, list_get=1, list_contains=2, bin_size=1, struct_field=1)
 
 # The constant parameters (Call.options) each scalar function takes, in order; the others take none.
 # "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values,
 # "duration" a duration string (ir/durations.py), "fraction" a float in [0, 1], "interpolation" one of
 # QUANTILE_METHODS. Aggregations' options (Agg.options) too.
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
-           "list_get": ("int",),
+           "list_get": ("int",), "struct_field": ("str",), "dt_replace_time_zone": ("zone",), "dt_convert_time_zone": ("zone",),
            "quantile": ("fraction", "interpolation"),
            "dt_strftime": ("str",), "str_to_date": ("str", "bool"), "str_to_datetime": ("str", "bool"),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},
@@ -70,7 +73,7 @@ _METHODS = {"str_contains_regex": "str.contains", "str_replace_n": "str.replace"
 
 def method(fn: str) -> str:
     """How `fn` reads as the method that builds it (`str_starts_with` -> `str.starts_with`)."""
-    return _METHODS.get(fn) or re.sub(r"^(str|dt|list|bin)_", r"\1.", fn)
+    return _METHODS.get(fn) or re.sub(r"^(str|dt|list|bin|struct)_", r"\1.", fn)
 
 
 AGGREGATES = ("sum", "mean", "min", "max", "count", "n_unique", "std", "var", "median", "quantile",

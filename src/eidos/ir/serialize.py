@@ -63,6 +63,8 @@ def _value(v: Any) -> Any:
         return {"timestamp": v.isoformat()}
     if isinstance(v, _dt.date):
         return {"date": v.isoformat()}
+    if isinstance(v, _dt.time):
+        return {"time": v.isoformat()}
     if isinstance(v, _decimal.Decimal):
         return {"decimal": str(v)}
     if isinstance(v, tuple):
@@ -250,7 +252,7 @@ def read_schema(j: Any, what: str) -> Schema:
     return _unschema(j, what)
 
 
-_TAGS = ("int", "float", "decimal", "timestamp", "date", "duration", "tuple", "bytes")
+_TAGS = ("int", "float", "decimal", "timestamp", "date", "duration", "tuple", "bytes", "time")
 
 
 def _unvalue(j: Any, at: str) -> Any:
@@ -273,6 +275,8 @@ def _unvalue(j: Any, at: str) -> Any:
             return _decimal.Decimal(text)
         if tag == "bytes":
             return bytes.fromhex(text)
+        if tag == "time":
+            return _dt.time.fromisoformat(text)
         return _dt.datetime.fromisoformat(text) if tag == "timestamp" else _dt.date.fromisoformat(text)
     except (ValueError, _decimal.InvalidOperation):
         raise _fail(f"{at}.{tag}", f"{_show(text)} is not a {tag}") from None

@@ -49,7 +49,11 @@ def literal_dtype(value: object) -> DType:
     if isinstance(value, bytes):
         return T.Binary
     if isinstance(value, _dt.datetime):
-        return T.Timestamp
+        return T.Timestamp if value.tzinfo is None else T.Datetime("us", zone_of(value))
+    if isinstance(value, _dt.time):
+        if value.tzinfo is not None:
+            raise PlanError(f"time literal {value} has a time zone; eidos times of day have none")
+        return T.Time
     if isinstance(value, _dt.date):
         return T.Date
     if isinstance(value, _decimal.Decimal):
@@ -67,6 +71,16 @@ def literal_dtype(value: object) -> DType:
 
 # A Duration is a 64-bit count of microseconds (Arrow's duration('us')).
 DURATION_RANGE = T.int_range(T.Int64)
+
+
+def zone_of(value: _dt.datetime) -> str:
+    """The IANA name of an aware datetime's zone (a zoneinfo.ZoneInfo, or UTC)."""
+    key = getattr(value.tzinfo, "key", None) or ("UTC" if value.utcoffset() == _dt.timedelta(0)
+                                                 and value.tzinfo in (_dt.timezone.utc,) else None)
+    if key is None:
+        raise PlanError(f"timestamp literal {value} has zone {value.tzinfo!r}; eidos zones are IANA names: "
+                        "use zoneinfo.ZoneInfo('Europe/Berlin') or datetime.timezone.utc")
+    return T.zone(key)
 
 
 def check_duration(value: _dt.timedelta) -> _dt.timedelta:
@@ -118,9 +132,15 @@ def convert_literal(value: object, target: DType) -> object:
         return value
     if target == T.Duration and isinstance(value, _dt.timedelta):
         return check_duration(value)
-    if target == T.Timestamp and isinstance(value, _dt.datetime):
-        if value.tzinfo is not None:
-            raise PlanError(f"timestamp literal {value} has a time zone; eidos timestamps are naive")
+    if target.is_timestamp and isinstance(value, _dt.datetime):
+        if (value.tzinfo is None) != (target.tz is None):
+            raise PlanError(f"timestamp literal {value} cannot be a {target}: a zoned timestamp needs a value with "
+                            "that zone, a naive one a value without one")
+        if target.tz is not None:
+            import zoneinfo
+            return value.astimezone(zoneinfo.ZoneInfo(target.tz))
+        return value
+    if target == T.Time and isinstance(value, _dt.time) and value.tzinfo is None:
         return value
     raise bad
 
@@ -153,8 +173,19 @@ def promote(a: DType, b: DType, *, op: str = "combine") -> DType:
         whole = max(da.precision - da.scale, db.precision - db.scale)
         return T.Decimal(min(T.MAX_DECIMAL_PRECISION, whole + scale), scale)
     if a.is_temporal and b.is_temporal:
-        return T.Timestamp
+        return _promote_stamps(a, b, op)
     raise PlanError(f"cannot {op} {a} with {b}")
+
+
+def _promote_stamps(a: DType, b: DType, op: str) -> DType:
+    """A Date meets a Timestamp as that Timestamp; two Timestamps meet in the finer unit, and only when both
+    are naive or both in one zone (Polars' rule): a zoned and a naive one name different things."""
+    tz = {getattr(t, "tz", None) for t in (a, b) if t.is_timestamp}
+    if len(tz) > 1 or (None not in tz and T.Date in (a, b)):
+        raise PlanError(f"cannot {op} {a} with {b}: a timestamp in a time zone meets only one in the same zone; "
+                        "use dt.replace_time_zone() or dt.convert_time_zone() to give both one zone")
+    units = [t.unit for t in (a, b) if t.is_timestamp] or ["us"]
+    return T.Datetime(max(units, key=T.TIME_UNITS.index), tz.pop() if tz else None)
 
 
 def _promote_ints(a: DType, b: DType) -> DType:
@@ -176,7 +207,7 @@ def adapt(e: Expr, t: DType, other: DType, fn: str | None = None) -> DType:
         return t
     v = e.value
     if v is None:
-        if fn == "add" and other in (T.Date, T.Timestamp):  # a number of days, a Duration
+        if fn == "add" and (other == T.Date or other.is_timestamp):  # a number of days, a Duration
             return T.Int64 if other == T.Date else T.Duration
         return other
     if isinstance(v, int) and not isinstance(v, bool):
@@ -248,7 +279,12 @@ def can_cast(src: DType, dst: DType) -> bool:
     if src == T.String:
         return dst != T.Binary
     if src.is_temporal:
-        return dst.is_temporal or dst == T.String
+        # a Date and a naive Timestamp of any unit convert; zones change by dt.replace_time_zone or
+        # dt.convert_time_zone (which say how), units by the comparisons that promote them
+        if dst == T.String:
+            return src in (T.Date, T.Timestamp)
+        return T.Date in (src, dst) and dst.is_temporal and getattr(src, "tz", None) is None \
+            and getattr(dst, "tz", None) is None
     return False
 
 
@@ -305,7 +341,7 @@ def _(e: Agg, ty: _Typer) -> DType:
             raise ty.fail(e, "implode() needs values of a type (a list of Null has none); cast them first")
         return T.List(t)
     if e.fn in ("arg_min", "arg_max"):
-        if t.is_numeric or t in (T.String, T.Boolean, T.Null) or t.is_temporal:
+        if t.is_numeric or t in (T.String, T.Boolean, T.Null, T.Time) or t.is_temporal:
             return T.Int64
         raise ty.fail(e, f"{e.fn}() needs a column that orders (numbers, strings, booleans, dates), got {t}")
     if not (t.is_numeric or t == T.Null):
@@ -402,9 +438,17 @@ _OPTION_KINDS = {
     "size": ("an integer in 1..2**31-1", lambda v: _is_int(v) and 1 <= v < 2**31),
     "count": ("an integer in 0..2**31-1", lambda v: _is_int(v) and 0 <= v < 2**31),
     "bool": ("True or False", lambda v: isinstance(v, bool)),
+    "zone": ("None or an IANA time zone such as 'UTC' or 'Europe/Berlin'", lambda v: v is None or _is_zone(v)),
     "method": (f"one of {', '.join(F.RANK_METHODS)}", lambda v: v in F.RANK_METHODS),
     "closed": (f"one of {', '.join(F.ROLLING_CLOSED)}", lambda v: v in F.ROLLING_CLOSED),
 }
+
+
+def _is_zone(v: object) -> bool:
+    try:
+        return T.zone(v) == v
+    except PlanError:
+        return False
 
 
 def _is_int(v: object) -> bool:
@@ -476,6 +520,9 @@ def _date_arith(e: Call, ty: _Typer, a: DType, b: DType) -> DType:
         return T.Date
     if e.fn == "sub" and a == T.Date and b == T.Date:
         return T.Int64
+    if not {a, b} <= {T.Date, T.Timestamp, T.Duration, T.Null} and not (a.is_integer or b.is_integer):
+        raise ty.fail(e, f"cannot compute {a} {F.BINARY_OPERATORS[e.fn]} {b}: eidos's arithmetic of time takes "
+                         "Date, Timestamp (microseconds, naive) and Duration; other units and zones are not added to yet")
     if e.fn == "sub" and a.is_temporal and b.is_temporal:
         return T.Duration
     if e.fn in ("add", "sub") and a in (T.Timestamp, T.Null) and b == T.Duration:
@@ -501,7 +548,13 @@ def comparable(a: DType, b: DType, ty: _Typer, e: Expr) -> None:
         raise ty.fail(e, f"cannot compare {a} with {b}: eidos defines no order or equality of nested values")
     if T.Null in (a, b) or a == b:
         return
-    if (a.is_numeric and b.is_numeric) or (a.is_temporal and b.is_temporal):
+    if a.is_numeric and b.is_numeric:
+        return
+    if a.is_temporal and b.is_temporal:
+        try:
+            _promote_stamps(a, b, "compare")
+        except PlanError as err:
+            raise ty.fail(e, str(err)) from None
         return
     raise ty.fail(e, f"cannot compare {a} with {b}")
 
@@ -581,7 +634,8 @@ def _formats(e: Call, ty: _Typer, t: DType) -> DType:
     to = {"dt_strftime": T.String, "str_to_date": T.Date, "str_to_datetime": T.Timestamp}[e.fn]
     want = (T.Date, T.Timestamp) if to == T.String else (T.String,)
     if t not in want + (T.Null,):
-        raise ty.fail(e, f"{F.method(e.fn)}() needs a {' or '.join(map(str, want))}, got {t}")
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a {' or '.join(map(str, want))}, got {t}"
+                         + (" (other units and zones have no text form yet)" if t.is_timestamp else ""))
     try:
         parts = parse_format(e.options[0], parsing=to != T.String)
     except PlanError as err:
@@ -601,17 +655,49 @@ def _temporal(e: Call, ty: _Typer) -> DType:
         if t not in (T.Duration, T.Null):
             raise ty.fail(e, f"{F.method(e.fn)}() needs a Duration, got {t}")
         return T.Int64
-    if e.fn in F.TIME_PARTS and t not in (T.Timestamp, T.Null):
-        raise ty.fail(e, f"{F.method(e.fn)}() needs a Timestamp, got {t} (cast a Date to Timestamp first)")
-    if not (t.is_temporal or t == T.Null):
+    if e.fn in F.ZONES + ("dt_time",):
+        return _zones(e, ty, t)
+    if e.fn in F.TIME_PARTS and not (t.is_timestamp or t in (T.Time, T.Null)):
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a Timestamp or Time, got {t} (cast a Date to Timestamp first)")
+    if not (t.is_temporal or t == T.Null or t == T.Time and e.fn in F.TIME_PARTS):
         raise ty.fail(e, f"{F.method(e.fn)}() needs a Date or Timestamp, got {t}")
     if e.fn == "dt_truncate":
+        if t not in (T.Date, T.Timestamp, T.Null):
+            raise ty.fail(e, f"dt.truncate() needs a Date or Timestamp (microseconds, naive), got {t}")
         try:
             check_truncate(parse_duration(e.options[0]))
         except PlanError as err:
             raise ty.fail(e, str(err)) from None
         return t
     return T.Int32
+
+
+def _zones(e: Call, ty: _Typer, t: DType) -> DType:
+    """dt.replace_time_zone(zone or None), dt.convert_time_zone(zone) and dt.time() of a Timestamp."""
+    if t == T.Null:
+        return T.Null
+    if not t.is_timestamp:
+        raise ty.fail(e, f"{F.method(e.fn)}() needs a Timestamp, got {t}")
+    if e.fn == "dt_time":
+        if t.unit == "ns":
+            raise ty.fail(e, f"dt.time() of {t}: eidos times of day are microseconds, and nanoseconds do not fit")
+        return T.Time
+    if e.fn == "dt_convert_time_zone" and (t.tz is None or e.options[0] is None):
+        raise ty.fail(e, f"dt.convert_time_zone() shows a zoned timestamp in another zone, got {t} to "
+                         f"{e.options[0]!r}; give a naive one its zone with dt.replace_time_zone() first")
+    return T.Datetime(t.unit, e.options[0])
+
+
+def _struct(e: Call, ty: _Typer) -> DType:
+    t = ty(e.args[0])
+    if t == T.Null:
+        return T.Null
+    if not isinstance(t, T.StructType):
+        raise ty.fail(e, f"struct.field() needs a Struct, got {t}")
+    try:
+        return t.field(e.options[0])
+    except PlanError as err:
+        raise ty.fail(e, str(err)) from None
 
 
 def _typed_arg(e: Call, ty: _Typer, want: DType, result: DType) -> DType:
@@ -643,6 +729,7 @@ _CALL_RULES.update({"is_null": _null_test, "is_not_null": _null_test, "fill_null
 _CALL_RULES.update({fn: _string for fn in F.STRINGS})
 _CALL_RULES.update({fn: _temporal for fn in F.TEMPORAL})
 _CALL_RULES.update({fn: _list for fn in F.LISTS})
+_CALL_RULES["struct_field"] = _struct
 _CALL_RULES["bin_size"] = lambda e, ty: _typed_arg(e, ty, T.Binary, T.Int64)
 
 

@@ -25,7 +25,7 @@ def compared(t: T.DType, what: str) -> T.DType:
     """`t`, where values are compared (sort, join and group keys, distinct rows); nested values are not."""
     if t.is_nested:
         raise PlanError(f"{what} is {t}: eidos defines no order or equality of nested values; "
-                        "use what they hold (.list.len(), .list.get(i)) or drop the column")
+                        "use what they hold (.list.len(), .list.get(i), .struct.field(name)) or drop the column")
     return t
 
 

@@ -29,4 +29,10 @@ def _lists(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
     return strict2(lambda xs, x: any(eq(v, x) for v in xs))  # null elements match nothing
 
 
+def _struct(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
+    name = options[0]
+    return strict1(lambda s: s[name])
+
+
 KERNELS = {fn: _lists for fn in F.LISTS}
+KERNELS["struct_field"] = _struct

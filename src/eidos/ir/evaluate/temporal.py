@@ -10,7 +10,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import durations, timeformat
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate.values import Fn, fail, strict1
+from eidos.ir.evaluate.values import Fn, Nanos, fail, in_unit, local, stamp, strict1
 from eidos.ir.typing import check_duration
 
 
@@ -39,7 +39,7 @@ def date_arith(fn: str, ta: DType, tb: DType) -> Fn:
     raise PlanError(f"no date arithmetic {ta} {F.BINARY_OPERATORS[fn]} {tb}")
 
 
-_PARTS = {"dt_weekday": _dt.date.isoweekday, "dt_ordinal_day": lambda a: a.timetuple().tm_yday}
+_PARTS = {"dt_weekday": lambda a: a.isoweekday(), "dt_ordinal_day": lambda a: a.timetuple().tm_yday}
 
 
 def _stamp(v: _dt.date) -> _dt.datetime:
@@ -94,7 +94,38 @@ def _formats(fn: str, options: tuple, rt: DType) -> Fn:
     return strict1(parse)
 
 
+def _zones(fn: str, options: tuple, t: DType, rt: DType) -> Fn:
+    """dt.replace_time_zone, dt.convert_time_zone and dt.time of a value of timestamp type `t` (docs/semantics.md 1)."""
+    import zoneinfo
+
+    if fn == "dt_time":
+        return strict1(lambda a: local(a, t.tz).time().replace(tzinfo=None))
+    if fn == "dt_convert_time_zone":
+        return strict1(lambda a: a)   # the same instant (zoned values are held in UTC); only the type changes
+    zone = None if options[0] is None else zoneinfo.ZoneInfo(options[0])
+
+    def wall(at: _dt.datetime) -> _dt.datetime:
+        naive = local(at, t.tz).replace(tzinfo=None)
+        if zone is None:
+            return naive
+        here, there = naive.replace(tzinfo=zone), naive.replace(tzinfo=zone, fold=1)
+        if here.utcoffset() != there.utcoffset():
+            raise fail(f"{naive} is ambiguous in {options[0]} (a repeated hour): dt.replace_time_zone() gives no "
+                       "answer for it")
+        if here.astimezone(_dt.timezone.utc).astimezone(zone).replace(tzinfo=None) != naive:
+            raise fail(f"{naive} does not exist in {options[0]} (a skipped hour): dt.replace_time_zone() gives no "
+                       "answer for it")
+        return in_unit(here, rt)
+
+    return strict1(lambda a: Nanos(stamp(wall(a.at)), a.ns) if isinstance(a, Nanos) else wall(a))
+
+
 def _temporal(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
+    if ts[0].is_timestamp and fn in F.ZONES + ("dt_time",):
+        return _zones(fn, options, ts[0], rt)
+    if ts[0].is_timestamp and ts[0].tz is not None and fn in F.DATE_PARTS + F.TIME_PARTS:
+        tz, inner = ts[0].tz, _temporal(fn, options, (T.Datetime(ts[0].unit),), rt)
+        return strict1(lambda a: inner(local(stamp(a), tz)))   # parts of the zone's wall clock, as Polars
     if fn in F.FORMATS:
         return _formats(fn, options, rt)
     if fn in F.DURATION_TOTALS:

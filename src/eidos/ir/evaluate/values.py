@@ -7,7 +7,7 @@ import datetime as _dt
 import decimal
 from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from eidos.errors import ExecutionError
 from eidos.ir import dtypes as T
@@ -31,6 +31,57 @@ class _NanKey:
 
 
 NAN_KEY = _NanKey()
+
+
+class Nanos(NamedTuple):
+    """A nanosecond timestamp's value: the datetime at the microsecond at or below it, and the nanoseconds
+    past that (0..999). As tuples they order, compare and hash as the instants do; parts read `at`."""
+
+    at: _dt.datetime
+    ns: int
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.at, name)
+
+
+UTC = _dt.timezone.utc
+EPOCH = _dt.datetime(1970, 1, 1)
+_US = _dt.timedelta(microseconds=1)
+
+
+def stamp(v: Any) -> _dt.datetime:
+    """The datetime of a timestamp value (a Nanos's, to the microsecond below)."""
+    return v.at if isinstance(v, Nanos) else v
+
+
+def in_unit(v: _dt.datetime, dtype: DType) -> Any:
+    """A datetime as a value of timestamp type `dtype` (a Nanos for nanoseconds; zoned ones in UTC)."""
+    if dtype.tz is not None:
+        v = v.astimezone(UTC)
+    return Nanos(v, 0) if dtype.unit == "ns" else v
+
+
+def local(v: _dt.datetime, tz: str | None) -> _dt.datetime:
+    """A zoned value's wall-clock time in its zone `tz` (naive values are their own)."""
+    import zoneinfo
+
+    return v if tz is None else v.astimezone(zoneinfo.ZoneInfo(tz))
+
+
+def from_count(n: int, dtype: DType) -> Any:
+    """The value of timestamp type `dtype` that Arrow stores as `n` units since 1970-01-01."""
+    per = {"ms": 1000, "us": 1, "ns": 1}[dtype.unit]
+    us, ns = divmod(n, 1000) if dtype.unit == "ns" else (n * per, 0)
+    at = (EPOCH + _dt.timedelta(microseconds=us))
+    at = at.replace(tzinfo=UTC) if dtype.tz is not None else at
+    return Nanos(at, ns) if dtype.unit == "ns" else at
+
+
+def to_count(v: Any, dtype: DType) -> int:
+    """Inverse of `from_count`: the units since 1970-01-01 Arrow stores for a timestamp value."""
+    at, ns = (v.at, v.ns) if isinstance(v, Nanos) else (v, 0)
+    us = ((at.replace(tzinfo=None) - at.utcoffset() if at.tzinfo else at) - EPOCH) // _US
+    return {"ms": us // 1000, "us": us, "ns": us * 1000 + ns}[dtype.unit]
 
 
 # ---------------------------------------------------------------- helpers
@@ -107,8 +158,10 @@ def domain_converter(src: DType, domain: DType) -> Fn | None:
         return float
     if domain.is_decimal:
         return decimal.Decimal if src.is_integer else None
-    if domain == T.Timestamp and src == T.Date:
-        return lambda d: _dt.datetime.combine(d, MIDNIGHT)
+    if domain.is_timestamp and src == T.Date:
+        return lambda d: in_unit(_dt.datetime.combine(d, MIDNIGHT), domain)
+    if domain.is_timestamp and src.is_timestamp and domain.unit == "ns" and src.unit != "ns":
+        return lambda v: Nanos(v, 0)
     return None
 
 

@@ -44,6 +44,7 @@ _PL = {
     "UInt8": pl.UInt8, "UInt16": pl.UInt16, "UInt32": pl.UInt32, "UInt64": pl.UInt64,
     "Float32": pl.Float32, "Float64": pl.Float64, "Boolean": pl.Boolean, "String": pl.String,
     "Date": pl.Date, "Timestamp": pl.Datetime("us"), "Duration": pl.Duration("us"), "Null": pl.Null, "Binary": pl.Binary,
+    "Time": pl.Time,
 }
 
 
@@ -52,6 +53,10 @@ def pl_dtype(t: DType) -> pl.DataType:
         return pl.Decimal(t.precision, t.scale)
     if isinstance(t, T.ListType):
         return pl.List(pl_dtype(t.inner))
+    if isinstance(t, T.StructType):
+        return pl.Struct({n: pl_dtype(f) for n, f in t.fields})
+    if t.is_timestamp:
+        return pl.Datetime(t.unit, t.tz)
     return _PL[t.name]
 
 
@@ -510,7 +515,7 @@ def lit(value, t: DType) -> pl.Expr:
         value = float(value)
     elif t.is_decimal:
         value = _decimal.Decimal(str(value)) if not isinstance(value, _decimal.Decimal) else value
-    elif t == T.Timestamp and not isinstance(value, _dt.datetime):
+    elif t.is_timestamp and not isinstance(value, _dt.datetime):
         value = _dt.datetime.combine(value, _dt.time())
     return pl.lit(value, dtype=pl_dtype(t))
 
@@ -1022,7 +1027,7 @@ def _value(v, t: DType):
         return float(v)
     if t.is_decimal:
         return _decimal.Decimal(str(v))
-    if t == T.Timestamp and not isinstance(v, _dt.datetime):
+    if t.is_timestamp and not isinstance(v, _dt.datetime):
         return _dt.datetime.combine(v, _dt.time())
     return v
 
@@ -1127,6 +1132,20 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     # eidos: every part is Int32; weekday is ISO (1 = Monday), as Polars'.
     return getattr(expr(e.args[0], scope).dt, e.fn[len("dt_"):])().cast(pl.Int32)
+
+
+@call(*F.ZONES, "dt_time")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    # eidos's rules are Polars' own: a wall-clock time a zone skips or repeats raises (ambiguous="raise").
+    x = expr(e.args[0], scope)
+    if e.fn == "dt_time":
+        return x.dt.time()
+    return getattr(x.dt, e.fn[len("dt_"):])(e.options[0])
+
+
+@call("struct_field")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return expr(e.args[0], scope).struct.field(e.options[0])
 
 
 @call(*F.DURATION_TOTALS)
@@ -1469,4 +1488,4 @@ def translated() -> Coverage:
     """What this translator has a rule for, read from its registries (tests hold coverage.py to it)."""
     return Coverage(C.dispatched(translate, N.Node),
                     frozenset(CALLS) | frozenset(AGGREGATIONS) | frozenset(F.WINDOWS) | C.forms(expr),
-                    frozenset(_PL) | {"Decimal", "List"})
+                    frozenset(_PL) | {"Decimal", "List", "Struct", "Timestamp(ns)", "Timestamp(tz)"})
