@@ -21,16 +21,18 @@ from eidos.ir.uri import redact
 
 # What each database holds exactly, so reading the table back gives the same eidos schema.
 HOLDS = {
-    "duckdb": {t.name for t in T.ALL_SIMPLE if t != T.Duration} | {"Decimal"},
+    "duckdb": {t.name for t in T.ALL_SIMPLE if t != T.Duration} | {"Decimal", "Timestamp(tz)"},
     "sqlite": {"Int64", "Float64", "Boolean", "String", "Date", "Binary"},
     "postgresql": {"Int16", "Int32", "Int64", "Float32", "Float64", "Boolean", "String", "Date",
-                   "Timestamp", "Decimal", "List", "Binary"},
+                   "Timestamp", "Decimal", "List", "Binary", "Time", "Timestamp(tz)"},
 }
 
 
 def _kinds(t: T.DType) -> list[str]:
     """The type kinds a column of `t` holds: its own and those of its elements."""
-    return [t.kind] + (_kinds(t.inner) if isinstance(t, T.ListType) else [])
+    if isinstance(t, T.ListType):
+        return ["List"] + _kinds(t.inner)
+    return list(t.kinds)
 
 
 def _lane(uri: str) -> str:
@@ -48,6 +50,7 @@ def representable(schema: Schema, uri: str) -> list[str]:
 
 def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
     """Create table `name` at `uri` holding `table` (eidos types); returns `ei.read_sql(uri, table=name)`."""
+    from eidos.flow.expr import col
     from eidos.flow.read import from_arrow, read_sql
     from eidos.lanes.sql.duckdb import table_ref
     from eidos.lanes.sql.execute import dialect
@@ -76,6 +79,9 @@ def load_table(uri: str, name: str, table: pa.Table, *, replace: bool = True):
     else:
         _load_adbc(lane, uri, name, quoted, cols, table, replace)
     flow = read_sql(uri, table=name)
+    zoned = {n: t.tz for n, t in schema.items() if t.is_timestamp and t.tz and n in flow.schema and flow.schema[n] != t}
+    if zoned:  # the databases keep the instant, not the zone it was shown in: show it there again
+        flow = flow.with_columns(**{n: col(n).dt.convert_time_zone(tz) for n, tz in zoned.items()})
     if flow.schema != schema:
         raise UnsupportedError(f"{lane} reads the table back as {flow.schema}, not {schema}")
     return flow

@@ -193,6 +193,16 @@ def test_describe_sqlite_declared_types(tmp_path):
         ei.read_sql(uri, query="SELECT a + 1 AS x FROM t")
     with pytest.raises(PlanError, match="no declared type"):
         ei.read_sql(uri, table="untyped")
+    # SQLite has no time-of-day or time-zone types: such a declared column is left unread, saying so
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE zoned (k INTEGER, z TIMESTAMPTZ, w TIME, x TIMESTAMP WITH TIME ZONE)")
+    con.commit()
+    con.close()
+    zoned = ei.read_sql(uri, table="zoned")
+    assert str(zoned.schema) == "Schema(k: Int64)"
+    for c in ("z", "w", "x"):
+        with pytest.raises(PlanError, match="SQLite has no time-of-day or time-zone types"):
+            zoned.select(c)
 
 
 def test_describe_postgres_types(pg_uri, pg_schema, pg_exec):
@@ -211,14 +221,21 @@ def test_describe_postgres_types(pg_uri, pg_schema, pg_exec):
     q = ei.read_sql(pg_uri, query=f"SELECT sum(f) AS s, count(*) AS n FROM {t}")
     assert str(q.schema) == "Schema(s: Decimal(38, 10), n: Int64)"
     # a column of a type eidos does not read fails only the plans that name it
-    pg_exec(f"CREATE TABLE {t[:-1]}_tz\" (k integer, z timestamptz, v tsvector)",
-            f"INSERT INTO {t[:-1]}_tz\" VALUES (1, now(), 'a b')")
+    pg_exec(f"CREATE TABLE {t[:-1]}_tz\" (k integer, z timestamptz, w time, v tsvector, tz timetz)",
+            f"INSERT INTO {t[:-1]}_tz\" VALUES (1, '2024-10-27 02:30+01', '13:45:12.5', 'a b', '10:00+02')")
     odd = ei.read_sql(pg_uri, table=f"{pg_schema}.types_tz")
-    assert str(odd.schema) == "Schema(k: Int32)" and run("postgresql", odd).to_pylist() == [{"k": 1}]
-    with pytest.raises(PlanError, match="column 'z' .* is timestamp with time zone; eidos timestamps are naive"):
-        odd.select("z")
+    assert str(odd.schema) == "Schema(k: Int32, z: Timestamp(us, 'UTC'), w: Time)"
+    # timestamptz is an instant, read in UTC; shown in another zone its parts are that zone's wall clock
+    berlin = odd.select("k", "z", "w", h=ei.col("z").dt.convert_time_zone("Europe/Berlin").dt.hour(),
+                        s=ei.col("w").dt.second())
+    for got in (run("postgresql", berlin), berlin.run(engine="polars"), reference(berlin)):
+        assert got.to_pylist() == [{
+            "k": 1, "z": _dt.datetime(2024, 10, 27, 1, 30, tzinfo=_dt.timezone.utc),
+            "w": _dt.time(13, 45, 12, 500000), "h": 2, "s": 12}]
     with pytest.raises(PlanError, match="column 'v' .* has PostgreSQL type tsvector"):
         odd.filter(ei.col("v").is_null())
+    with pytest.raises(PlanError, match="column 'tz' .* eidos times of day have no zone"):
+        odd.select("tz")
 
 
 # ---------------------------------------------------------------- errors and redaction

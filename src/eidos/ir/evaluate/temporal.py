@@ -108,12 +108,12 @@ def _zones(fn: str, options: tuple, t: DType, rt: DType) -> Fn:
         naive = local(at, t.tz).replace(tzinfo=None)
         if zone is None:
             return naive
-        here, there = naive.replace(tzinfo=zone), naive.replace(tzinfo=zone, fold=1)
-        if here.utcoffset() != there.utcoffset():
-            raise fail(f"{naive} is ambiguous in {options[0]} (a repeated hour): dt.replace_time_zone() gives no "
-                       "answer for it")
+        here = naive.replace(tzinfo=zone)
         if here.astimezone(_dt.timezone.utc).astimezone(zone).replace(tzinfo=None) != naive:
             raise fail(f"{naive} does not exist in {options[0]} (a skipped hour): dt.replace_time_zone() gives no "
+                       "answer for it")
+        if here.utcoffset() != naive.replace(tzinfo=zone, fold=1).utcoffset():
+            raise fail(f"{naive} is ambiguous in {options[0]} (a repeated hour): dt.replace_time_zone() gives no "
                        "answer for it")
         return in_unit(here, rt)
 

@@ -89,8 +89,9 @@ TYPED_GAPS = {
 
 # Not translated to SQL yet (docs/coverage.md): nanosecond and zoned timestamps, times of day and structs, and
 # their functions; such a plan runs on a lane that reads the database's tables (polars, reference).
-_NEW_TYPES = ("Timestamp(ns)", "Timestamp(tz)", "Time", "Struct")
-_NEW_FUNCTIONS = F.ZONES + ("dt_time",) + F.STRUCTS
+_NEW_TYPES = ("Timestamp(ns)", "Struct")
+# replace_time_zone: the engines pick an instant for a wall-clock time their zone skips or repeats, where eidos raises.
+_NEW_FUNCTIONS = ("dt_replace_time_zone",) + F.STRUCTS
 
 COVERAGE = {
     "duckdb": Coverage.everything().without(nodes=("MapBatches",),
@@ -107,9 +108,9 @@ COVERAGE = {
     # list type (JSON text is not a list eidos can compare or index alike).
     "sqlite": Coverage.everything().without(
         nodes=("MapBatches", "Explode"),
-        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + F.LISTS + F.SPLIT + _NO_STRPTIME
+        functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + F.LISTS + F.SPLIT + _NO_STRPTIME + ("dt_convert_time_zone", "dt_time")
         + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos") + _NEW_FUNCTIONS,
-        dtypes=("Decimal", "Float32", "UInt64", "Timestamp", "List", "Duration") + _NEW_TYPES, typed=TYPED_GAPS["sqlite"],
+        dtypes=("Decimal", "Float32", "UInt64", "Timestamp", "List", "Duration", "Timestamp(tz)", "Time") + _NEW_TYPES, typed=TYPED_GAPS["sqlite"],
         values=("NaN",)),
 }
 

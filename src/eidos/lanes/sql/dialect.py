@@ -91,8 +91,9 @@ class Dialect:
             return exp.DataType(this=exp.DataType.Type.ARRAY, expressions=[self.sql_type(t.inner)], nested=True)
         if t.is_decimal:
             return exp.DataType.build(f"DECIMAL({t.precision}, {t.scale})", dialect=self.sqlglot)
+        name = t.name if t == T.Timestamp or not t.is_timestamp else f"Timestamp({t.unit}{', tz' if t.tz else ''})"
         try:
-            return exp.DataType.build(self.types[t.name], dialect=self.sqlglot)
+            return exp.DataType.build(self.types[name], dialect=self.sqlglot)
         except KeyError:
             raise UnsupportedError(f"the {self.name} lane has no SQL type for {t}") from None
 
@@ -618,32 +619,43 @@ class Dialect:
     def extract(self, part, a):
         return exp.Extract(this=exp.var(part), expression=a)
 
-    def _part(self, part, args, t):
-        return self.cast(self.extract(part, args[0]), T.Null, T.Int32, force=True)
+    def wall(self, x, t):
+        """A zoned timestamp's wall-clock time in its zone (a naive timestamp); others as they are."""
+        return exp.AtTimeZone(this=paren(x), zone=string(t.tz)) if t.is_timestamp and t.tz else x
+
+    def _part(self, part, args, ts):
+        return self.cast(self.extract(part, self.wall(args[0], ts[0])), T.Null, T.Int32, force=True)
 
     def fn_dt_year(self, args, ts, t, o):
-        return self._part("YEAR", args, t)
+        return self._part("YEAR", args, ts)
 
     def fn_dt_month(self, args, ts, t, o):
-        return self._part("MONTH", args, t)
+        return self._part("MONTH", args, ts)
 
     def fn_dt_day(self, args, ts, t, o):
-        return self._part("DAY", args, t)
+        return self._part("DAY", args, ts)
 
     def fn_dt_weekday(self, args, ts, t, o):
-        return self._part("ISODOW", args, t)
+        return self._part("ISODOW", args, ts)
 
     def fn_dt_ordinal_day(self, args, ts, t, o):
-        return self._part("DOY", args, t)
+        return self._part("DOY", args, ts)
 
     def fn_dt_hour(self, args, ts, t, o):
-        return self._part("HOUR", args, t)
+        return self._part("HOUR", args, ts)
 
     def fn_dt_minute(self, args, ts, t, o):
-        return self._part("MINUTE", args, t)
+        return self._part("MINUTE", args, ts)
 
     def fn_dt_second(self, args, ts, t, o):  # whole seconds (PostgreSQL's part holds the fraction)
-        return self.cast(exp.Floor(this=self.extract("SECOND", args[0])), T.Null, T.Int32, force=True)
+        second = self.extract("SECOND", self.wall(args[0], ts[0]))
+        return self.cast(exp.Floor(this=second), T.Null, T.Int32, force=True)
+
+    def fn_dt_time(self, args, ts, t, o):
+        return self.cast(self.wall(args[0], ts[0]), T.Null, T.Time, force=True)
+
+    def fn_dt_convert_time_zone(self, args, ts, t, o):
+        return args[0]   # the same instant: only its type (the zone it is shown in) changes
 
     # text to and from dates in a format of eidos's codes (ir/timeformat.py)
     def strftime(self, x, parts):

@@ -57,6 +57,7 @@ class DuckDBDialect(Dialect):
         "UInt8": "UTINYINT", "UInt16": "USMALLINT", "UInt32": "UINTEGER", "UInt64": "UBIGINT",
         "Float32": "FLOAT", "Float64": "DOUBLE", "Boolean": "BOOLEAN", "String": "VARCHAR",
         "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]", "Binary": "BLOB",
+        "Time": "TIME", "Timestamp(ms, tz)": "TIMESTAMPTZ", "Timestamp(us, tz)": "TIMESTAMPTZ", "Timestamp(ms)": "TIMESTAMP_MS",
     }
 
     def __init__(self, *, exact: bool = False):

@@ -36,6 +36,8 @@ TYPES = {
     "real": T.Float32, "double precision": T.Float64, "boolean": T.Boolean,
     "text": T.String, "character varying": T.String, "character": T.String, "name": T.String,
     "date": T.Date, "timestamp without time zone": T.Timestamp, "bytea": T.Binary,
+    # an instant (PostgreSQL keeps UTC microseconds and shows them in the session's zone): eidos reads it in UTC
+    "timestamp with time zone": T.Datetime("us", "UTC"), "time without time zone": T.Time,
 }
 
 
@@ -54,9 +56,9 @@ def pg_dtype(formatted: str, column: str, where: str) -> T.DType:
             raise PlanError(f"column {column!r} of {where} is {formatted}; eidos decimals hold at most 38 digits "
                             "(cast it in the query, e.g. CAST(x AS numeric(38, 2)) or double precision)")
         return T.Decimal(p, s)
-    if base == "timestamp with time zone":
-        raise PlanError(f"column {column!r} of {where} is {formatted}; eidos timestamps are naive "
-                        "(convert in the query: x AT TIME ZONE 'UTC')")
+    if base == "time with time zone":
+        raise PlanError(f"column {column!r} of {where} is {formatted}; eidos times of day have no zone "
+                        "(convert in the query: CAST(x AS time))")
     raise PlanError(f"column {column!r} of {where} has PostgreSQL type {formatted}, which eidos does not "
                     "support; cast it in the query to integer, bigint, double precision, numeric(p,s), "
                     "text, boolean, date or timestamp")
@@ -106,6 +108,7 @@ class PostgresDialect(Dialect):
         "UInt8": "SMALLINT", "UInt16": "INTEGER", "UInt32": "BIGINT", "UInt64": "DECIMAL(20, 0)",
         "Float32": "REAL", "Float64": "DOUBLE PRECISION", "Boolean": "BOOLEAN", "String": "TEXT",
         "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]", "Binary": "BYTEA",
+        "Time": "TIME", "Timestamp(ms, tz)": "TIMESTAMPTZ", "Timestamp(us, tz)": "TIMESTAMPTZ", "Timestamp(ms)": "TIMESTAMP",
     }
 
     def error(self, message, witness, t):

@@ -39,6 +39,10 @@ def declared_dtype(declared: str, column: str, where: str) -> T.DType:
     name = re.sub(r"\(.*\)", "", declared or "").strip().upper()
     if name in EXACT_TYPES:
         return EXACT_TYPES[name]
+    if "TIME" in name:   # TIME, TIMESTAMPTZ, TIMESTAMP WITH TIME ZONE: SQLite has no such types, only their text
+        raise PlanError(f"column {column!r} of {where} is declared {declared!r}, but SQLite has no time-of-day or "
+                        "time-zone types: its values are whatever text or numbers were stored; read it as text "
+                        "(CAST(x AS TEXT)) and parse it with .str.to_datetime(format)")
     for part, dtype in AFFINITY:
         if part in name:
             return dtype

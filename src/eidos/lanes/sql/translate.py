@@ -931,7 +931,8 @@ def translated(dialect) -> Coverage:
         except UnsupportedError:
             continue
         functions.add(agg)
-    return Coverage(C.dispatched(translate_node, N.Node), frozenset(functions), frozenset(dialect.types) | {"Decimal"})
+    kinds = {k for k in dialect.types if k in T.KINDS} | {"Decimal"} | {"Timestamp(tz)" for k in dialect.types if ", tz)" in k}
+    return Coverage(C.dispatched(translate_node, N.Node), frozenset(functions), frozenset(kinds))
 
 
 # ---------------------------------------------------------------- literals (shared by the dialects)
@@ -940,7 +941,7 @@ def literal_text(value: object, t: DType) -> str | None:
     """The text of a non-float literal value for a CAST('...' AS t), or None for numbers and bools."""
     if isinstance(value, _dt.datetime):
         return value.isoformat(sep=" ")
-    if isinstance(value, _dt.date):
+    if isinstance(value, (_dt.date, _dt.time)):
         return value.isoformat()
     if isinstance(value, _decimal.Decimal):
         return format(value, "f")
