@@ -62,14 +62,19 @@ class DType:
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        """The coverage-table names a column of this type needs of a lane: its kind, and for a Timestamp
-        "Timestamp(ns)" and "Timestamp(tz)" where it has nanoseconds or a time zone."""
-        return (self.kind,)
+        """The coverage-table names a column of this type needs of a lane: its kind and its parts' kinds; for a
+        Timestamp "Timestamp(ns)" and "Timestamp(tz)" where it has nanoseconds or a time zone."""
+        return tuple(dict.fromkeys((self.kind,) + tuple(k for p in self.parts for k in p.kinds)))
 
     @property
     def is_nested(self) -> bool:
         """A List or Struct: values that hold values; no order or equality is defined on them."""
-        return False
+        return bool(self.parts)
+
+    @property
+    def parts(self) -> tuple[DType, ...]:
+        """The types a nested type's values hold (a list's element type, a struct's field types)."""
+        return ()
 
     @property
     def bits(self) -> int:
@@ -130,16 +135,12 @@ class ListType(DType):
         return f"ei.List({self.inner!r})"
 
     @property
-    def is_nested(self) -> bool:
-        return True
+    def parts(self) -> tuple[DType, ...]:
+        return (self.inner,)
 
     @property
     def kind(self) -> str:
         return "List"
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(("List",) + self.inner.kinds))
 
     def to_arrow(self) -> pa.DataType:
         return pa.large_list(self.inner.to_arrow())
@@ -214,16 +215,12 @@ class StructType(DType):
         return "ei.Struct({" + ", ".join(f"{n!r}: {t!r}" for n, t in self.fields) + "})"
 
     @property
-    def is_nested(self) -> bool:
-        return True
+    def parts(self) -> tuple[DType, ...]:
+        return tuple(t for _, t in self.fields)
 
     @property
     def kind(self) -> str:
         return "Struct"
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(("Struct",) + tuple(k for _, t in self.fields for k in t.kinds)))
 
     def field(self, name: str) -> DType:
         for n, t in self.fields:
@@ -253,9 +250,7 @@ def Struct(fields: object) -> StructType:  # noqa: N802 - reads like a type
 
 def depth(t: DType) -> int:
     """How many nested types hold `t`'s values (0 for a simple type)."""
-    if isinstance(t, StructType):
-        return 1 + max(depth(f) for _, f in t.fields)
-    return 1 + depth(t.inner) if isinstance(t, ListType) else 0
+    return 1 + max(depth(p) for p in t.parts) if t.parts else 0
 
 
 def List(inner: object) -> ListType:  # noqa: N802 - reads like a type
