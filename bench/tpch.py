@@ -404,9 +404,13 @@ def translation(lane: str):
     the lane caches it, else None); (None, None) where the lane exposes no translate step."""
     try:
         if lane == "polars":
+            from eidos.lanes.polars.execute import prepared
             from eidos.lanes.polars.translate import to_lazyframe
 
-            return to_lazyframe, None
+            def kept(plan):
+                with prepared(plan) as (lf, _):
+                    return lf
+            return kept, to_lazyframe
         if lane in ("duckdb", "sqlite", "postgresql"):
             from eidos.lanes.sql.execute import dialect, prepare
             from eidos.lanes.sql.translate import to_sql

@@ -206,6 +206,55 @@ def test_udf_error_becomes_execution_error():
     assert info.value.__cause__ is not None
 
 
+def test_a_plan_over_files_translates_once_and_each_run_keeps_its_failures(parquet_file, monkeypatch):
+    """The LazyFrame of a plan that reads files is kept with the plan; runs at once take a translation each;
+    a failed run's callback failure does not surface in a later run; a plan over tables in memory
+    translates on every run."""
+    import threading
+
+    from eidos.lanes.polars import execute as X
+
+    translated = []
+    real = X.to_lazyframe
+    monkeypatch.setattr(X, "to_lazyframe", lambda plan, ctx: translated.append(plan) or real(plan, ctx))
+    plan = ei.read_parquet(parquet_file).select(b=col("a") * 10).plan
+    for _ in range(3):
+        assert LANE.execute(plan).column("b").to_pylist() == [10, 20, 30]
+    assert sum(p is plan for p in translated) == 1
+
+    gate = threading.Barrier(2)
+
+    def meet(a):   # each run waits at its first row for the other: both are inside the plan at once
+        if a == 1:
+            gate.wait(timeout=10)
+        return a
+
+    both = ei.read_parquet(parquet_file).select(b=ei.udf(meet, ei.Int64)(col("a"))).plan
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(LANE.execute(both).column("b").to_pylist()))
+               for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert results == [[1, 2, 3], [1, 2, 3]] and sum(p is both for p in translated) == 2
+
+    calls = []
+
+    def first_call_fails(a):
+        calls.append(a)
+        if len(calls) == 1:
+            raise ValueError("the first call fails")
+        return a
+
+    flaky = ei.read_parquet(parquet_file).select(b=ei.udf(first_call_fails, ei.Int64)(col("a"))).plan
+    with pytest.raises(ExecutionError, match="the first call fails"):
+        LANE.execute(flaky)
+    assert LANE.execute(flaky).column("b").to_pylist() == [1, 2, 3]
+
+    memory = ei.from_pydict({"a": [1, 2]}).select(b=col("a") + 1).plan
+    LANE.execute(memory), LANE.execute(memory)
+    assert sum(p is memory for p in translated) == 2
+
+
 @pytest.mark.parametrize("schema", [{"z": ei.Int64}, {"a": ei.UInt32}])
 def test_map_batches_wrong_schema_is_an_execution_error(schema):
     flow = ei.from_pydict({"a": [1]}).map_batches(lambda b: b, schema=schema)
