@@ -102,10 +102,15 @@ def translate(node: N.Node, ctx: Ctx) -> pl.LazyFrame:
 def _(node: N.Scan, ctx: Ctx) -> pl.LazyFrame:
     if isinstance(node.source, S.CsvSource):
         ctx.csv.append(node.source)
-    lf = scan(node.source)
     names = node.columns if node.columns is not None else node.source.schema.names
     schema = node.schema
     everything = node.source.schema.names
+    if isinstance(node.source, S.ArrowSource) and node.columns:
+        # only the columns read: Polars converts what it is given (strings: a copy into its own layout)
+        at = [everything.index(n) for n in dict.fromkeys(names)]
+        lf, everything = pl.from_arrow(node.source.table.select(at), rechunk=False).lazy(), [everything[i] for i in at]
+    else:
+        lf = scan(node.source)
     return lf.select([_conform(column(n, everything), schema[n]) for n in names])
 
 
