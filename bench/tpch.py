@@ -317,14 +317,16 @@ def polars_queries(data: str):
 
     def q21():
         lineitem = scan("lineitem")
-        late = lineitem.filter(pl.col("l_receiptdate") > pl.col("l_commitdate"))
-        several = lineitem.group_by("l_orderkey").agg(n=pl.col("l_suppkey").n_unique()).filter(pl.col("n") > 1)
-        alone = late.group_by("l_orderkey").agg(n=pl.col("l_suppkey").n_unique()).filter(pl.col("n") == 1)
-        return (late
+        is_late = pl.col("l_receiptdate") > pl.col("l_commitdate")
+        waiting = (lineitem.group_by("l_orderkey")
+                   .agg(lo=pl.col("l_suppkey").min(), hi=pl.col("l_suppkey").max(),
+                        late_lo=pl.col("l_suppkey").filter(is_late).min(),
+                        late_hi=pl.col("l_suppkey").filter(is_late).max())
+                   .filter((pl.col("lo") != pl.col("hi")) & (pl.col("late_lo") == pl.col("late_hi"))))
+        return (lineitem.filter(is_late)
                 .join(scan("orders").filter(pl.col("o_orderstatus") == "F"), left_on="l_orderkey",
                       right_on="o_orderkey", how="semi")
-                .join(several, on="l_orderkey", how="semi")
-                .join(alone, on="l_orderkey", how="semi")
+                .join(waiting, on="l_orderkey", how="semi")
                 .join(scan("supplier"), left_on="l_suppkey", right_on="s_suppkey")
                 .join(scan("nation").filter(pl.col("n_name") == "SAUDI ARABIA"), left_on="s_nationkey",
                       right_on="n_nationkey", how="semi")
