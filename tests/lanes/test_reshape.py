@@ -89,6 +89,11 @@ CASES = [
                                                                   tolerance=_dt.timedelta(hours=1)),
      {"t": [_dt.datetime(2020, 1, 1, h) for h in (1, 5, 9)] + [None], "v": [0, 1, 2, 3],
       "v_right": [0, 1, None, None]}, False),
+    # quotes sharing (g, t) (1.0 twice, NaN twice, 4.0 twice, -0.0 and 0.0): the first by content is taken
+    ("asof_tied_quotes", lambda: ei.from_pydict({"t": [1.0, 2.0, math.nan, 0.0, -0.0, 5.0, None], "g": [1, 1, 1, 2, 2, 1, 1]})
+     .join_asof(ei.from_pydict({"t": [1.0, 1.0, math.nan, math.nan, -0.0, 0.0, 4.0, 4.0], "g": [1, 1, 1, 1, 2, 2, 1, 1],
+                                "v": [9, 3, 7, 2, 5, 6, 1, 0]}), on="t", by="g", strategy="nearest"),
+     {"t": [1.0, 2.0, math.nan, 0.0, -0.0, 5.0, None], "g": [1, 1, 1, 2, 2, 1, 1], "v": [3, 3, 2, 5, 5, 0, None]}, False),
     ("explode", lambda: lists().explode("xs"), {"k": ["a", "a", "c", "d"], "xs": [1, 2, None, 3],
                                                 "ys": [["p", "q"], ["p", "q"], None, ["r"]]}, False),
     ("explode_together_sorted", lambda: lists().sort("k", descending=True).explode(cs.starts_with("x", "y"),

@@ -383,18 +383,26 @@ def _(node: N.AsofJoin, ctx: Ctx) -> pl.LazyFrame:
     keyed_r = right.with_columns(pl.col(rnames[node.right_on]).cast(t).alias(on),
                                  *[pl.col(rnames[n]).cast(bt).alias(b) for n, b, bt in zip(node.right_by, bys, by_t)])
     keyed_l, keyed_r = (x.drop_nulls([on, *bys]) for x in (keyed_l, keyed_r))
-    keyed_r = (keyed_r.sort([*bys, on, *rnames.values()], nulls_last=True, maintain_order=True)
-               .unique(subset=[*bys, on], keep="first", maintain_order=True).with_row_index(j).sort(on))
+    # Right rows sharing (by, on) share their `on` too, so only rows whose `on` ties a neighbour's once sorted
+    # by it are sorted by content to keep the first (a full sort by every column was most of the join's time).
+    tie = ctx.temp("tie")
+    tied = ((pl.col(on) == pl.col(on).shift(1)) | (pl.col(on) == pl.col(on).shift(-1))).fill_null(False)
+    keyed_r = keyed_r.sort(on).with_columns(tied.alias(tie)).cache()   # read twice: sorted once
+    tied = pl.col(tie)
+    firsts = (keyed_r.filter(tied).sort([*bys, on, *rnames.values()], nulls_last=True, maintain_order=True)
+              .unique(subset=[*bys, on], keep="first", maintain_order=True).sort(on))
+    keyed_r = keyed_r.filter(~tied).merge_sorted(firsts, key=on).drop(tie).with_row_index(j)
     keyed_l = keyed_l.sort(on)
-    found = keyed_l.select(idx, pl.col(on).alias("l"))
+    found = [keyed_l.select(idx, pl.col(on).alias("l"))]   # join_asof keeps the left's rows in order: side by side
     for name, strategy in (("b", "backward"), ("f", "forward")):
         if node.strategy in (strategy, "nearest"):
             side = keyed_r.select(pl.col(j).alias(f"j{name}"), on, *bys)
             hit = keyed_l.join_asof(side, on=on, by=bys or None, strategy=strategy, check_sortedness=False,
                                     coalesce=False, suffix="_r")
-            found = found.join(hit.select(idx, f"j{name}", pl.col(f"{on}_r").alias(name)), on=idx, how="left")
-        else:
-            found = found.with_columns(pl.lit(None, dtype=pl.UInt32).alias(f"j{name}"), pl.lit(None, dtype=t).alias(name))
+            found.append(hit.select(f"j{name}", pl.col(f"{on}_r").alias(name)))
+    found = pl.concat(found, how="horizontal").with_columns(
+        *[x for name, strategy in (("b", "backward"), ("f", "forward")) if node.strategy not in (strategy, "nearest")
+          for x in (pl.lit(None, dtype=pl.UInt32).alias(f"j{name}"), pl.lit(None, dtype=t).alias(name))])
     scope = Scope(asof.schema(node))
     forward = (expr(asof.forward_wins(node), scope).fill_null(False) if node.strategy == "nearest"
                else pl.lit(node.strategy == "forward"))
@@ -406,8 +414,8 @@ def _(node: N.AsofJoin, ctx: Ctx) -> pl.LazyFrame:
     if test is not None:
         found = found.with_columns(pl.when(expr(test, scope)).then(pl.col(j)).alias(j))
     picked = keyed_r.select(j, *[rnames[n] for n in node.right_outputs()])
-    out = (left.join(found.select(idx, j), on=idx, how="left")
-           .join(picked, on=j, how="left", nulls_equal=False).sort(idx))
+    out = (left.join(found.select(idx, j), on=idx, how="left", maintain_order="left")
+           .join(picked, on=j, how="left", nulls_equal=False, maintain_order="left"))
     taken = set(ls.names)
     cols = []
     for n in node.right_outputs():
