@@ -120,9 +120,9 @@ def _load_adbc(lane, uri, name, quoted, cols, table, replace):
 
         from eidos.lanes.sql.sqlite import path_of
         con = adbc.connect(path_of(uri))
-    else:
-        import adbc_driver_postgresql.dbapi as adbc
-        con = adbc.connect(uri)
+    else:   # a connection the postgresql lane keeps (opening one costs a quarter of a second)
+        from eidos.lanes.sql.postgresql import _IDLE
+        con = _IDLE.take(uri)
     arrays = []
     for col in table.columns:
         if pa.types.is_large_string(col.type) or pa.types.is_large_list(col.type) or pa.types.is_large_binary(col.type):
@@ -142,9 +142,15 @@ def _load_adbc(lane, uri, name, quoted, cols, table, replace):
             parts = name.split(".")
             cur.adbc_ingest(parts[-1], table, mode="append", db_schema_name=parts[0] if len(parts) == 2 else None)
         con.commit()
-    finally:
+    except BaseException:
         cur.close()
         con.close()
+        raise
+    cur.close()
+    if lane == "sqlite":
+        con.close()
+    else:
+        _IDLE.give_back(uri, con)
 
 
 def _small(t: pa.DataType) -> pa.DataType:

@@ -337,8 +337,9 @@ def _connect(uri: str):
 
 def describe(source: SqlSource) -> tuple[Schema, int | None]:
     """Column types from pg_attribute of a temporary view over the table or query (rolled back);
-    rows from pg_class.reltuples for tables that have been analyzed."""
-    con = _connect(source.connection_uri())
+    rows from pg_class.reltuples for tables that have been analyzed. On a kept connection (_Idle)."""
+    uri = source.connection_uri()
+    con = _IDLE.take(uri)
     cur = con.cursor()
     try:
         rel = table_ref(source.table).sql("postgres") if source.table is not None else \
@@ -361,8 +362,10 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         cur.close()
         try:
             con.rollback()
-        finally:
-            con.close()
+        except Exception:
+            _close(con)
+            raise
+        _IDLE.give_back(uri, con)
 
 
 class _Idle:
