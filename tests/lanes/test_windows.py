@@ -120,6 +120,10 @@ CASES = {
         {"r": [1, 3, 3, 8, None, 40], "l": [None, 1, 1, 2, None, 8], "b": [1, 3, 3, 10, None, 40],
          "n": [None, 1, 1, None, None, 8], "two": [None, 3, 3, 10, None, 40], "m": [1, 2, None, 8, None, 32],
          "lo": [None, 1, 1, 2, None, 8]}),
+    "rolling_by_nanoseconds": (lambda: ei.from_arrow(pa.table({
+        "t": pa.array([0, 1500, 2000, 2999, 5000, None, 2_000_000], pa.timestamp("ns")),
+        "x": pa.array([1, 2, 4, 8, 16, 32, 64], pa.int64())})).select(s=col("x").rolling_sum_by("t", "2us")),
+        {"s": [1, 3, 6, 14, 16, None, 64]}),
     "group_by_dynamic": (lambda: ei.from_arrow(HOURS).group_by_dynamic("t", every="1h", group_by="g").agg(
         s=col("x").sum(), n=ei.count()),
         {"g": ["a", "a", "a", "a", "b", "b", "b"],

@@ -15,7 +15,7 @@ from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
 from eidos.ir.durations import Duration, offset, parse_duration
 from eidos.ir.evaluate.aggregates import aggregator, float_sum
-from eidos.ir.evaluate.values import CTX, dec_fit, int_check, order_key
+from eidos.ir.evaluate.values import CTX, Nanos, dec_fit, int_check, order_key
 
 Window = Callable[[Sequence[list], int], list]   # (argument columns, number of rows) -> one value per row
 
@@ -101,11 +101,11 @@ def _rolling_by(agg: Callable[[list], Any], size: Duration, least: int, closed: 
         for i, t in enumerate(times):
             if t is None:
                 continue
-            try:
-                lo = offset(t, size, -1)
+            try:   # a nanosecond time moves by whole microseconds: its nanoseconds stay
+                lo = Nanos(offset(t.at, size, -1), t.ns) if isinstance(t, Nanos) else offset(t, size, -1)
+                a = bisect_left(keys, lo) if closed in ("left", "both") else bisect_right(keys, lo)
             except OverflowError:   # the window starts before year 1: every earlier time is in it
-                lo = _dt.datetime.min
-            a = bisect_left(keys, lo) if closed in ("left", "both") else bisect_right(keys, lo)
+                a = 0
             b = bisect_right(keys, t) if closed in ("right", "both") else bisect_left(keys, t)
             values = [xs[j] for _, j in timed[a:b] if xs[j] is not None]
             out[i] = agg(values) if values and len(values) >= least else None
@@ -115,7 +115,7 @@ def _rolling_by(agg: Callable[[list], Any], size: Duration, least: int, closed: 
 
 def _moment(t: Any) -> Any:
     """A Date as its midnight, so dates and durations of hours meet."""
-    return t if t is None or isinstance(t, _dt.datetime) else _dt.datetime.combine(t, _dt.time())
+    return t if t is None or isinstance(t, (_dt.datetime, Nanos)) else _dt.datetime.combine(t, _dt.time())
 
 
 def _running(step: Callable[[], Callable[[Any], Any]]) -> Window:
