@@ -215,3 +215,27 @@ def test_group_by_many_wide_keys():
     got_keys = [a.take(first) for a in keys]
     want = {tuple(base[p].tolist()): math.fsum(x[pick == p]) for p in set(pick.tolist())}
     assert dict(zip(zip(*(a.to_pylist() for a in got_keys)), got.to_pylist())) == want
+
+
+def test_group_by_reads_chunks_in_place():
+    """An engine's batches (chunked alike, one integer key, sums and means): each chunk read where
+    it lies, with nulls, a chunk with no rows and a key whose values are all null."""
+    rng = np.random.default_rng(12)
+    k = [rng.integers(0, 6, 700).tolist(), [], [5, None, 7], rng.integers(0, 6, 3000).tolist()]
+    x = [(rng.standard_normal(len(c)) * 1e10).tolist() for c in k]
+    x[2] = [None, 1.5, None]
+    x[3][::7] = [None] * len(x[3][::7])
+    keys, values = pa.chunked_array(k, pa.int64()), pa.chunked_array(x, pa.float64())
+    for fn in ("sum", "mean"):
+        first, (got,) = fsum.group_by([keys], [(fn, values)])
+        groups = keys.take(first).to_pylist()
+        want_of: dict = {}
+        for kk, xx in zip(keys.to_pylist(), values.to_pylist()):
+            want_of.setdefault(kk, [])
+            if xx is not None:
+                want_of[kk].append(xx)
+        assert len(groups) == len(want_of)
+        for g, v in zip(groups, got.to_pylist()):
+            assert first.tolist()[groups.index(g)] == keys.to_pylist().index(g)
+            ref = aggregate(fn, want_of[g], T.Float64, T.Float64)
+            assert (v is None and ref is None) or same(v, ref), (g, v, ref)

@@ -98,17 +98,25 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     groups' order (a stable counting sort) and summed as segments, a group being the key itself
     where the range is up to a few times the rows, else a group id from a hash table."""
     k = _kernels()
+    fns = [fn for fn, _ in columns]
+    sums = all(fn in ("sum", "mean") for fn in fns)
+    parts = _chunks(k, keys, columns) if sums else None
+    if parts is not None:   # an engine's batches: each read where it lies
+        spans = [(lo, hi) for lo, hi in (k.minmax(*key) for key, _ in parts) if lo <= hi]
+        lo, hi = min(a for a, _ in spans) if spans else 0, max(b for _, b in spans) if spans else -1
+        if hi - lo < SLOTS:
+            return _keyed(k, parts, lo, hi - lo + 2, fns)
     keys = [_one_chunk(a) for a in keys]
     raw, kmap, koff = _codes(k, keys[0])
     if len(keys) > 1:
         raw, kmap, koff = _mixed(k, [(raw, kmap, koff)] + [_codes(k, a) for a in keys[1:]]), _EMPTY, 0
     lo, hi = k.minmax(raw, kmap, koff)
-    values = [(fn, _buffers(_one_chunk(c).cast(pa.float64()))) for fn, c in columns]
-    if hi - lo < SLOTS and all(fn in ("sum", "mean") for fn, _ in values):
-        first, out = _keyed(k, raw, kmap, koff, lo, hi - lo + 2, values)
+    values = [_buffers(_one_chunk(c).cast(pa.float64())) for _, c in columns]
+    if hi - lo < SLOTS and sums:
+        first, out = _keyed(k, [((raw, kmap, koff), values)], lo, hi - lo + 2, fns)
     elif hi - lo < max(4 * len(raw), 1 << 16):   # the key is its own group id
         out = []
-        for fn, buffers in values:
+        for fn, buffers in zip(fns, values):
             v, offsets, first = k.scatter_keys(raw, kmap, koff, lo, hi - lo + 1, *buffers)
             present = np.flatnonzero(first >= 0)
             out.append(aggregate(fn, v, offsets).take(pa.array(present)))
@@ -116,10 +124,27 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     else:
         ids, groups, first = _dense(k, raw, kmap, koff, lo, hi)
         out = []
-        for fn, buffers in values:   # ids have no nulls: slot `groups` stays empty
+        for fn, buffers in zip(fns, values):   # ids have no nulls: slot `groups` stays empty
             v, offsets, _ = k.scatter_keys(ids, _EMPTY, 0, 0, groups, *buffers)
             out.append(aggregate(fn, v, offsets[:-1]))
     return first, out
+
+
+def _chunks(k, keys, columns) -> list | None:
+    """Each chunk's key and value buffers where there is one key of integers (or dates, times,
+    durations) and every column is chunked alike, in more than one chunk (an engine's batches,
+    which concatenating would copy); else None."""
+    arrays = [keys[0]] + [c for _, c in columns]
+    if len(keys) != 1 or not all(isinstance(a, pa.ChunkedArray) and a.num_chunks > 1 for a in arrays):
+        return None
+    t = keys[0].type
+    if not (pa.types.is_integer(t) or (pa.types.is_temporal(t) and not pa.types.is_interval(t))):
+        return None
+    lengths = [len(c) for c in keys[0].chunks]
+    if any([len(c) for c in a.chunks] != lengths for a in arrays[1:]):
+        return None
+    return [(_codes(k, keys[0].chunk(i)), [_buffers(c.chunk(i).cast(pa.float64())) for _, c in columns])
+            for i in range(len(lengths))]
 
 
 _EMPTY = np.empty(0, np.uint8)
@@ -170,40 +195,60 @@ def _dense(k, raw, kmap, koff, lo, hi) -> tuple[np.ndarray, int, np.ndarray]:
     return ids, groups, first
 
 
-def _keyed(k, raw, kmap, koff, lo, slots, values) -> tuple[np.ndarray, list[pa.Array]]:
-    """group_by's way for few distinct keys: slot i holds key lo + i, the last slot null; each
-    present slot's first row, and the aggregates in that order."""
-    seen = None if not any(len(b[1]) for _, b in values) else k.present(raw, kmap, koff, lo, slots)
+def _keyed(k, parts, lo, slots, fns) -> tuple[np.ndarray, list[pa.Array]]:
+    """group_by's way for few distinct keys, over parts (one, or an engine's chunks): ((key
+    buffers), [value buffers per column]) each. Slot i holds key lo + i, the last slot null; each
+    present slot's first row, and the sums or means in that order."""
+    seen = None
+    if any(len(v[1]) for _, values in parts for v in values):   # a key whose values are all null is a group
+        seen = np.zeros(slots, np.bool_)
+        for key, _ in parts:
+            seen |= k.present(*key, lo, slots)
     out = []
-    for fn, (v, vmap, voff) in values:
-        sums, n = _slot_sums(k, raw, kmap, koff, lo, slots, v, vmap, voff)
+    for j, fn in enumerate(fns):
+        sums, n = _slot_sums(k, [(key, values[j]) for key, values in parts], lo, slots)
         seen = n > 0 if seen is None else seen
         with np.errstate(all="ignore"):
             out.append((sums if fn == "sum" else sums / np.maximum(n, 1), n == 0))
+    first, at = np.full(slots, -1, np.int64), 0
+    for key, _ in parts:
+        need = seen & (first < 0)
+        if not need.any():
+            break
+        found = k.firsts(*key, lo, need)
+        first = np.where(found >= 0, found + at, first)
+        at += len(key[0])
     present = np.flatnonzero(seen)
-    return k.firsts(raw, kmap, koff, lo, seen)[present], [pa.array(s[present], mask=empty[present]) for s, empty in out]
+    return first[present], [pa.array(s[present], mask=empty[present]) for s, empty in out]
 
 
-def _slot_sums(k, raw, kmap, koff, lo, slots, v, vmap, voff) -> tuple[np.ndarray, np.ndarray]:
-    """Each slot's sum and number of valid values: the rows split over the cores, each thread
-    adding into digits of its own; their digits and counts add exactly."""
-    n = len(raw)
-    threads = min(os.cpu_count() or 1, max(1, n // SPLIT))
-    cuts = np.linspace(0, n, threads + 1).astype(np.int64)
+def _slot_sums(k, pieces, lo, slots) -> tuple[np.ndarray, np.ndarray]:
+    """Each slot's sum and number of valid values over pieces ((key buffers), (value buffers)):
+    slices of at most SPLIT rows shared among the cores, each thread adding into digits of its
+    own; their digits and counts add exactly."""
+    work = [(key, values, a, min(a + SPLIT, len(key[0]))) for key, values in pieces for a in range(0, len(key[0]), SPLIT)]
+    threads = min(os.cpu_count() or 1, max(1, sum(len(key[0]) for key, _ in pieces) // SPLIT), max(len(work), 1))
     digits = np.zeros((threads, slots, k.CHUNKS), np.int64)
     st = np.zeros((threads, slots, 6))
     st[:, :, 4] = k.CHUNKS
     counts = np.zeros((threads, slots), np.int64)
-    list(_pool().map(lambda t: k.keyed(raw, kmap, koff, lo, v, vmap, voff, cuts[t], cuts[t + 1],
-                                       digits[t], st[t], counts[t]), range(threads)))
+
+    def run(t: int) -> None:
+        for (raw, kmap, koff), (v, vmap, voff), a, b in work[t::threads]:
+            k.keyed(raw, kmap, koff, lo, v, vmap, voff, a, b, digits[t], st[t], counts[t])
+
+    list(_pool().map(run, range(threads)))
     st = np.concatenate([st[:, :, :4].sum(axis=0), st[0, :, 4:]], axis=1)
     sums, python = np.empty(slots), np.zeros(slots, np.bool_)
     k.finish_each(digits.sum(axis=0), st, NEG_ZERO, sums, python)
     counts = counts.sum(axis=0)
     for g in np.flatnonzero(python & (counts > 0)):   # past DANGER: the reference's way
-        known = _bits(kmap, koff, n)
-        rows = (known & (raw == lo + g)) if g < slots - 1 else ~known
-        sums[g] = float_sum(v[rows & _bits(vmap, voff, n)].tolist())
+        xs = []
+        for (raw, kmap, koff), (v, vmap, voff) in pieces:
+            known = _bits(kmap, koff, len(raw))
+            rows = (known & (raw == lo + g)) if g < slots - 1 else ~known
+            xs += v[rows & _bits(vmap, voff, len(raw))].tolist()
+        sums[g] = float_sum(xs)
     return sums, counts
 
 

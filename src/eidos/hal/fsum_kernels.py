@@ -426,15 +426,15 @@ def finish_each(digits, st, neg_zero, out, python):
 
 @njit(**OPTS)
 def firsts(keys, kmap, koff, lo, seen):
-    """Each seen slot's first row (keys[i] - lo; a null key the last slot), read only as far as the
-    last slot's first row."""
+    """Each seen slot's first row (keys[i] - lo; a null key the last slot; -1 for the others), read
+    only as far as the last seen slot's first row."""
     first = np.full(len(seen), -1, np.int64)
     left = seen.sum()
     for i in range(len(keys)):
         if left == 0:
             break
         s = keys[i] - lo if _valid(kmap, koff, i) else len(seen) - 1
-        if first[s] < 0:
+        if seen[s] and first[s] < 0:
             first[s] = i
             left -= 1
     return first

@@ -267,14 +267,21 @@ def keyed_sums(lf, node: N.Aggregate, aggs: list[E.Agg], keys: dict, rows: Scope
     key_types = {keys[name]: pl_dtype(infer(e, node.input.schema)) for name, e in node.keys}
 
     def run(df: pl.DataFrame) -> pl.DataFrame:
-        first, out = fsum.group_by([df[k].to_arrow(compat_level=pl.CompatLevel.newest()) for k in knames],
-                                   [(a.fn, df[n].to_arrow()) for a, n in zip(aggs, names)])
+        first, out = fsum.group_by([_chunks(df[k]) for k in knames], [(a.fn, _chunks(df[n])) for a, n in zip(aggs, names)])
         return df.select(knames)[first].with_columns(pl.Series(n, o, dtype=pl.Float64) for n, o in zip(names, out))
 
     lf = lf.select([expr(e, rows).alias(keys[name]) for name, e in node.keys]
                    + [expr(a.arg, rows).alias(n) for a, n in zip(aggs, names)])
     lf = lf.map_batches(run, schema={**key_types, **dict.fromkeys(names, pl.Float64)}, streamable=False)
     return lf, {a: Leaf([], lambda g, n=n: pl.col(n)) for a, n in zip(aggs, names)}
+
+
+def _chunks(s: pl.Series) -> pa.ChunkedArray:
+    """A Series' chunks as Arrow where they lie (Series.to_arrow concatenates the batches Polars
+    hands map_batches: a copy of the column)."""
+    newest = pl.CompatLevel.newest()
+    return pa.chunked_array([c.to_arrow(compat_level=newest) for c in s.get_chunks()],
+                            s.head(0).to_arrow(compat_level=newest).type)
 
 
 @translate.register
