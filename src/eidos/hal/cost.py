@@ -206,3 +206,19 @@ def exact_aggregations(node: N.Aggregate) -> tuple[int, int]:
         floats += floating
         others += fn in ("std", "var") and not floating
     return floats, others
+
+
+def in_place(node: N.Aggregate) -> bool:
+    """Whether a host lane's exact route (eidos.hal.fsum.group_by over the key and value buffers, no
+    per-group lists) takes `node`: every aggregation a float sum, mean, var or std, and keys that
+    group_by groups as eidos does. What the polars and duckdb cost models price per value there."""
+    from eidos.hal.fsum import groups_by
+
+    aggs = [a for _, e in node.aggs for a in e.walk() if isinstance(a, E.Agg)]
+    try:
+        keys = [infer(e, node.input.schema) for _, e in node.keys]
+        args = [infer(a.arg, node.input.schema) if a.arg is not None else T.Null for a in aggs]
+    except Exception:  # noqa: BLE001 - typed only in context: the list route's price
+        return False
+    return bool(aggs) and all(map(groups_by, keys)) and all(
+        a.fn in ("sum", "mean", "std", "var") and t.is_float for a, t in zip(aggs, args))

@@ -5,8 +5,10 @@
             + rows into a node x expression nodes it evaluates x ROW_OP_S (AGG_OP_S in aggregations)
             + rows into a join (both sides) x JOIN_ROW_S, a sort's rows x log2(rows) x SORT_ROW_S
             + Python: rows x UDF_ROW_S per UDF; for each float sum/mean/std/var (correctly rounded
-              by eidos.hal.fsum) rows x EXACT_ROW_S (EXACT_GLOBAL_ROW_S without keys: no gather)
-              + groups x EXACT_GROUP_S; an integer or decimal std/var rows x PYTHON_ROW_S
+              by eidos.hal.fsum) rows x EXACT_ROW_S (EXACT_GLOBAL_ROW_S without keys) + groups x
+              EXACT_GROUP_S where the Aggregate takes the in-place route (eidos.hal.cost.in_place),
+              else rows x EXACT_LIST_ROW_S (each group's values gathered into a list first);
+              an integer or decimal std/var rows x PYTHON_ROW_S
 
 Rows flow up the plan as in DuckDB's model: both are eidos.hal.cost's row flow, with
 their own constants, so the two compare like with like.
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from eidos.hal.constants import DEV_VM, Constants, values_for
-from eidos.hal.cost import RowFlow, exact_aggregations, flat, row_flow_model
+from eidos.hal.cost import RowFlow, exact_aggregations, flat, in_place, row_flow_model
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
 from eidos.ir import nodes as N
@@ -38,10 +40,12 @@ MODEL = RowFlow(
     group_s=0.8e-6,              # one group of a keyed aggregation (bench/RESULTS.md: measured on the loaded VM)
     columnar=frozenset({"parquet"}),
 )
-EXACT_ROW_S = 60e-9             # a float sum/mean/std/var in a group_by, per value: Polars gathers each
-                                # group's values into a list, then eidos.hal.fsum's kernel
-EXACT_GLOBAL_ROW_S = 3e-9       # the same without keys, per value: the kernel alone
-EXACT_GROUP_S = 0.2e-6          # the same, per group
+EXACT_ROW_S = 3e-9              # a float sum/mean/std/var in a group_by, per value: eidos.hal.fsum.group_by
+                                # over the key and value buffers (bench/RESULTS.md, exact sums: 16 keys)
+EXACT_GLOBAL_ROW_S = 0.5e-9     # the same without keys, per value: the kernel alone, every core
+EXACT_GROUP_S = 0.4e-6          # the same, per group (1M keys over 10M rows: the counting sort's misses)
+EXACT_LIST_ROW_S = 60e-9        # an Aggregate the in-place route does not take (a float key, count()
+                                # beside the sums): Polars gathers each group's values into a list first
 PYTHON_ROW_S = 300e-9           # an integer or decimal std/var, per value (Python's exact integers)
 
 
@@ -52,7 +56,10 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
         if not isinstance(node, N.Aggregate):
             return 0.0
         floats, others = exact_aggregations(node)
-        per_row = values["exact_row_s"] if node.keys else values.get("exact_global_row_s", EXACT_GLOBAL_ROW_S)
+        if not node.keys:
+            per_row = values.get("exact_global_row_s", EXACT_GLOBAL_ROW_S)
+        else:
+            per_row = values["exact_row_s"] if in_place(node) else values.get("exact_list_row_s", EXACT_LIST_ROW_S)
         return (floats * (rows * per_row + groups * values["exact_group_s"])
                 + others * rows * values.get("python_row_s", PYTHON_ROW_S))
 
@@ -61,7 +68,8 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
 
 DEFAULTS = Constants(
     "polars", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S,
-                "exact_global_row_s": EXACT_GLOBAL_ROW_S, "python_row_s": PYTHON_ROW_S}, DEV_VM, estimate,
+                "exact_global_row_s": EXACT_GLOBAL_ROW_S, "exact_list_row_s": EXACT_LIST_ROW_S,
+                "python_row_s": PYTHON_ROW_S}, DEV_VM, estimate,
     threaded=frozenset({"row_op_s", "agg_op_s", "join_row_s", "sort_row_s", "group_s"}),
     host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
                           "scan_other_bytes_per_s"}),

@@ -28,8 +28,13 @@ MODEL = RowFlow(
 )
 
 
-EXACT_ROW_S = 100e-9            # a float sum/mean/std/var, per value: DuckDB's list() of the group, then
-                                # eidos.hal.fsum in a vectorized Python function (DuckDB has no exact sum)
+EXACT_ROW_S = 3e-9              # a float sum/mean/std/var on the lane's exact route, per value:
+                                # eidos.hal.fsum.group_by over the Arrow buffers (bench/RESULTS.md, exact sums)
+EXACT_GROUP_S = 0.4e-6          # the same, per group (1M keys over 10M rows: the counting sort's misses)
+EXACT_FETCH_S = 2e-9            # each key and argument value DuckDB computes and hands over as Arrow (none
+                                # where the Aggregate only picks columns of an in-memory table)
+EXACT_LIST_ROW_S = 100e-9       # an Aggregate the exact route does not take: DuckDB's list() of the group,
+                                # then eidos.hal.fsum in a vectorized Python function
 
 
 def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimate:
@@ -38,13 +43,22 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
     def exact(node: N.Node, rows: float, groups: float) -> float:
         if not isinstance(node, N.Aggregate):
             return 0.0
-        return exact_aggregations(node)[0] * rows * values.get("exact_row_s", EXACT_ROW_S)
+        from eidos.lanes.sql import exact as route
+
+        floats = exact_aggregations(node)[0]
+        rows_in = route.route(node)
+        if rows_in is None:
+            return floats * rows * values.get("exact_list_row_s", EXACT_LIST_ROW_S)
+        fetched = 0 if route.in_place(rows_in) is not None else len(rows_in.columns)
+        return (floats * (rows * values.get("exact_row_s", EXACT_ROW_S) + groups * values.get("exact_group_s", EXACT_GROUP_S))
+                + fetched * rows * values.get("exact_fetch_s", EXACT_FETCH_S))
 
     return row_flow(plan, row_flow_model(MODEL, values, label), exact)
 
 
 DEFAULTS = Constants(
-    "duckdb", {**flat(MODEL), "exact_row_s": EXACT_ROW_S}, DEV_VM, estimate,
+    "duckdb", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S, "exact_fetch_s": EXACT_FETCH_S,
+               "exact_list_row_s": EXACT_LIST_ROW_S}, DEV_VM, estimate,
     threaded=frozenset({"row_op_s", "join_row_s", "sort_row_s", "group_s"}),
     host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
                           "scan_other_bytes_per_s"}),
