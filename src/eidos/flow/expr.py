@@ -786,7 +786,13 @@ class StructMethods:
         self._e = e
 
     def field(self, name: str) -> Expr:
-        """The field `name` of each struct, named `name` (as Polars); null where the struct is null."""
+        """The field `name` of each struct, named `name` (as Polars); null where the struct is null.
+
+        Examples:
+            >>> flow = ei.from_pydict({"s": [{"a": 1, "b": "x"}, None]})
+            >>> flow.select(col("s").struct.field("a")).run().to_pydict()
+            {'a': [1, None]}
+        """
         if not isinstance(name, str):
             raise PlanError(f"struct.field() takes a field name (a str), got {name!r}")
         return self._e._call("struct_field", options=(name,)).alias(name)
@@ -1174,7 +1180,13 @@ class DateMethods:
     def replace_time_zone(self, time_zone: str | None) -> Expr:
         """The same wall-clock time read in `time_zone` (an IANA name; None drops the zone), as Polars'
         `dt.replace_time_zone`. A wall-clock time the zone skips (a spring-forward gap) or repeats (an
-        autumn hour) raises rather than picking one: eidos has no `ambiguous=` or `non_existent=` yet."""
+        autumn hour) raises rather than picking one: eidos has no `ambiguous=` or `non_existent=` yet.
+
+        Examples:
+            >>> flow = ei.from_pydict({"t": [datetime.datetime(2024, 7, 1, 12)]})
+            >>> flow.select(col("t").dt.replace_time_zone("Europe/Berlin").dt.convert_time_zone("UTC")).run().to_pydict()
+            {'t': [datetime.datetime(2024, 7, 1, 10, 0, tzinfo=zoneinfo.ZoneInfo(key='UTC'))]}
+        """
         return self._e._call("dt_replace_time_zone", options=(time_zone,))
 
     def convert_time_zone(self, time_zone: str) -> Expr:

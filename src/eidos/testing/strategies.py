@@ -95,7 +95,12 @@ _DECIMALS = ((5, 2), (10, 0), (18, 4), (38, 10), (1, 0), (3, 3), (12, 6), (38, 0
 _DTYPE_WEIGHTS = {  # how often each kind is drawn: unsigned sparingly
     "Int8": 2, "Int16": 2, "Int32": 3, "Int64": 6, "UInt8": 1, "UInt16": 1, "UInt32": 1, "UInt64": 1,
     "Float32": 2, "Float64": 6, "Boolean": 3, "String": 6, "Date": 3, "Timestamp": 2, "Decimal": 3, "List": 2, "Binary": 1,
+    "Time": 1, "Timestamp(tz)": 1, "Timestamp(ns)": 1, "Struct": 1,
 }
+# Zoned and nanosecond timestamps and structs as generated: they pass through plans (sorted, grouped, joined on, taken
+# by min/max); the expressions of time are drawn over Date and Timestamp (microseconds, naive).
+_ZONED = tuple(T.Datetime(u, z) for u in ("us", "ms") for z in ("UTC", "Europe/Berlin", "America/New_York"))
+_STRUCTS = (T.Struct({"a": T.Int64, "b": T.String}), T.Struct({"d": T.Date, "x": T.Float64}))
 _LIST_ELEMENTS = ("Int64", "Float64", "String", "Date")  # element types of generated lists
 MAX_LIST = 3  # elements in a generated list
 
@@ -115,6 +120,8 @@ def dtypes(kinds: Iterable[str] | None = None) -> st.SearchStrategy[DType]:
             return st.sampled_from(_DECIMALS).map(lambda ps: T.Decimal(*ps))
         if kind == "List":
             return st.sampled_from(elements).map(lambda k: T.List(T.BY_NAME[k]))
+        if kind in ("Timestamp(tz)", "Timestamp(ns)", "Struct"):
+            return st.sampled_from({"Timestamp(tz)": _ZONED, "Timestamp(ns)": (T.Datetime("ns"),), "Struct": _STRUCTS}[kind])
         return st.just(T.BY_NAME[kind])
 
     return st.sampled_from(pool).flatmap(make)
@@ -192,6 +199,18 @@ def values(dtype: DType, *, wide: bool = True, nan: bool = True) -> st.SearchStr
         return st.one_of(small, st.datetimes(TS_MIN, TS_MAX))
     if dtype == T.Binary:
         return st.sampled_from((b"", b"a", b"\x00", b"\xff", b"ab")) if not wide else st.binary(max_size=4)
+    if dtype == T.Time:
+        small = st.sampled_from((_dt.time(0), _dt.time(12), _dt.time(23, 59, 59, 999999)))
+        return small if not wide else st.one_of(small, st.times())
+    if dtype.is_timestamp and dtype.unit == "ns":   # counts of nanoseconds (pyarrow takes ints for timestamp[ns])
+        small = st.sampled_from((0, -1, 1, 1_600_000_000_123_456_789))
+        return small if not wide else st.one_of(small, st.integers(-(2**62), 2**62))
+    if dtype.is_timestamp:   # an instant, drawn in UTC (whole milliseconds for ms)
+        step = 1000 if dtype.unit == "ms" else 1
+        return values(T.Timestamp, wide=wide).map(
+            lambda t: t.replace(microsecond=t.microsecond // step * step, tzinfo=_dt.timezone.utc if dtype.tz else None))
+    if isinstance(dtype, T.StructType):
+        return st.fixed_dictionaries({n: st.one_of(st.none(), values(t, wide=wide, nan=nan)) for n, t in dtype.fields})
     if isinstance(dtype, T.ListType):
         return st.lists(st.one_of(st.none(), values(dtype.inner, wide=wide, nan=nan)), max_size=MAX_LIST)
     raise ValueError(f"no values for dtype {dtype}")
@@ -475,7 +494,7 @@ class _Builder:
 
     def _leaf_for(self, s: _State, kind: str) -> _TE | None:
         preds = {"bool": lambda t: t == T.Boolean, "numeric": lambda t: t.is_numeric,
-                 "string": lambda t: t == T.String, "temporal": lambda t: t.is_temporal}
+                 "string": lambda t: t == T.String, "temporal": _drawn_temporal}
         fallback = {"bool": T.Boolean, "numeric": self.pick((T.Int64, T.Float64, T.Int32)),
                     "string": T.String, "temporal": T.Date}
         return self.leaf(s, preds[kind], fallback[kind])
@@ -859,8 +878,8 @@ class _Builder:
                 if c is not None:
                     return c
             return self.literal(t if self.chance(0.7) else self.pick((T.Int64, T.Float64)))
-        if t.is_temporal:
-            c = self.column(s, lambda u: u.is_temporal) if self.chance(0.4) else None
+        if _drawn_temporal(t):
+            c = self.column(s, _drawn_temporal) if self.chance(0.4) else None
             return c or self.literal(t if self.chance(0.8) else self.pick((T.Date, T.Timestamp)))
         c = self.column(s, lambda u: u == t) if self.chance(0.4) else None
         return c or self.literal(t)
@@ -923,6 +942,11 @@ class _Builder:
             q = self.pick((0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1 / 3))
             return self.typed(x.quantile(q, self.pick(F.QUANTILE_METHODS)), s, agg=True)
         return self.typed(getattr(x, fn)(), s, agg=True)
+
+
+def _drawn_temporal(t: DType) -> bool:
+    """The types the expressions of time are drawn over (others of time pass through plans)."""
+    return t in (T.Date, T.Timestamp)
 
 
 def _kind_of(t: DType) -> str:
@@ -1178,7 +1202,8 @@ class _Plans(_Builder):
         flow, names = s.flow, _comparable_names(s)
         if len(names) < len(s.schema):
             first = s.schema.names[0]
-            flow = flow.select(*names) if names else flow.select(col(first).list.len().alias(first))
+            whole = col(first).list.len() if s.schema[first].kind == "List" else col(first).is_null()
+            flow = flow.select(*names) if names else flow.select(whole.alias(first))
             names = names or [first]
         names = self.draw(st.permutations(names))
         desc = self.draw(st.lists(st.booleans(), min_size=len(names), max_size=len(names)))
@@ -1299,7 +1324,7 @@ class _Plans(_Builder):
         else:
             lo, hi = a.lo, a.hi
         if fn.endswith("_by"):   # a window of time over a Date or Timestamp column
-            by = self.column(s, lambda t: t.is_temporal)
+            by = self.column(s, _drawn_temporal)
             if by is None:
                 return None
             e = getattr(a.e, fn)(by.e, self.pick(("1h", "1d", "2d", "1w", "1mo")), min_samples=self.pick((0, 1, 2)),
