@@ -89,6 +89,9 @@ class Dialect:
     def sql_type(self, t: DType) -> exp.DataType:
         if isinstance(t, T.ListType) and "List" in self.types:
             return exp.DataType(this=exp.DataType.Type.ARRAY, expressions=[self.sql_type(t.inner)], nested=True)
+        if isinstance(t, T.StructType) and "Struct" in self.types:
+            fields = [exp.ColumnDef(this=exp.to_identifier(n, quoted=True), kind=self.sql_type(f)) for n, f in t.fields]
+            return exp.DataType(this=exp.DataType.Type.STRUCT, expressions=fields, nested=True)
         if t.is_decimal:
             return exp.DataType.build(f"DECIMAL({t.precision}, {t.scale})", dialect=self.sqlglot)
         name = t.name if t == T.Timestamp or not t.is_timestamp else f"Timestamp({t.unit}{', tz' if t.tz else ''})"
@@ -653,6 +656,9 @@ class Dialect:
 
     def fn_dt_time(self, args, ts, t, o):
         return self.cast(self.wall(args[0], ts[0]), T.Null, T.Time, force=True)
+
+    def fn_struct_field(self, args, ts, t, o):
+        return fn("struct_extract", args[0], string(o[0]))
 
     def fn_dt_convert_time_zone(self, args, ts, t, o):
         return args[0]   # the same instant: only its type (the zone it is shown in) changes
