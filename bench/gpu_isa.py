@@ -15,6 +15,8 @@ TritonBackend next to torch eager and torch.compile, each answer checked against
             product is stored too, as that ISA program says)
 Bandwidth is the bytes each implementation must move (reads + writes of whole operands) over the
 min time of `repeats` runs (CUDA events; median printed too); `of copy` is that over the copy's.
+The fused and map+sum cases time eidos (graph and no graph) and torch.compile in turns, one sample
+of each per round, so a slow stretch of the shared machine does not fall on one of them alone.
 
 Host cost per launch: many launches of a tiny (1024-element) add with no synchronization between
 them, wall time / launches: eidos execute_program on a cached program (a CUDA graph replay from its
@@ -52,24 +54,37 @@ class Timer:
         self.torch, self.cuda = torch, device.type == "cuda"
 
     def __call__(self, fn, repeats: int) -> tuple[float, float]:
-        torch = self.torch
         for _ in range(3):
             fn()  # warm: compile, allocate, capture (a cached program's third run is captured as a CUDA graph)
         self.sync()
-        times = []
-        for _ in range(repeats):
-            if self.cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b) / 1e3)
-            else:
-                t = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t)
+        times = [self.once(fn) for _ in range(repeats)]
         return min(times), statistics.median(times)
+
+    def interleaved(self, fns: list, repeats: int) -> list[tuple[float, float]]:
+        """(min, median) of each fn, timed in turns (one sample of each per round), so that a slow
+        stretch of the shared machine falls on every case alike rather than on whichever ran then."""
+        for fn in fns:
+            for _ in range(3):
+                fn()
+        self.sync()
+        times: list[list[float]] = [[] for _ in fns]
+        for _ in range(repeats):
+            for fn, ts in zip(fns, times):
+                ts.append(self.once(fn))
+        return [(min(ts), statistics.median(ts)) for ts in times]
+
+    def once(self, fn) -> float:
+        torch = self.torch
+        if not self.cuda:
+            t = time.perf_counter()
+            fn()
+            return time.perf_counter() - t
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b) / 1e3
 
     def sync(self) -> None:
         if self.cuda:
@@ -156,21 +171,27 @@ def throughput(n: int, repeats: int, smoke: bool) -> tuple[list, dict]:
     plain.graphs = False
     ph = {"x": plain.adopt(x), "y": plain.adopt(y), "z": plain.adopt(z), "t": plain.adopt(t), "out": plain.adopt(out)}
     _, p_fused, _, p_msum = programs(n, ph)
-    case("fused: eidos, no graph", 3 * nb, lambda: plain.execute_program(p_fused, cfg))
-    case("fused: eidos", 3 * nb, lambda: be.execute_program(fused, cfg))
+    def turns(names_bytes_fns):
+        """Cases compared with each other, timed in turns (Timer.interleaved)."""
+        live = [(n, b, f) for n, b, f in names_bytes_fns if f is not None]
+        for (name, moved, _), (lo, med) in zip(live, timer.interleaved([f for _, _, f in live], repeats)):
+            rows.append((name, moved, lo, med, moved / lo))
+
+    turns([("fused: eidos, no graph", 3 * nb, lambda: plain.execute_program(p_fused, cfg)),
+           ("fused: eidos", 3 * nb, lambda: be.execute_program(fused, cfg)),
+           ("fused: torch.compile", 3 * nb, None if c_fused is None else lambda: c_fused(x, y))])
     ref = f_fused(x, y)
     checks["fused"] = bool(torch.allclose(z, ref, rtol=1e-5, atol=1e-6))
     case("fused: torch eager", 9 * nb, lambda: f_fused(x, y))
-    case("fused: torch.compile", 3 * nb, None if c_fused is None else lambda: c_fused(x, y))
 
     f_msum = lambda a, b: ((a * 2 + 1).exp() * b).sum()  # noqa: E731
     c_msum = compiled(f_msum)
-    case("map+sum: eidos, no graph", 2 * nb, lambda: plain.execute_program(p_msum, cfg))
-    case("map+sum: eidos (stores nothing)", 2 * nb, lambda: be.execute_program(msum, cfg))
+    turns([("map+sum: eidos, no graph", 2 * nb, lambda: plain.execute_program(p_msum, cfg)),
+           ("map+sum: eidos (stores nothing)", 2 * nb, lambda: be.execute_program(msum, cfg)),
+           ("map+sum: torch.compile", 2 * nb, None if c_msum is None else lambda: c_msum(x, y))])
     want = float(((x.double() * 2 + 1).exp() * y.double()).sum())
     checks["map+sum"] = abs(float(out) - want) <= 1e-4 * max(1.0, abs(want))
     case("map+sum: torch eager", 10 * nb, lambda: f_msum(x, y))
-    case("map+sum: torch.compile", 2 * nb, None if c_msum is None else lambda: c_msum(x, y))
 
     case("x*y+sum: eidos (stores x*y)", 3 * nb, lambda: be.execute_program(dot, cfg))
     want = float((x.double() * y.double()).sum())

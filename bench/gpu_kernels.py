@@ -62,9 +62,9 @@ def timed(fn) -> tuple[float, float]:
 
 
 def kernels(routed: str) -> list[str]:
-    """The kernel route() picks first (the one the ISA instructions use), then, where it picked
-    the TMA form, the pointer form beside it for comparison."""
-    return [routed] + (["pointer"] if routed == "tma" else [])
+    """The kernel route() picks first (the one the ISA instructions use), then the forms it passed
+    over beside it for comparison: the Triton TMA and pointer forms under Gluon, pointer under TMA."""
+    return [routed] + {"gluon": ["tma", "pointer"], "tma": ["pointer"]}.get(routed, [])
 
 
 def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:

@@ -472,6 +472,33 @@ def test_attention_kernel_causal_against_float64(dtype, causal, seq):
     torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq,d", [(128, 64), (384, 128), (640, 64), (1024, 128)])
+def test_attention_gluon_kernel_against_float64(dtype, causal, seq, d):
+    """The Gluon kernel (flash_hopper.py, what route() picks on Hopper for heads of 64 and 128), both
+    schedules: within the bound of the test above, equal to each other to the bit (the same tiles and
+    arithmetic, issued in another order). Gluon has no interpreter: a Hopper GPU only."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the Gluon attention kernel needs a Hopper GPU (Gluon has no interpreter)")
+    from eidos.isa.backends.triton.kernels import flash_hopper
+
+    dt = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(seq + d)
+    q, k, v = (torch.randn(2, 3, seq, d, generator=g).to(dt).cuda() for _ in range(3))
+    assert attention_kernels.route(q, seq, d) == "gluon"
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    outs = []
+    for early in (False, True):
+        out = torch.full_like(q, float("nan"))
+        flash_hopper.attention(q, k, v, out, 2, 3, seq, d, causal, config=(128, 128, 3, early))
+        torch.testing.assert_close(out.double(), want, rtol=3e-2, atol=3e-2)
+        outs.append(out)
+    routed = torch.full_like(q, float("nan"))
+    attention_kernels.attention(q, k, v, routed, 2, 3, seq, d, causal=causal)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(routed, outs[0])
+
+
 # ---- element-wise and data movement ------------------------------------------------------------
 
 @FEW

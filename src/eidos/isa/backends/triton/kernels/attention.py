@@ -166,15 +166,18 @@ attention_tma_kernel = triton.autotune(configs=_with_hook(configs(_HOPPER, _INTE
 
 
 def route(q: torch.Tensor, seq: int, head_dim: int) -> str:
-    """'tma' where the descriptor form applies (Hopper or the interpreter; F16/BF16; seq a multiple
-    of the smallest tile; head_dim a power of two, 16..256; rows within 32-bit coordinates),
-    else 'pointer'."""
+    """'gluon' where flash_hopper.py's warp-specialized kernel applies (a Hopper GPU, not the
+    interpreter; a head of 64 or 128, whole 128-row blocks), else 'tma' where the descriptor form applies (Hopper or
+    the interpreter; F16/BF16; seq a multiple of the smallest tile; head_dim a power of two, 16..256;
+    rows within 32-bit coordinates), else 'pointer'."""
     if q.dtype not in (torch.float16, torch.bfloat16) or not (INTERPRET or (q.is_cuda and hopper(q.device))):
         return "pointer"
     if head_dim != pow2(head_dim, 16) or head_dim > 256 or seq % (16 if INTERPRET else 64):
         return "pointer"
     if q.numel() // head_dim >= 2 ** 31:
         return "pointer"
+    if not INTERPRET and head_dim in (64, 128) and seq % 128 == 0:
+        return "gluon"
     return "tma"
 
 
@@ -182,15 +185,21 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
               seq: int, head_dim: int, causal: bool = False, kernel: str | None = None) -> torch.Tensor:
     """out = softmax(q @ k^T / sqrt(head_dim) [+ causal mask]) @ v; all contiguous [batch, heads, seq, head_dim].
 
-    `out` must not overlap q, k or v (other programs still read them). `kernel` ('tma' or
-    'pointer') overrides route() for comparisons (bench/gpu_kernels.py)."""
+    `out` must not overlap q, k or v (other programs still read them). `kernel` ('gluon', 'tma' or
+    'pointer') overrides route() for comparisons (bench/gpu_kernels.py): 'tma' and 'pointer' also
+    where route() chose 'gluon'."""
     if batch * heads * seq * head_dim == 0:
         return out
     scale = scalars(q.device, math.log2(math.e) / math.sqrt(head_dim))
     grid = lambda meta: (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)  # noqa: E731
     args = (q, k, v, out)
     routed = route(q, seq, head_dim) if all(t.data_ptr() % 16 == 0 for t in args) else "pointer"
-    tma = chosen(routed, kernel) == "tma"
+    use = kernel if routed == "gluon" and kernel == "tma" else chosen(routed, kernel)
+    if use == "gluon":
+        from . import flash_hopper
+
+        return flash_hopper.attention(q, k, v, out, batch, heads, seq, head_dim, causal)
+    tma = use == "tma"
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
 

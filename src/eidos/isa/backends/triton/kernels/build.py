@@ -30,6 +30,7 @@ class Variant:
     stages: int = 3
     expect: tuple = ()  # strings the PTX must contain
     quick: bool = False  # in the --quick set
+    gluon: bool = False  # a Gluon kernel: `types` holds example arguments to specialize on
     result: str = field(default="", init=False)
     shared: int = field(default=0, init=False)
     registers: str = field(default="", init=False)
@@ -118,6 +119,30 @@ def variants() -> list[Variant]:
     out.append(Variant("attention bf16 D80 padded to 128", attention._attention, ptrs("bf16"),
                        dict(HEAD_DIM=80, BLOCK_D=128, CAUSAL=False, TMA=False, ACC=f32, PRECISION="tf32", BLOCK_M=128,
                             BLOCK_N=64, EVEN_M=False, EVEN_N=False), 8))
+    return out + _gluon_variants()
+
+
+def _gluon_variants() -> list[Variant]:
+    """flash_hopper.py's two schedules: descriptors over a CPU tensor stand in for the device's (only
+    their block shape and layout reach the compiler)."""
+    import torch
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from . import flash_hopper
+
+    out = []
+    for d, early in ((128, False), (128, True), (64, False)):
+        t = torch.empty(512, d, dtype=torch.bfloat16)
+
+        def desc(b, t=t, d=d):
+            return TensorDescriptor(t, [512, d], [d, 1], [b, d], gl.NVMMASharedLayout.get_default_for([b, d], gl.bfloat16))
+
+        args = dict(q_desc=desc(64), k_desc=desc(128), v_desc=desc(128), o_desc=desc(64))
+        for causal in (False, True):
+            out.append(Variant(f"attention Gluon bf16 D{d} early={early} causal={causal}", flash_hopper._flash_ws,
+                               args, dict(CAUSAL=causal, STAGES=3, EARLY=early), 4,
+                               expect=("wgmma", "cp.async.bulk.tensor"), quick=d == 128, gluon=True))
     return out
 
 
@@ -127,6 +152,22 @@ def compile_variant(v: Variant, arch: int) -> None:
     from triton.compiler import ASTSource
 
     fn = _jit(v.kernel)
+    if v.gluon:
+        from triton._C.libtriton import native_specialize_impl
+        from triton.backends.compiler import BaseBackend
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        sig = {n: "constexpr" if n in v.consts or n == "num_warps" else
+               native_specialize_impl(BaseBackend, v.types[n], False, True, True)[0] if n in v.types else
+               "fp32" if n == "scale" else "i32" for n in fn.arg_names}
+        src = GluonASTSource(fn, sig, dict(v.consts) | {"num_warps": v.warps})
+        try:
+            k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(num_warps=v.warps))
+        except Exception as e:
+            v.result = f"FAILED {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+            return
+        _report(v, k, arch)
+        return
     sig = {n: "constexpr" if n in v.consts else v.types.get(n, "i32") for n in fn.arg_names}
     # the launcher's usual specialization: pointers and sizes divisible by 16
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in fn.arg_names
@@ -137,6 +178,10 @@ def compile_variant(v: Variant, arch: int) -> None:
     except Exception as e:  # reported per variant, the run goes on
         v.result = f"FAILED {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
         return
+    _report(v, k, arch)
+
+
+def _report(v: Variant, k, arch: int) -> None:
     missing = [e for e in v.expect if e not in k.asm["ptx"]]
     v.shared = k.metadata.shared
     v.result = "ok" if not missing else f"no {', '.join(missing)} in the PTX"
