@@ -169,8 +169,9 @@ class TimestampType(DType):
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        return ("Timestamp",) + (("Timestamp(ns)",) if self.unit == "ns" else ()) + \
-            (("Timestamp(tz)",) if self.tz is not None else ())
+        ns, tz = self.unit == "ns", self.tz is not None
+        return ("Timestamp",) + (("Timestamp(ns)",) if ns else ()) + (("Timestamp(tz)",) if tz else ()) + \
+            (("Timestamp(ns, tz)",) if ns and tz else ())
 
     def to_arrow(self) -> pa.DataType:
         return pa.timestamp(self.unit, self.tz)
@@ -304,7 +305,8 @@ ALL_SIMPLE = (Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
 BY_NAME = {t.name: t for t in ALL_SIMPLE + (Null,)}
 INTEGERS = ALL_SIMPLE[:8]
 # Every type family a lane's coverage table may list.
-KINDS = tuple(t.name for t in ALL_SIMPLE) + ("Timestamp(ns)", "Timestamp(tz)", "Decimal", "List", "Struct")
+KINDS = tuple(t.name for t in ALL_SIMPLE) + ("Timestamp(ns)", "Timestamp(tz)", "Timestamp(ns, tz)", "Decimal", "List",
+                                          "Struct")
 
 
 def int_range(dtype: DType) -> tuple[int, int]:

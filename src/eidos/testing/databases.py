@@ -21,7 +21,7 @@ from eidos.ir.uri import redact
 
 # What each database holds exactly, so reading the table back gives the same eidos schema.
 HOLDS = {
-    "duckdb": {t.name for t in T.ALL_SIMPLE if t != T.Duration} | {"Decimal", "Timestamp(tz)", "Struct"},
+    "duckdb": {t.name for t in T.ALL_SIMPLE if t != T.Duration} | {"Decimal", "Timestamp(tz)", "Struct", "Timestamp(ns)"},
     "sqlite": {"Int64", "Float64", "Boolean", "String", "Date", "Binary"},
     "postgresql": {"Int16", "Int32", "Int64", "Float32", "Float64", "Boolean", "String", "Date",
                    "Timestamp", "Decimal", "List", "Binary", "Time", "Timestamp(tz)"},

@@ -1508,4 +1508,5 @@ def translated() -> Coverage:
     """What this translator has a rule for, read from its registries (tests hold coverage.py to it)."""
     return Coverage(C.dispatched(translate, N.Node),
                     frozenset(CALLS) | frozenset(AGGREGATIONS) | frozenset(F.WINDOWS) | C.forms(expr),
-                    frozenset(_PL) | {"Decimal", "List", "Struct", "Timestamp(ns)", "Timestamp(tz)"})
+                    frozenset(_PL) | {"Decimal", "List", "Struct", "Timestamp(ns)", "Timestamp(tz)",
+                                                            "Timestamp(ns, tz)"})

@@ -90,7 +90,8 @@ TYPED_GAPS = {
 # Not translated to SQL yet (docs/coverage.md): nanosecond and zoned timestamps, times of day and structs, and
 # their functions; such a plan runs on a lane that reads the database's tables (polars, reference).
 # PostgreSQL's composite types are declared by name before use, so a struct there is a gap (DuckDB has STRUCT).
-_NEW_TYPES = ("Timestamp(ns)",)
+# Nanoseconds: DuckDB has TIMESTAMP_NS but no zoned form; PostgreSQL keeps microseconds (never truncated: a gap).
+_NEW_TYPES = ("Timestamp(ns, tz)",)
 # replace_time_zone: the engines pick an instant for a wall-clock time their zone skips or repeats, where eidos raises.
 _NEW_FUNCTIONS = ("dt_replace_time_zone",)
 
@@ -101,7 +102,7 @@ COVERAGE = {
     "postgresql": Coverage.everything().without(nodes=("MapBatches",),
                                                 functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _FIRST_N + _INCLUSIVE + _LONGEST
                                                 + _NO_WINDOW + _NO_STRPTIME + _NEW_FUNCTIONS + F.STRUCTS,
-                                                dtypes=_NEW_TYPES + ("Struct",),
+                                                dtypes=_NEW_TYPES + ("Struct", "Timestamp(ns)"),
                                                 typed=TYPED_GAPS["postgresql"]),
     # SQLite: no exact decimals, no 4-byte floats, no unsigned 64-bit integers, no NaN (it
     # stores NaN as NULL, so functions whose answer is NaN for some inputs are left out, and a
@@ -112,7 +113,8 @@ COVERAGE = {
         nodes=("MapBatches", "Explode"),
         functions=_CASE_MAPPING + _NOT_SQL + _ORDERED + _NOT_YET + _NO_WINDOW + F.LISTS + F.SPLIT + _NO_STRPTIME + ("dt_convert_time_zone", "dt_time")
         + ("std", "var", "pow", "sqrt", "log", "log10", "sin", "cos") + _NEW_FUNCTIONS + F.STRUCTS,
-        dtypes=("Decimal", "Float32", "UInt64", "Timestamp", "List", "Duration", "Timestamp(tz)", "Time", "Struct")
+        dtypes=("Decimal", "Float32", "UInt64", "Timestamp", "List", "Duration", "Timestamp(tz)", "Time", "Struct",
+                "Timestamp(ns)")
         + _NEW_TYPES, typed=TYPED_GAPS["sqlite"],
         values=("NaN",)),
 }

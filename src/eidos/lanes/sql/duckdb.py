@@ -58,6 +58,7 @@ class DuckDBDialect(Dialect):
         "Float32": "FLOAT", "Float64": "DOUBLE", "Boolean": "BOOLEAN", "String": "VARCHAR",
         "Date": "DATE", "Timestamp": "TIMESTAMP", "Duration": "BIGINT", "List": "[]", "Binary": "BLOB",
         "Time": "TIME", "Timestamp(ms, tz)": "TIMESTAMPTZ", "Timestamp(us, tz)": "TIMESTAMPTZ", "Timestamp(ms)": "TIMESTAMP_MS",
+        "Timestamp(ns)": "TIMESTAMP_NS",
         "Struct": "STRUCT",
     }
 
