@@ -322,3 +322,21 @@ def test_sql_lanes_declare_zones_nanoseconds_times_and_structs_gaps():
     text = stamps().select("ns", col("z").dt.hour(), col("s").struct.field("a"), "t").explain()
     for words in ("dtype Timestamp(tz)", "dtype Timestamp(ns)", "dtype Time", "dtype Struct", "function struct_field"):
         assert words in text
+
+
+@pytest.mark.parametrize("lane_name", LANES)
+def test_parquet_keeps_units_zones_times_and_structs(lane_name, tmp_path):
+    """A parquet file's nanoseconds, zones, times of day and structs read alike on every lane that declares them."""
+    import pyarrow.parquet as pq
+
+    lane = lane_or_skip(lane_name)
+    pq.write_table(STAMPS, tmp_path / "stamps.parquet")
+    flow = ei.read_parquet(tmp_path / "stamps.parquet")
+    assert flow.schema == ei.from_arrow(STAMPS).schema
+    q = flow.filter(col("k") != 3).select(
+        "k", "ns", "z", "t", "s", h=col("z").dt.hour(), a=col("s").struct.field("a")).sort("k")
+    gaps = lane.supports(q.plan)
+    if gaps:
+        pytest.skip(f"lane {lane_name!r} lacks {', '.join(gaps)}")
+    assert_tables_equal(q.run(engine=lane_name, strict=True), q.run(engine="reference"), ordered=True)
+    assert q.run(engine=lane_name).schema == q.schema.to_arrow()

@@ -129,3 +129,23 @@ def test_a_flow_may_write_into_the_database_it_reads(target):
     assert source.filter(ei.col("a") > 1).write_database(table + "_copy", uri) == 1
     assert source.write_database(table, uri, if_table_exists="append") == 2
     assert read(uri, table + "_copy") == {"a": [2]} and sorted(read(uri, table)["a"]) == [1, 1, 2, 2]
+
+
+def test_zones_times_and_nanoseconds_write_or_refuse(target):
+    """A zoned timestamp is written as the instant (TIMESTAMPTZ) and a time of day as TIME where the database
+    has them; nanoseconds are refused where they would be cut to microseconds."""
+    lane, uri, table = target
+    at = datetime.datetime(2024, 10, 27, 0, 30, tzinfo=datetime.timezone.utc)
+    zoned = ei.from_arrow(pa.table({"k": [1, 2], "z": pa.array([at, None], pa.timestamp("us", "Europe/Berlin")),
+                                    "t": pa.array([datetime.time(13, 45, 12, 5), None], pa.time64("us"))}))
+    if lane == "sqlite":
+        with pytest.raises(UnsupportedError, match="no sqlite column type holds exactly"):
+            zoned.write_database(table, uri)
+        return
+    assert zoned.write_database(table, uri) == 2
+    back = read(uri, table)
+    assert back["z"][0] == at and back["z"][1] is None and back["t"] == [datetime.time(13, 45, 12, 5), None]
+    nanos = ei.from_arrow(pa.table({"n": pa.array([1], pa.timestamp("ns"))}))
+    if lane == "postgresql":
+        with pytest.raises(UnsupportedError, match="no postgresql column type holds exactly"):
+            nanos.write_database(table + "_ns", uri)

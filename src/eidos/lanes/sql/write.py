@@ -26,7 +26,8 @@ _INTS = {"sqlite": dict.fromkeys(("Int8", "Int16", "Int32", "Int64", "UInt8", "U
 TYPES = {"sqlite": {**_INTS["sqlite"], "Float32": "REAL", "Float64": "REAL", "Boolean": "BOOLEAN",
                     "String": "TEXT", "Date": "DATE"},
          "postgresql": {**_INTS["postgresql"], "Float32": "REAL", "Float64": "DOUBLE PRECISION",
-                        "Boolean": "BOOLEAN", "String": "TEXT", "Date": "DATE", "Timestamp": "TIMESTAMP"}}
+                        "Boolean": "BOOLEAN", "String": "TEXT", "Date": "DATE", "Timestamp": "TIMESTAMP",
+                        "Time": "TIME"}}
 
 
 def column_type(lane: str, t: T.DType, column: str) -> str | None:
@@ -35,7 +36,9 @@ def column_type(lane: str, t: T.DType, column: str) -> str | None:
         return None
     if t.is_decimal and lane == "postgresql":
         return f"NUMERIC({t.precision}, {t.scale})"
-    found = TYPES[lane].get(t.name)
+    if t.is_timestamp and lane == "postgresql" and t.unit != "ns":   # microseconds hold ms; an instant its zone's
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    found = TYPES[lane].get(t.name) if not t.is_timestamp or t == T.Timestamp else None
     if found is None:
         raise UnsupportedError(f"write_database to {lane}: column {column!r} is {t}, which no {lane} column type "
                                f"holds exactly; cast it first (types {lane} takes: "
@@ -106,6 +109,8 @@ def read_back(lane: str, t: T.DType) -> T.DType:
         return T.Int64
     if lane == "sqlite" and t == T.Float32:
         return T.Float64
+    if t.is_timestamp:   # PostgreSQL keeps microseconds, and an instant (read in UTC) rather than its zone
+        return T.Datetime("us", "UTC" if t.tz else None)
     return {"SMALLINT": T.Int16, "INTEGER": T.Int32, "BIGINT": T.Int64}.get(_INTS["postgresql"].get(t.name), t)
 
 
