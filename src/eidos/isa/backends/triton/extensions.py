@@ -40,9 +40,9 @@ ROUTES: dict[type, tuple[str, str]] = {
     I.GroupNorm: (KERNEL, "norms.norm_kernel: one program per (batch, group)"),
     I.BatchNorm: (KERNEL, "norms.batch_norm_kernel: element-wise"),
     I.Attention: (KERNEL, "attention._attention: fused flash attention (online softmax; TMA tiles for "
-                          "F16/BF16 on Hopper)"),
+                          "F16/BF16 on Hopper; flash_hopper._flash_ws, warp-specialized, for heads of 64 and 128)"),
     I.FlashAttention: (KERNEL, "attention._attention: fused flash attention (online softmax; TMA tiles for "
-                               "F16/BF16 on Hopper)"),
+                               "F16/BF16 on Hopper; flash_hopper._flash_ws, warp-specialized, for heads of 64 and 128)"),
     I.RoPE: (KERNEL, "elementwise.rope_kernel: float64 angles"),
     I.LayerScale: (KERNEL, "elementwise.scale_kernel"),
     I.Conv2D: (VENDOR, "torch.nn.functional.conv2d (cuDNN; TF32 off; F16/BF16 computed in F32)"),
