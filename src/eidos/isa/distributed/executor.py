@@ -21,6 +21,7 @@ from ..launch import LaunchConfig
 from ..types import Type
 
 _keys = itertools.count(1)
+_POOL = 1 << 30  # the fused map+reduce's scratch pool: far above the handles a target hands out (1, 2, ...)
 
 
 def parts(n: int, size: int) -> list[int]:
@@ -136,6 +137,8 @@ def _program(rank, key, out_key, steps, operation, ty_name):
     width = t.buffer_length(h)
     b = ProgramBuilder()
     src = Address.buffer(h)
+    if steps and out_key is None and operation is not None:
+        return _fused_reduce(rank, b, src, count, steps, operation, ty)
     dst = Address.buffer(_alloc(rank, out_key, ty, width, count) if out_key else _scratch(rank, ty, width)) \
         if steps else src
     for j, (op, scalar) in enumerate(steps):
@@ -145,15 +148,39 @@ def _program(rank, key, out_key, steps, operation, ty_name):
         else:
             b.add(I.MOV_IMM(Register(1), scalar, ty))
             b.add(I.ParallelMapBinary(dst, a, Register(1), count, op, ty))
-    partial = None
-    if operation is not None:
-        partial = t.allocate_typed(1, ty)
-        b.add(I.ParallelReduce(Register(0), dst, count, operation, ty))
-        b.add(I.STG(Address.buffer(partial), Register(0), ty))
-        b.add(I.AllReduce(Address.buffer(partial), 1, operation, ty=ty))
-    t.execute_program(b.build(), LaunchConfig.linear(1))
-    if partial is None:
+    if operation is None:
+        t.execute_program(b.build(), LaunchConfig.linear(1))
         return None
+    b.add(I.ParallelReduce(Register(0), dst, count, operation, ty))
+    return _combine(rank, b, operation, ty)
+
+
+def _fused_reduce(rank, b: ProgramBuilder, src: Address, count: int, steps, operation, ty: Type):
+    """Mapped values nobody keeps: one FusedMap into a pool freed after the reduction, which the
+    backends run as one pass that stores nothing (the tensor layer's map+sum), not a pass per step."""
+    pool = Address.pool(_POOL)
+    fused = []
+    for j, (op, scalar) in enumerate(steps):
+        a = src if j == 0 else pool
+        if scalar is None:
+            fused.append(I.MapStep(pool, op, a))
+        else:
+            b.add(I.MOV_IMM(Register(1 + j), scalar, ty))
+            fused.append(I.MapStep(pool, op, a, Register(1 + j)))
+    b.add(I.PoolAlloc(_POOL, ty.size_bytes * max(count, 1)))
+    b.add(I.FusedMap(count, tuple(fused), ty))
+    b.add(I.ParallelReduce(Register(0), pool, count, operation, ty))
+    b.add(I.PoolFree(_POOL))
+    return _combine(rank, b, operation, ty)
+
+
+def _combine(rank, b: ProgramBuilder, operation, ty: Type):
+    """Register 0's partial stored and combined across the ranks by AllReduce; the value returned."""
+    t = rank.target
+    partial = t.allocate_typed(1, ty)
+    b.add(I.STG(Address.buffer(partial), Register(0), ty))
+    b.add(I.AllReduce(Address.buffer(partial), 1, operation, ty=ty))
+    t.execute_program(b.build(), LaunchConfig.linear(1))
     out = np.empty(1, ty.np_dtype)
     t.copy_from_buffer(partial, out)
     t.free_buffer(partial)
