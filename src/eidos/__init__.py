@@ -15,7 +15,21 @@ Examples:
 from __future__ import annotations
 
 from eidos import errors
-from eidos.flow.expr import Expr, coalesce, col, concat_str, count, date, datetime, duration, lit, row_number, udf, when
+from eidos.flow.expr import (
+    Expr,
+    coalesce,
+    col,
+    concat_str,
+    count,
+    date,
+    datetime,
+    duration,
+    lit,
+    row_number,
+    struct,
+    udf,
+    when,
+)
 from eidos.flow.frame import Flow, GroupBy
 from eidos.flow.read import (
     from_arrow,
@@ -87,7 +101,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "errors", "Expr", "coalesce", "col", "concat_str", "count", "date", "datetime", "duration", "lit", "row_number", "udf",
+    "errors", "Expr", "coalesce", "col", "concat_str", "count", "date", "datetime", "duration", "lit", "row_number", "struct", "udf",
     "when", "Flow", "GroupBy",
     "from_arrow", "from_pandas", "from_pydict", "read_csv", "read_ipc", "read_ndjson", "read_parquet", "read_sql", "Schema",
     "backends", "register_backend", "register_udf",

@@ -152,6 +152,11 @@ CASES.update({
                       {"k": [4, 5], "s": [{"a": 4, "b": None}, {"a": 5, "b": "z"}], "a": [4, 5], "b": [None, "z"]}, True),
     "unnest": (lambda: stamps("s").unnest("s"),
                {"k": [1, 2, 3, 4, 5], "a": [1, None, None, 4, 5], "b": ["x", None, "y", None, "z"]}, False),
+    "struct_build": (lambda: stamps("s").select(
+        "k", r=ei.struct(col("s").struct.field("b"), twice=col("k") * 2)).filter(col("r").struct.field("twice") > 2)
+        .select("k", "r", b=col("r").struct.field("b")),
+        {"k": [2, 3, 4, 5], "r": [{"b": None, "twice": 4}, {"b": "y", "twice": 6}, {"b": None, "twice": 8},
+                                  {"b": "z", "twice": 10}], "b": [None, "y", None, "z"]}, False),
     "struct_join": (lambda: stamps("s").join(stamps("t"), on="k", how="left"), None, False),
     "zone_functions": (lambda: stamps("z").select(
         "k", utc=col("z").dt.convert_time_zone("UTC"), tokyo=col("z").dt.convert_time_zone("Asia/Tokyo").dt.hour(),
@@ -269,6 +274,8 @@ REFUSED.update({
     "struct_group": (lambda: stamps().group_by("s").agg(n=ei.count()), "group key 's'"),
     "no_field": (lambda: stamps().select(col("s").struct.field("q")), "struct has no field 'q'; fields: a, b"),
     "unnest_not_struct": (lambda: stamps().unnest("k"), "unnest() takes Struct columns; 'k' is Int64"),
+    "struct_names": (lambda: stamps().select(ei.struct("k", k=col("t"))), "field names must differ"),
+    "struct_null": (lambda: stamps().select(ei.struct(n=None)), "untyped null"),
     "time_arith": (lambda: stamps().select(col("t") + col("t")), "needs numbers"),
 })
 

@@ -1374,6 +1374,28 @@ def coalesce(*exprs: Any) -> Expr:
     return Expr(E.Case(tuple((E.Call("is_not_null", (n,)), n) for n in nodes[:-1]), nodes[-1]))
 
 
+def struct(*exprs: Any, **named: Any) -> Expr:
+    """A Struct of `exprs` (each field named as its output name; a str names a column) and `named` fields,
+    as Polars' `pl.struct`; named "struct" unless aliased. A row's struct is never null; its fields may be.
+
+    Examples:
+        >>> flow = ei.from_pydict({"a": [1, None], "b": ["x", "y"]})
+        >>> flow.select(s=ei.struct("a", c=col("b").str.to_upper())).run().to_pydict()
+        {'s': [{'a': 1, 'c': 'X'}, {'a': None, 'c': 'Y'}]}
+    """
+    items = [to_ir(col(e) if isinstance(e, str) else e) for e in exprs]
+    fields = [(E.output_name(node), node) for node in items]
+    if any(n is None for n, _ in fields):
+        raise PlanError("ei.struct() names each field: alias an expression that is not a column, or pass it by keyword")
+    fields += [(n, to_ir(v)) for n, v in named.items()]
+    if not fields:
+        raise PlanError("ei.struct() takes at least one field")
+    names = tuple(n for n, _ in fields)
+    if len(set(names)) != len(names):
+        raise PlanError(f"ei.struct() field names must differ, got {list(names)}; alias the expressions")
+    return Expr(E.Call("struct", tuple(node for _, node in fields), (names,))).alias("struct")
+
+
 def row_number() -> Expr:
     """1, 2, 3, ... for the rows of each partition in window order (with `over`), as SQL's ROW_NUMBER().
     Polars spells it `pl.int_range(pl.len()).over(...)`, from 0: eidos counts from 1, as SQL does, so

@@ -44,7 +44,7 @@ ZONES = ("dt_replace_time_zone", "dt_convert_time_zone")
 TEMPORAL = DATE_PARTS + TIME_PARTS + ("dt_truncate",) + DURATION_TOTALS + FORMATS + ZONES + ("dt_time",)
 LISTS = ("list_len", "list_get", "list_contains")
 BINARY = ("bin_size",)
-STRUCTS = ("struct_field",)
+STRUCTS = ("struct_field", "struct")   # a field of a struct; a struct of expressions (any number, named)
 
 SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS + TEMPORAL + LISTS + BINARY + STRUCTS
 
@@ -52,14 +52,14 @@ SCALAR = ARITHMETIC + COMPARISON + LOGICAL + MATH + NULLS + MEMBERSHIP + STRINGS
 ARITY = {fn: 2 for fn in ARITHMETIC + COMPARISON + ("and", "or", "fill_null")}
 ARITY.update({fn: 1 for fn in ("not",) + MATH + ("is_null", "is_not_null", "is_in") + STRINGS + TEMPORAL})
 ARITY["is_between"] = 3
-ARITY.update(list_len=1, list_get=1, list_contains=2, bin_size=1, struct_field=1)
+ARITY.update(list_len=1, list_get=1, list_contains=2, bin_size=1, struct_field=1, struct=None)  # None: any number
 
 # The constant parameters (Call.options) each scalar function takes, in order; the others take none.
 # "int" is a 32-bit integer, "length" a non-negative one or None, "values" a tuple of literal values,
 # "duration" a duration string (ir/durations.py), "fraction" a float in [0, 1], "interpolation" one of
 # QUANTILE_METHODS. Aggregations' options (Agg.options) too.
 OPTIONS = {"round": ("int",), "is_in": ("values",), "str_slice": ("int", "length"), "dt_truncate": ("duration",),
-           "list_get": ("int",), "struct_field": ("str",), "dt_replace_time_zone": ("zone",), "dt_convert_time_zone": ("zone",),
+           "list_get": ("int",), "struct_field": ("str",), "struct": ("names",), "dt_replace_time_zone": ("zone",), "dt_convert_time_zone": ("zone",),
            "quantile": ("fraction", "interpolation"),
            "dt_strftime": ("str",), "str_to_date": ("str", "bool"), "str_to_datetime": ("str", "bool"),
            **{fn: ("str",) for fn in ("str_contains", "str_contains_regex", "str_starts_with", "str_ends_with", "str_like")},

@@ -77,6 +77,8 @@ def _(e: E.Call) -> str:
         return f"{_operand(a)} {F.BINARY_OPERATORS[e.fn]} {_operand(b)}"
     if e.fn in F.UNARY_OPERATORS and len(e.args) == 1:
         return f"{F.UNARY_OPERATORS[e.fn]}{_operand(e.args[0])}"
+    if e.fn == "struct" and e.options and isinstance(e.options[0], tuple) and len(e.options[0]) == len(e.args):
+        return "struct(" + ", ".join(f"{shown(n)}={_text(a)}" for n, a in zip(e.options[0], e.args)) + ")"
     method = F.method(e.fn)
     params = [_text(a) for a in e.args[1:]]
     for opt in e.options:

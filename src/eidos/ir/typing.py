@@ -420,7 +420,7 @@ def _(e: Call, ty: _Typer) -> DType:
     rule = _CALL_RULES.get(e.fn)
     if rule is None:
         raise ty.fail(e, f"unknown function {e.fn!r}")
-    if len(e.args) != F.ARITY[e.fn]:
+    if F.ARITY[e.fn] is not None and len(e.args) != F.ARITY[e.fn]:
         raise ty.fail(e, f"{e.fn} takes {F.ARITY[e.fn]} arguments, got {len(e.args)}")
     _check_options(e, ty)
     return rule(e, ty)
@@ -438,6 +438,8 @@ _OPTION_KINDS = {
     "size": ("an integer in 1..2**31-1", lambda v: _is_int(v) and 1 <= v < 2**31),
     "count": ("an integer in 0..2**31-1", lambda v: _is_int(v) and 0 <= v < 2**31),
     "bool": ("True or False", lambda v: isinstance(v, bool)),
+    "names": ("a tuple of distinct field names", lambda v: isinstance(v, tuple) and len(set(v)) == len(v) and v
+              and all(isinstance(n, str) and n for n in v)),
     "zone": ("None or an IANA time zone such as 'UTC' or 'Europe/Berlin'", lambda v: v is None or _is_zone(v)),
     "method": (f"one of {', '.join(F.RANK_METHODS)}", lambda v: v in F.RANK_METHODS),
     "closed": (f"one of {', '.join(F.ROLLING_CLOSED)}", lambda v: v in F.ROLLING_CLOSED),
@@ -689,6 +691,14 @@ def _zones(e: Call, ty: _Typer, t: DType) -> DType:
 
 
 def _struct(e: Call, ty: _Typer) -> DType:
+    if e.fn == "struct":
+        if len(e.args) != len(e.options[0]):
+            raise ty.fail(e, f"struct takes a name for each of its {len(e.args)} fields, got {len(e.options[0])}")
+        types = [ty(a) for a in e.args]
+        for n, t in zip(e.options[0], types):
+            if t == T.Null:
+                raise ty.fail(e, f"struct field {n!r} is an untyped null; give it a type: lit(None, ei.Int64)")
+        return T.Struct(list(zip(e.options[0], types)))
     t = ty(e.args[0])
     if t == T.Null:
         return T.Null
@@ -729,7 +739,7 @@ _CALL_RULES.update({"is_null": _null_test, "is_not_null": _null_test, "fill_null
 _CALL_RULES.update({fn: _string for fn in F.STRINGS})
 _CALL_RULES.update({fn: _temporal for fn in F.TEMPORAL})
 _CALL_RULES.update({fn: _list for fn in F.LISTS})
-_CALL_RULES["struct_field"] = _struct
+_CALL_RULES["struct_field"] = _CALL_RULES["struct"] = _struct
 _CALL_RULES["bin_size"] = lambda e, ty: _typed_arg(e, ty, T.Binary, T.Int64)
 
 

@@ -30,9 +30,11 @@ def _lists(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
 
 
 def _struct(fn: str, options: tuple, ts: Sequence[DType], rt: DType) -> Fn:
+    if fn == "struct":   # never null: a struct of null fields (as Polars)
+        return lambda *values: dict(zip(options[0], values))
     name = options[0]
     return strict1(lambda s: s[name])
 
 
 KERNELS = {fn: _lists for fn in F.LISTS}
-KERNELS["struct_field"] = _struct
+KERNELS.update(dict.fromkeys(F.STRUCTS, _struct))

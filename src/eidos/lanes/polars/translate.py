@@ -1168,6 +1168,11 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     return expr(e.args[0], scope).struct.field(e.options[0])
 
 
+@call("struct")
+def _(e: E.Call, scope: Scope) -> pl.Expr:
+    return pl.struct([expr(a, scope).alias(n) for a, n in zip(e.args, e.options[0])])
+
+
 @call(*F.DURATION_TOTALS)
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     # eidos: whole units toward zero, Int64, as Polars' own.

@@ -660,6 +660,10 @@ class Dialect:
     def fn_struct_field(self, args, ts, t, o):
         return fn("struct_extract", args[0], string(o[0]))
 
+    def fn_struct(self, args, ts, t, o):
+        return self.cast(exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier(n, quoted=True), expression=a)
+                                                 for n, a in zip(o[0], args)]), T.Null, t, force=True)
+
     def fn_dt_convert_time_zone(self, args, ts, t, o):
         return args[0]   # the same instant: only its type (the zone it is shown in) changes
 
