@@ -17,7 +17,14 @@ import pytest
 os.environ.setdefault("EIDOS_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"eidos-test-cache-{os.getuid()}"))
 os.environ.setdefault("EIDOS_CACHE_WARM", "0")
 
+from hypothesis import settings  # noqa: E402
+
+from eidos.testing.strategies import PROFILE_ENV  # noqa: E402
 from tests.lanes.ray import shared  # noqa: E402
+
+# Every generated test runs under the profile $EIDOS_HYPOTHESIS_PROFILE names, 'ci' by default (derandomized, few
+# examples; counts a test sets itself go through eidos.testing.strategies.examples): 'deep' is the slow tier.
+settings.load_profile(os.environ.get(PROFILE_ENV, "ci"))
 
 
 def pytest_configure(config):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import eidos as ei
 from eidos import col
 from eidos.errors import DTypeError, ExecutionError, PlanError
+from eidos.testing.strategies import examples
 from tests.lanes.helpers import lane_or_skip
 
 pd = pytest.importorskip("pandas")
@@ -77,7 +78,7 @@ def test_a_matrix_refuses_text_and_nulls_naming_the_column():
 numbers = st.one_of(st.integers(-2**40, 2**40), st.floats(allow_nan=True, allow_infinity=True), st.booleans())
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.sampled_from(["i", "f", "b"]), min_size=1, max_size=4).flatmap(
     lambda kinds: st.tuples(st.just(kinds), st.integers(0, 6))), st.data())
 def test_to_numpy_is_numpys_stack_of_the_columns(shape, data):

@@ -15,6 +15,7 @@ import eidos as ei
 from eidos.errors import ExecutionError, PlanError
 from eidos.hal import registry
 from eidos.hal.lane import Backend
+from eidos.testing.strategies import examples
 
 
 class Batches(Backend):
@@ -163,7 +164,7 @@ def test_bad_csv_options_are_plan_errors(flow, tmp_path, bad, words):
         flow.write_csv(tmp_path / "t.csv", **bad)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(separator=st.sampled_from([",", ";", "\t", "|"]), null=st.sampled_from(["", "NA", "\\N"]),
        header=st.booleans(), style=st.sampled_from(["non_numeric", "always"]),
        rows=st.lists(st.tuples(st.none() | st.integers(-2**63, 2**63 - 1),

@@ -21,6 +21,7 @@ from tests.isa.harness import ulps_array
 pytest.importorskip("numba")
 from eidos.isa.backends.cpu import CpuBackend  # noqa: E402
 from eidos.isa.backends.cpu.arrays import FUSE_MIN  # noqa: E402
+from eidos.testing.strategies import examples
 
 M, B, F32 = isa.MapOperation, isa.BinaryMapOperation, Type.F32
 SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, np.finfo(np.float32).max,
@@ -93,7 +94,7 @@ def test_exp_f32_dense_sweep_within_4_ulp_of_the_reference(tmp_path):
 FLOATS32 = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(x=hnp.arrays(np.float32, st.integers(1, 2 * FUSE_MIN), elements=FLOATS32),
        a=st.floats(-4, 4, width=32), b=st.floats(-90, 90, width=32))
@@ -131,7 +132,7 @@ def test_exp_f64_sweep_within_4_ulp_of_the_reference(tmp_path):
     assert 0 < e[5] < np.finfo(np.float64).tiny and np.isnan(e[8])   # a subnormal result, not flushed to zero
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(x=hnp.arrays(np.float64, st.integers(1, 2 * FUSE_MIN), elements=st.floats(allow_nan=True, allow_infinity=True)),
        a=st.floats(-4, 4), b=st.floats(-700, 700))

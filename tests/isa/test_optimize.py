@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 
 from eidos import isa
 from eidos.isa import Address, BinaryMapOperation, Label, LaunchConfig, MapOperation, Predicate, Register, Type
+from eidos.testing.strategies import examples
 from tests.isa import strategies as S
 
 R = Register
@@ -19,7 +20,7 @@ def _reference():
     return ReferenceBackend()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(S.programs())
 def test_optimized_programs_compute_the_same_bytes(gp):
     optimized = gp.program.optimize()
@@ -28,7 +29,7 @@ def test_optimized_programs_compute_the_same_bytes(gp):
     assert S.run(be, gp, optimized) == S.run(be, gp)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(S.programs(loops=False, branches=False))
 def test_optimized_straight_line_programs_too(gp):
     be = _reference()

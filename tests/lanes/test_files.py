@@ -20,6 +20,7 @@ from eidos import col
 from eidos.errors import ExecutionError, PlanError
 from eidos.hal import registry
 from eidos.testing.compare import assert_tables_equal
+from eidos.testing.strategies import examples
 from tests.lanes.conftest import LANES
 from tests.lanes.helpers import lane_or_skip, run_or_skip
 
@@ -38,7 +39,7 @@ def write(path, **columns) -> None:
 TYPES = {"Int32": pa.int32(), "Int64": pa.int64(), "Float64": pa.float64(), "String": pa.string()}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(types=st.lists(st.sampled_from(sorted(TYPES)), min_size=1, max_size=4))
 def test_files_of_one_folder_agree_or_the_build_says_where_they_differ(tmp_path_factory, types):
     folder = tmp_path_factory.mktemp("drift")

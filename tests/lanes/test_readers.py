@@ -20,7 +20,7 @@ from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
 from eidos.ir import nodes as N
 from eidos.ir.sources import ArrowSource
 from eidos.testing.compare import assert_tables_equal
-from eidos.testing.strategies import flows, profile
+from eidos.testing.strategies import examples, flows, profile
 from tests.lanes.helpers import lane_or_skip, replace_scans, run_or_skip
 from tests.lanes.test_files import READERS
 
@@ -58,7 +58,7 @@ def csv_cases(draw):
     return out.getvalue(), options, expected
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=csv_cases())
 @pytest.mark.parametrize("lane_name", READERS)
 def test_csv_options_read_back_what_was_written_on_every_lane(tmp_path_factory, lane_name, case):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import eidos as ei
 from eidos import col
 from eidos.errors import PlanError
-from eidos.testing.strategies import REGEX_ALPHABET, regexes
+from eidos.testing.strategies import REGEX_ALPHABET, examples, regexes
 from tests.lanes.helpers import declaring, lane_or_skip, sqlite_table
 
 LANES = declaring("str_contains_regex")
@@ -23,7 +23,7 @@ texts = st.lists(st.one_of(st.none(), st.text(st.sampled_from(REGEX_ALPHABET), m
 
 
 @pytest.mark.parametrize("lane", LANES)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(patterns=st.lists(regexes(), min_size=1, max_size=4), rows=texts)
 def test_generated_patterns_match_as_the_reference(lane, load_into, patterns, rows):
     backend = lane_or_skip(lane)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import eidos as ei
 from eidos import col
 from eidos.errors import PlanError
-from eidos.testing.strategies import REGEX_ALPHABET, regexes
+from eidos.testing.strategies import REGEX_ALPHABET, examples, regexes
 from tests.lanes.helpers import declaring, lane_or_skip
 
 LANES = declaring("str_replace")
@@ -67,7 +67,7 @@ def test_replacing_means_what_polars_means():
 
 
 @pytest.mark.parametrize("lane", declaring("str_replace_regex", "str_replace_all_regex"))
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(patterns=st.lists(regexes(), min_size=1, max_size=3), rows=texts,
        values=st.lists(st.sampled_from(["", "-", "<$0>", "$$\\", "${0}${0}"]), min_size=3, max_size=3))
 def test_generated_patterns_replace_as_the_reference(lane, load_into, patterns, rows, values):
@@ -112,7 +112,7 @@ def test_strip_chars_strips_unicode_white_space_as_polars():
 
 
 @pytest.mark.parametrize("lane", LANES)
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(rows=st.lists(st.one_of(st.none(), st.text(st.sampled_from("ab é" + SPACES), max_size=6)), min_size=1, max_size=8),
        chars=st.lists(st.one_of(st.none(), st.text(st.sampled_from("ab é\t\u3000"), max_size=3)), min_size=3, max_size=3))
 def test_generated_text_strips_as_the_reference(lane, load_into, rows, chars):
@@ -191,7 +191,7 @@ def test_splitting_means_what_polars_means():
 
 
 @pytest.mark.parametrize("lane", declaring("str_split"))
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(rows=st.lists(st.one_of(st.none(), st.text(st.sampled_from("ab,é "), max_size=6)), min_size=1, max_size=8),
        by=st.lists(st.text(st.sampled_from("ab,é"), max_size=2), min_size=2, max_size=2))
 def test_generated_text_splits_as_the_reference(lane, load_into, rows, by):

@@ -16,6 +16,7 @@ from eidos.remote.frames import HEADER_SIZE, Frame, Kind, pack, parse
 from eidos.remote.pool import Pool
 from eidos.remote.store import Sessions
 from eidos.remote.transport import TcpTransport
+from eidos.testing.strategies import examples
 
 MiB = 1 << 20
 
@@ -207,7 +208,7 @@ def test_close_ends_every_connection_and_joins(service):
     assert not [t for t in threading.enumerate() if t.name.startswith("eidos-channel") and t not in others]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(min_size=0, max_size=200))
 def test_random_bytes_after_hello_never_hurt_the_service(service, garbage):
     listener, sessions, _ = service

@@ -21,6 +21,7 @@ from eidos.isa import Address, Type
 from eidos.isa.serialize import to_dict
 from eidos.remote import protocol
 from eidos.remote.client import connect
+from eidos.testing.strategies import examples
 
 from .conftest import TOKEN, start_service
 
@@ -228,7 +229,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
                      max_leaves=8)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(action=st.sampled_from([*protocol.ACTIONS, "nope"]),
        body=st.one_of(st.binary(max_size=40), _json.map(lambda v: json.dumps(v).encode()),
                       st.dictionaries(st.sampled_from(["session", "fragment", "protocol", "handles", "plan_id",

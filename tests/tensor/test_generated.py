@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import eidos.tensor as T
 from eidos.tensor import backend as B
+from eidos.testing.strategies import examples
 
 DTYPES = ["int32", "int64", "uint8", "float32", "float64"]
 
@@ -63,7 +64,7 @@ def data(shape, dtype, seed):
     return rng.integers(lo, 6, size=shape).astype(dtype)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.integers(0, 2**16))
 def test_generated_expressions(case, seed):
     B.set_backend("reference")

@@ -45,10 +45,12 @@ from eidos.ir.typing import infer
 # ---------------------------------------------------------------- settings profiles
 
 # "ci" is derandomized: the same examples every run, so a landing is never decided by a lucky draw;
+# "deep" is CI's slow tier: the same, with more examples (and `examples(n)` gives a test all n of its own);
 # "dev" and "thorough" search afresh each run (and keep what they find in .hypothesis/).
-settings.register_profile("ci", max_examples=25, deadline=None, print_blob=True, derandomize=True,
+settings.register_profile("ci", max_examples=15, deadline=None, print_blob=True, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.filter_too_much])
+settings.register_profile("deep", parent=settings.get_profile("ci"), max_examples=50)
 settings.register_profile("dev", max_examples=100, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.filter_too_much])
@@ -62,6 +64,14 @@ PROFILE_ENV = "EIDOS_HYPOTHESIS_PROFILE"
 def profile(name: str | None = None) -> settings:
     """The settings profile `name`, else $EIDOS_HYPOTHESIS_PROFILE, else 'ci'; use as a decorator."""
     return settings.get_profile(name or os.environ.get(PROFILE_ENV, "ci"))
+
+
+def examples(n: int, ci: int | None = None) -> int:
+    """A test's own example count: all n under every profile but 'ci' (the default), where `ci` of them
+    (a fifth of n, at least 5, unless given): the deep tier ($EIDOS_HYPOTHESIS_PROFILE=deep) runs them all."""
+    if os.environ.get(PROFILE_ENV, "ci") != "ci":
+        return n
+    return min(n, ci if ci is not None else max(5, n // 5))
 
 
 # ---------------------------------------------------------------- names

@@ -23,6 +23,7 @@ from eidos.hal.lane import Estimate  # noqa: E402
 from eidos.lanes.polars import PolarsLane  # noqa: E402
 from eidos.lanes.polars.translate import to_lazyframe  # noqa: E402
 from eidos.testing.compare import assert_tables_equal  # noqa: E402
+from eidos.testing.strategies import examples
 
 D = decimal.Decimal
 NAN = float("nan")
@@ -543,7 +544,7 @@ def test_generated_plans_agree_with_the_reference():
 
     ref = reference()
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(flows(coverage=LANE.coverage, max_ops=6, max_rows=12))
     def check(gen):
         hypothesis.assume(not LANE.supports(gen.flow.plan))

@@ -17,7 +17,7 @@ from eidos.errors import ExecutionError
 from eidos.ir import nodes as N
 from eidos.ir.sources import ArrowSource, RemoteSource
 from eidos.testing.compare import assert_tables_equal
-from eidos.testing.strategies import flows
+from eidos.testing.strategies import examples, flows
 from tests.lanes.helpers import replace_scans
 
 
@@ -75,7 +75,7 @@ def test_value_errors_are_the_reference_lanes(build, there, remote):
     assert str(got.value) == str(ref.value)
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=examples(15), deadline=None, derandomize=True)
 @given(data=st.data())
 def test_generated(data, there):
     from eidos.hal import registry

@@ -19,7 +19,7 @@ from eidos import col
 from eidos.errors import ExecutionError
 from eidos.lanes.sql import execute as X
 from eidos.testing.compare import assert_tables_equal
-from eidos.testing.strategies import profile
+from eidos.testing.strategies import examples, profile
 from tests.lanes.helpers import lane_or_skip
 
 MAX18 = D("9999999999999999.99")   # the largest DECIMAL(18, 2)
@@ -123,7 +123,7 @@ digits = st.integers(min_value=-(10**18 - 1), max_value=10**18 - 1)
 small = st.integers(min_value=-10**6, max_value=10**6)
 
 
-@settings(parent=profile(), max_examples=25)
+@settings(parent=profile(), max_examples=examples(25))
 @given(rows=st.lists(st.tuples(st.integers(0, 3), st.one_of(st.none(), digits, small),
                                st.one_of(st.none(), digits, small)), max_size=12))
 def test_generated_product_sums_match_reference(rows):

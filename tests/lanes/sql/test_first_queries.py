@@ -16,6 +16,7 @@ import eidos as ei
 from eidos import col
 from eidos.lanes.sql.execute import dialect
 from eidos.lanes.sql.translate import to_sql
+from eidos.testing.strategies import examples
 
 SQL_LANES = ["duckdb", "sqlite", "postgresql"]
 
@@ -32,7 +33,7 @@ values = st.lists(st.one_of(st.none(), st.integers(-3, 3)), max_size=12)
 
 
 @pytest.mark.parametrize("lane", SQL_LANES)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(xs=values, n=st.integers(0, 5), offset=st.integers(0, 4), descending=st.booleans(), data=st.data())
 def test_top_n_answers_as_the_reference(store, lane, xs, n, offset, descending, data):
     nulls_last = data.draw(st.sampled_from([None, True, False]))
