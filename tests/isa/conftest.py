@@ -9,6 +9,7 @@ import os
 import pytest
 
 from eidos.isa import registry
+from eidos.testing.strategies import examples
 
 BACKENDS = registry.names()
 
@@ -33,8 +34,10 @@ def _on_gpu() -> bool:
 def generated_examples(n: int) -> int:
     """Examples for a test of generated register programs: on a real GPU each one compiles a new
     Triton kernel (seconds apiece), so a fifth as many there unless EIDOS_GPU_EXAMPLES=full (the slow
-    tier, README's GPU section); the interpreter (CI) runs all n."""
-    return n if not _on_gpu() or os.environ.get("EIDOS_GPU_EXAMPLES") == "full" else max(3, n // 5)
+    tier, README's GPU section); elsewhere as many as examples(n) gives (all n in the deep tier)."""
+    if not _on_gpu():
+        return examples(n)
+    return n if os.environ.get("EIDOS_GPU_EXAMPLES") == "full" else max(3, n // 5)
 
 
 def generated_shards(n: int) -> list[tuple[int, int]]:

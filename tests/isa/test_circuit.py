@@ -13,6 +13,7 @@ from eidos.errors import IsaError
 from eidos.isa import CLASS_MEMORY_BYTES, LaunchConfig, Type, circuit
 from eidos.isa.backends.reference import ReferenceBackend
 from eidos.isa.circuit import GENERATORS, Call, Parallel, Sequence
+from eidos.testing.strategies import examples
 
 SLOW_OK = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
@@ -46,7 +47,7 @@ def circuits(classes=st.integers(0, 95)):  # noqa: B008 - a strategy is an immut
     return tree.filter(_valid)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(node=circuits())
 def test_generated_circuits_print_and_parse_back(node):
     text = str(node)
@@ -55,7 +56,7 @@ def test_generated_circuits_print_and_parse_back(node):
     assert isa.compile_circuit(text).metadata["eidos.isa.circuit"] == text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(alphabet="mergcopyswaplitquvd@:c0123456789[],-<>|.() ", max_size=30))
 def test_any_text_parses_or_raises_isa_error(text):
     try:
@@ -157,7 +158,7 @@ def _class_data(ty: Type, seed: int) -> bytes:
     return rng.integers(ty.min_value, ty.max_value, n, dtype=ty.np_dtype, endpoint=True).tobytes()
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=SLOW_OK)
 @given(node=circuits(st.integers(0, 7)), ty=st.sampled_from([Type.F32, Type.I32, Type.F64, Type.U8]),
        seed=st.integers(0, 2**16))
 def test_every_circuit_leaves_the_reference_class_memory_on_every_target(backend, node, ty, seed):

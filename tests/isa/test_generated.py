@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eidos.isa.backends.reference import ReferenceBackend
+from eidos.testing.strategies import examples
 from tests.isa import strategies as S
 from tests.isa.conftest import BACKENDS, NO_EXTENDED_INTEGERS, generated_shards, make_backend
 
@@ -44,7 +45,7 @@ def test_optimized_programs_on_each_backend(backend, data):
 
 
 @pytest.mark.parametrize("backend_name", BACKENDS)
-@settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=SLOW_OK)
 @given(g=S.array_programs())
 def test_array_chains_store_the_reference_bytes_fused_or_not(backend_name, g):
     want = S.run_arrays(ReferenceBackend(), g)

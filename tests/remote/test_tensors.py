@@ -15,6 +15,7 @@ import eidos as ei
 from eidos.errors import EidosError, PlanError, UnsupportedError
 from eidos.remote import tensors as R
 from eidos.tensor.array import Tensor
+from eidos.testing.strategies import examples
 
 
 class Uploads:
@@ -115,7 +116,7 @@ STEPS = ["neg", "abs", "square", "exp", "scale", "rsub", "div", "other", "where"
          "slice2", "take", "mask", "concat", "softmax"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(dtype=st.sampled_from(NUMERIC), shape=st.sampled_from([(3, 4), (4, 4), (1, 5), (5,), (2, 3, 2)]),
        steps=st.lists(st.sampled_from(STEPS), min_size=1, max_size=8), seed=st.integers(0, 2**32 - 1))
 def test_a_decoded_graph_realizes_to_the_same_bytes(dtype, shape, steps, seed):
@@ -284,7 +285,7 @@ JSON = st.recursive(
 OPS = st.sampled_from([*R.OPS, "host", "leaf"])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_mutated_documents_give_an_eidos_error_or_a_result(data):
     doc = copy.deepcopy(DOC)
@@ -320,7 +321,7 @@ def test_mutated_documents_give_an_eidos_error_or_a_result(data):
     assert R.decode(json.dumps(DOC), LEAVES)    # the module's state is untouched by what went before
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(text=st.text(max_size=40) | st.binary(max_size=40).map(lambda b: b))
 def test_any_text_gives_an_eidos_error(text):
     with pytest.raises(EidosError):

@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 import eidos as ei
 import eidos.tensor as T
 from eidos.tensor import backend as B
+from eidos.testing.strategies import examples
 
 pytest.importorskip("numba", reason="the small path calls the cpu backend's loops, which numba compiles")
 
@@ -73,7 +74,7 @@ def operands(draw):
     return tx, ty
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_the_small_path_gives_what_the_general_path_gives(data):
     tx, ty = data.draw(operands())
