@@ -85,3 +85,28 @@ def pytest_unconfigure(config):
     from tests.isa import distributed
 
     distributed.close()
+
+
+@pytest.fixture(scope="session")
+def made_once(tmp_path_factory):
+    """made_once(name, build) -> (path, what build returned): build(path) writes a data file the tests only
+    read, once for the whole run; the xdist workers share it (a lock, the value kept beside it as JSON)."""
+    import fcntl
+    import json
+    from pathlib import Path
+
+    root = Path(tmp_path_factory.getbasetemp())
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent        # the run's folder, above each worker's own
+
+    def made(name: str, build):
+        folder = root / "made-once"
+        folder.mkdir(exist_ok=True)
+        path, told = folder / name, folder / f"{name}.json"
+        with open(folder / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not told.exists():
+                told.write_text(json.dumps(build(path)))
+        return path, json.loads(told.read_text())
+
+    return made

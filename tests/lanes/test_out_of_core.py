@@ -323,10 +323,9 @@ def check_within_budget(path, op, expected_rows, allowance, tmp_path):
     assert below["error"].startswith("ResourceError") and f"at least {budget}MiB" in below["error"]
 
 
-@pytest.fixture
-def small(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ooc") / "small.parquet"
-    return path, make(path, 200_000)
+@pytest.fixture(scope="session")
+def small(made_once):
+    return made_once("small.parquet", lambda path: make(path, 200_000))
 
 
 @pytest.mark.parametrize("op", ["group-by", "sort"])
@@ -342,9 +341,8 @@ def test_the_smallest_budget_named_keeps_peak_memory_within_it(op, small, allowa
 
 
 @pytest.fixture(scope="session")
-def large(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ooc-large") / "large.parquet"
-    return path, make(path, 6_000_000)
+def large(made_once):
+    return made_once("large.parquet", lambda path: make(path, 6_000_000))
 
 
 @pytest.mark.slow
