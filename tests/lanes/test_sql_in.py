@@ -330,6 +330,12 @@ WINDOWS = [
     ("over_group_by", "SELECT dept, sum(age) AS s, rank() OVER (ORDER BY sum(age) DESC) AS r, "
      "sum(sum(age)) OVER () AS total FROM t GROUP BY dept ORDER BY r, dept"),
     ("ordered_by_a_window", "SELECT id, age FROM t ORDER BY rank() OVER (ORDER BY age DESC), id"),
+    ("qualify_top_per_group", "SELECT dept, id, age FROM t QUALIFY row_number() OVER (PARTITION BY dept "
+     "ORDER BY age DESC NULLS LAST, id) = 1"),
+    ("named_windows", "SELECT id, sum(age) OVER w AS s, rank() OVER (w ORDER BY age) AS r, count(*) OVER v AS n "
+     "FROM t WINDOW w AS (PARTITION BY dept), v AS (ORDER BY id ROWS 1 PRECEDING) QUALIFY n > 1 AND r < 3"),
+    ("qualify_over_group_by", "SELECT dept, sum(age) AS s FROM t GROUP BY dept QUALIFY rank() OVER "
+     "(ORDER BY sum(age) DESC) <= 2"),
 ]
 
 
@@ -379,12 +385,13 @@ def window_queries(draw):
                                       "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW",
                                       "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"]))
         ranked = fn in ("rank()", "dense_rank()")
-        rows = fn in ("row_number()", "lag(age)", "lead(dept, 2)") or frame.startswith("ROWS") and "FOLLOWING" not in frame
-        if rows:
-            keys = f"{keys}, id" if keys else "id"
-        if fn == "avg(age)" and keys and not frame.startswith("ROWS"):
+        rows = fn in ("row_number()", "lag(age)", "lead(dept, 2)") or (
+            not ranked and frame.startswith("ROWS") and "FOLLOWING" not in frame)
+        if fn == "avg(age)" and (keys or rows) and not frame.startswith("ROWS"):
             frame = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
-        order = f"ORDER BY {', '.join(k + way for k in keys.split(', '))} " if keys else ""
+        order = [k + way for k in keys.split(", ")] if keys else []
+        order += ["id"] * rows   # ascending: the directions differ where `way` is DESC or NULLS FIRST
+        order = f"ORDER BY {', '.join(order)} " if order else ""
         frame = "" if ranked or fn in ("row_number()", "lag(age)", "lead(dept, 2)") or not order else frame
         items.append(f"{fn} OVER ({parts}{order}{frame}) AS w{i}")
     return f"SELECT id, {', '.join(items)} FROM t"
@@ -449,6 +456,9 @@ def _error(query: str, kind: type, *words: str) -> None:
     ("SELECT id, sum(age) OVER (ORDER BY age, id DESC) FROM t", UnsupportedError, ["one direction"]),
     ("SELECT id FROM t WHERE row_number() OVER (ORDER BY id) < 3", UnsupportedError, ["after WHERE"]),
     ("SELECT id, ntile(2) OVER (ORDER BY id) FROM t", UnsupportedError, ["function NTILE"]),
+    ("SELECT id, sum(age) OVER w FROM t", PlanError, ["window 'w' is not defined"]),
+    ("SELECT id FROM t QUALIFY rank() OVER (ORDER BY age) = 1 ORDER BY row_number() OVER (ORDER BY id)",
+     UnsupportedError, ["QUALIFY"]),
     ("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r", UnsupportedError, ["WITH RECURSIVE"]),
     ("SELECT id FROM t INTERSECT SELECT id FROM t", UnsupportedError, ["INTERSECT"]),
     ("SELECT md5(name) FROM t", UnsupportedError, ["the function MD5"]),

@@ -142,6 +142,7 @@ class Query:
 
     def __init__(self, tables: dict[str, N.Node], dialect: str, files: Callable | None):
         self.tables, self.dialect, self.files, self.counter = tables, dialect, files, 0
+        self.windows: dict[str, exp.Window] = {}   # the SELECT's named windows
 
     def fresh(self, stem: str) -> str:
         self.counter += 1
@@ -184,7 +185,7 @@ class Query:
         return self.finish(tree, N.Project(plan, tuple((n, e) for n, e, _ in items)), self.orders(tree, items, rel))
 
     def select(self, tree: exp.Select) -> N.Node:
-        for arg in ("windows", "qualify", "pivots", "connect", "sample", "locks"):
+        for arg in ("pivots", "connect", "sample", "locks"):
             if tree.args.get(arg):
                 raise UnsupportedError(f"ei.sql does not support {arg.upper()} in a SELECT")
         if tree.args.get("distinct") and tree.args["distinct"].args.get("on"):
@@ -192,7 +193,7 @@ class Query:
         where = _conjuncts(tree.args["where"].this) if tree.args.get("where") else []
         for window in (w for term in where for w in term.find_all(exp.Window)):
             raise UnsupportedError(f"ei.sql computes window functions after WHERE, as SQL does; filter on one in "
-                                   f"an outer query (SELECT * FROM (SELECT ... AS r ...) WHERE r ...): "
+                                   f"QUALIFY (SELECT ... QUALIFY row_number() OVER (...) = 1): "
                                    f"{window.sql(self.dialect)}")
         rel = self.from_(tree, where)
         plain = [t for t in where if not any(True for _ in t.find_all(exp.Subquery, exp.Exists))]
@@ -204,12 +205,15 @@ class Query:
         for term in where:
             if term not in plain:
                 rel = self.filter(rel, term)
+        self.windows = {w.this.name.lower(): w for w in tree.args.get("windows") or ()}   # WINDOW w AS (...)
         items = self.items(tree, rel)
         group = tree.args.get("group")
         if group or tree.args.get("having") or any(E.contains_agg(e) for _, e, _ in items):
             return self.aggregate(tree, rel, items, group)
         columns = [(name, e) for name, e, _ in items]
-        plan, columns, orders = self.staged(rel.plan, columns, self.orders(tree, items, rel))
+        qualify = tree.args.get("qualify")
+        cond = self.expr(qualify.this, rel, items=items) if qualify else None
+        plan, columns, orders = self.staged(rel.plan, columns, self.orders(tree, items, rel), cond)
         return self.finish(tree, N.Project(plan, tuple(columns)), orders)
     def items(self, tree: exp.Select, rel: Rel) -> list[tuple[str, E.Expr, exp.Expression]]:
         """(output name, IR expression, SQL expression) per select item, `*` expanded."""
@@ -289,7 +293,9 @@ class Query:
         plan: N.Node = N.Aggregate(rel.plan, tuple(keys), tuple(aggs))
         if having_ir is not None:
             plan = N.Filter(plan, having_ir)
-        plan, select, orders = self.staged(plan, select, orders)
+        qualify = tree.args.get("qualify")
+        cond = lift(self.expr(qualify.this, rel, items=items), qualify.this) if qualify else None
+        plan, select, orders = self.staged(plan, select, orders, cond)
         return self.finish(tree, N.Project(plan, tuple(select)), orders)
 
     def orders(self, tree: exp.Expression, items: list, rel: Rel, lift: Callable | None = None) -> list:
@@ -780,18 +786,32 @@ class Query:
         SQL's default frame with ORDER BY holds the row's peers (equal ORDER BY values), which no eidos window
         does: such a window is a placeholder here that `staged` computes in steps."""
         text, f = w.sql(self.dialect), w.this
-        if w.args.get("alias") or not isinstance(f, exp.Func) or isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
+        if not isinstance(f, exp.Func) or isinstance(f, (exp.IgnoreNulls, exp.RespectNulls)):
             raise UnsupportedError(f"ei.sql does not support this window: {text}")
+        if w.args.get("alias"):   # OVER w or OVER (w ORDER BY ...): the named window, with what this one adds
+            name = w.args["alias"].name
+            named = self.windows.get(name.lower())
+            if named is None:
+                raise PlanError(f"window {name!r} is not defined (WINDOW {name} AS (...)): {text}")
+            if w.args.get("partition_by") or (w.args.get("order") and named.args.get("order")):
+                raise PlanError(f"a window over {name!r} adds neither PARTITION BY nor a second ORDER BY: {text}")
+            w = w.copy()
+            for arg in ("partition_by", "order", "spec"):
+                if not w.args.get(arg) and named.args.get(arg):
+                    w.set(arg, named.args[arg].copy() if arg != "partition_by" else [p.copy() for p in named.args[arg]])
         parts = tuple(x(p) for p in w.args.get("partition_by") or ())
         keys = w.args["order"].expressions if w.args.get("order") else []
         by = tuple(x(o.this) for o in keys)
-        flags = {(bool(o.args.get("desc")), o.args.get("nulls_first") is not True) for o in keys}
-        if len(flags) > 1:
-            raise UnsupportedError(f"ei.sql takes one direction (ASC or DESC) and one NULLS FIRST/LAST for every "
-                                   f"ORDER BY key of a window: {text}")
-        desc, last = flags.pop() if flags else (False, True)
+        each = tuple((bool(o.args.get("desc")), o.args.get("nulls_first") is not True) for o in keys)
+        mixed = len(set(each)) > 1   # an eidos window has one direction: these windows read a Sort's row order
+        desc, last = each[0] if each else (False, True)
 
         def over(fn: str, args: tuple = (), options: tuple = (), order: bool = True) -> E.Window:
+            if mixed and order:
+                if fn.startswith("__range"):
+                    raise UnsupportedError(f"ei.sql takes one direction (ASC or DESC) and one NULLS FIRST/LAST for "
+                                           f"every ORDER BY key of a window over a row's peers: {text}")
+                return E.Window("__sorted", (E.Window(fn, args, parts, options=options),), (), by, options=(each,))
             return E.Window(fn, args, parts, by if order else (), desc and order, last and order, options)
 
         if isinstance(f, exp.RowNumber):
@@ -852,10 +872,36 @@ class Query:
                                f"CURRENT ROW, RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW, and the whole "
                                f"partition; not {spec.sql(self.dialect)}: {text}")
 
-    def staged(self, plan: N.Node, columns: list, orders: list) -> tuple[N.Node, list, list]:
+    def staged(self, plan: N.Node, columns: list, orders: list, qualify: E.Expr | None = None
+               ) -> tuple[N.Node, list, list]:
         """`columns` and `orders` over `plan`, each window over a row's peers (window()'s placeholder) computed in
         two steps before them: each peer group's value (p) and one row to hold it (f); then the ROWS frame from
-        the partition's start to that row, placed last among its peers (v); the row's value is v of its group's f."""
+        the partition's start to that row, placed last among its peers (v); the row's value is v of its group's f.
+        With QUALIFY's condition, the columns and it are computed over every row, then the rows it holds kept."""
+        sorted_: dict = {}
+
+        def read_order(e: E.Expr) -> E.Expr:   # a window of mixed directions reads the order of a Sort by its keys
+            nonlocal plan
+            if isinstance(e, E.Window) and e.fn == "__sorted":
+                if e not in sorted_:
+                    keys = tuple(N.SortKey(k, d, n) for k, (d, n) in zip(e.order_by, e.options[0]))
+                    sorted_[e] = self.fresh("sorted")
+                    plan = N.Project(N.Sort(plan, keys), tuple((n, E.Column(n)) for n in plan.schema.names)
+                                     + ((sorted_[e], e.args[0]),))
+                return E.Column(sorted_[e])
+            return e
+
+        columns = [(name, E.transform(e, read_order)) for name, e in columns]
+        orders = [(name, e if e is None else E.transform(e, read_order), d, n) for name, e, d, n in orders]
+        qualify = qualify if qualify is None else E.transform(qualify, read_order)
+        if qualify is not None:
+            if any(e is not None and E.contains_window(e) for _, e, _, _ in orders):
+                raise UnsupportedError("ei.sql orders a query with QUALIFY by its columns, not by another window")
+            hidden, q = [(self.fresh("item"), e) for _, e in columns], self.fresh("qualify")
+            plan, exprs, _ = self.staged(plan, hidden + [(q, qualify)], [])
+            plan = N.Filter(N.Project(plan, tuple((n, E.Column(n)) for n in plan.schema.names) + tuple(exprs)),
+                            E.Column(q))
+            return plan, [(name, E.Column(h)) for (name, _), (h, _) in zip(columns, hidden)], orders
         first: list = []
         second: list = []
         done: dict = {}
