@@ -275,12 +275,15 @@ def _buffers(a: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
     return values, bitmap, a.offset
 
 
-def single(fn: str, column: pa.Array | pa.ChunkedArray) -> float | None:
+def single(fn: str, column: pa.Array | pa.ChunkedArray | list[np.ndarray]) -> float | None:
     """aggregate() of a whole float column (sum, mean, var or std), nulls skipped; its chunks read
-    in place where they hold no nulls."""
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    values = [_buffers((c.drop_null() if c.null_count else c).cast(pa.float64()))[0] for c in chunks]
-    values = [v for v in values if len(v)]
+    in place where they hold no nulls. A list: an engine's chunks as NumPy arrays, with no nulls."""
+    if isinstance(column, list):
+        values = [v for v in column if len(v)]
+    else:
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        values = [_buffers((c.drop_null() if c.null_count else c).cast(pa.float64()))[0] for c in chunks]
+        values = [v for v in values if len(v)]
     n = sum(map(len, values))
     if fn in ("sum", "mean"):
         return None if not n else total(values) if fn == "sum" else total(values) / n

@@ -71,9 +71,9 @@ def exact_total(fn: str):
     """`fn` of a whole float column, nulls skipped (an aggregation without keys), one value."""
     def run(s: pl.Series) -> pl.Series:
         s = s.drop_nulls() if s.null_count() else s
-        # Polars' chunks read in place (Series.to_arrow copies here)
-        chunks = [pa.array(c.to_numpy()).cast(pa.float64()) for c in s.get_chunks() if len(c)] if len(s) else []
-        return pl.Series(s.name, [fsum.single(fn, pa.chunked_array(chunks, pa.float64()))], dtype=pl.Float64)
+        # Polars' chunks read in place (Series.to_arrow copies here), as NumPy views (no Arrow wrapping per chunk)
+        chunks = [c.to_numpy() for c in s.get_chunks()] if len(s) else []
+        return pl.Series(s.name, [fsum.single(fn, chunks)], dtype=pl.Float64)
     return run
 
 
