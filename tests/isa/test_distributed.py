@@ -161,6 +161,10 @@ def test_split_maps_and_reductions_equal_one_device(ranks, n):
     for op in (ReduceOperation.Min, ReduceOperation.Max):
         same(np.float32(here.reduce(op, *steps)), np.float32(there.reduce(op, *steps)))
     np.testing.assert_allclose(here.sum(*steps), there.sum(*steps), rtol=1e-6)
+    assert here.sum(*steps) == here.sum(*steps)  # the kept program and partial buffer, run again
     i = np.arange(n, dtype=np.int64) * 7919 - 3
     assert Split.scatter(group, i).sum((B.Mul, 3)) == Split.scatter(one, i).sum((B.Mul, 3)) == (i * 3).sum()
-    here.free()
+    here.free()  # with the kept programs' partial buffers
+    again = Split.scatter(group, x)  # may reuse the freed handle: the kept program must not come back
+    np.testing.assert_allclose(again.sum(*steps), there.sum(*steps), rtol=1e-6)
+    again.free()
