@@ -80,6 +80,10 @@ class DuckDBDialect(Dialect):
     def epoch_us(self, x, t):
         return fn("epoch_us", self.cast(x, t, T.Timestamp))
 
+    def epoch_ns(self, x):
+        """Nanoseconds from 1970-01-01 00:00 to a nanosecond timestamp, as a 64-bit integer."""
+        return fn("epoch_ns", x)
+
     def strftime(self, x, parts):  # DuckDB's codes are eidos's (%f: six digits of microseconds)
         return fn("strftime", x, string(timeformat.spelled(parts, {}, lambda x: x.replace("%", "%%"))))
 

@@ -900,8 +900,10 @@ def _(e: E.Window, x: Exprs) -> exp.Expression:
     fn_ = _RUNNING.get(e.fn) or e.fn.removeprefix("rolling_").removesuffix("_by")
     if e.fn.endswith("_by"):   # a RANGE frame over the time in microseconds: closed="right" (t - w, t] is [t - w + 1, t]
         size, _, closed = e.options
-        key = x.d.epoch_us(args[1], x.dtype(e.args[1]))
-        width, before = parse_duration(size).fixed() - (closed in ("right", "none")), int(closed in ("left", "none"))
+        by = x.dtype(e.args[1])
+        per = 1000 if by.is_timestamp and by.unit == "ns" else 1   # a nanosecond time counts in nanoseconds
+        key = x.d.epoch_ns(args[1]) if per == 1000 else x.d.epoch_us(args[1], by)
+        width, before = parse_duration(size).fixed() * per - (closed in ("right", "none")), int(closed in ("left", "none"))
         order = [exp.Ordered(this=key, desc=False, nulls_first=False)]
         frame = exp.WindowSpec(kind="RANGE", start=exp.Literal.number(width), start_side="PRECEDING",
                                end=exp.Literal.number(before) if before else "CURRENT ROW",
