@@ -124,6 +124,11 @@ CASES = {
         "t": pa.array([0, 1500, 2000, 2999, 5000, None, 2_000_000], pa.timestamp("ns")),
         "x": pa.array([1, 2, 4, 8, 16, 32, 64], pa.int64())})).select(s=col("x").rolling_sum_by("t", "2us")),
         {"s": [1, 3, 6, 14, 16, None, 64]}),
+    # min_samples=0: a window of nulls is still null (Polars' own rolling_sum gives 0)
+    "rolling_integers_empty_windows": (lambda: ei.from_pydict({"k": [1, 2, 3, 4, 5], "a": [7, None, None, 5, -3]}).select(
+        s=col("a").rolling_sum(2, min_samples=0).over(order_by="k"), m=col("a").rolling_max(2, min_samples=0).over(order_by="k"),
+        n=col("a").rolling_min(3, min_samples=2).over(order_by="k")),
+        {"s": [7, 7, None, 5, 2], "m": [7, 7, None, 5, 5], "n": [None, None, None, None, -3]}),
     "group_by_dynamic": (lambda: ei.from_arrow(HOURS).group_by_dynamic("t", every="1h", group_by="g").agg(
         s=col("x").sum(), n=ei.count()),
         {"g": ["a", "a", "a", "a", "b", "b", "b"],

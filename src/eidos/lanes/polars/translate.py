@@ -1480,6 +1480,17 @@ def _(e, args, types, res):
     return x.cast(pl.Int128).cum_sum() if e.fn == "cum_sum" else getattr(x, e.fn)()
 
 
+@window_rule("rolling_sum", "rolling_min", "rolling_max")
+def _(e, args, types, res):
+    x, t = args[0], types[0]
+    if not t.is_integer:   # floats: exact sums, NaN the largest (Polars' differ); the reference's function
+        return None
+    size, least = e.options   # eidos: null where fewer than `least` values are there, or none
+    if e.fn == "rolling_sum":   # exact: a total past the type raises in the cast after `over`
+        return x.cast(pl.Int128).rolling_sum(size, min_samples=max(1, least))
+    return getattr(x, e.fn)(size, min_samples=max(1, least))
+
+
 @call("bin_size")
 def _(e: E.Call, scope: Scope) -> pl.Expr:
     return expr(e.args[0], scope).bin.size().cast(pl.Int64)
