@@ -925,7 +925,7 @@ def translated(dialect) -> Coverage:
     dialect's scalar functions (its fn_ methods, which `Dialect.call` dispatches to) and SQL types,
     and the aggregations its `aggregate` renders (count_rows is rendered here)."""
     functions = {name[len("fn_"):] for name in dir(dialect) if name.startswith("fn_")} | C.forms(expr)
-    functions |= {f for f in F.WINDOWS if f != "cum_prod" and not f.endswith("_by")}   # no product aggregate
+    functions |= {f for f in F.WINDOWS if f != "cum_prod"}   # no product aggregate
     for agg in F.AGGREGATES:
         try:
             if agg != "count_rows":
