@@ -239,3 +239,22 @@ def test_group_by_reads_chunks_in_place():
             assert first.tolist()[groups.index(g)] == keys.to_pylist().index(g)
             ref = aggregate(fn, want_of[g], T.Float64, T.Float64)
             assert (v is None and ref is None) or same(v, ref), (g, v, ref)
+
+
+def test_group_by_reads_chunks_of_strings_and_several_keys():
+    """Batches keyed by strings (one dictionary over every chunk) and by a string and an integer
+    (mixed chunk by chunk)."""
+    w = [["a", "b", None], ["b", "c"], ["c", "a", "a", None]]
+    i = [[1, None, 1], [2, 2], [1, 1, None, None]]
+    x = [[1.0, 2.0, 3.0], [4.0, None], [1e300, -1e300, 0.5, 2.0 ** -60]]
+    keys = [pa.chunked_array(w, pa.string_view()), pa.chunked_array(i, pa.int64())]
+    values = pa.chunked_array(x, pa.float64())
+    for chosen in ([keys[0]], keys):
+        first, (got,) = fsum.group_by(chosen, [("sum", values)])
+        rows = list(zip(*(a.to_pylist() for a in chosen)))
+        want: dict = {}
+        for r, v in zip(rows, values.to_pylist()):
+            want.setdefault(r, [])
+            if v is not None:
+                want[r].append(v)
+        assert dict(zip((rows[f] for f in first), got.to_pylist())) == {r: math.fsum(v) if v else None for r, v in want.items()}

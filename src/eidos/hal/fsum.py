@@ -131,20 +131,37 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
 
 
 def _chunks(k, keys, columns) -> list | None:
-    """Each chunk's key and value buffers where there is one key of integers (or dates, times,
-    durations) and every column is chunked alike, in more than one chunk (an engine's batches,
-    which concatenating would copy); else None."""
-    arrays = [keys[0]] + [c for _, c in columns]
-    if len(keys) != 1 or not all(isinstance(a, pa.ChunkedArray) and a.num_chunks > 1 for a in arrays):
-        return None
-    t = keys[0].type
-    if not (pa.types.is_integer(t) or (pa.types.is_temporal(t) and not pa.types.is_interval(t))):
+    """Each chunk's key and value buffers where every key and column is chunked alike, in more than
+    one chunk (an engine's batches, which concatenating would copy): keys of other types coded over
+    all chunks at once (one dictionary), several keys mixed chunk by chunk where their ranges
+    multiply within 2**62; else None."""
+    arrays = list(keys) + [c for _, c in columns]
+    if not all(isinstance(a, pa.ChunkedArray) and a.num_chunks > 1 for a in arrays):
         return None
     lengths = [len(c) for c in keys[0].chunks]
     if any([len(c) for c in a.chunks] != lengths for a in arrays[1:]):
         return None
-    return [(_codes(k, keys[0].chunk(i)), [_buffers(c.chunk(i).cast(pa.float64())) for _, c in columns])
-            for i in range(len(lengths))]
+    coded = [[_codes(k, c) for c in (a if _direct(a.type) else pc.dictionary_encode(a)).chunks] for a in keys]
+    parts = coded[0]
+    if len(keys) > 1:
+        spans = [[k.minmax(*c) for c in key] for key in coded]
+        spans = [(min([lo for lo, hi in key if lo <= hi], default=0), max([hi for lo, hi in key if lo <= hi], default=-1))
+                 for key in spans]
+        widths = [int(hi) - int(lo) + 2 for lo, hi in spans]
+        if math.prod(widths) >= 1 << 62:
+            return None
+        parts = []
+        for i, n in enumerate(lengths):
+            out = np.zeros(n, np.int64)
+            for key, (lo, _), w in zip(coded, spans, widths):
+                k.mix(out, *key[i], lo, w)
+            parts.append((out, _EMPTY, 0))
+    return [(parts[i], [_buffers(c.chunk(i).cast(pa.float64())) for _, c in columns]) for i in range(len(lengths))]
+
+
+def _direct(t: pa.DataType) -> bool:
+    """Whether _codes reads a key of type t as its own integers (else as dictionary codes)."""
+    return pa.types.is_integer(t) or pa.types.is_boolean(t) or (pa.types.is_temporal(t) and not pa.types.is_interval(t))
 
 
 _EMPTY = np.empty(0, np.uint8)
@@ -154,12 +171,12 @@ def _codes(k, a: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
     """A key column as int64 values, validity bitmap and offset: integers, dates, times and
     durations as they are (UInt64 wraps: equal stays equal), other types as dictionary codes."""
     t = a.type
-    if pa.types.is_temporal(t) and not pa.types.is_interval(t):
-        a = a.view(pa.int32() if t.bit_width <= 32 else pa.int64())
-    elif pa.types.is_boolean(t):
+    if pa.types.is_boolean(t):
         a = a.cast(pa.int8())
-    elif not pa.types.is_integer(t):
+    elif not _direct(t):
         a = pc.dictionary_encode(a).indices
+    elif not pa.types.is_integer(t):   # dates, times, timestamps, durations: their integers
+        a = a.view(pa.int32() if t.bit_width <= 32 else pa.int64())
     raw, kmap, koff = _buffers(a)
     return (raw.view(np.int64) if raw.itemsize == 8 else raw.astype(np.int64)), kmap, koff
 
