@@ -301,6 +301,7 @@ def sandbox(con, files=(), folders=()) -> None:
     def strings(items) -> str:
         return exp.Array(expressions=[string(os.fspath(i)) for i in items]).sql("duckdb")
 
+    utc(con)
     con.execute(f"SET allowed_paths = {strings(files)}")
     con.execute(f"SET allowed_directories = {strings(folders)}")
     con.execute("SET enable_external_access = false")
@@ -497,6 +498,13 @@ def quiet(con) -> None:
     """No progress bar: DuckDB draws one on stdout for a query that takes over two seconds, into the
     output of whatever program runs eidos (a pipe, `eidos run` without -o)."""
     con.execute("SET enable_progress_bar = false")
+    utc(con)
+
+
+def utc(con) -> None:
+    """Instants (TIMESTAMPTZ) read in UTC whatever this machine's zone, as PostgreSQL's are: a DuckDB
+    table's zoned column is Timestamp(us, 'UTC') everywhere (docs/semantics.md section 1)."""
+    con.execute("SET TimeZone = 'UTC'")
 
 
 def connect(query, settings: dict | None = None) -> Session:
