@@ -67,8 +67,9 @@ def profile(name: str | None = None) -> settings:
 
 
 def examples(n: int, ci: int | None = None) -> int:
-    """A test's own example count: all n under every profile but 'ci' (the default), where `ci` of them
-    (a fifth of n, at least 5, unless given): the deep tier ($EIDOS_HYPOTHESIS_PROFILE=deep) runs them all."""
+    """A test's own count (of examples, or a size such as nesting levels): all n under every profile but
+    'ci' (the default), where `ci` (a fifth of n, at least 5, unless given): the deep tier
+    ($EIDOS_HYPOTHESIS_PROFILE=deep) runs them all."""
     if os.environ.get(PROFILE_ENV, "ci") != "ci":
         return n
     return min(n, ci if ci is not None else max(5, n // 5))

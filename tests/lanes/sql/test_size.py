@@ -19,11 +19,12 @@ from eidos.ir.schema import Schema
 from eidos.ir.sources import SqlSource
 from eidos.lanes.sql import execute as X
 from eidos.lanes.sql.translate import to_sql
+from eidos.testing.strategies import examples
 
 SCHEMA = Schema([("x", T.Float64), ("k", T.Float64), ("i", T.Int64), ("b", T.Boolean), ("s", T.String)])
 URIS = {"duckdb": "duckdb:///:memory:", "sqlite": "sqlite:///nowhere.db",
         "postgresql": "postgresql://postgres@127.0.0.1:5432/test"}
-LEVELS = 8
+LEVELS = examples(8, ci=6)   # nesting levels: exponential growth shows by the third; the deep tier goes to 8
 
 
 def _issue(e):
