@@ -212,6 +212,7 @@ REFUSED = {
     "join_key": (lambda: lists().join(lists(), on="l"), "join key 'l'"),
     "group_key": (lambda: lists().group_by("l").agg(n=ei.count()), "group key 'l'"),
     "distinct": (lambda: lists().distinct(), "column 'l'"),
+    "distinct_subset": (lambda: lists().distinct(subset=["l"]), "column 'l' of the rows distinct() compares"),
     "compare": (lambda: lists().filter(col("l") == col("l")), "cannot compare List(Int64) with List(Int64)"),
     "max": (lambda: lists().agg(m=col("l").max()), "max() needs values that compare"),
     "cast": (lambda: lists().select(col("l").cast(ei.String)), "cannot cast List(Int64) to String"),

@@ -201,7 +201,7 @@ def _(node: N.Distinct) -> Schema:
 def _(node: N.Unique) -> Schema:
     schema = node.input.schema
     for n in node.subset:
-        schema.dtype(n, where=node_label(node))
+        compared(schema.dtype(n, where=node_label(node)), f"column {n!r} of the rows distinct() compares")
     if node.keep not in N.UNIQUE_KEEPS:
         raise PlanError(f"distinct keep must be one of {', '.join(map(repr, N.UNIQUE_KEEPS))}, got {node.keep!r}")
     if node.keep in ("first", "last"):

@@ -1256,7 +1256,10 @@ class _Plans(_Builder):
     def step_unique(self, s: _State) -> _State | None:
         """distinct(subset, keep): "none" anywhere; "first"/"last" only over totally sorted rows, whose order
         every lane knows ("any" may keep different rows on different lanes, so it is not drawn)."""
-        subset = self.draw(st.lists(st.sampled_from(s.schema.names), min_size=1, max_size=2, unique=True))
+        names = _comparable_names(s)
+        if not names:
+            return None
+        subset = self.draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
         keep = self.pick(("none", "first", "last") if s.ordered else ("none",))
         return self._new_state(s, s.flow.distinct(subset, keep=keep), ordered=s.ordered)
 

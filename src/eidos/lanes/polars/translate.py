@@ -240,7 +240,7 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
         leaves = {a: leaf(a, rows, ctx, grouped=bool(node.keys)) for a in aggs}
         first = [x.alias(name) for one in leaves.values() for name, x in one.columns]
         if node.keys:
-            lf = lf.group_by([expr(e, rows).alias(keys[name]) for name, e in node.keys]).agg(first)
+            lf = lf.group_by([group_key(e, rows).alias(keys[name]) for name, e in node.keys]).agg(first)
         else:
             lf = lf.select(first)  # one row, even from none
     groups = Scope(Schema(list(schema.items()) + [(n, t) for n, t in key_types if n not in schema]),
@@ -258,6 +258,13 @@ def keyed(node: N.Aggregate, aggs: list[E.Agg], key_types) -> bool:
                     and infer(a.arg, node.input.schema) in (T.Float32, T.Float64) for a in aggs))
 
 
+def group_key(e: E.Expr, rows: Scope) -> pl.Expr:
+    """A group key as a column of the input's length: Polars groups the rows of an empty frame by a constant
+    key into one group (eidos: no rows, no groups)."""
+    x = expr(e, rows)
+    return x if e.columns() else pl.repeat(x, pl.len())
+
+
 def keyed_sums(lf, node: N.Aggregate, aggs: list[E.Agg], keys: dict, rows: Scope, ctx: Ctx):
     """The groups and their exact float aggregations in one call of eidos.hal.fsum.group_by over
     the key and argument columns (read in place, no per-group lists): the frame of groups, and
@@ -270,7 +277,7 @@ def keyed_sums(lf, node: N.Aggregate, aggs: list[E.Agg], keys: dict, rows: Scope
         first, out = fsum.group_by([_chunks(df[k]) for k in knames], [(a.fn, _chunks(df[n])) for a, n in zip(aggs, names)])
         return df.select(knames)[first].with_columns(pl.Series(n, o, dtype=pl.Float64) for n, o in zip(names, out))
 
-    lf = lf.select([expr(e, rows).alias(keys[name]) for name, e in node.keys]
+    lf = lf.select([group_key(e, rows).alias(keys[name]) for name, e in node.keys]
                    + [expr(a.arg, rows).alias(n) for a, n in zip(aggs, names)])
     lf = lf.map_batches(run, schema={**key_types, **dict.fromkeys(names, pl.Float64)}, streamable=False)
     return lf, {a: Leaf([], lambda g, n=n: pl.col(n)) for a, n in zip(aggs, names)}
