@@ -389,6 +389,8 @@ CASES = [
     Case("groups_without_aggregations", lambda s: ei.from_arrow(pa.table({
         "x": [1.5, None, 2.0], "b": pa.array([None, None, 3], pa.int8())})).group_by("b").agg(a=col("x").sum())
         .select("b").sort("b"), {"b": [3, None]}, ordered=True),
+    Case("constant_key_over_no_rows", lambda s: people(s).filter(col("age") > 1000)
+         .group_by(lit(1).alias("k")).agg(n=ei.count(), s=col("age").sum()), {"k": [], "n": [], "s": []}),
     Case("quantile", lambda s: people(s).group_by("dept").agg(
         n=col("age").quantile(0.5), lo=col("age").quantile(0.25, "lower"), hi=col("age").quantile(0.25, "higher"),
         mid=col("age").quantile(0.25, "midpoint"), lin=col("age").quantile(0.25, "linear"),
