@@ -384,6 +384,34 @@ def test_division_by_a_constant_is_ieee_division():
     assert got.column("e").to_pylist() == np.floor(x / 0.1).tolist()
 
 
+def test_nested_casts_through_text_and_date_arithmetic_grow_linearly():
+    """Each level of ((d.cast(String).cast(Date) - 1) ...) adds the same amount of Polars plan: a translation
+    that read its argument three times grew as 3**k (four levels took 74 s for Polars to optimize)."""
+    flow = ei.from_pydict({"d": [dt.date(2024, 1, 1), None], "s": ["1", " 2 "], "b": ["TRUE", "false"]})
+
+    def size(levels: int, step) -> int:
+        e = col("d")
+        for _ in range(levels):
+            e = step(e)
+        return len(to_lazyframe(flow.select(m=e).plan).explain(optimized=False))
+
+    steps = [lambda e: e.cast(ei.String).cast(ei.Date) - 1, lambda e: e + 2, lambda e: e.cast(ei.String).cast(ei.Date)]
+    for step in steps:
+        grow = [size(k + 1, step) - size(k, step) for k in (1, 2, 3, 4)]
+        assert max(grow) <= 1.2 * min(grow), grow
+    for text, to in (("s", ei.Int64), ("s", ei.Float64), ("b", ei.Boolean)):
+        e = col(text)
+        grow = []
+        for _ in range(4):
+            before = len(to_lazyframe(flow.select(m=e).plan).explain(optimized=False))
+            e = e.cast(to).cast(ei.String)
+            grow.append(len(to_lazyframe(flow.select(m=e).plan).explain(optimized=False)) - before)
+        assert max(grow) <= 1.2 * min(grow), (to, grow)
+    assert run(flow.select(d=(col("d").cast(ei.String).cast(ei.Date) - 1).cast(ei.String).cast(ei.Date) + 2,
+                           i=col("s").cast(ei.Int64), f=col("s").cast(ei.Float64), b=col("b").cast(ei.Boolean))
+               ).to_pydict() == {"d": [dt.date(2024, 1, 2), None], "i": [1, 2], "f": [1.0, 2.0], "b": [True, False]}
+
+
 def test_float_std_overflows_to_inf():
     got = run(ei.from_pydict({"f": [1e308, -1e308]}).agg(s=col("f").std()))
     assert got.column("s").to_pylist() == [math.inf]

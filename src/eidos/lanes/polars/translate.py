@@ -622,29 +622,32 @@ def _parse(s: pl.Expr, dst: DType, scope: Scope) -> pl.Expr:
     """String -> dst as docs/semantics.md section 13 says: text eidos rejects is made text Polars
     rejects too ('!' in front), so the strict cast raises for exactly the rows eidos does."""
     t = s.str.strip_chars(G.SPACE)  # all of Python's str.strip() set; Polars' default strips fewer
-    bad = pl.lit("!") + s
     if dst.is_integer:
         # via Int128, since Polars will not read "-0" as an unsigned 0
-        text = pl.when(t.str.contains(G.whole(G.INTEGER))).then(t).otherwise(bad)
-        return scope.strict(scope.strict(text, pl.Int128), pl_dtype(dst))
+        return scope.strict(scope.strict(_marked(t, G.INTEGER), pl.Int128), pl_dtype(dst))
     if dst.is_float:
-        low = t.str.to_lowercase()
-        text = pl.when(t.str.contains(G.whole(G.NUMBER))).then(t)
+        text = _marked(t, G.text_pattern(dst))
         for value, words in G.float_word_groups():
-            text = text.when(low.is_in(words)).then(pl.lit(repr(value)))
-        text = text.otherwise(bad)
+            spelled = "|".join(G.caseless(w).replace("+", "[+]") for w in words)
+            text = text.str.replace(f"^(?:{spelled})$", repr(value))
         # parsed as Float64 first, then rounded: the reference's to_f32(float(text))
         return _to_result(scope.strict(text, pl.Float64), dst)
     if dst == T.Boolean:
-        low = t.str.to_lowercase()
-        ok = scope.strict(pl.when(low.is_in(list(G.BOOLEAN_WORDS))).then(pl.lit("1")).otherwise(bad), pl.Int8)
-        return pl.when(ok == 1).then(low == "true")
+        bits = (_marked(t, G.text_pattern(dst)).str.replace(f"^{G.caseless('true')}$", "1")
+                .str.replace(f"^{G.caseless('false')}$", "0"))
+        return scope.strict(bits, pl.Int8) == 1
     if dst == T.Date:
-        text = pl.when(t.str.contains(G.whole(G.DATE))).then(t).otherwise(bad)
-        return scope.mask(text).str.to_date("%Y-%m-%d", strict=True)
+        return scope.mask(_marked(t, G.DATE)).str.to_date("%Y-%m-%d", strict=True)
     if dst == T.String:
         return s
     raise UnsupportedError(f"the polars lane cannot cast String to {dst}")
+
+
+def _marked(t: pl.Expr, pattern: str) -> pl.Expr:
+    """t where it is `pattern` whole, else '!' + t, which no parser reads (a strict cast then raises for
+    exactly those rows). Two replaces, each reading its input once: a when/then would repeat t's
+    expression three times, so casts through text nested k deep would grow as 3**k (4 levels: 74 s)."""
+    return t.str.replace("^", "!").str.replace(f"(?s)^!({pattern})$", "${1}")
 
 
 def _in_python(fn, args: list[pl.Expr], types: list[DType], res: DType, scope: Scope, what: str) -> pl.Expr:
@@ -881,8 +884,7 @@ def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
                 for v, t in ((a, ta), (b, tb)))
         total = x + y if e.fn == "add" else x - y
         if res == T.Timestamp:  # eidos: outside years 1..9999 raises; send it where the Int64 cast fails
-            inside = total.is_between(_FIRST_US, _LAST_US)
-            total = pl.when(inside | total.is_null()).then(total).otherwise(pl.lit(2**80, dtype=pl.Int128))
+            total = _outside_to(total, _FIRST_US, _LAST_US, 2**80)
         return scope.strict(total, pl.Int64).cast(_PL[res.name])
     date, days = (a, b) if ta == T.Date else (b, a)
     d = operand(date, T.Date, scope).cast(pl.Int32).cast(pl.Int128)
@@ -890,10 +892,18 @@ def _date_arith(e: E.Call, ta: DType, tb: DType, scope: Scope) -> pl.Expr:
     n = n.cast(pl.Int128)
     # eidos: date +/- days; a result outside 0001-01-01..9999-12-31 raises. Polars' Date reaches
     # much further, so send what is outside to a value the strict cast to Int32 days rejects.
-    total = d + n if e.fn == "add" else d - n
-    inside = total.is_between(_FIRST_DAY, _LAST_DAY)
-    total = pl.when(inside | total.is_null()).then(total).otherwise(pl.lit(2**40, dtype=pl.Int128))
+    total = _outside_to(d + n if e.fn == "add" else d - n, _FIRST_DAY, _LAST_DAY, 2**40)
     return scope.strict(total, pl.Int32).cast(pl.Date)
+
+
+def _outside_to(x: pl.Expr, lo: int, hi: int, far: int) -> pl.Expr:
+    """Int128 `x` with the values outside lo..hi made `far`, computed per batch on the Series: an expression
+    would read `x` three times (the test, the value, nulls), and chained date arithmetic would grow as 3**k."""
+    def batch(s: pl.Series) -> pl.Series:
+        v = pl.col(s.name)
+        return s.to_frame().select(pl.when(v.is_between(lo, hi) | v.is_null()).then(v)
+                                   .otherwise(pl.lit(far, pl.Int128))).to_series()
+    return x.map_batches(batch, return_dtype=pl.Int128, is_elementwise=True)
 
 
 _EPOCH = _dt.date(1970, 1, 1)
