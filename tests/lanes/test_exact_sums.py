@@ -90,6 +90,6 @@ def test_duckdb_explain_names_its_way_in():
     plain = flow.group_by("k").agg(s=col("x").sum())
     filtered = flow.filter(col("x") > 1.0).group_by("k").agg(s=col("x").sum())
     assert "aggregates the Arrow table's columns in place" in plain.explain(engine="duckdb")
-    assert "DuckDB runs the projection below" in filtered.explain(engine="duckdb")
+    assert "duckdb runs the projection below" in filtered.explain(engine="duckdb")
     assert "aggregates the Arrow table's columns in place" in plain.sort("k").explain(engine="duckdb")
     assert sorted(filtered.run(engine="duckdb").to_pylist(), key=str) == [{"k": "a", "s": 3.0}, {"k": "b", "s": 2.0}]

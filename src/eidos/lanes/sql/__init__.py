@@ -72,9 +72,36 @@ class SqlLane(Lane):
                   for n in plan.walk() if isinstance(n, N.Unique) and n.keep in ("first", "last") and not _sorted(n.input)]
         return list(dict.fromkeys(found))
 
+    # Whether an Aggregate of float sums, means, var and std takes the exact route (lanes/sql/exact.py): the
+    # engine runs its input, eidos.hal.fsum aggregates the Arrow result. For engines whose own float sum is
+    # not correctly rounded (DuckDB, SQLite); PostgreSQL sums floats exactly in numeric.
+    exact_route = False
+
     def describe(self, plan: N.Node) -> list[str]:
-        """The SQL this lane sends for `plan` (explain shows it); a plan reading other parts' results gets
-        its SQL when they have run."""
+        """The SQL this lane sends for `plan` (explain shows it), and where the exact route takes an Aggregate."""
+        if not self.exact_route:
+            return self._sql_lines(plan)
+        from eidos.lanes.sql import exact
+
+        lines: list[str] = []
+
+        def note(agg: N.Aggregate):
+            rows = exact.route(agg)
+            lines.extend([exact.IN_PLACE] if exact.in_place(rows) is not None
+                         else [exact.ROUTE.format(engine=self.name)] + self._sql_lines(rows))
+            return agg.schema.to_arrow().empty_table()
+
+        if exact.route(plan) is not None:
+            note(plan)
+            return lines
+        if "local" not in self.reads:
+            return self._sql_lines(plan)
+        rest = exact.below(plan, note)
+        return lines + self._sql_lines(rest) if lines else self._sql_lines(plan)
+
+    def _sql_lines(self, plan: N.Node) -> list[str]:
+        """The SQL this lane sends for `plan`; a plan reading other parts' results gets its SQL when they
+        have run."""
         import sqlglot
 
         from eidos.ir.sources import PartSource
@@ -93,6 +120,19 @@ class SqlLane(Lane):
         return self._run(plan, lines), lines
 
     def _run(self, plan: N.Node, profile: list[str] | None = None):
+        if self.exact_route:
+            from eidos.lanes.sql import exact
+            from eidos.lanes.sql.execute import conform
+
+            rows = exact.route(plan)   # exact float aggregation: the engine runs its input, eidos.hal.fsum the rest
+            if rows is not None:
+                table = exact.in_place(rows)
+                return conform(exact.finish(plan, self._run(rows, profile) if table is None else table), plan.schema)
+            if "local" in self.reads:   # an Aggregate below the root becomes an Arrow table the engine reads
+                plan = exact.below(plan, lambda agg: self._run(agg, profile))
+        return self._send(plan, profile)
+
+    def _send(self, plan: N.Node, profile: list[str] | None = None):
         from eidos.lanes.sql.execute import run
 
         return run(self.name, plan, profile=profile)
@@ -126,6 +166,7 @@ class DuckDBLane(SqlLane):
     """
 
     name = "duckdb"
+    exact_route = True
     kind = "vector"
     coverage = COVERAGE["duckdb"]
     reads = frozenset({"local", "duckdb"})
@@ -153,35 +194,13 @@ class DuckDBLane(SqlLane):
 
         return DuckDBLane(budget=budget_bytes, spill_dir=tempfile.gettempdir())
 
-    def _run(self, plan: N.Node, profile: list[str] | None = None):
-        from eidos.lanes.sql import exact
-        from eidos.lanes.sql.execute import conform, run
+    def _send(self, plan: N.Node, profile: list[str] | None = None):
+        from eidos.lanes.sql.execute import run
 
-        rows = exact.route(plan)   # exact float aggregation: DuckDB runs its input, eidos.hal.fsum the rest
-        if rows is not None:
-            table = exact.in_place(rows)
-            return conform(exact.finish(plan, self._run(rows, profile) if table is None else table), plan.schema)
-        plan = exact.below(plan, lambda agg: self._run(agg, profile))
         if self.budget is None:
             return run(self.name, plan, profile=profile)
         with self._within_budget(plan) as settings:
             return run(self.name, plan, settings, profile=profile)
-
-    def describe(self, plan: N.Node) -> list[str]:
-        from eidos.lanes.sql import exact
-
-        lines: list[str] = []
-
-        def note(agg: N.Aggregate):
-            rows = exact.route(agg)
-            lines.extend([exact.IN_PLACE] if exact.in_place(rows) is not None else [exact.ROUTE] + super(DuckDBLane, self).describe(rows))
-            return agg.schema.to_arrow().empty_table()
-
-        if exact.route(plan) is not None:
-            note(plan)
-            return lines
-        rest = exact.below(plan, note)
-        return lines + super().describe(rest) if lines else super().describe(plan)
 
     def execute_stream(self, plan: N.Node):
         from eidos.lanes.sql.execute import stream
@@ -232,6 +251,7 @@ class SQLiteLane(SqlLane):
 
     name = "sqlite"
     kind = "pushdown"
+    exact_route = True
     coverage = COVERAGE["sqlite"]
     reads = frozenset({"sqlite"})
     packages = ("adbc_driver_sqlite", "adbc_driver_manager", "sqlglot")

@@ -1,12 +1,13 @@
-"""The duckdb lane's exact route for float aggregations: DuckDB computes the rows, eidos.hal.fsum
-aggregates them. DuckDB has no correctly rounded float sum, and gathering each group's values with
-list() for a Python function costs many times DuckDB's own sum. Where the plan is an Aggregate of
+"""The duckdb and sqlite lanes' exact route for float aggregations: the engine computes the rows,
+eidos.hal.fsum aggregates them. Neither has a correctly rounded float sum, and gathering each group's
+values with list() (DuckDB) or calling Python per value (SQLite) costs many times the engine's own sum. Where the plan is an Aggregate of
 float sums, means, variances and deviations (no key, or keys eidos.hal.fsum.group_by groups as eidos
 does: any but floats and nested types), the lane runs the Aggregate's input in SQL as a projection
 of the keys and arguments, fetches it as Arrow, and aggregates the buffers in place
 (eidos.hal.fsum.group_by, fsum.single). Where that projection only picks columns of an in-memory
 Arrow table, the columns are read where they lie: DuckDB would only copy them. Such an Aggregate
-below the plan's root (under a sort, a join, ...) is computed first and DuckDB reads its result."""
+below the plan's root (under a sort, a join, ...) is computed first and DuckDB reads its result (SQLite
+cannot read an Arrow table: there only a root Aggregate takes the route)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from eidos.ir.rewrite import map_inputs
 from eidos.ir.sources import ArrowSource
 from eidos.ir.typing import infer
 
-ROUTE = ("exact float aggregation: DuckDB runs the projection below, eidos.hal.fsum aggregates "
-         "its Arrow result in place (the lane's exact route, no list())")
+ROUTE = ("exact float aggregation: {engine} runs the projection below, eidos.hal.fsum aggregates "
+         "its Arrow result in place (the lane's exact route)")
 IN_PLACE = ("exact float aggregation: eidos.hal.fsum aggregates the Arrow table's columns in place "
             "(the lane's exact route: the Aggregate only reads columns of an in-memory table, so DuckDB "
             "does not run it)")
