@@ -93,3 +93,15 @@ def test_duckdb_explain_names_its_way_in():
     assert "duckdb runs the projection below" in filtered.explain(engine="duckdb")
     assert "aggregates the Arrow table's columns in place" in plain.sort("k").explain(engine="duckdb")
     assert sorted(filtered.run(engine="duckdb").to_pylist(), key=str) == [{"k": "a", "s": 3.0}, {"k": "b", "s": 2.0}]
+
+
+def test_duckdb_prices_the_in_place_route_without_its_setup_or_scan():
+    """Read in place, DuckDB does not run: its cost model charges neither DuckDB's setup nor a scan, so a global
+    float sum over a table in memory is no longer priced above the polars lane's (the kernel does the work)."""
+    lane_or_skip("duckdb")
+    from eidos.lanes.sql import cost
+
+    flow = ei.from_arrow(pa.table({"x": pa.array([0.5] * 1000, pa.float64())}))
+    in_place, fetched = flow.agg(s=col("x").sum()), flow.filter(col("x") > 0).agg(s=col("x").sum())
+    assert cost.estimate(in_place.plan).fixed_s == cost.IN_PLACE_SETUP_S
+    assert cost.estimate(fetched.plan).fixed_s == cost.MODEL.setup_s

@@ -9,7 +9,9 @@ cost constants come from". `DEFAULTS` holds them as data; the planner uses `in_u
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from eidos.hal.constants import DEV_VM, Constants, values_for
 from eidos.hal.cost import RowFlow, exact_aggregations, flat, row_flow_model
@@ -33,6 +35,9 @@ EXACT_ROW_S = 3e-9              # a float sum/mean/std/var on the lane's exact r
 EXACT_GROUP_S = 0.4e-6          # the same, per group (1M keys over 10M rows: the counting sort's misses)
 EXACT_FETCH_S = 2e-9            # each key and argument value DuckDB computes and hands over as Arrow (none
                                 # where the Aggregate only picks columns of an in-memory table)
+EXACT_GLOBAL_ROW_S = 0.5e-9     # the same without keys, per value: the kernel alone, every core
+IN_PLACE_SETUP_S = 0.0005       # a run where the Aggregate only picks columns of an in-memory table: DuckDB
+                                # does not run (no setup, no scan), the lane's Python calls the kernel
 EXACT_LIST_ROW_S = 100e-9       # an Aggregate the exact route does not take: DuckDB's list() of the group,
                                 # then eidos.hal.fsum in a vectorized Python function
 
@@ -50,15 +55,26 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
         if rows_in is None:
             return floats * rows * values.get("exact_list_row_s", EXACT_LIST_ROW_S)
         fetched = 0 if route.in_place(rows_in) is not None else len(rows_in.columns)
-        return (floats * (rows * values.get("exact_row_s", EXACT_ROW_S) + groups * values.get("exact_group_s", EXACT_GROUP_S))
+        per_row = values.get("exact_row_s", EXACT_ROW_S) if node.keys else values.get("exact_global_row_s",
+                                                                                     EXACT_GLOBAL_ROW_S)
+        return (floats * (rows * per_row + groups * values.get("exact_group_s", EXACT_GROUP_S))
                 + fetched * rows * values.get("exact_fetch_s", EXACT_FETCH_S))
 
-    return row_flow(plan, row_flow_model(MODEL, values, label), exact)
+    model = row_flow_model(MODEL, values, label)
+    if isinstance(plan, N.Aggregate):
+        from eidos.lanes.sql import exact as route
+
+        rows_in = route.route(plan)
+        if rows_in is not None and route.in_place(rows_in) is not None:
+            model = replace(model, setup_s=values.get("in_place_setup_s", IN_PLACE_SETUP_S),
+                            scan_bytes_per_s={**model.scan_bytes_per_s, "arrow": math.inf})
+    return row_flow(plan, model, exact)
 
 
 DEFAULTS = Constants(
     "duckdb", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S, "exact_fetch_s": EXACT_FETCH_S,
-               "exact_list_row_s": EXACT_LIST_ROW_S}, DEV_VM, estimate,
+               "exact_list_row_s": EXACT_LIST_ROW_S, "exact_global_row_s": EXACT_GLOBAL_ROW_S,
+               "in_place_setup_s": IN_PLACE_SETUP_S}, DEV_VM, estimate,
     threaded=frozenset({"row_op_s", "join_row_s", "sort_row_s", "group_s"}),
     host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
                           "scan_other_bytes_per_s"}),
