@@ -26,7 +26,7 @@ MODEL = RowFlow(
     row_op_s=0.37e-9,            # one vectorized operation (an expression node, an aggregate) on one row
     join_row_s=2e-9,             # hashing and probing one row, build and probe sides
     sort_row_s=1.5e-9,           # one row of a sort, times log2(rows)
-    group_s=1.2e-6,              # one group of a keyed aggregation (bench/RESULTS.md: measured on the loaded VM)
+    group_s=0.16e-6,             # one group of a keyed aggregation (`eidos calibrate` on the quiet VM: 1.57e-7)
 )
 
 
