@@ -14,22 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
 import pyarrow as pa
+from first_queries import timed  # bench/ is the script's folder: python bench/asof.py
 
 import eidos as ei
-
-
-def timed(fn, runs: int) -> tuple[float, float, object]:
-    out, times = None, []
-    for _ in range(runs):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times), out
 
 
 def main() -> None:
