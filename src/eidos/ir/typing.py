@@ -306,8 +306,10 @@ def _(e: Case, ty: _Typer) -> DType:
 
 @_infer.register
 def _(e: Udf, ty: _Typer) -> DType:
-    for a in e.args:
-        ty(a)
+    for t in [ty(a) for a in e.args] + [e.return_dtype]:
+        if "Timestamp(ns)" in t.kinds:
+            raise ty.fail(e, f"a Python function takes and gives Python values, and a nanosecond timestamp ({t}) has "
+                             "none (datetime holds microseconds): cast it to ei.Timestamp first, or use map_batches")
     return e.return_dtype
 
 
@@ -355,6 +357,14 @@ def _(e: Agg, ty: _Typer) -> DType:
     return T.Float64  # mean, std, var, median, quantile
 
 
+def compared(t: T.DType, what: str) -> T.DType:
+    """`t`, where values are compared (sort, join and group keys, distinct rows); nested values are not."""
+    if t.is_nested:
+        raise PlanError(f"{what} is {t}: eidos defines no order or equality of nested values; "
+                        "use what they hold (.list.len(), .list.get(i), .struct.field(name)) or drop the column")
+    return t
+
+
 @_infer.register
 def _(e: Window, ty: _Typer) -> DType:
     """A window's type (docs/semantics.md section 19); its parts are plain row expressions."""
@@ -363,7 +373,7 @@ def _(e: Window, ty: _Typer) -> DType:
             raise ty.fail(e, "a window function's argument, partition and order cannot hold another window "
                              "function or an aggregation; compute that in an earlier with_columns")
     for key in e.partition_by + e.order_by:
-        ty(key)
+        compared(ty(key), f"window key {key} in {ty.where}")
     if not (isinstance(e.descending, bool) and isinstance(e.nulls_last, bool)):
         raise ty.fail(e, "descending and nulls_last of a window are True or False")
     if e.fn in F.AGGREGATES:
@@ -387,6 +397,8 @@ def _(e: Window, ty: _Typer) -> DType:
             raise ty.fail(e, f"{e.fn}()'s window_size must be a positive duration, got {size}")
     elif e.fn.startswith("rolling_") and e.options[1] > e.options[0]:
         raise ty.fail(e, f"{e.fn}'s min_samples ({e.options[1]}) is more than its window_size ({e.options[0]})")
+    if e.fn in ("rank", "cum_min", "cum_max", "rolling_min", "rolling_max", "rolling_min_by", "rolling_max_by"):
+        compared(ty(e.args[0]), f"the column {e.fn}() orders, {e.args[0]} in {ty.where}")
     if e.fn == "row_number" or e.fn == "cum_count" or (e.fn == "rank" and e.options[0] != "average"):
         if e.args:
             ty(e.args[0])

@@ -18,15 +18,7 @@ from eidos.ir.expr import Agg, Window, contains_agg
 from eidos.ir.order import reads_row_order, require_row_order
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
-from eidos.ir.typing import infer, promote
-
-
-def compared(t: T.DType, what: str) -> T.DType:
-    """`t`, where values are compared (sort, join and group keys, distinct rows); nested values are not."""
-    if t.is_nested:
-        raise PlanError(f"{what} is {t}: eidos defines no order or equality of nested values; "
-                        "use what they hold (.list.len(), .list.get(i), .struct.field(name)) or drop the column")
-    return t
+from eidos.ir.typing import compared, infer, promote
 
 
 def infer_schema(node: N.Node) -> Schema:

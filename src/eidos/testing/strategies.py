@@ -1291,11 +1291,11 @@ class _Plans(_Builder):
         (or an order_by, whose ties go by it) only over rows sorted on every column, so every lane has that order."""
         if not s.ordered and "Sort" in self.o.nodes and self.chance(0.5):
             s = self._new_state(s, self._sort_all(s), ordered=True)
-        names = list(s.schema.names)
-        parts = self.draw(st.lists(st.sampled_from(names), unique=True, max_size=min(2, len(names))))
+        names, keys = list(s.schema.names), _comparable_names(s)   # partitions and orders compare their keys
+        parts = self.draw(st.lists(st.sampled_from(keys), unique=True, max_size=min(2, len(keys)))) if keys else []
         order: dict[str, Any] = {}
-        if s.ordered and self.chance(0.5):
-            order = {"order_by": self.draw(st.lists(st.sampled_from(names), unique=True, min_size=1, max_size=2)),
+        if s.ordered and keys and self.chance(0.5):
+            order = {"order_by": self.draw(st.lists(st.sampled_from(keys), unique=True, min_size=1, max_size=2)),
                      "descending": self.draw(st.booleans()), "nulls_last": self.draw(st.booleans())}
         fns = [f for f in F.WINDOWS if self.has(f) and (s.ordered or f == "rank" or f.endswith("_by"))]
         if self.has("over") and (not fns or self.chance(0.4)):
