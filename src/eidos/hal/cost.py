@@ -210,15 +210,24 @@ def exact_aggregations(node: N.Aggregate) -> tuple[int, int]:
 
 def in_place(node: N.Aggregate) -> bool:
     """Whether a host lane's exact route (eidos.hal.fsum.group_by over the key and value buffers, no
-    per-group lists) takes `node`: every aggregation a float sum, mean, var or std, and keys that
-    group_by groups as eidos does. What the polars and duckdb cost models price per value there."""
-    from eidos.hal.fsum import groups_by
-
+    per-group lists) takes `node`: every aggregation one fsum computes (exact_in_place), and keys that
+    group_by groups as eidos does. The polars lane's route and its cost model both ask this."""
     aggs = [a for _, e in node.aggs for a in e.walk() if isinstance(a, E.Agg)]
     try:
-        keys = [infer(e, node.input.schema) for _, e in node.keys]
-        args = [infer(a.arg, node.input.schema) if a.arg is not None else T.Null for a in aggs]
+        return bool(aggs) and all(groups_by(infer(e, node.input.schema)) for _, e in node.keys) and all(
+            exact_in_place(a, node.input.schema) for a in aggs)
     except Exception:  # noqa: BLE001 - typed only in context: the list route's price
         return False
-    return bool(aggs) and all(map(groups_by, keys)) and all(
-        a.fn in ("sum", "mean", "std", "var") and t.is_float for a, t in zip(aggs, args))
+
+
+def exact_in_place(a: E.Agg, schema) -> bool:
+    """A float sum, mean, var or std of an expression that reads columns: what eidos.hal.fsum computes
+    over an engine's buffers."""
+    return (a.fn in ("sum", "mean", "var", "std") and a.arg is not None and bool(a.arg.columns())
+            and infer(a.arg, schema) in (T.Float32, T.Float64))
+
+
+def groups_by(t: DType) -> bool:
+    """Whether eidos.hal.fsum.group_by groups keys of eidos type t as eidos does (docs/semantics.md
+    section 14): not floats (dictionary codes would keep -0.0 apart from 0.0), nested or null-typed keys."""
+    return not (t.is_float or t.is_nested or t.name == "Null")

@@ -350,9 +350,3 @@ def _pool() -> ThreadPoolExecutor:
 # Whether this Python's math.fsum gives -0.0 for negative zeros (3.11 gives 0.0): zero sums then
 # go the reference's way.
 NEG_ZERO = math.copysign(1.0, math.fsum([-0.0])) < 0
-
-
-def groups_by(t) -> bool:
-    """Whether group_by groups keys of eidos type t as eidos does (docs/semantics.md section 14):
-    not floats (dictionary codes would keep -0.0 apart from 0.0), nested or null-typed keys."""
-    return not (t.is_float or t.is_nested or t.name == "Null")

@@ -23,6 +23,7 @@ from eidos.errors import ExecutionError, UnsupportedError
 from eidos.hal import coverage as C
 from eidos.hal import fsum
 from eidos.hal.arrow import batch_result, read_local
+from eidos.hal.cost import in_place
 from eidos.hal.coverage import Coverage
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
@@ -234,7 +235,7 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
     aggs = list(dict.fromkeys(a for _, e in node.aggs for a in e.walk() if isinstance(a, E.Agg)))
     keys = {name: ctx.temp("k") for name, _ in node.keys}
     key_types = [(name, infer(e, schema)) for name, e in node.keys]
-    if keyed(node, aggs, key_types):
+    if node.keys and in_place(node):   # eidos.hal.fsum.group_by computes it over Polars' buffers
         lf, leaves = keyed_sums(lf, node, aggs, keys, rows, ctx)
     else:
         leaves = {a: leaf(a, rows, ctx, grouped=bool(node.keys)) for a in aggs}
@@ -247,15 +248,6 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
                    keys=keys, leaves=leaves)
     return lf.select([pl.col(keys[name]).alias(name) for name, _ in node.keys]
                      + [expr(e, groups).alias(name) for name, e in node.aggs])
-
-
-def keyed(node: N.Aggregate, aggs: list[E.Agg], key_types) -> bool:
-    """Whether eidos.hal.fsum.group_by computes this Aggregate: keys it groups as eidos does (any
-    but floats, whose -0.0 and NaN keys it does not merge, nested and null-typed ones), and only
-    sums, means, variances and deviations of floats."""
-    return (bool(aggs) and bool(key_types) and all(fsum.groups_by(t) for _, t in key_types)
-            and all(a.fn in ("sum", "mean", "var", "std") and a.arg is not None and a.arg.columns()
-                    and infer(a.arg, node.input.schema) in (T.Float32, T.Float64) for a in aggs))
 
 
 def group_key(e: E.Expr, rows: Scope) -> pl.Expr:

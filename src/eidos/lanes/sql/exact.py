@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.rewrite import map_inputs
@@ -29,17 +28,15 @@ IN_PLACE = ("exact float aggregation: eidos.hal.fsum aggregates the Arrow table'
 
 def route(plan: N.Node) -> N.Project | None:
     """The projection DuckDB runs for `plan` on the exact route, or None where it does not apply."""
-    from eidos.hal.fsum import groups_by
+    from eidos.hal.cost import exact_in_place, groups_by
 
     if not isinstance(plan, N.Aggregate) or not plan.aggs:
         return None
     schema = plan.input.schema
     if not all(groups_by(infer(e, schema)) for _, e in plan.keys):
         return None
-    for _, a in plan.aggs:
-        if not (isinstance(a, E.Agg) and a.fn in ("sum", "mean", "var", "std") and a.arg is not None
-                and a.arg.columns() and infer(a.arg, schema) in (T.Float32, T.Float64)):
-            return None
+    if not all(isinstance(a, E.Agg) and exact_in_place(a, schema) for _, a in plan.aggs):
+        return None
     return N.Project(plan.input, tuple(plan.keys) + tuple((f"__eidos_x{i}", a.arg) for i, (_, a) in enumerate(plan.aggs)))
 
 
