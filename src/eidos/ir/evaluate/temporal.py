@@ -10,7 +10,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import durations, timeformat
 from eidos.ir import functions as F
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate.values import Fn, Nanos, fail, in_unit, local, stamp, strict1
+from eidos.ir.evaluate.values import Fn, Nanos, fail, in_unit, local, stamp, strict1, zone_info
 from eidos.ir.typing import check_duration
 
 
@@ -96,13 +96,11 @@ def _formats(fn: str, options: tuple, rt: DType) -> Fn:
 
 def _zones(fn: str, options: tuple, t: DType, rt: DType) -> Fn:
     """dt.replace_time_zone, dt.convert_time_zone and dt.time of a value of timestamp type `t` (docs/semantics.md 1)."""
-    import zoneinfo
-
     if fn == "dt_time":
-        return strict1(lambda a: local(a, t.tz).time().replace(tzinfo=None))
+        return strict1(lambda a: local(a, t.tz).time())
     if fn == "dt_convert_time_zone":
         return strict1(lambda a: a)   # the same instant (zoned values are held in UTC); only the type changes
-    zone = None if options[0] is None else zoneinfo.ZoneInfo(options[0])
+    zone = None if options[0] is None else zone_info(options[0])
 
     def wall(at: _dt.datetime) -> _dt.datetime:
         naive = local(at, t.tz).replace(tzinfo=None)

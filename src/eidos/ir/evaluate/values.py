@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import functools
 from array import array
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -63,15 +64,20 @@ def in_unit(v: _dt.datetime, dtype: DType) -> Any:
 
 def local(v: _dt.datetime, tz: str | None) -> _dt.datetime:
     """A zoned value's wall-clock time in its zone `tz` (naive values are their own)."""
+    return v if tz is None else v.astimezone(zone_info(tz))
+
+
+@functools.cache
+def zone_info(tz: str):
+    """The zoneinfo.ZoneInfo of IANA name `tz`, looked up once per name (local() runs once per value)."""
     import zoneinfo
 
-    return v if tz is None else v.astimezone(zoneinfo.ZoneInfo(tz))
+    return zoneinfo.ZoneInfo(tz)
 
 
 def from_count(n: int, dtype: DType) -> Any:
     """The value of timestamp type `dtype` that Arrow stores as `n` units since 1970-01-01."""
-    per = {"ms": 1000, "us": 1, "ns": 1}[dtype.unit]
-    us, ns = divmod(n, 1000) if dtype.unit == "ns" else (n * per, 0)
+    us, ns = divmod(n, 1000) if dtype.unit == "ns" else (n * 1000 if dtype.unit == "ms" else n, 0)
     at = (EPOCH + _dt.timedelta(microseconds=us))
     at = at.replace(tzinfo=UTC) if dtype.tz is not None else at
     return Nanos(at, ns) if dtype.unit == "ns" else at
@@ -81,7 +87,7 @@ def to_count(v: Any, dtype: DType) -> int:
     """Inverse of `from_count`: the units since 1970-01-01 Arrow stores for a timestamp value."""
     at, ns = (v.at, v.ns) if isinstance(v, Nanos) else (v, 0)
     us = ((at.replace(tzinfo=None) - at.utcoffset() if at.tzinfo else at) - EPOCH) // _US
-    return {"ms": us // 1000, "us": us, "ns": us * 1000 + ns}[dtype.unit]
+    return us // 1000 if dtype.unit == "ms" else us * 1000 + ns if dtype.unit == "ns" else us
 
 
 # ---------------------------------------------------------------- helpers

@@ -43,11 +43,10 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> Rows:
 # Timestamps in nanoseconds or in a zone travel as their Arrow counts: Python's datetime holds neither
 # nanoseconds nor (through pyarrow) one instant of a repeated hour, so the counts are turned into values here.
 def _counted(t: T.DType) -> bool:
-    if isinstance(t, T.TimestampType):
-        return t.unit == "ns" or t.tz is not None
-    if isinstance(t, T.ListType):
-        return _counted(t.inner)
-    return isinstance(t, T.StructType) and any(_counted(f) for _, f in t.fields)
+    return not _COUNTED.isdisjoint(t.kinds)
+
+
+_COUNTED = frozenset({"Timestamp(ns)", "Timestamp(tz)"})
 
 
 def _as_counts(t: T.DType) -> pa.DataType:
