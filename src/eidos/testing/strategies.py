@@ -63,14 +63,18 @@ PROFILE_ENV = "EIDOS_HYPOTHESIS_PROFILE"
 
 def profile(name: str | None = None) -> settings:
     """The settings profile `name`, else $EIDOS_HYPOTHESIS_PROFILE, else 'ci'; use as a decorator."""
-    return settings.get_profile(name or os.environ.get(PROFILE_ENV, "ci"))
+    return settings.get_profile(name or _profile_name())
+
+
+def _profile_name() -> str:
+    return os.environ.get(PROFILE_ENV, "ci")
 
 
 def examples(n: int, ci: int | None = None) -> int:
     """A test's own count (of examples, or a size such as nesting levels): all n under every profile but
     'ci' (the default), where `ci` (a fifth of n, at least 5, unless given): the deep tier
     ($EIDOS_HYPOTHESIS_PROFILE=deep) runs them all."""
-    if os.environ.get(PROFILE_ENV, "ci") != "ci":
+    if _profile_name() != "ci":
         return n
     return min(n, ci if ci is not None else max(5, n // 5))
 

@@ -134,11 +134,11 @@ def _program(rank, key, out_key, steps, operation, ty_name):
     reduction of that into a register, stored into a one-element buffer and combined by AllReduce."""
     ty, t = Type[ty_name], rank.target
     h, count = rank.store[key]
-    width = t.buffer_length(h)
-    b = ProgramBuilder()
     src = Address.buffer(h)
     if steps and out_key is None and operation is not None:
         return _fused_reduce(rank, key, src, count, steps, operation, ty)
+    width = t.buffer_length(h)
+    b = ProgramBuilder()
     dst = Address.buffer(_alloc(rank, out_key, ty, width, count) if out_key else _scratch(rank, ty, width)) \
         if steps else src
     for j, (op, scalar) in enumerate(steps):

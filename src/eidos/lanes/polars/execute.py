@@ -34,7 +34,8 @@ def prepared(plan: N.Node) -> Iterator[tuple[pl.LazyFrame, Ctx]]:
     plan's free list, or translates anew, and gives it back after, so runs at once each have their own Ctx
     and keep their callbacks' failures apart. A plan over tables in memory translates on every run: a kept
     LazyFrame would keep Polars' copy of their strings alive for as long as the plan."""
-    if any(isinstance(n, N.Scan) and not isinstance(n.source, FileSource) for n in plan.walk()):
+    if not once(plan, "polars.files only", lambda: all(isinstance(n.source, FileSource) for n in plan.walk()
+                                                       if isinstance(n, N.Scan))):
         ctx = Ctx()
         yield to_lazyframe(plan, ctx), ctx
         return

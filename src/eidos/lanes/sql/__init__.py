@@ -94,10 +94,16 @@ class SqlLane(Lane):
         if exact.route(plan) is not None:
             note(plan)
             return lines
-        if "local" not in self.reads:
+        if not self._reads_arrow:
             return self._sql_lines(plan)
         rest = exact.below(plan, note)
         return lines + self._sql_lines(rest) if lines else self._sql_lines(plan)
+
+    @property
+    def _reads_arrow(self) -> bool:
+        """Whether the engine reads a table in memory, so the exact route can take an Aggregate below the root
+        too (exact.below hands the engine its result as an Arrow table); SQLite reads only its own file."""
+        return "local" in self.reads
 
     def _sql_lines(self, plan: N.Node) -> list[str]:
         """The SQL this lane sends for `plan`; a plan reading other parts' results gets its SQL when they
@@ -128,7 +134,7 @@ class SqlLane(Lane):
             if rows is not None:
                 table = exact.in_place(rows)
                 return conform(exact.finish(plan, self._run(rows, profile) if table is None else table), plan.schema)
-            if "local" in self.reads:   # an Aggregate below the root becomes an Arrow table the engine reads
+            if self._reads_arrow:
                 plan = exact.below(plan, lambda agg: self._run(agg, profile))
         return self._send(plan, profile)
 
