@@ -178,7 +178,8 @@ def by_opaque(plan: N.Node, cuts: Cuts, reads: Callable[[N.Scan], bool]) -> N.No
     column, its arguments already columns of the input. That input (place "cpu": the arguments and
     the rest of the plan below) is a part too, unless it is a Scan the free lane `reads`; the rest
     of each expression is computed above, from the column. A call under a when/then runs only on the
-    rows that reach it, as the reference lane calls it: the part is given a guard column, true there.
+    rows that reach it, as the reference lane calls it: the part is given a guard column, true there
+    (its arguments are computed there only, and the guard computes each condition only where reached).
     Calls whose arguments call other functions are cut after them, in rounds."""
     taken = {name for node in plan.walk() for name in node.schema.names}
     counter = itertools.count()
@@ -202,7 +203,8 @@ def by_opaque(plan: N.Node, cuts: Cuts, reads: Callable[[N.Scan], bool]) -> N.No
             for call, guard in ready.items():
                 args = []
                 for a in call.args:
-                    if not isinstance(a, E.Column):
+                    if not isinstance(a, E.Column):   # computed only where the call is, as the guard says
+                        a = a if guard is None else E.Case(((guard, a),), E.Literal(None, T.Null, weak=True))
                         extra.append((fresh("arg"), a))
                         a = E.Column(extra[-1][0])
                     args.append(a)
@@ -317,13 +319,11 @@ def _ready(exprs) -> dict[E.Udf, E.Expr | None]:
                 found[e] = guard
             return
         if isinstance(e, E.Case):
-            reached = guard
-            for cond, value in e.branches:
-                visit(cond, reached)
-                true = E.Call("fill_null", (cond, E.Literal(False, T.Boolean)))
-                visit(value, _both(reached, true))
-                reached = _both(reached, E.Call("not", (true,)))
-            visit(e.otherwise, reached)
+            conds = [c for c, _ in e.branches]
+            for i, (cond, value) in enumerate(e.branches):
+                visit(cond, _within(guard, _taken(conds[:i])))
+                visit(value, _within(guard, _taken(conds[:i], cond)))
+            visit(e.otherwise, _within(guard, _taken(conds)))
             return
         for child in e.children():
             visit(child, guard)
@@ -333,5 +333,20 @@ def _ready(exprs) -> dict[E.Udf, E.Expr | None]:
     return found
 
 
-def _both(a: E.Expr | None, b: E.Expr) -> E.Expr:
-    return b if a is None else E.Call("and", (a, b))
+def _taken(before: list[E.Expr], cond: E.Expr | None = None) -> E.Expr | None:
+    """True on the rows where none of `before` is true and `cond` (when given) is; None: every row.
+    A when/then itself, so that it computes each condition only on the rows that reach it, as the
+    reference lane does (`&` would compute them on every row, and one may raise there)."""
+    if not before and cond is None:
+        return None
+    branches = tuple((c, E.Literal(False, T.Boolean)) for c in before)
+    if cond is not None:
+        branches += ((cond, E.Literal(True, T.Boolean)),)
+    return E.Case(branches, E.Literal(cond is None, T.Boolean))
+
+
+def _within(outer: E.Expr | None, inner: E.Expr | None) -> E.Expr | None:
+    """`inner` on the rows where `outer` is true (false elsewhere, never computed there)."""
+    if outer is None or inner is None:
+        return inner if outer is None else outer
+    return E.Case(((outer, inner),), E.Literal(False, T.Boolean))

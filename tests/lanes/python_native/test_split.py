@@ -35,6 +35,14 @@ PLANS = {
                                      .otherwise(-1)),
     "guard_after_a_branch": lambda: flow().select(q=when(col("b") == 0).then(0).when(udf(divide)(col("a"), col("b"))
                                                                                     > 1).then(1).otherwise(2)),
+    # a row that does not reach a call computes none of its arguments, nor a condition it does not reach:
+    # a * 2**62 overflows Int64 (an error) for |a| > 1
+    "argument_of_a_branch_not_taken": lambda: flow().select(
+        q=when(col("a").abs() <= 1).then(udf(identity)(col("a") * 2**62)).otherwise(-1)),
+    "argument_of_a_condition_not_reached": lambda: flow().select(
+        q=when(col("a").abs() > 1).then(0).when(udf(identity)(col("a") * 2**62) == 0).then(1).otherwise(2)),
+    "condition_not_reached_before_a_call": lambda: flow().select(
+        q=when(col("a").abs() > 1).then(0).when(col("a") * 2**62 == 0).then(udf(double)(col("a"))).otherwise(2)),
     "nested": lambda: flow().select(n=udf(double)(udf(double)(col("a")) + col("b"))),
     "condition_is_a_udf": lambda: flow().select(q=when(udf(identity)(col("b")) != 0).then(udf(divide)(col("a"), col("b")))),
     "sort": lambda: flow().sort(udf(identity)(col("a")), "s", nulls_last=True),
