@@ -256,6 +256,51 @@ def test_a_plan_over_files_translates_once_and_each_run_keeps_its_failures(parqu
     assert sum(p is memory for p in translated) == 2
 
 
+def test_a_frame_used_twice_is_computed_once(tmp_path):
+    """TPC-H q17's form: a semi-joined frame read by a join and by the aggregate joined to it. Pruning gives
+    the two reads different columns; the lane still hands Polars one subplan, which it computes once."""
+    pq.write_table(pa.table({"k": [1, 1, 2, 3], "q": [1, 5, 2, 4], "p": [10, 20, 30, 40]}), tmp_path / "l.parquet")
+    pq.write_table(pa.table({"pk": [1, 3], "brand": ["a", "b"]}), tmp_path / "p.parquet")
+    parts = ei.read_parquet(tmp_path / "p.parquet").filter(col("brand") != "z")
+    lines = ei.read_parquet(tmp_path / "l.parquet").join(parts, left_on="k", right_on="pk", how="semi")
+    small = lines.group_by("k").agg(limit=col("q").mean())
+    flow = lines.join(small, on="k").filter(col("q") < col("limit")).agg(total=col("p").sum())
+    text = to_lazyframe(flow.plan.optimized).explain()
+    assert text.count("SEMI JOIN:") == 1 and "CACHE" in text
+    agrees(flow)
+
+
+def test_a_sum_by_groups_counts_values_only_where_a_column_may_hold_null(tmp_path):
+    """A group's sum of no values is null; a column its file or table says holds no null needs no count of
+    values beside the sum. A file rewritten with nulls between runs is translated again."""
+    from eidos.lanes.polars import nulls
+
+    path = tmp_path / "t.parquet"
+    kept = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.decimal128(9, 2), nullable=False)])
+    pq.write_table(pa.table({"k": [1, 2], "v": [D("1.50"), D("2.00")]}, schema=kept), path)
+    flow = ei.read_parquet(path).group_by("k").agg(s=col("v").sum()).sort("k")
+    plan = flow.plan.optimized
+    assert ".count()" not in to_lazyframe(plan, _ctx(plan)).explain()
+    assert run(flow).column("s").to_pylist() == [D("1.50"), D("2.00")]
+    pq.write_table(pa.table({"k": [1, 2], "v": [D("1.50"), None]}, schema=kept.set(1, kept.field(1).with_nullable(True))),
+                   path)
+    assert ".count()" in to_lazyframe(plan, _ctx(plan)).explain()
+    assert run(flow).column("s").to_pylist() == [D("1.50"), None]
+    memory = ei.from_arrow(pa.table({"k": [1, 2, 2], "v": [4, None, None]})).group_by("k").agg(s=col("v").sum())
+    assert sorted(agrees(memory).column("s").to_pylist(), key=str) == [4, None]
+    full = ei.from_arrow(pa.table({"k": [1, 2, 2], "v": [4, 5, 6]})).group_by("k").agg(s=col("v").sum())
+    assert ".count()" not in to_lazyframe(full.plan, _ctx(full.plan)).explain()
+    assert sorted(agrees(full).column("s").to_pylist()) == [4, 11]
+    assert nulls.facts(ei.from_arrow(pa.table({"v": [None, 1]})).plan) == frozenset()
+
+
+def _ctx(plan):
+    from eidos.lanes.polars import nulls
+    from eidos.lanes.polars.translate import Ctx
+
+    return Ctx(facts=nulls.facts(plan))
+
+
 @pytest.mark.parametrize("schema", [{"z": ei.Int64}, {"a": ei.UInt32}])
 def test_map_batches_wrong_schema_is_an_execution_error(schema):
     flow = ei.from_pydict({"a": [1]}).map_batches(lambda b: b, schema=schema)

@@ -15,6 +15,7 @@ from eidos.hal.files import csv_value_error
 from eidos.hal.memo import once
 from eidos.ir import nodes as N
 from eidos.ir.sources import FileSource
+from eidos.lanes.polars import nulls
 from eidos.lanes.polars.translate import Ctx, to_lazyframe
 
 # The streaming engine processes batches (it holds no memory limit); "auto" lets Polars choose.
@@ -32,18 +33,20 @@ def prepared(plan: N.Node) -> Iterator[tuple[pl.LazyFrame, Ctx]]:
     """The plan's LazyFrame and its translation state. Translating costs 0.2-2 ms a TPC-H query, so a plan
     that reads only files keeps its translations (as the SQL lanes keep their SQL): a run takes one from the
     plan's free list, or translates anew, and gives it back after, so runs at once each have their own Ctx
-    and keep their callbacks' failures apart. A plan over tables in memory translates on every run: a kept
-    LazyFrame would keep Polars' copy of their strings alive for as long as the plan."""
+    and keep their callbacks' failures apart; the lists are kept by what the files say of their nulls
+    (nulls.py), which a file rewritten between runs may change. A plan over tables in memory translates
+    on every run: a kept LazyFrame would keep Polars' copy of their strings alive for as long as the plan."""
+    facts = nulls.facts(plan)
     if not once(plan, "polars.files only", lambda: all(isinstance(n.source, FileSource) for n in plan.walk()
                                                        if isinstance(n, N.Scan))):
-        ctx = Ctx()
+        ctx = Ctx(facts=facts)
         yield to_lazyframe(plan, ctx), ctx
         return
-    free = once(plan, "polars.lazyframes", list)
+    free = once(plan, "polars.lazyframes", dict).setdefault(facts, [])   # files may change between runs
     try:
         lf, ctx = free.pop()
     except IndexError:
-        ctx = Ctx()
+        ctx = Ctx(facts=facts)
         lf = to_lazyframe(plan, ctx)
     ctx.failures.clear()
     try:

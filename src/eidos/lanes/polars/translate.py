@@ -36,7 +36,7 @@ from eidos.ir.dtypes import DType
 from eidos.ir.evaluate import caster, kernel, udf_value, window
 from eidos.ir.schema import Schema
 from eidos.ir.typing import adapt, infer, literal_dtype, promote
-from eidos.lanes.polars import exact
+from eidos.lanes.polars import exact, nulls, share
 
 # --- types ------------------------------------------------------------------
 
@@ -76,6 +76,9 @@ class Ctx:
     names: itertools.count = field(default_factory=itertools.count)
     failures: list[BaseException] = field(default_factory=list)
     csv: list[S.CsvSource] = field(default_factory=list)   # read natively: execute names their bad values
+    keys: dict[int, int] = field(default_factory=dict)     # while translating: share.keys of the plan's nodes
+    done: dict[int, pl.LazyFrame] = field(default_factory=dict)   # and each key's LazyFrame
+    facts: nulls.Facts = frozenset()   # the columns its sources say hold no null, when translated
 
     def temp(self, what: str) -> str:
         return f"__eidos_{what}{next(self.names)}"
@@ -87,19 +90,30 @@ _CTX: contextvars.ContextVar[Ctx] = contextvars.ContextVar("eidos_polars_transla
 def to_lazyframe(plan: N.Node, ctx: Ctx | None = None) -> pl.LazyFrame:
     """The whole plan as one LazyFrame whose columns are the plan's, in order."""
     ctx = ctx or Ctx()
+    plan = share.widened(plan)
+    ctx.keys = share.keys(plan)
     token = _CTX.set(ctx)
     try:
         return translate(plan, ctx)
     finally:
+        ctx.keys, ctx.done = {}, {}
         _CTX.reset(token)
 
 
-@singledispatch
 def translate(node: N.Node, ctx: Ctx) -> pl.LazyFrame:
+    """`node`'s LazyFrame: equal subtrees get one (share.py says why)."""
+    key = ctx.keys[id(node)]
+    if key not in ctx.done:
+        ctx.done[key] = node_frame(node, ctx)
+    return ctx.done[key]
+
+
+@singledispatch
+def node_frame(node: N.Node, ctx: Ctx) -> pl.LazyFrame:
     raise UnsupportedError(f"the polars lane has no translation for node {type(node).__name__}")
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Scan, ctx: Ctx) -> pl.LazyFrame:
     if isinstance(node.source, S.CsvSource):
         ctx.csv.append(node.source)
@@ -203,14 +217,14 @@ def _(source: S.ArrowSource) -> pl.LazyFrame:
     return pl.from_arrow(source.table, rechunk=False).lazy()
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Filter, ctx: Ctx) -> pl.LazyFrame:
     lf = translate(node.input, ctx)
     # eidos: a null predicate drops the row, as Polars' filter does.
     return lf.filter(expr(node.predicate, Scope(node.input.schema)))
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Project, ctx: Ctx) -> pl.LazyFrame:
     lf = translate(node.input, ctx)
     scope = Scope(node.input.schema)
@@ -224,7 +238,7 @@ def _(node: N.Project, ctx: Ctx) -> pl.LazyFrame:
         [pl.col(t).alias(name) for t, (name, _) in zip(temps, node.columns)])
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
     """Two phases: Polars' group_by computes every aggregation once (the leaves); a select over
     the groups then finishes them (exact float sums, overflow checks) and computes what the
@@ -238,7 +252,9 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
     if node.keys and in_place(node):   # eidos.hal.fsum.group_by computes it over Polars' buffers
         lf, leaves = keyed_sums(lf, node, aggs, keys, rows, ctx)
     else:
-        leaves = {a: leaf(a, rows, ctx, grouped=bool(node.keys)) for a in aggs}
+        full = frozenset(a.arg.name for a in aggs if node.keys and a.fn == "sum" and isinstance(a.arg, E.Column)
+                         and nulls.never_null(node.input, a.arg.name, ctx.facts))
+        leaves = {a: leaf(a, rows, ctx, grouped=bool(node.keys), full=full) for a in aggs}
         first = [x.alias(name) for one in leaves.values() for name, x in one.columns]
         if node.keys:
             lf = lf.group_by([group_key(e, rows).alias(keys[name]) for name, e in node.keys]).agg(first)
@@ -283,7 +299,7 @@ def _chunks(s: pl.Series) -> pa.ChunkedArray:
                             s.head(0).to_arrow(compat_level=newest).type)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Join, ctx: Ctx) -> pl.LazyFrame:
     left, right = translate(node.left, ctx), translate(node.right, ctx)
     ls, rs = node.left.schema, node.right.schema
@@ -330,7 +346,7 @@ def _right_outputs(node: N.Join, rnames: dict[str, str]) -> list[pl.Expr]:
     return out
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Sort, ctx: Ctx) -> pl.LazyFrame:
     lf = translate(node.input, ctx)
     scope = Scope(node.input.schema)
@@ -340,7 +356,7 @@ def _(node: N.Sort, ctx: Ctx) -> pl.LazyFrame:
                    nulls_last=[k.nulls_last for k in node.keys], maintain_order=True)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Limit, ctx: Ctx) -> pl.LazyFrame:
     # Polars takes a length up to its index type (UInt32 unless built for 64-bit rows), which also bounds
     # how many rows a frame holds: a longer limit reads to the end.
@@ -348,26 +364,26 @@ def _(node: N.Limit, ctx: Ctx) -> pl.LazyFrame:
     return translate(node.input, ctx).slice(node.offset, node.n if node.n <= most else None)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Distinct, ctx: Ctx) -> pl.LazyFrame:
     # eidos: the first of equal rows stays, in input order; NaN equals NaN and -0.0 equals 0.0.
     return translate(node.input, ctx).unique(keep="first", maintain_order=True)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Unique, ctx: Ctx) -> pl.LazyFrame:
     # eidos: nulls equal, NaN equals NaN, as in Distinct; the kept rows stay in input order.
     return translate(node.input, ctx).unique(subset=list(node.subset), keep=node.keep, maintain_order=True)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Explode, ctx: Ctx) -> pl.LazyFrame:
     names = node.input.schema.names
     return translate(node.input, ctx).explode([column(n, names) for n in node.columns],
                                               empty_as_null=node.empty_as_null, keep_nulls=node.keep_nulls)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.AsofJoin, ctx: Ctx) -> pl.LazyFrame:
     """Polars' join_asof on prepared sides: rows with a null `on` or `by` left out, `on` and `by` cast to
     the types they compare in, the right side sorted and cut to one row per (`by`, `on`) (the first by
@@ -431,12 +447,12 @@ def _(node: N.AsofJoin, ctx: Ctx) -> pl.LazyFrame:
     return out.select([column(n, ls.names) for n in ls.names] + cols)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.Union, ctx: Ctx) -> pl.LazyFrame:
     return pl.concat([translate(n, ctx) for n in node.inputs], how="vertical", rechunk=False)
 
 
-@translate.register
+@node_frame.register
 def _(node: N.MapBatches, ctx: Ctx) -> pl.LazyFrame:
     lf = translate(node.input, ctx)
     fn, in_schema, out_schema = node.fn, node.input.schema.to_arrow(), node.output_schema.to_arrow()
@@ -1240,8 +1256,9 @@ def _(e: E.Agg, scope: Scope) -> pl.Expr:
     return scope.leaves[e].finish(scope)
 
 
-def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
-    """Phase one of aggregation `e` over the rows of each group, and its finish."""
+def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool, full: frozenset[str] = frozenset()) -> Leaf:
+    """Phase one of aggregation `e` over the rows of each group, and its finish. `full`: the input's
+    columns that hold no null (nulls.py), so a group's integer or decimal sum of one is never of no values."""
     name = ctx.temp("a")
     res = infer(e, rows.schema, allow_agg=True)
     try:
@@ -1252,6 +1269,9 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool) -> Leaf:
         return rule(e.fn, None, None, res, name, grouped)
     t = rows.dtype(e.arg)
     x = expr(e.arg, rows)
+    if e.fn == "sum" and grouped and isinstance(e.arg, E.Column) and e.arg.name in full and not t.is_float:
+        total, finish = _total(x, res)
+        return Leaf([(name, total)], lambda g: finish(g, pl.col(name)))
     if not e.arg.columns():
         # eidos: an aggregation of a constant sees it once per row; Polars would see one value
         # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
@@ -1363,19 +1383,23 @@ def _quantile(fn, x, t, res, name, grouped, q, method) -> Leaf:
         exact.between, return_dtype=pl.Float64))
 
 
+def _total(x: pl.Expr, res: DType):
+    """An exact integer or decimal sum and what finishes it, given its column."""
+    if res.is_integer:
+        # eidos: overflow raises; sum in 128 bits, checked when finished (only where computed).
+        return x.cast(pl.Int128).sum(), lambda g, c: g.strict(c, pl_dtype(res))
+    # decimals: Polars raises past 38 digits, as eidos does
+    return x.cast(pl_dtype(res)).sum(), lambda g, c: c
+
+
 @aggregation("sum", "mean")
 def _(fn, x, t, res, name, grouped) -> Leaf:
     if t.is_float or t == T.Null:
         return _exact(fn, x, t, res, name, grouped)
     n = name + "n"
-    if fn == "sum" and res.is_integer:
-        # eidos: overflow raises; sum in 128 bits, checked when finished (only where computed).
-        return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
-                    lambda g: pl.when(pl.col(n) > 0).then(g.strict(pl.col(name), pl_dtype(res))))
-    if fn == "sum":
-        # decimals: Polars raises past 38 digits, as eidos does; the sum of no values is null
-        return Leaf([(name, x.cast(pl_dtype(res)).sum()), (n, x.count())],
-                    lambda g: pl.when(pl.col(n) > 0).then(pl.col(name)))
+    if fn == "sum":   # the sum of no values is null
+        total, finish = _total(x, res)
+        return Leaf([(name, total), (n, x.count())], lambda g: pl.when(pl.col(n) > 0).then(finish(g, pl.col(name))))
     if t.is_integer:
         # the exact 128-bit total, then one division (Polars' mean adds in floats)
         return Leaf([(name, x.cast(pl.Int128).sum()), (n, x.count())],
@@ -1531,7 +1555,7 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
 
 def translated() -> Coverage:
     """What this translator has a rule for, read from its registries (tests hold coverage.py to it)."""
-    return Coverage(C.dispatched(translate, N.Node),
+    return Coverage(C.dispatched(node_frame, N.Node),
                     frozenset(CALLS) | frozenset(AGGREGATIONS) | frozenset(F.WINDOWS) | C.forms(expr),
                     frozenset(_PL) | {"Decimal", "List", "Struct", "Timestamp(ns)", "Timestamp(tz)",
                                                             "Timestamp(ns, tz)"})
