@@ -59,6 +59,7 @@ def _probes(rows: int, folder: str) -> dict[str, Callable]:
                                                      d=(x + y).max()),
         "arrow": lambda: ei.from_arrow(t).filter(none),
         "project": lambda: ei.from_arrow(t).filter(busy > 1e9),
+        "libm": lambda: ei.from_arrow(t).filter(((x + 0.5).exp() + (y + 0.5).tanh()) > 1e9),
         "group": lambda: ei.from_arrow(t).group_by("k").agg(s=col("g").sum(), m=col("i").max(), n=ei.count()),
         "groups": lambda: ei.from_arrow(t).group_by("g").agg(s=col("i").sum(), n=ei.count()),
         "exact": lambda: ei.from_arrow(t).group_by("k").agg(s=x.sum()),

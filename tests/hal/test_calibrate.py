@@ -187,3 +187,41 @@ def test_groups_never_exceed_the_rows_in():
 
     flow = ei.from_arrow(pa.table({"k": np.arange(100_000)}))
     assert rows_out(flow.limit(10).group_by("k").agg(n=ei.count()).plan, MODEL) == 10
+
+
+def test_libm_functions_cost_what_a_libm_call_costs_on_the_cpu_and_nothing_extra_on_the_gpu():
+    """An exp, a tanh, a pow is a libm call per value on a CPU (20-75 times an add), near free on a GPU's
+    special-function units: the CPU lanes charge each by its weight, the triton lane does not."""
+    from eidos.hal.cost import LIBM_WEIGHT
+    from eidos.lanes.polars import cost as polars_cost
+    from eidos.lanes.sql import cost as duckdb_cost
+    from eidos.lanes.triton import cost as triton_cost
+
+    rows = 1_000_000
+    flow = ei.from_arrow(pa.table({"x": np.random.default_rng(0).random(rows)}))
+    plain, heavy = (flow.select(y=(-(col("x") * 2.0).abs()) + 1.0).plan,
+                    flow.select(y=(col("x") * 2.0).exp().tanh() + 1.0).plan)   # as many nodes, two of them libm
+    for lane in (polars_cost, duckdb_cost):
+        values = dict(lane.DEFAULTS.values)
+        extra = lane.estimate(heavy, values).seconds - lane.estimate(plain, values).seconds
+        expected = rows * values["libm_row_s"] * (LIBM_WEIGHT["exp"] + LIBM_WEIGHT["tanh"])
+        assert extra == pytest.approx(expected, rel=1e-9), lane.__name__
+    gpu = triton_cost.estimate(heavy, triton_cost.COSTS).seconds - triton_cost.estimate(plain, triton_cost.COSTS).seconds
+    assert gpu == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_constants_in_use_follow_the_machine_they_are_scaled_to(monkeypatch):
+    """The scaled defaults are kept per machine: a planner shown another machine (as the GPU tests show a
+    16-core one) must not get the constants scaled to the first machine it saw."""
+    import dataclasses
+
+    from eidos.hal import devices
+    from eidos.lanes.polars.cost import DEFAULTS
+
+    real = devices.detect_devices()
+    seen = []
+    for cores in (2, 16):
+        info = dataclasses.replace(real, cpu_cores=cores)
+        monkeypatch.setattr(devices, "detect_devices", lambda info=info: info)
+        seen.append(K.in_use(DEFAULTS).values["row_op_s"])
+    assert seen[1] < seen[0], seen

@@ -154,10 +154,13 @@ _in_use: dict[tuple, Constants] = {}
 
 def in_use(defaults: Constants) -> Constants:
     """The constants the planner uses for `defaults.lane` here (the module's docstring says which)."""
+    from eidos.hal.devices import detect_devices
+
     cal = current()
-    hit = _in_use.get((id(defaults), cal.stamp))
+    key = (id(defaults), cal.stamp, detect_devices())   # the machine too: the defaults are scaled to it
+    hit = _in_use.get(key)
     if hit is None:
-        hit = _in_use[(id(defaults), cal.stamp)] = _resolve(defaults, cal)
+        hit = _in_use[key] = _resolve(defaults, cal)
     return hit
 
 

@@ -37,6 +37,7 @@ MODEL = RowFlow(
     join_row_s=0.5e-9,           # hashing and probing one row, build and probe sides
     sort_row_s=2e-9,             # one row of a sort, times log2(rows)
     udf_row_s=1e-6,              # a per-row Python function
+    libm_row_s=3e-9,             # one exp on one row, a libm call (eidos.hal.cost.LIBM_WEIGHT for the others)
     group_s=0.08e-6,             # one group of a keyed aggregation (`eidos calibrate` on the quiet VM: 8.09e-8)
     columnar=frozenset({"parquet"}),
 )
@@ -70,9 +71,9 @@ DEFAULTS = Constants(
     "polars", {**flat(MODEL), "exact_row_s": EXACT_ROW_S, "exact_group_s": EXACT_GROUP_S,
                 "exact_global_row_s": EXACT_GLOBAL_ROW_S, "exact_list_row_s": EXACT_LIST_ROW_S,
                 "python_row_s": PYTHON_ROW_S}, DEV_VM, estimate,
-    threaded=frozenset({"row_op_s", "agg_op_s", "join_row_s", "sort_row_s", "group_s"}),
+    threaded=frozenset({"row_op_s", "agg_op_s", "join_row_s", "sort_row_s", "group_s", "libm_row_s"}),
     host_rates=frozenset({"scan_parquet_bytes_per_s", "scan_csv_bytes_per_s", "scan_arrow_bytes_per_s",
                           "scan_other_bytes_per_s"}),
-    probes={"setup": "setup_s", "project": "row_op_s", "parquet": "scan_parquet_bytes_per_s", "group": "agg_op_s",
+    probes={"setup": "setup_s", "project": "row_op_s", "libm": "libm_row_s", "parquet": "scan_parquet_bytes_per_s", "group": "agg_op_s",
             "groups": "group_s", "exact": "exact_row_s", "exact_groups": "exact_group_s",
             "exact_global": "exact_global_row_s", "join": "join_row_s", "sort": "sort_row_s"})
