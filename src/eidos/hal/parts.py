@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from eidos.hal.lane import Lane
+from eidos.hal.memo import once
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
@@ -125,8 +126,10 @@ def by_device(plan: N.Node, gpu: Lane, cuts: Cuts,
     cannot run becomes a CPU part inside it (reading only the columns the GPU part uses)."""
 
     def runs_here(node: N.Node) -> bool:
-        stub = map_inputs(node, lambda c: N.Scan(PartSource(read_by(node, c), plan=c)))
-        return not gpu.supports(stub)
+        # asked of every subtree on every run: kept per (immutable) node, as the stub is new each time
+        def gapless() -> bool:
+            return not gpu.supports(map_inputs(node, lambda c: N.Scan(PartSource(read_by(node, c), plan=c))))
+        return once(node, f"{gpu.name} runs it with its inputs as parts", gapless)
 
     def computes(node: N.Node) -> bool:
         if isinstance(node, (N.Filter, N.Aggregate)):

@@ -53,7 +53,7 @@ class TritonLane(Lane):
         return self._target()
 
     def supports(self, plan: N.Node) -> list[str]:
-        return super().supports(plan) + extra_gaps(plan)
+        return super().supports(plan) + once(plan, "triton.extra_gaps", lambda: extra_gaps(plan))
 
     def estimate(self, plan: N.Node) -> Estimate:
         """The GPU cost model (cost.py); the planner weighs it against the CPU lane's under rule 4."""
