@@ -4,6 +4,7 @@ and overflow) on generated values: extreme magnitudes, subnormals, cancellation,
 from __future__ import annotations
 
 import math
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -258,3 +259,65 @@ def test_group_by_reads_chunks_of_strings_and_several_keys():
             if v is not None:
                 want[r].append(v)
         assert dict(zip((rows[f] for f in first), got.to_pylist())) == {r: math.fsum(v) if v else None for r, v in want.items()}
+
+
+strings = st.one_of(st.none(), st.sampled_from(["", "a", "b", "key-01", "12345678", "123456789", "abcdefghijkl",
+                                                "abcdefghijklm", "abcdefghijklmnopq", "é"]),
+                    st.text(max_size=20))
+
+
+def _chunked(xs: list, cuts: list, kind: pa.DataType) -> pa.ChunkedArray:
+    """xs in slices of one array (chunks that start at an offset), cut where cuts say."""
+    bounds = sorted({0, len(xs), *(c % (len(xs) + 1) for c in cuts)})
+    whole = pa.array(xs, kind)
+    return pa.chunked_array([whole.slice(a, b - a) for a, b in zip(bounds, bounds[1:])] or [whole], kind)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(strings, max_size=80), st.lists(st.integers(0, 80), max_size=4),
+       st.sampled_from([pa.string(), pa.large_string(), pa.string_view(), pa.binary(), pa.large_binary(), pa.binary_view()]),
+       st.booleans())
+def test_string_codes_are_one_numbering_of_the_bytes(xs, cuts, kind, threads):
+    """Strings coded in place (eidos.hal.fsum_codes): equal codes exactly where the bytes are
+    equal, numbered 0 .. groups - 1, over chunks, views past 12 bytes (cast) and, split over
+    threads (SPLIT of one row), each thread's table merged into the first's."""
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
+        xs = [None if x is None else x.encode() for x in xs]
+    column = _chunked(xs, cuts, kind)
+    with patch.object(fsum, "SPLIT", 1 if threads else fsum.SPLIT):
+        coded = fsum._strings(column.chunks)
+    ids = [int(raw[i]) if fsum._bits(kmap, koff, len(raw))[i] else None
+           for raw, kmap, koff in coded for i in range(len(raw))]
+    assert [i is None for i in ids] == [x is None for x in xs]
+    of = {}
+    for x, i in zip(xs, ids):
+        if x is not None:
+            assert of.setdefault(x, i) == i, (x, i, of[x])
+    assert sorted(of.values()) == list(range(len(of)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(strings, st.one_of(st.integers(-2, 2), st.integers(-2**40, 2**40), st.none()),
+                          st.one_of(values, st.none())), max_size=60),
+       st.lists(st.integers(0, 60), max_size=3), st.sampled_from(["sum", "mean"]), st.booleans())
+def test_group_by_chunks_of_strings_and_wide_keys(rows, cuts, fn, threads):
+    """An engine's batches keyed by strings (views, as Polars hands them) and by a string and an
+    integer, narrow or wide (past SLOTS: the coded chunks joined, nulls a value of their own),
+    split over threads in small slices: each group's reference aggregate."""
+    cols = list(zip(*rows)) if rows else [(), (), ()]
+    keys = [_chunked(list(cols[0]), cuts, pa.string_view()), _chunked(list(cols[1]), cuts, pa.int64())]
+    x = _chunked(list(cols[2]), cuts, pa.float64())
+    for chosen in ([keys[0]], [keys[1]], keys):
+        with patch.object(fsum, "SPLIT", 1 if threads else fsum.SPLIT), patch.object(fsum, "SLICE", 3 if threads else fsum.SLICE):
+            first, (got,) = fsum.group_by(chosen, [(fn, x)])
+        flat = list(zip(*(a.to_pylist() for a in chosen)))
+        want_of: dict = {}
+        for r, v in zip(flat, cols[2]):
+            want_of.setdefault(r, [])
+            if v is not None:
+                want_of[r].append(v)
+        got_of = dict(zip((flat[f] for f in first), got.to_pylist()))
+        assert got_of.keys() == want_of.keys() and len(got) == len(want_of)
+        for r, xs in want_of.items():
+            ref = aggregate(fn, xs, T.Float64, T.Float64)
+            assert (got_of[r] is None and ref is None) or same(got_of[r], ref), (r, xs, got_of[r], ref)

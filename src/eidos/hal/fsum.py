@@ -22,6 +22,7 @@ from eidos.ir.evaluate.aggregates import float_sum
 
 SPLIT = 1 << 20  # values per thread worth starting one for
 SLOTS = 1024     # keys within this range: group_by's keyed way
+SLICE = 1 << 16  # rows a thread takes at a time in a pass that stays in cache (_across)
 
 
 def sums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
@@ -101,16 +102,20 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     fns = [fn for fn, _ in columns]
     sums = all(fn in ("sum", "mean") for fn in fns)
     parts = _chunks(k, keys, columns) if sums else None
+    coded = None
     if parts is not None:   # an engine's batches: each read where it lies
-        spans = [(lo, hi) for lo, hi in (k.minmax(*key) for key, _ in parts) if lo <= hi]
+        spans = [(int(lo), int(hi)) for lo, hi in (k.minmax(*key) for key, _ in parts) if lo <= hi]
         lo, hi = min(a for a, _ in spans) if spans else 0, max(b for _, b in spans) if spans else -1
         if hi - lo < SLOTS:
             return _keyed(k, parts, lo, hi - lo + 2, fns)
-    keys = [_one_chunk(a) for a in keys]
-    raw, kmap, koff = _codes(k, keys[0])
-    if len(keys) > 1:
-        raw, kmap, koff = _mixed(k, [(raw, kmap, koff)] + [_codes(k, a) for a in keys[1:]]), _EMPTY, 0
-    lo, hi = k.minmax(raw, kmap, koff)
+        coded = _joined([key for key, _ in parts], lo, hi)
+    if coded is None:
+        keys = [_one_chunk(a) for a in keys]
+        coded = _codes(k, keys[0])
+        if len(keys) > 1:
+            coded = _mixed(k, [coded] + [_codes(k, a) for a in keys[1:]]), _EMPTY, 0
+    raw, kmap, koff = coded
+    lo, hi = (int(b) for b in k.minmax(raw, kmap, koff))
     values = [_buffers(_one_chunk(c).cast(pa.float64())) for _, c in columns]
     if hi - lo < SLOTS and sums:
         first, out = _keyed(k, [((raw, kmap, koff), values)], lo, hi - lo + 2, fns)
@@ -141,7 +146,8 @@ def _chunks(k, keys, columns) -> list | None:
     lengths = [len(c) for c in keys[0].chunks]
     if any([len(c) for c in a.chunks] != lengths for a in arrays[1:]):
         return None
-    coded = [[_codes(k, c) for c in (a if _direct(a.type) else pc.dictionary_encode(a)).chunks] for a in keys]
+    coded = [_strings(a.chunks) or [_codes(k, c) for c in (a if _direct(a.type) else pc.dictionary_encode(a)).chunks]
+             for a in keys]
     parts = coded[0]
     if len(keys) > 1:
         spans = [[k.minmax(*c) for c in key] for key in coded]
@@ -150,13 +156,86 @@ def _chunks(k, keys, columns) -> list | None:
         widths = [int(hi) - int(lo) + 2 for lo, hi in spans]
         if math.prod(widths) >= 1 << 62:
             return None
-        parts = []
-        for i, n in enumerate(lengths):
-            out = np.zeros(n, np.int64)
-            for key, (lo, _), w in zip(coded, spans, widths):
-                k.mix(out, *key[i], lo, w)
-            parts.append((out, _EMPTY, 0))
+        parts = [(_mix_all(k, [key[i] for key in coded], spans, widths), _EMPTY, 0) for i in range(len(lengths))]
     return [(parts[i], [_buffers(c.chunk(i).cast(pa.float64())) for _, c in columns]) for i in range(len(lengths))]
+
+
+def _strings(chunks: list[pa.Array]) -> list[tuple[np.ndarray, np.ndarray, int]] | None:
+    """Chunks of one string or binary key coded as dense integers (one numbering over them all),
+    each as _codes returns it: their bytes hashed in place (eidos.hal.fsum_codes), the rows split
+    among the cores, each thread's table merged into the first's. None where the type is not one
+    of (large) string, binary or their views."""
+    t = chunks[0].type if chunks else None
+    view = t is not None and (pa.types.is_string_view(t) or pa.types.is_binary_view(t))
+    if not (view or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)):
+        return None
+    c = _code_kernels()
+    parts = []
+    for a in chunks:
+        validity, first, data = (a.buffers() + [None])[:3]
+        bitmap = np.frombuffer(validity, np.uint8) if a.null_count and validity is not None else _EMPTY
+        if view:
+            offsets = _NO_OFFSETS
+            data = np.frombuffer(first, np.uint8) if first is not None else _EMPTY
+            data = data[16 * a.offset:16 * (a.offset + len(a))]
+            bitmap, boff = (bitmap, a.offset) if len(bitmap) else (_EMPTY, 0)
+            parts.append((offsets, data, bitmap, boff, np.zeros(len(a), np.int32)))
+            continue
+        dtype = np.int64 if pa.types.is_large_string(t) or pa.types.is_large_binary(t) else np.int32
+        offsets = np.frombuffer(first, dtype, count=a.offset + len(a) + 1)[a.offset:] if first is not None else np.zeros(1, dtype)
+        data = np.frombuffer(data, np.uint8) if data is not None else _EMPTY
+        parts.append((offsets, data, bitmap, a.offset, np.zeros(len(a), np.int32)))
+    total = sum(len(p[4]) for p in parts)
+    threads = min(os.cpu_count() or 1, max(1, total // SPLIT))
+    cuts = [total * t // threads for t in range(threads + 1)]
+    work: list[list] = [[] for _ in range(threads)]   # each thread's (part, first row, last row)
+    at = 0
+    for i, p in enumerate(parts):
+        for t in range(threads):
+            a, b = max(cuts[t] - at, 0), min(cuts[t + 1] - at, len(p[4]))
+            if a < b:
+                work[t].append((i, a, b))
+        at += len(p[4])
+
+    def run(t: int) -> list:
+        state = [np.full(1024, -1, np.int64), np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int64),
+                 np.empty(1024, np.uint8), np.zeros(4, np.int64)]
+        for i, a, b in work[t]:
+            offsets, data, bitmap, boff, ids = parts[i]
+            state[:5] = c.codes(offsets, data, bitmap, boff, a, b, ids, *state)
+        return state
+
+    states = list(_pool().map(run, range(threads)))
+    if any(s[5][2] for s in states):   # a view past 12 bytes: the chunks as large binaries
+        return _strings([a.cast(pa.large_binary()) for a in chunks])
+    merged = states[0]
+    for t in range(1, threads):   # thread t's groups, a string array of their own, into the first's
+        _, _, lengths, starts, heap, count = states[t]
+        to = np.empty(count[0], np.int64)
+        offsets = np.append(starts[:count[0]], count[1])
+        merged[:5] = c.codes(offsets, heap, _EMPTY, 0, 0, count[0], to, *merged)
+        states[t] = to
+    list(_pool().map(lambda t: [c.remap(parts[i][4], parts[i][2], parts[i][3], a, b, states[t]) for i, a, b in work[t]],
+                     range(1, threads)))
+    return [(ids, bitmap, boff) for _, _, bitmap, boff, ids in parts]
+
+
+def _joined(keys: list[tuple[np.ndarray, np.ndarray, int]], lo: int, hi: int) -> tuple | None:
+    """_chunks' coded keys (valid ones within lo..hi) as one array with no nulls, a null the value
+    next past them (a copy, but no second coding); None where int64 has no such value."""
+    null = hi + 1 if hi < 2 ** 63 - 1 else lo - 1 if lo > -2 ** 63 else None
+    if null is None:
+        return None
+    out = np.concatenate([raw for raw, _, _ in keys])
+    if not np.can_cast(np.min_scalar_type(null), out.dtype):
+        out = out.astype(np.int64)
+    at = 0
+    for raw, kmap, koff in keys:
+        if len(kmap):
+            out[at:at + len(raw)][~_bits(kmap, koff, len(raw))] = null
+        at += len(raw)
+    return out, _EMPTY, 0
 
 
 def _direct(t: pa.DataType) -> bool:
@@ -165,12 +244,15 @@ def _direct(t: pa.DataType) -> bool:
 
 
 _EMPTY = np.empty(0, np.uint8)
+_NO_OFFSETS = np.empty(0, np.int64)
 
 
 def _codes(k, a: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
     """A key column as int64 values, validity bitmap and offset: integers, dates, times and
     durations as they are (UInt64 wraps: equal stays equal), other types as dictionary codes."""
     t = a.type
+    if (coded := _strings([a])) is not None:
+        return coded[0]
     if pa.types.is_boolean(t):
         a = a.cast(pa.int8())
     elif not _direct(t):
@@ -190,9 +272,7 @@ def _mixed(k, parts: list[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
     widths = [int(hi) - int(lo) + 2 for lo, hi in spans]
     out = np.zeros(len(parts[0][0]), np.int64)
     if math.prod(widths) < 1 << 62:
-        for (raw, kmap, koff), (lo, _), w in zip(parts, spans, widths):
-            k.mix(out, raw, kmap, koff, lo, w)
-        return out
+        return _mix_all(k, parts, spans, widths)
     total = 1
     for (raw, kmap, koff), (lo, hi) in zip(parts, spans):
         ids, groups, _ = _dense(k, raw, kmap, koff, lo, hi)
@@ -201,6 +281,29 @@ def _mixed(k, parts: list[tuple[np.ndarray, np.ndarray, int]]) -> np.ndarray:
         k.mix(out, ids, _EMPTY, 0, 0, groups + 1)
         total *= groups + 1
     return out
+
+
+def _mix_all(k, parts, spans, widths) -> np.ndarray:
+    """Keys (parts: _codes' triples) in mixed radix, each minus its least (spans) in its width:
+    slices of rows shared among the cores, every key of a slice while it is in cache; int32 where
+    the widths multiply within it (half the memory to write and read again)."""
+    out = np.zeros(len(parts[0][0]), np.int32 if math.prod(widths) < 1 << 31 else np.int64)
+
+    def run(a: int, b: int) -> None:
+        for (raw, kmap, koff), (lo, _), w in zip(parts, spans, widths):
+            k.mix(out[a:b], raw[a:b], kmap, koff + a, lo, w)
+
+    _across(len(out), run)
+    return out
+
+
+def _across(n: int, fn) -> None:
+    """fn(a, b) for slices a..b of rows 0..n (SLICE rows each), shared among the cores."""
+    cuts = list(range(0, n, SLICE)) + [n]
+    threads = min(os.cpu_count() or 1, len(cuts) - 1)
+    if threads <= 1:
+        return fn(0, n)
+    list(_pool().map(lambda t: [fn(a, b) for a, b in zip(cuts[t:-1:threads], cuts[t + 1::threads])], range(threads)))
 
 
 def _dense(k, raw, kmap, koff, lo, hi) -> tuple[np.ndarray, int, np.ndarray]:
@@ -219,8 +322,8 @@ def _keyed(k, parts, lo, slots, fns) -> tuple[np.ndarray, list[pa.Array]]:
     seen = None
     if any(len(v[1]) for _, values in parts for v in values):   # a key whose values are all null is a group
         seen = np.zeros(slots, np.bool_)
-        for key, _ in parts:
-            seen |= k.present(*key, lo, slots)
+        for (raw, kmap, koff), _ in parts:
+            _across(len(raw), lambda a, b, raw=raw, kmap=kmap, koff=koff: k.present_into(raw[a:b], kmap, koff + a, lo, seen))
     out = []
     for j, fn in enumerate(fns):
         sums, n = _slot_sums(k, [(key, values[j]) for key, values in parts], lo, slots)
@@ -340,6 +443,12 @@ def _one(k, parts: list[np.ndarray], threads: int) -> tuple[float, bool]:
 def _kernels():
     from eidos.hal import fsum_kernels
     return fsum_kernels
+
+
+@functools.cache
+def _code_kernels():
+    from eidos.hal import fsum_codes
+    return fsum_codes
 
 
 @functools.cache

@@ -407,12 +407,12 @@ def keyed(keys, kmap, koff, lo, v, vmap, voff, a, b, digits, st, counts):
 
 
 @njit(**OPTS)
-def present(keys, kmap, koff, lo, slots):
-    """Which slots (keys[i] - lo; a null key the last) some row holds."""
-    seen = np.zeros(slots, np.bool_)
+def present_into(keys, kmap, koff, lo, seen):
+    """Sets seen at the slots (keys[i] - lo; a null key the last) some row holds (threads may share
+    seen: they only set it)."""
+    slots = len(seen)
     for i in range(len(keys)):
         seen[keys[i] - lo if _valid(kmap, koff, i) else slots - 1] = True
-    return seen
 
 
 @njit(**OPTS)
@@ -443,6 +443,10 @@ def firsts(keys, kmap, koff, lo, seen):
 @njit(**OPTS)
 def mix(out, keys, kmap, koff, lo, width):
     """out = out * width + (key - lo), a null key width - 1: one more key in mixed radix."""
+    if len(kmap) == 0:   # no nulls: a loop that vectorizes
+        for i in range(len(out)):
+            out[i] = out[i] * width + (keys[i] - lo)
+        return
     for i in range(len(out)):
         out[i] = out[i] * width + (keys[i] - lo if _valid(kmap, koff, i) else width - 1)
 
