@@ -45,21 +45,42 @@ def _word(data, a, n):
 
 @njit(**OPTS)
 def _hash(data, a, n, w):
-    """A hash of n bytes at data[a:] whose first word is w, its low bits mixed from every bit
-    (they pick the slot)."""
+    """A hash of n bytes at data[a:] whose first word is w: its high bits are mixed from every bit
+    (they pick the slot: _slot)."""
     h = (w ^ n) * MIX
+    return h if n <= 8 else _rest(data, a, n, h)
+
+
+@njit(**OPTS)
+def _rest(data, a, n, h):
+    """_hash past the first word (out of line: the common short string's loop stays simple)."""
     for j in range(8, n, 8):
         h = (h ^ _word(data, a + j, n - j)) * MIX
-    h = (h ^ (h >> 32)) * MIX
-    return h ^ (h >> 29)
+    return h
+
+
+@njit(**OPTS)
+def _slot(h, size):
+    """The slot of hash h in a table of size slots (a power of two): h's top bits."""
+    return (h >> (64 - _log2(size))) & (size - 1)
+
+
+@njit(**OPTS)
+def _log2(size):
+    b = 0
+    while (1 << b) < size:
+        b += 1
+    return b
 
 
 @njit(**OPTS)
 def _same(data, a, heap, b, n):
     """Whether data[a:a + n] and heap[b:b + n] hold the same bytes past their first 8."""
-    for j in range(8, n, 8):
+    j = 8
+    while j < n:
         if _word(data, a + j, n - j) != _word(heap, b + j, n - j):
             return False
+        j += 8
     return True
 
 
@@ -91,7 +112,7 @@ def codes(offsets, data, bitmap, boff, a, b, ids, table, words, lengths, starts,
             size = 2 * len(table)
             table = np.full(size, -1, np.int64)
             for r in range(count[0]):
-                t = _hash(heap, starts[r], lengths[r], words[r]) & (size - 1)
+                t = _slot(_hash(heap, starts[r], lengths[r], words[r]), size)
                 while table[t] >= 0:
                     t = (t + 1) & (size - 1)
                 table[t] = r
@@ -102,6 +123,7 @@ def _run(offsets, data, bitmap, boff, a, b, ids, table, words, lengths, starts, 
     """codes() until a new group would not fit its arrays: the row to go on from (its length in
     count[3]), b when done."""
     size = len(table)
+    shift = 64 - _log2(size)
     view = len(offsets) == 0
     for i in range(a, b):
         if len(bitmap):
@@ -116,7 +138,7 @@ def _run(offsets, data, bitmap, boff, a, b, ids, table, words, lengths, starts, 
         else:
             s0, n = offsets[i], offsets[i + 1] - offsets[i]
         w = _word(data, s0, n)
-        s = _hash(data, s0, n, w) & (size - 1)
+        s = (_hash(data, s0, n, w) >> shift) & (size - 1)
         while True:
             g = table[s]
             if g < 0 or (words[g] == w and lengths[g] == n and (n <= 8 or _same(data, s0, heap, starts[g], n))):
