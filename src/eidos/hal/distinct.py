@@ -41,14 +41,14 @@ _lock = threading.Lock()
 def groups(node: N.Aggregate) -> float | None:
     """Estimated groups of `node`, or None when its keys are not columns of one source."""
     names = [e.name if isinstance(e, E.Column) else None for _, e in node.keys]
-    found = _origin(node.input, names)
+    found = origin(node.input, names)
     if found is None:
         return None
     scan, columns = found
     return distinct(scan.source, tuple(dict.fromkeys(columns)))   # a key read twice (a=A, A) counts once
 
 
-def _origin(node: N.Node, names: list[str | None]) -> tuple[N.Scan, list[str]] | None:
+def origin(node: N.Node, names: list[str | None]) -> tuple[N.Scan, list[str]] | None:
     """The scan the columns `names` are read from, with their names there; None if any is computed."""
     while True:
         if None in names:

@@ -11,10 +11,11 @@
               an integer or decimal std/var rows x PYTHON_ROW_S
 
 Rows flow up the plan as in DuckDB's model: both are eidos.hal.cost's row flow, with
-their own constants, so the two compare like with like.
+their own constants, so the two compare like with like. Polars runs a plan's joins in the order written,
+without join filters: every row a join's inputs make is paid for.
 
-The constants: fitted by bench/tpch.py; see bench/RESULTS.md, section "Where the CPU lanes'
-cost constants come from". `DEFAULTS` holds them as data; the planner uses `in_use(DEFAULTS)`: what
+The constants: fitted by bench/tpch.py, `group_s` and `join_row_s` measured by `eidos calibrate` on the quiet
+VM; see bench/RESULTS.md, section "Where the CPU lanes' cost constants come from". `DEFAULTS` holds them as data; the planner uses `in_use(DEFAULTS)`: what
 `eidos calibrate` measured here, else these scaled to this machine (eidos.hal.constants).
 """
 
@@ -34,7 +35,7 @@ MODEL = RowFlow(
     scan_bytes_per_s={"parquet": 4.0e9, "csv": 0.3e9, "arrow": 20e9, "other": 1.0e9},  # per uncompressed byte
     row_op_s=0.15e-9,            # one expression node on one row in a filter, projection or sort key
     agg_op_s=1e-9,               # one expression node on one row inside a grouped aggregation
-    join_row_s=0.5e-9,           # hashing and probing one row, build and probe sides
+    join_row_s=10.5e-9,          # hashing and probing one row, build and probe sides (`eidos calibrate`, quiet VM)
     sort_row_s=2e-9,             # one row of a sort, times log2(rows)
     udf_row_s=1e-6,              # a per-row Python function
     libm_row_s=3e-9,             # one exp on one row, a libm call (eidos.hal.cost.LIBM_WEIGHT for the others)

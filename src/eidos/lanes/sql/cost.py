@@ -1,9 +1,11 @@
 """DuckDB's cost model: seconds = setup + bytes scanned / scan rate + rows x work per row.
 
 Deliberately simple, so the planner can compare it with the Polars lane's and explain() can
-show where the figure came from (the row flow is eidos.hal.cost's, shared with Polars).
-The constants: fitted by bench/tpch.py; see bench/RESULTS.md, section "Where the CPU lanes'
-cost constants come from". `DEFAULTS` holds them as data; the planner uses `in_use(DEFAULTS)`: what
+show where the figure came from (the row flow is eidos.hal.cost's, shared with Polars). One difference in
+kind: DuckDB orders a plan's joins and filters each join's inputs by the keys the other keeps (its join filter
+pushdown), so the row flow's `join_filters` charges the work below a join only on the rows it keeps.
+The constants: fitted by bench/tpch.py, `group_s` and `join_row_s` measured by `eidos calibrate` on the quiet
+VM; see bench/RESULTS.md, section "Where the CPU lanes' cost constants come from". `DEFAULTS` holds them as data; the planner uses `in_use(DEFAULTS)`: what
 `eidos calibrate` measured here, else these scaled to this machine (eidos.hal.constants).
 """
 
@@ -24,10 +26,11 @@ MODEL = RowFlow(
     setup_s=0.015,               # per run: DuckDB's parse, plan, parquet metadata, thread wake-up; the lane's
     scan_bytes_per_s={"parquet": 4.0e9, "csv": 0.3e9, "arrow": 20e9, "sql": 2.0e9, "other": 20e9},
     row_op_s=0.37e-9,            # one vectorized operation (an expression node, an aggregate) on one row
-    join_row_s=2e-9,             # hashing and probing one row, build and probe sides
+    join_row_s=13e-9,            # hashing and probing one row, build and probe sides (`eidos calibrate`, quiet VM)
     sort_row_s=1.5e-9,           # one row of a sort, times log2(rows)
     group_s=0.16e-6,             # one group of a keyed aggregation (`eidos calibrate` on the quiet VM: 1.57e-7)
     libm_row_s=3e-9,             # one exp on one row, a libm call (eidos.hal.cost.LIBM_WEIGHT for the others)
+    join_filters=True,           # DuckDB orders joins and pushes each join's keys into the other inputs' scans
 )
 
 

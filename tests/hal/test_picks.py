@@ -1,0 +1,126 @@
+"""The CPU lanes' cost models on TPC-H's shapes: which lane each would pick at SF1 with the shipped constants
+(no timing), the row flow's filter selectivities from statistics, its join sizes, and the duckdb lane's join
+filters (what makes it the faster lane on Q20 and Q21)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import eidos as ei
+from eidos import col
+from eidos.hal import cost as C
+from eidos.ir import nodes as N
+from eidos.lanes.polars import cost as polars_cost
+from eidos.lanes.sql import cost as duckdb_cost
+from examples.tpch.queries import QUERIES
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "tpch-sf0.01"
+SCALE = 100   # SF1 / SF0.01: per-row terms grow with the rows, fixed ones do not
+
+# The lane bench/tpch.py measured clearly faster at SF1 on the 2-vCPU VM (>= 1.15x, min of 3; bench/RESULTS.md,
+# "Row flow from statistics"); near ties (Q4, Q5, Q7, Q8, Q10, Q11, Q17, Q18) are left out.
+FASTER = {"q1": "duckdb", "q20": "duckdb", "q21": "duckdb",
+          **{q: "polars" for q in ("q2", "q3", "q9", "q12", "q13", "q14", "q15", "q16", "q19", "q22")}}
+
+
+def at_sf1(defaults, overrides: dict | None = None) -> dict[str, float]:
+    """The shipped constants with the fixed costs over SCALE, so that SF0.01's estimate is SF1's over SCALE:
+    the selectivities, key shares and distinct counts the row flow uses do not change with the scale."""
+    values = {**defaults.values, **(overrides or {})}
+    for fixed in ("setup_s", "in_place_setup_s"):
+        if fixed in values:
+            values[fixed] /= SCALE
+    return values
+
+
+def pick(plan: N.Node, polars: dict | None = None, duckdb: dict | None = None) -> str:
+    p = polars_cost.estimate(plan, at_sf1(polars_cost.DEFAULTS, polars)).seconds
+    d = duckdb_cost.estimate(plan, at_sf1(duckdb_cost.DEFAULTS, duckdb)).seconds
+    return "polars" if p <= d else "duckdb"
+
+
+def plan(q: str) -> N.Node:
+    return QUERIES[q](DATA).plan.optimized
+
+
+@pytest.mark.parametrize("q", sorted(FASTER, key=lambda q: int(q[1:])))
+def test_the_shipped_constants_pick_the_lane_measured_faster_at_sf1(q):
+    assert pick(plan(q)) == FASTER[q]
+
+
+@pytest.mark.parametrize("q", ["q14", "q20", "q21"])
+def test_the_picks_hold_with_the_join_constants_fitted_to_whole_queries(q):
+    # the join defaults before the row flow read statistics (fitted to whole queries, 20x and 6x below the
+    # probe's): the picks that were wrong with them are right with either set
+    assert pick(plan(q), {"join_row_s": 0.5e-9}, {"join_row_s": 2e-9}) == FASTER.get(q, "polars")
+
+
+def test_without_its_join_filters_the_duckdb_model_loses_q21(monkeypatch):
+    # DuckDB orders Q21's joins and filters lineitem's two scans by the Saudi suppliers' keys (its plan scans
+    # 136,121 and 356,794 of 6,001,215 rows at SF1); priced without that, the polars lane would look faster
+    monkeypatch.setattr(duckdb_cost, "MODEL", replace(duckdb_cost.MODEL, join_filters=False))
+    assert pick(plan("q21")) == "polars"
+
+
+def test_measured_constants_change_the_pick():
+    # what `eidos calibrate` measures here moves the picks it should: DuckDB's joins at 10x the shipped figure
+    # send the join-heavy Q20 and Q21 to polars and leave Q1 (no join) on duckdb; its row operations at 10x
+    # send Q1 (8 aggregations over 6M rows) to polars
+    slow_joins = {"join_row_s": 10 * duckdb_cost.DEFAULTS.values["join_row_s"]}
+    assert [pick(plan(q), duckdb=slow_joins) for q in ("q20", "q21", "q1")] == ["polars", "polars", "duckdb"]
+    assert pick(plan("q1"), duckdb={"row_op_s": 10 * duckdb_cost.DEFAULTS.values["row_op_s"]}) == "polars"
+
+
+@pytest.fixture
+def dated(tmp_path):
+    """A parquet file of 1,000 rows over 1,000 days (one a day), 10 distinct codes, 4 row groups."""
+    days = np.arange(1000)
+    t = pa.table({"d": pa.array([dt.date(2000, 1, 1) + dt.timedelta(days=int(i)) for i in days]),
+                  "x": days.astype(np.float64), "code": pa.array([f"c{i % 10}" for i in days]),
+                  "y": (days % 7).astype(np.int64)})
+    path = tmp_path / "t.parquet"
+    pq.write_table(t, path, row_group_size=250)
+    return ei.read_parquet(str(path))
+
+
+def rows(flow: ei.Flow) -> float:
+    return C.rows_out(flow.plan.optimized, polars_cost.MODEL)
+
+
+def test_a_range_keeps_its_share_of_the_columns_min_max(dated):
+    month = dated.filter((col("d") >= ei.date(2001, 1, 1)) & (col("d") < ei.date(2001, 1, 31)))
+    assert rows(month) == pytest.approx(1000 * 30 / 999, rel=0.01)        # one interval, not two halves
+    assert rows(dated.filter(col("x") < 250.0)) == pytest.approx(250, rel=0.01)
+    assert rows(dated.filter(ei.lit(250.0) > col("x"))) == pytest.approx(250, rel=0.01)
+    assert rows(dated.filter(col("x") > 5000.0)) == 1.0                    # outside the values: one row
+
+
+def test_equality_keeps_one_distinct_value_and_unknowns_count_once(dated):
+    assert rows(dated.filter(col("code") == "c3")) == pytest.approx(100, rel=0.01)
+    assert rows(dated.filter(col("code").is_in(["c1", "c2"]))) == pytest.approx(200, rel=0.01)
+    assert rows(dated.filter(~(col("code") == "c3"))) == pytest.approx(900, rel=0.01)
+    both = dated.filter((col("code") == "c3") | (col("code") == "c4"))
+    assert rows(both) == pytest.approx(1000 * (1 - 0.9 * 0.9), rel=0.01)
+    # a comparison of two columns statistics cannot tell: filter_keeps, once, whatever else is told
+    keeps = polars_cost.MODEL.filter_keeps
+    assert rows(dated.filter(col("x") > col("y"))) == pytest.approx(1000 * keeps)
+    unknown_and_known = dated.filter((col("x") > col("y")) & (col("code") == "c3"))
+    assert rows(unknown_and_known) == pytest.approx(1000 * keeps / 10, rel=0.01)
+
+
+def test_a_join_on_a_filtered_key_side_keeps_its_share():
+    facts = ei.from_arrow(pa.table({"k": np.arange(10_000) % 100, "v": np.arange(10_000)}))
+    keys = ei.from_arrow(pa.table({"k": np.arange(100), "name": [f"n{i % 25}" for i in range(100)]}))
+    chosen = keys.filter(col("name") == "n3")                             # 4 of 100 keys
+    assert rows(facts.join(chosen, on="k")) == pytest.approx(400, rel=0.05)
+    assert rows(facts.join(chosen, on="k", how="semi")) == pytest.approx(400, rel=0.05)
+    assert rows(facts.join(keys, on="k")) == pytest.approx(10_000)         # every key kept: every fact row
+    keeps = polars_cost.MODEL.filter_keeps                                 # an anti join: what a filter keeps,
+    assert rows(facts.join(chosen, on="k", how="anti")) == pytest.approx(10_000 * keeps)   # of the left's rows
