@@ -4,9 +4,9 @@ For a predicate over columns read unchanged from one source (renamed, filtered o
 
 - `column == literal`: 1 / the column's distinct values (eidos.hal.distinct); `is_in` of k values: k / them;
 - `column <, <=, >, >= literal` (numbers, decimals, dates): the share of the column's [min, max] the bounds
-  leave, values taken as spread evenly (parquet: the row groups' statistics; in-memory Arrow: the column's
-  min and max); the bounds of one column under one `and` make one interval (a date range is one month, not
-  the product of two halves);
+  leave (of its whole values, for integers and dates), values taken as spread evenly (parquet: the row
+  groups' statistics; in-memory Arrow: the column's min and max); the bounds of one column under one `and`
+  make one interval (a date range is one month, not the product of two halves);
 - `and`: the product; `or`: 1 - the product of what each side drops; `not`: 1 - the fraction.
 
 What the statistics cannot tell (a comparison of two columns, a string match, a computed column) counts once,
@@ -60,29 +60,37 @@ def _fraction(e: E.Expr, below: N.Node) -> tuple[float, bool]:
 
 def _conjunction(e: E.Call, below: N.Node) -> tuple[float, bool]:
     """An `and`: bounds on one column make one interval; the rest multiply."""
-    terms = list(_flatten(e))
-    intervals: dict[str, list[float]] = {}
+    bounds: dict[str, list[tuple[str, float]]] = {}
     known, told = 1.0, True
-    for t in terms:
+    for t in _flatten(e):
         b = _bound(t)
         if b is None:
             f, ok = _fraction(t, below)
             known, told = known * f, told and ok
-            continue
-        name, op, value = b
-        lo, hi = intervals.setdefault(name, [-math.inf, math.inf])
-        intervals[name] = [max(lo, value), hi] if op in ("gt", "ge") else [lo, min(hi, value)]
-    for name, (lo, hi) in intervals.items():
+        else:
+            bounds.setdefault(b[0], []).append(b[1:])
+    for name, ops in bounds.items():
         span = _range(below, name)
         if span is None:
             told = False
-            continue
-        low, high = span
-        if high <= low:
-            known *= 1.0 if lo <= low <= hi else 0.0
-            continue
-        known *= max(0.0, min(hi, high) - max(lo, low)) / (high - low)
+        else:
+            known *= _share(ops, *span)
     return known, told
+
+
+def _share(ops: list[tuple[str, float]], low: float, high: float, discrete: bool) -> float:
+    """The share of [low, high] the bounds `ops` leave; of its whole values where the column holds only those
+    (integers, dates: x > 1 over [1, 2] keeps one value of two)."""
+    lo, hi = -math.inf, math.inf
+    for op, v in ops:
+        if discrete:   # the whole values the bound keeps: x > 1.5 and x >= 2 both start at 2
+            v = {"gt": math.floor(v) + 1, "ge": math.ceil(v), "lt": math.ceil(v) - 1, "le": math.floor(v)}[op]
+        lo, hi = (max(lo, v), hi) if op in ("gt", "ge") else (lo, min(hi, v))
+    if discrete:
+        return max(0.0, min(hi, high) - max(lo, low) + 1) / (high - low + 1)
+    if high <= low:
+        return 1.0 if lo <= low <= hi else 0.0
+    return max(0.0, min(hi, high) - max(lo, low)) / (high - low)
 
 
 def _flatten(e: E.Expr):
@@ -140,7 +148,7 @@ def _distinct(below: N.Node, column: str) -> float | None:
     return None if found is None else distinct(found[0].source, (found[1][0],))
 
 
-def _range(below: N.Node, column: str) -> tuple[float, float] | None:
+def _range(below: N.Node, column: str) -> tuple[float, float, bool] | None:
     from eidos.hal.distinct import origin
 
     found = origin(below, [column])
@@ -150,8 +158,9 @@ def _range(below: N.Node, column: str) -> tuple[float, float] | None:
     return once(source, f"range {name}", lambda: _min_max(source, name))
 
 
-def _min_max(source: Source, name: str) -> tuple[float, float] | None:
-    """(min, max) of column `name` in `source` as numbers (_number), or None where it cannot be told."""
+def _min_max(source: Source, name: str) -> tuple[float, float, bool] | None:
+    """(min, max) of column `name` in `source` as numbers (_number), and whether it holds whole values only
+    (integers, dates), or None where it cannot be told."""
     import pyarrow as pa
 
     try:
@@ -180,4 +189,5 @@ def _min_max(source: Source, name: str) -> tuple[float, float] | None:
     nums = [(_number(a), _number(b)) for a, b in pairs if a is not None]
     if not nums or any(a is None or b is None for a, b in nums):
         return None
-    return min(a for a, _ in nums), max(b for _, b in nums)
+    discrete = all(isinstance(a, (int, dt.date)) for pair in pairs for a in pair if a is not None)
+    return min(a for a, _ in nums), max(b for _, b in nums), discrete
