@@ -91,8 +91,8 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     float values with nulls), per group: each group's first row (the caller gathers its keys there),
     and one array per column.
     Integer, temporal and duration keys are read in place from their Arrow buffers (validity bitmaps
-    included); any other key gets integer codes first (pyarrow's dictionary_encode: byte equality
-    for strings and binaries, value equality for booleans and decimals of one type); several keys
+    included); any other key gets integer codes first (strings and binaries by their bytes, hashed
+    in place over the cores: _strings; decimals by value through pyarrow's dictionary_encode); several keys
     are one integer per row (mixed by their ranges, or by their groups where those are too wide).
     Within a range of SLOTS and only sums and means: each value goes straight into its key's
     digits (keyed), over every core. Otherwise each column's valid values are counted into their
@@ -165,8 +165,10 @@ def _strings(chunks: list[pa.Array]) -> list[tuple[np.ndarray, np.ndarray, int]]
     each as _codes returns it: their bytes hashed in place (eidos.hal.fsum_codes), the rows split
     among the cores, each thread's table merged into the first's. None where the type is not one
     of (large) string, binary or their views."""
-    t = chunks[0].type if chunks else None
-    view = t is not None and (pa.types.is_string_view(t) or pa.types.is_binary_view(t))
+    if not chunks:
+        return None
+    t = chunks[0].type
+    view = pa.types.is_string_view(t) or pa.types.is_binary_view(t)
     if not (view or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
             or pa.types.is_large_binary(t)):
         return None
@@ -248,8 +250,9 @@ _NO_OFFSETS = np.empty(0, np.int64)
 
 
 def _codes(k, a: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
-    """A key column as int64 values, validity bitmap and offset: integers, dates, times and
-    durations as they are (UInt64 wraps: equal stays equal), other types as dictionary codes."""
+    """A key column as integers (int64, or int32 codes), validity bitmap and offset: integers,
+    dates, times and durations as they are (UInt64 wraps: equal stays equal), strings and binaries
+    as _strings codes them, other types as dictionary codes."""
     t = a.type
     if (coded := _strings([a])) is not None:
         return coded[0]
