@@ -81,40 +81,18 @@ def assert_same(got: pa.Table, want: pa.Table, *, ordered: bool = True) -> None:
         assert all(_same_value(rg[k], rw[k]) for k in rw), f"\n got {rg}\nwant {rw}"
 
 
-def check(flow: ei.Flow, cuts: list[int], buckets: int = 1, *, risky: bool = False) -> None:
-    """The partial route equals the reference (its error included); NeedsRows only where `risky`."""
+def check(flow: ei.Flow, cuts: list[int], buckets: int = 1) -> None:
+    """The partial route equals the reference (its error included)."""
     table = flow.plan.input.source.table
     parts = partitions(table, cuts)
     try:
         want = reference(flow)
     except ExecutionError as err:
-        with pytest.raises((ExecutionError, P.NeedsRows)) as got:
+        with pytest.raises(ExecutionError) as got:
             combined(flow, parts, buckets)
-        assert risky or isinstance(got.value, ExecutionError)
-        if isinstance(got.value, ExecutionError):
-            assert str(got.value).split(":")[0] == str(err).split(":")[0]  # the same kind of overflow
+        assert str(got.value).split(":")[0] == str(err).split(":")[0]  # the same kind of overflow
         return
-    try:
-        got = combined(flow, parts, buckets)
-    except P.NeedsRows:
-        assert risky, "NeedsRows where no float group comes near overflow"
-        return
-    assert_same(got, want, ordered=buckets == 1)
-
-
-def near_overflow(values: list, keys: list) -> bool:
-    """Whether some group's positive or negative finite floats add up to near partials.DANGER (where NaN,
-    or inf with -inf, decide the sum alone, no)."""
-    groups: dict = {}
-    for k, v in zip(keys, values):
-        if v is not None:
-            groups.setdefault(repr(k), []).append(v)
-    for xs in groups.values():
-        if any(x != x for x in xs) or (INF in xs and -INF in xs):
-            continue
-        if max(sum(x for x in xs if 0 < x < INF), -sum(x for x in xs if -INF < x < 0)) >= P.DANGER / 2:
-            return True
-    return False
+    assert_same(combined(flow, parts, buckets), want, ordered=buckets == 1)
 
 
 # ---------------------------------------------------------------- generated tables and splits
@@ -185,9 +163,7 @@ def test_generated(table, keys, aggs, cuts, buckets):
     flow = ei.from_arrow(table)
     named = {a: AGGS[a] for a in aggs}
     flow = flow.group_by(*KEYS[keys]).agg(**named) if KEYS[keys] else flow.agg(**named)
-    key_rows = list(zip(*[table.column(k).to_pylist() for k in KEYS[keys]])) if KEYS[keys] else [()] * len(table)
-    risky = near_overflow(table.column("x").to_pylist(), key_rows)
-    check(flow, cuts, buckets, risky=risky)
+    check(flow, cuts, buckets)
 
 
 @settings(parent=profile(), max_examples=max(60, profile().max_examples))
@@ -205,8 +181,7 @@ def _float_sums_bit_exact(xs: list[float], cuts: list[int], groups: int) -> None
                       "x": pa.array(xs, pa.float64())})
     flow = ei.from_arrow(table).group_by("g").agg(s=col("x").sum(), m=col("x").mean(),
                                                   lo=col("x").min(), hi=col("x").max())
-    risky = near_overflow(xs, [i % groups for i in range(len(xs))])
-    check(flow, [c * 2 for c in cuts], risky=risky)
+    check(flow, [c * 2 for c in cuts])
 
 
 @settings(parent=profile(), max_examples=max(60, profile().max_examples))
@@ -221,7 +196,7 @@ def test_expansions_round_as_fsum(xs, cuts, dense):
 
 def _expansions_round_as_fsum(xs: list[float], cuts: list[int]) -> None:
     if max(sum(x for x in xs if x > 0), -sum(x for x in xs if x < 0)) >= P.DANGER:
-        return  # states give up there: NeedsRows (test_near_overflow_needs_rows)
+        return  # states keep such totals as integers (test_near_overflow_is_exact)
     want = math.fsum(xs)
     x = np.array(xs, dtype=np.float64)
     keep = np.zeros(1, bool)
@@ -329,14 +304,17 @@ def test_totals_that_do_not_fit_raise(values, dtype, kind, cuts):
     assert str(got.value).startswith(kind)
 
 
+@pytest.mark.parametrize("cuts", ALL_CUTS)
 @pytest.mark.parametrize("xs", [[MAX, MAX, -MAX], [1e308, -1e308, MAX, 8.98846567431158e307, 3.0],
-                                [MAX, 2.0 ** 969, 2.0 ** 969], [-MAX, -MAX, INF], [MAX, 1.0, -MAX]])
-def test_near_overflow_needs_rows(xs):
-    """Where math.fsum may overflow part way, the reference's sum depends on the order of every value
-    (and on Python's version: [MAX, 2**969, 2**969] is MAX on 3.11, inf on 3.12+): no state gives it."""
-    flow = _flow({"x": xs}, {"x": pa.float64()}, [], s=col("x").sum())
-    with pytest.raises(P.NeedsRows):
-        combined(flow, partitions(flow.plan.input.source.table, [1]))
+                                [MAX, 2.0 ** 969, 2.0 ** 969], [-MAX, -MAX, INF], [MAX, 1.0, -MAX],
+                                [MAX, MAX, 5e-324, -MAX, -MAX], [MAX, MAX], [-MAX, 1e300, -MAX, MAX, 5e-324]])
+def test_near_overflow_is_exact(xs, cuts):
+    """Where math.fsum may overflow part way, the reference rounds the exact total once (an infinity past
+    the float range); the states keep such totals exactly, as integers, and give the same."""
+    check(_flow({"x": xs}, {"x": pa.float64()}, [], s=col("x").sum(), m=col("x").mean()), cuts)
+    keyed = _flow({"k": [i % 2 for i in range(len(xs))], "x": xs}, {"k": pa.int64(), "x": pa.float64()}, ["k"],
+                  s=col("x").sum())
+    check(keyed, cuts, buckets=2)
 
 
 @pytest.mark.parametrize("cuts", ALL_CUTS)

@@ -70,33 +70,21 @@ class RayLane(Lane):
         return pa.Table.from_batches(batches, plan.schema.to_arrow())
 
     def execute_stream(self, plan: N.Node) -> Iterator[pa.RecordBatch]:
-        """The result's batches. Where a float sum's partial states come within reach of overflow (the
-        reference's sum then depends on the order of every value: partials.NeedsRows) before the first
-        batch, the plan runs again with every aggregate on its rows."""
+        """The result's batches."""
         available = self.is_available_when_named()
         if not available:
             raise BackendUnavailable(f"lane 'ray' is unavailable: {available.reason}")
         from eidos.lanes.ray import connect, execute
-        from eidos.lanes.ray.partials import NeedsRows
 
         cluster = connect.connect(self.address)
         partitions = self.partition_count(cluster.cpus)
-        batches = execute.stream(self.stages(plan, partitions), cluster)
-        try:
-            first = next(batches, None)
-        except NeedsRows:
-            batches = execute.stream(self.stages(plan, partitions, partials=False), cluster)
-            first = next(batches, None)
-        if first is not None:
-            yield first
-            yield from batches
+        yield from execute.stream(self.stages(plan, partitions), cluster)
 
-    def stages(self, plan: N.Node, partitions: int, *, partials: bool = True):
+    def stages(self, plan: N.Node, partitions: int):
         """`plan` cut into stages (stages.py) with this lane's settings."""
         from eidos.lanes.ray import stages
 
-        return stages.cut(plan, partitions, broadcast_bytes=self.broadcast_bytes, gather_bytes=self.gather_bytes,
-                          partials=partials)
+        return stages.cut(plan, partitions, broadcast_bytes=self.broadcast_bytes, gather_bytes=self.gather_bytes)
 
     def describe(self, plan: N.Node) -> list[str]:
         """The stages, their tasks and exchanges, and where they run; a local Ray is not started to say so."""

@@ -10,7 +10,11 @@ were split (docs/semantics.md section 14). What a state keeps, per group and par
   (list<float64>, largest first), the sums of the positive and of the negative ones (rounded; they
   bound every prefix sum), and whether there was a NaN, an inf, a -inf.
   Expansions add exactly (each value is cut into 21-bit pieces on fixed exponent boundaries, added as
-  integers) and the total is rounded once, as math.fsum rounds.
+  integers) and the total is rounded once, as math.fsum rounds. Where the positive (or negative)
+  values add up to 1.5 * 2**1023 or more, an expansion's components may pass the float range: such
+  a group's exact total is kept instead as an integer count of 2**-1074 (bytes), and the combine adds
+  those in Python integers and rounds once, as the reference's float_sum does when math.fsum overflows
+  part way.
 - min, max: the partition's least/greatest value, the first of equal ones (the reference's min() and
   max() keep the first, which decides the sign of a zero), and for floats whether there was a NaN
   (the largest value).
@@ -21,23 +25,20 @@ order of the groups (first appearance), are then the reference's.
 
 Not combinable, so plan() returns None: var and std (the reference makes two passes over the whole
 group, m = fsum(x)/n then fsum((x - m)**2), each term rounded with that m) and n_unique.
-
-One case depends on the values: where a float group's positive (or negative) values add up to
-1.5 * 2**1023 or more, math.fsum may overflow part way (below that no prefix sum, and so no partial
-inside it, can) and the reference then sums the group exactly in Python integers, past the digits kept
-here. combine() raises NeedsRows there: run the node on its rows.
 """
 
 from __future__ import annotations
 
 import decimal
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eidos.errors import ExecutionError, UnsupportedError
+from eidos.errors import ExecutionError
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
@@ -50,18 +51,14 @@ from eidos.ir.typing import infer
 from eidos.lanes.ray.local import run_local
 
 COMBINABLE = frozenset({"count", "count_rows", "sum", "mean", "min", "max"})
-DANGER = 1.5 * 2.0 ** 1023  # positive (negative) floats adding up to this may overflow inside math.fsum
+DANGER = 1.5 * 2.0 ** 1023  # positive (negative) floats adding up to this: exact totals as integers, not floats
+TINY = 1074               # a float is a whole number of 2**-1074
 
 BITS = 21                 # digits of exact totals, in base 2**21: float64 adds 2**31 of them exactly
 BASE, HALF, MASK = 1 << BITS, 1 << (BITS - 1), (1 << BITS) - 1
 SLICE = 1 << 30           # rows summed in one float64 pass (pieces < 2**22: totals stay below 2**53)
 INT_WORDS, DEC_WORDS = 2, 3  # words of a partition's total: |int64 total| < 2**95, |decimal| < 2**158
 CARRY = 3                 # digits added before adding states: room for any number of partitions
-
-
-class NeedsRows(UnsupportedError):
-    """A float group came within reach of overflow, where the reference's sum depends on the order of
-    every value: the node needs its rows (a hash shuffle, or a gather), not partial states."""
 
 
 def plan(node: N.Aggregate) -> Partials | None:
@@ -157,7 +154,7 @@ class Partials:
     def combine(self, states: list[pa.Table]) -> pa.Table:
         """Final rows (exactly node.schema) of the groups in `states`: every partition's states for those
         groups, in the order of the partitions (a hash partition of them, or all of them for a global
-        aggregate). Raises NeedsRows where a float sum needs its rows (see the module's docstring)."""
+        aggregate)."""
         table = pa.concat_tables([s.select(self.schema.names).cast(self.schema) for s in states]) \
             if states else self.schema.empty_table()
         table = table.combine_chunks()
@@ -171,7 +168,7 @@ class Partials:
         for leaf in self._leaves:
             try:
                 combined[leaf.name] = self._finish(leaf, table, g, count, totals)
-            except (ExecutionError, NeedsRows) as err:
+            except ExecutionError as err:
                 raise type(err)(f"{err}\n  in {where}: {leaf.agg}") from None
         return self._outputs(pa.table(combined, schema=self._group_schema.to_arrow()))
 
@@ -326,11 +323,32 @@ def _float_states(p: str, x: np.ndarray, g: np.ndarray, count: int) -> dict[str,
         g, x = g[finite], x[finite]
     up = np.bincount(g, weights=np.maximum(x, 0.0), minlength=count)
     down = np.bincount(g, weights=-np.minimum(x, 0.0), minlength=count)
-    comps, lengths = _compress(*_expand(g, x, count, drop=np.maximum(up, down) >= DANGER))
+    big = np.maximum(up, down) >= DANGER
+    comps, lengths = _compress(*_expand(g, x, count, drop=big))
     offsets = np.zeros(count + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
     return {f"{p}.exp": pa.ListArray.from_arrays(pa.array(offsets), pa.array(comps, pa.float64())),
+            f"{p}.big": _big_totals(g, x, big),
             f"{p}.pos": pa.array(up, pa.float64()), f"{p}.neg": pa.array(down, pa.float64()), **flags}
+
+
+def _big_totals(g: np.ndarray, x: np.ndarray, big: np.ndarray) -> pa.Array:
+    """The exact total of the finite values `x` of each group that `big` marks, as a whole number of
+    2**-1074 (signed little-endian bytes), from the same 21-bit pieces as _expand's; null elsewhere."""
+    which = np.flatnonzero(big)
+    if not len(which):
+        return pa.nulls(len(big), pa.binary())
+    out: list[bytes | None] = [None] * len(big)
+    keep = big[g] & (x != 0)   # a big group has such values: its finite ones add up to DANGER or more
+    rank = np.cumsum(big) - 1
+    u = x[keep].view(np.uint64)
+    k0 = _bins(u)
+    low, span = int(k0.min()), int(k0.max() - k0.min()) + 4
+    acc = _accumulate(u, rank[g[keep]] * span - low, k0, len(which) * span).reshape(len(which), span)
+    for i, group in enumerate(which):
+        total = sum(int(d) << (BITS * (low + j)) for j, d in enumerate(acc[i]) if d)
+        out[group] = total.to_bytes(total.bit_length() // 8 + 1, "little", signed=True)
+    return pa.array(out, pa.binary())
 
 
 def _any(g: np.ndarray, count: int) -> pa.Array:
@@ -343,7 +361,8 @@ def _seen(g: np.ndarray, column: pa.Array | pa.ChunkedArray, count: int) -> np.n
 
 
 def _float_total(p: str, table: pa.Table, g: np.ndarray, count: int, n: np.ndarray) -> np.ndarray:
-    """Each group's float sum as the reference computes it (math.fsum; inf with -inf or NaN is NaN)."""
+    """Each group's float sum as the reference computes it (eidos.ir.evaluate.aggregates.float_sum: the
+    exact total rounded once, as math.fsum; inf with -inf or NaN is NaN)."""
     nan = _seen(g, table.column(f"{p}.nan"), count)
     pinf = _seen(g, table.column(f"{p}.inf"), count)
     ninf = _seen(g, table.column(f"{p}.-inf"), count)
@@ -355,15 +374,34 @@ def _float_total(p: str, table: pa.Table, g: np.ndarray, count: int, n: np.ndarr
     comps = lists.flatten().to_numpy(zero_copy_only=False)
     total = _round(*_expand(np.repeat(g, lengths), comps, count, drop=magnitude >= DANGER))
     special = nan | (pinf & ninf)
-    risky = (n > 0) & ~special & (magnitude >= DANGER)
-    if risky.any():
-        raise NeedsRows(f"a float sum whose values add up to {float(magnitude[risky][0]):g} in magnitude may "
-                        "overflow inside math.fsum, where the reference lane's sum depends on the order of "
-                        "every value: partial states cannot give it")
+    big = (n > 0) & ~special & (magnitude >= DANGER)
+    if big.any():
+        total[big] = _big_sums(table.column(f"{p}.big").combine_chunks(), g, big, lengths, comps)
     total[pinf] = np.inf
     total[ninf] = -np.inf
     total[special] = np.nan
     return total
+
+
+def _big_sums(stored: pa.Array, g: np.ndarray, big: np.ndarray, lengths: np.ndarray,
+              comps: np.ndarray) -> np.ndarray:
+    """The groups `big` marks, each its states' exact totals added in Python integers (a state's bytes
+    `stored`, else its expansion's components) and rounded once (past the float range: an infinity)."""
+    totals = dict.fromkeys(np.flatnonzero(big).tolist(), 0)
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    for row in np.flatnonzero(big[g]).tolist():
+        kept = stored[row].as_py()
+        if kept is not None:
+            totals[int(g[row])] += int.from_bytes(kept, "little", signed=True)
+        else:
+            totals[int(g[row])] += sum(int(Fraction(c) * (1 << TINY)) for c in comps[starts[row]:starts[row + 1]])
+    out = []
+    for total in totals.values():
+        try:
+            out.append(total / (1 << TINY))   # int / int: correctly rounded
+        except OverflowError:
+            out.append(math.inf if total > 0 else -math.inf)
+    return np.array(out)
 
 
 # ---------------------------------------------------------------- exact float totals
@@ -388,7 +426,7 @@ def _expand(g: np.ndarray, x: np.ndarray, count: int, *, drop: np.ndarray) -> tu
     if not len(x):
         return np.zeros(0), np.zeros(count, np.int64)
     u = x.view(np.uint64)
-    k0 = (np.maximum(((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64), 1) - 1) // BITS
+    k0 = _bins(u)
     low, high = int(k0.min()), int(k0.max())
     span = high - low + 4 + 2                       # four pieces, then room for two carries
     if _dense(count, span, len(x)):
@@ -416,6 +454,11 @@ def _expand(g: np.ndarray, x: np.ndarray, count: int, *, drop: np.ndarray) -> tu
     bins = lows[owner] + (down - starts[:-1][owner])
     comps = np.ldexp(digits[nz].astype(np.float64), (BITS * bins[nz] - 1074).astype(np.int32))
     return comps, np.bincount(owner[nz], minlength=count)
+
+
+def _bins(u: np.ndarray) -> np.ndarray:
+    """The bin of each float (bit pattern u): its lowest piece starts at 2**(21 * bin - 1074)."""
+    return (np.maximum(((u >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64), 1) - 1) // BITS
 
 
 def _accumulate(u: np.ndarray, base: np.ndarray, k0: np.ndarray, size: int) -> np.ndarray:
