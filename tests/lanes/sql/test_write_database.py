@@ -149,3 +149,15 @@ def test_zones_times_and_nanoseconds_write_or_refuse(target):
     if lane == "postgresql":
         with pytest.raises(UnsupportedError, match="no postgresql column type holds exactly"):
             nanos.write_database(table + "_ns", uri)
+
+
+def test_postgresql_timestamps_take_the_sql_lanes_own_types(monkeypatch):
+    """A timestamp column is created as the PostgreSQL dialect's table says (one table of types, not two)."""
+    from eidos.lanes.sql import write
+    from eidos.lanes.sql.postgresql import PostgresDialect
+
+    zoned, naive = ei.Datetime("ms", "Europe/Berlin"), ei.Datetime("ms")
+    assert (write.column_type("postgresql", zoned, "z"), write.column_type("postgresql", naive, "n")) == \
+        ("TIMESTAMPTZ", "TIMESTAMP")
+    monkeypatch.setitem(PostgresDialect.types, "Timestamp(ms, tz)", "TIMESTAMP")   # a change there shows here
+    assert write.column_type("postgresql", zoned, "z") == "TIMESTAMP"

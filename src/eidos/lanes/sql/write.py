@@ -17,6 +17,7 @@ from eidos.errors import EidosError, ExecutionError, PlanError, UnsupportedError
 from eidos.ir import dtypes as T
 from eidos.ir.schema import Schema
 from eidos.lanes.sql.duckdb import path_of, table_ref
+from eidos.lanes.sql.postgresql import PostgresDialect
 from eidos.lanes.sql.translate import ident
 
 MODES = ("fail", "append", "replace")
@@ -37,7 +38,7 @@ def column_type(lane: str, t: T.DType, column: str) -> str | None:
     if t.is_decimal and lane == "postgresql":
         return f"NUMERIC({t.precision}, {t.scale})"
     if t.is_timestamp and lane == "postgresql" and t.unit != "ns":   # microseconds hold ms; an instant its zone's
-        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+        return PostgresDialect().sql_type(t).sql("postgres")   # the SQL lane's own table: TIMESTAMP, TIMESTAMPTZ
     found = TYPES[lane].get(t.name) if not t.is_timestamp or t == T.Timestamp else None
     if found is None:
         raise UnsupportedError(f"write_database to {lane}: column {column!r} is {t}, which no {lane} column type "
