@@ -157,3 +157,18 @@ def test_a_database_file_gets_the_exact_float_aggregates_only_where_the_sql_call
     alone = t.group_by("k").agg(s=col("x").sum(), v=col("x").var()).sort("k")
     assert_tables_equal(alone.run(engine="duckdb"), alone.run(engine="reference"), ordered=True)
     assert calls == []   # the exact route under the sort: DuckDB runs the projection, eidos.hal.fsum the rest
+
+
+def test_each_connection_sets_its_time_zone_once(tmp_path, monkeypatch):
+    """Every DuckDB connection reads instants in UTC (D.utc), set once on each: the shared cursor, a
+    database file's own connection (sandboxed after), and the one that describes a table."""
+    from eidos.testing.databases import load_table
+
+    calls = []
+    original = D.utc
+    monkeypatch.setattr(D, "utc", lambda con: (calls.append(con), original(con)))   # kept: no id is reused
+    t = load_table(f"duckdb:///{tmp_path / 'z.duckdb'}", "t", pa.table({"a": [1, 2, 3]}))
+    calls.clear()
+    assert ei.read_sql(f"duckdb:///{tmp_path / 'z.duckdb'}", table="t").schema.names == ("a",)   # described
+    assert t.filter(col("a") > 1).run(engine="duckdb").num_rows == 2
+    assert calls and len(calls) == len({id(con) for con in calls}), calls

@@ -280,6 +280,7 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
         regular_file(path)   # a FIFO or a device would block the open or never end
     con = duckdb.connect(path, read_only=path != ":memory:")
     try:
+        utc(con)
         sandbox(con)
         rel = table_ref(source.table).sql("duckdb") if source.table is not None else f"({sql_guard.query_sql(source)})"
         arrow = con.sql(f"SELECT * FROM {rel} AS q LIMIT 0").to_arrow_table().schema
@@ -296,12 +297,12 @@ def describe(source: SqlSource) -> tuple[Schema, int | None]:
 
 def sandbox(con, files=(), folders=()) -> None:
     """Nothing run on `con` from now on may reach a file but `files` and `folders` (a plan's own
-    data, a spill folder), attach a database, load an extension or change a setting. DuckDB would
-    otherwise read a table name that looks like a file (`FROM "x"."csv"`) as that file."""
+    data, a spill folder), attach a database, load an extension or change a setting (so its time
+    zone, utc(), is set before). DuckDB would otherwise read a table name that looks like a file
+    (`FROM "x"."csv"`) as that file."""
     def strings(items) -> str:
         return exp.Array(expressions=[string(os.fspath(i)) for i in items]).sql("duckdb")
 
-    utc(con)
     con.execute(f"SET allowed_paths = {strings(files)}")
     con.execute(f"SET allowed_directories = {strings(folders)}")
     con.execute("SET enable_external_access = false")
