@@ -299,16 +299,18 @@ def test_string_codes_are_one_numbering_of_the_bytes(xs, cuts, kind, threads):
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(strings, st.one_of(st.integers(-2, 2), st.integers(-2**40, 2**40), st.none()),
                           st.one_of(values, st.none())), max_size=60),
-       st.lists(st.integers(0, 60), max_size=3), st.sampled_from(["sum", "mean"]), st.booleans())
-def test_group_by_chunks_of_strings_and_wide_keys(rows, cuts, fn, threads):
+       st.lists(st.integers(0, 60), max_size=3), st.sampled_from(["sum", "mean"]), st.booleans(), st.booleans())
+def test_group_by_chunks_of_strings_and_wide_keys(rows, cuts, fn, threads, many):
     """An engine's batches keyed by strings (views, as Polars hands them) and by a string and an
     integer, narrow or wide (past SLOTS: the coded chunks joined, nulls a value of their own),
-    split over threads in small slices: each group's reference aggregate."""
+    split over threads in small slices, strings with many distinct values (a sample of 4 rows
+    holding more than 2: dictionary_encode): each group's reference aggregate."""
     cols = list(zip(*rows)) if rows else [(), (), ()]
     keys = [_chunked(list(cols[0]), cuts, pa.string_view()), _chunked(list(cols[1]), cuts, pa.int64())]
     x = _chunked(list(cols[2]), cuts, pa.float64())
     for chosen in ([keys[0]], [keys[1]], keys):
-        with patch.object(fsum, "SPLIT", 1 if threads else fsum.SPLIT), patch.object(fsum, "SLICE", 3 if threads else fsum.SLICE):
+        with patch.object(fsum, "SPLIT", 1 if threads else fsum.SPLIT), patch.object(fsum, "SLICE", 3 if threads else fsum.SLICE), \
+                patch.object(fsum, "SAMPLE", 4 if many else fsum.SAMPLE), patch.object(fsum, "MANY", 2 if many else fsum.MANY):
             first, (got,) = fsum.group_by(chosen, [(fn, x)])
         flat = list(zip(*(a.to_pylist() for a in chosen)))
         want_of: dict = {}
