@@ -211,7 +211,7 @@ def _strings(chunks: list[pa.Array]) -> list[tuple[np.ndarray, np.ndarray, int]]
             state[:5] = c.codes(offsets, data, bitmap, boff, a, b, ids, *state)
         return state
 
-    states = list(_pool().map(run, range(threads)))
+    states = _each(run, threads)
     if any(s[5][2] for s in states):   # a view past 12 bytes: the chunks as large binaries
         return _strings([a.cast(pa.large_binary()) for a in chunks])
     merged = states[0]
@@ -221,8 +221,8 @@ def _strings(chunks: list[pa.Array]) -> list[tuple[np.ndarray, np.ndarray, int]]
         offsets = np.append(starts[:count[0]], count[1])
         merged[:5] = c.codes(offsets, heap, _EMPTY, 0, 0, count[0], to, *merged)
         states[t] = to
-    list(_pool().map(lambda t: [c.remap(parts[i][4], parts[i][2], parts[i][3], a, b, states[t]) for i, a, b in work[t]],
-                     range(1, threads)))
+    _each(lambda t: [c.remap(parts[i][4], parts[i][2], parts[i][3], a, b, states[t + 1]) for i, a, b in work[t + 1]],
+          threads - 1)
     return [(ids, bitmap, boff) for _, _, bitmap, boff, ids in parts]
 
 
@@ -321,7 +321,7 @@ def _across(n: int, fn) -> None:
     threads = min(os.cpu_count() or 1, len(cuts) - 1)
     if threads <= 1:
         return fn(0, n)
-    list(_pool().map(lambda t: [fn(a, b) for a, b in zip(cuts[t:-1:threads], cuts[t + 1::threads])], range(threads)))
+    _each(lambda t: [fn(a, b) for a, b in zip(cuts[t:-1:threads], cuts[t + 1::threads])], threads)
 
 
 def _dense(k, raw, kmap, koff, lo, hi) -> tuple[np.ndarray, int, np.ndarray]:
@@ -375,7 +375,7 @@ def _slot_sums(k, pieces, lo, slots) -> tuple[np.ndarray, np.ndarray]:
         for (raw, kmap, koff), (v, vmap, voff), a, b in work[t::threads]:
             k.keyed(raw, kmap, koff, lo, v, vmap, voff, a, b, digits[t], st[t], counts[t])
 
-    list(_pool().map(run, range(threads)))
+    _each(run, threads)
     st = np.concatenate([st[:, :, :4].sum(axis=0), st[0, :, 4:]], axis=1)
     sums, python = np.empty(slots), np.zeros(slots, np.bool_)
     k.finish_each(digits.sum(axis=0), st, NEG_ZERO, sums, python)
@@ -451,7 +451,7 @@ def _one(k, parts: list[np.ndarray], threads: int) -> tuple[float, bool]:
             k.accumulate(p, a, b, digits[i], st[i])
             st[i, 5] = k.carry(digits[i], int(st[i, 4]), int(st[i, 5]))
 
-    list(_pool().map(run, range(threads)))
+    _each(run, threads)
     sums = st.sum(axis=0)
     sums[4], sums[5] = 0, k.CHUNKS - 3
     return k.finish(digits.sum(axis=0), sums, NEG_ZERO, np.empty(k.CHUNKS + 1))
@@ -467,6 +467,14 @@ def _kernels():
 def _code_kernels():
     from eidos.hal import fsum_codes
     return fsum_codes
+
+
+def _each(fn, n: int) -> list:
+    """[fn(0), ..., fn(n - 1)], fn(0) in this thread and the others in the pool: no hand-over
+    to wait for where one thread is enough, and one fewer where it is not."""
+    rest = [_pool().submit(fn, t) for t in range(1, n)]
+    first = [fn(0)] if n else []
+    return first + [f.result() for f in rest]
 
 
 @functools.cache
