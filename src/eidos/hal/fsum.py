@@ -221,8 +221,11 @@ def _strings(chunks: list[pa.Array]) -> list[tuple[np.ndarray, np.ndarray, int]]
         offsets = np.append(starts[:count[0]], count[1])
         merged[:5] = c.codes(offsets, heap, _EMPTY, 0, 0, count[0], to, *merged)
         states[t] = to
-    _each(lambda t: [c.remap(parts[i][4], parts[i][2], parts[i][3], a, b, states[t + 1]) for i, a, b in work[t + 1]],
-          threads - 1)
+    # the later threads' rows to their merged codes, each range cut in one piece per thread
+    remaps = [(i, a + (b - a) * j // threads, a + (b - a) * (j + 1) // threads, states[t])
+              for t in range(1, threads) for i, a, b in work[t] for j in range(threads)]
+    _each(lambda j: [c.remap(parts[i][4], parts[i][2], parts[i][3], a, b, to) for i, a, b, to in remaps[j::threads]],
+          threads if remaps else 0)
     return [(ids, bitmap, boff) for _, _, bitmap, boff, ids in parts]
 
 
