@@ -385,7 +385,7 @@ NUMS = {"i": [7, -7, 0, None, 3], "j": [2, -2, 0, 5, None], "f": [7.5, -1.0, 0.0
     ("when null condition is false", lambda f: f.select(a=when(col("i") > 0).then(1).otherwise(2))),
     ("weak literals take the column type", lambda f: f.select(a=col("i") + 1, b=col("f") * 2, c=lit(2) * 3)),
     ("is_in with null", lambda f: f.select(a=col("i").is_in([7, None]), b=col("i").is_in([7]),
-                                           c=col("i").is_in([]))),
+                                           c=col("i").is_in([]), d=col("i").is_in([None]))),
     ("is_between", lambda f: f.select(a=col("i").is_between(0, 7), b=col("f").is_between(-1, 1.5))),
     ("round half away", lambda f: f.select(a=(col("f") / 3).round(2), b=col("g").round(0), c=lit(2.675).round(2),
                                            d=col("i").round(-1), e=(col("f") * 10).round(-1))),

@@ -226,16 +226,17 @@ def _(node: N.Filter, ctx: Ctx) -> pl.LazyFrame:
 
 @node_frame.register
 def _(node: N.Project, ctx: Ctx) -> pl.LazyFrame:
+    """What is computed is added by with_columns (a select computing a string column ran TPC-H q22 a third
+    slower on the streaming engine, Polars 2.1), then the columns are picked by name. A constant so added is
+    one per input row, as eidos says (a select of literals alone would give one row)."""
     lf = translate(node.input, ctx)
     scope = Scope(node.input.schema)
-    exprs = [expr(e, scope).alias(name) for name, e in node.columns]
-    if any(e.columns() for _, e in node.columns):
-        return lf.select(exprs)
-    # eidos: a projection of constants keeps one row per input row; Polars' select of
-    # literals alone would give a single row, so broadcast them against the input.
-    temps = [ctx.temp("c") for _ in exprs]
-    return lf.with_columns([e.alias(t) for e, t in zip(exprs, temps)]).select(
-        [pl.col(t).alias(name) for t, (name, _) in zip(temps, node.columns)])
+    names = list(node.input.schema.names)
+    made = [(name, e) for name, e in node.columns if not (isinstance(e, E.Column) and e.name == name)]
+    if made:
+        lf = lf.with_columns([expr(e, scope).alias(name) for name, e in made])
+        names += [name for name, _ in made if name not in names]
+    return lf.select([column(name, names) for name, _ in node.columns])
 
 
 @node_frame.register
@@ -1055,16 +1056,14 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     common = t
     for v in present:  # eidos: compared in the promotion of the column and the values' own types
         common = promote(common, literal_dtype(v))
-    if not present:
-        hit = pl.lit(False)
-    else:
-        xs = x if common == t else x.cast(pl_dtype(common))
-        hit = xs.is_in(pl.lit(pl.Series([_value(v, common) for v in present], dtype=pl_dtype(common))).implode())
-    # eidos: a null input gives null (Polars' is_in, nulls_equal=False); a null in the list makes a
-    # miss null, as x = a OR x = null would be (Kleene).
-    if len(present) < len(values):
-        hit = pl.when(hit).then(True).otherwise(pl.lit(None, dtype=pl.Boolean))
-    return pl.when(x.is_null()).then(pl.lit(None, dtype=pl.Boolean)).otherwise(hit)
+    if not present:   # no value to match: a miss, null where the list holds a null (as below)
+        miss = pl.lit(None if values else False, dtype=pl.Boolean)
+        return pl.when(x.is_null()).then(pl.lit(None, dtype=pl.Boolean)).otherwise(miss)
+    xs = x if common == t else x.cast(pl_dtype(common))
+    # eidos: a null input gives null, as Polars' is_in does (nulls_equal=False); a null in the list makes
+    # a miss null, as x = a OR x = null would be (Kleene).
+    hit = xs.is_in(pl.lit(pl.Series([_value(v, common) for v in present], dtype=pl_dtype(common))).implode())
+    return pl.when(hit).then(True).otherwise(pl.lit(None, dtype=pl.Boolean)) if len(present) < len(values) else hit
 
 
 def _value(v, t: DType):
