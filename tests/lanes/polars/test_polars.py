@@ -272,7 +272,8 @@ def test_a_frame_used_twice_is_computed_once(tmp_path):
 
 def test_a_sum_by_groups_counts_values_only_where_a_column_may_hold_null(tmp_path):
     """A group's sum of no values is null; a column its file or table says holds no null needs no count of
-    values beside the sum. A file rewritten with nulls between runs is translated again."""
+    values beside the sum, nor nulls dropped before n_unique. A file rewritten with nulls between runs is
+    translated again."""
     from eidos.lanes.polars import nulls
 
     path = tmp_path / "t.parquet"
@@ -288,9 +289,14 @@ def test_a_sum_by_groups_counts_values_only_where_a_column_may_hold_null(tmp_pat
     assert run(flow).column("s").to_pylist() == [D("1.50"), None]
     memory = ei.from_arrow(pa.table({"k": [1, 2, 2], "v": [4, None, None]})).group_by("k").agg(s=col("v").sum())
     assert sorted(agrees(memory).column("s").to_pylist(), key=str) == [4, None]
-    full = ei.from_arrow(pa.table({"k": [1, 2, 2], "v": [4, 5, 6]})).group_by("k").agg(s=col("v").sum())
-    assert ".count()" not in to_lazyframe(full.plan, _ctx(full.plan)).explain()
-    assert sorted(agrees(full).column("s").to_pylist()) == [4, 11]
+    full = ei.from_arrow(pa.table({"k": [1, 2, 2], "v": [4, 5, 5]})).group_by("k").agg(s=col("v").sum(),
+                                                                                         n=col("v").n_unique())
+    text = to_lazyframe(full.plan, _ctx(full.plan)).explain()
+    assert ".count()" not in text and "drop_nulls" not in text
+    assert sorted(agrees(full).column("s").to_pylist()) == [4, 10]
+    holes = ei.from_arrow(pa.table({"k": [1, 2, 2], "v": [4, None, 5]})).group_by("k").agg(n=col("v").n_unique())
+    assert "drop_nulls" in to_lazyframe(holes.plan, _ctx(holes.plan)).explain()
+    assert sorted(agrees(holes).column("n").to_pylist()) == [1, 1]
     assert nulls.facts(ei.from_arrow(pa.table({"v": [None, 1]})).plan) == frozenset()
 
 

@@ -253,7 +253,7 @@ def _(node: N.Aggregate, ctx: Ctx) -> pl.LazyFrame:
     if node.keys and in_place(node):   # eidos.hal.fsum.group_by computes it over Polars' buffers
         lf, leaves = keyed_sums(lf, node, aggs, keys, rows, ctx)
     else:
-        full = frozenset(a.arg.name for a in aggs if node.keys and a.fn == "sum" and isinstance(a.arg, E.Column)
+        full = frozenset(a.arg.name for a in aggs if a.fn in ("sum", "n_unique") and isinstance(a.arg, E.Column)
                          and nulls.never_null(node.input, a.arg.name, ctx.facts))
         leaves = {a: leaf(a, rows, ctx, grouped=bool(node.keys), full=full) for a in aggs}
         first = [x.alias(name) for one in leaves.values() for name, x in one.columns]
@@ -1257,7 +1257,8 @@ def _(e: E.Agg, scope: Scope) -> pl.Expr:
 
 def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool, full: frozenset[str] = frozenset()) -> Leaf:
     """Phase one of aggregation `e` over the rows of each group, and its finish. `full`: the input's
-    columns that hold no null (nulls.py), so a group's integer or decimal sum of one is never of no values."""
+    columns that hold no null (nulls.py): a group's integer or decimal sum of one is never of no values,
+    and n_unique of one has no null to leave out."""
     name = ctx.temp("a")
     res = infer(e, rows.schema, allow_agg=True)
     try:
@@ -1268,9 +1269,12 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool, full: frozenset[str]
         return rule(e.fn, None, None, res, name, grouped)
     t = rows.dtype(e.arg)
     x = expr(e.arg, rows)
-    if e.fn == "sum" and grouped and isinstance(e.arg, E.Column) and e.arg.name in full and not t.is_float:
-        total, finish = _total(x, res)
-        return Leaf([(name, total)], lambda g: finish(g, pl.col(name)))
+    if isinstance(e.arg, E.Column) and e.arg.name in full:
+        if e.fn == "sum" and grouped and not t.is_float:
+            total, finish = _total(x, res)
+            return Leaf([(name, total)], lambda g: finish(g, pl.col(name)))
+        if e.fn == "n_unique":   # no null to drop (drop_nulls made Polars gather each group's values)
+            return Leaf([(name, x.n_unique())], lambda g: pl.col(name).cast(pl.Int64))
     if not e.arg.columns():
         # eidos: an aggregation of a constant sees it once per row; Polars would see one value
         # (n_unique(lit) over no rows would be 1), so spread it over the rows of an input column.
