@@ -248,8 +248,11 @@ def _valid(bitmap, offset, i):
 
 @njit(**OPTS)
 def _slot(k, size):
-    h = k * -7046029254386353131     # Fibonacci hashing, its high bits folded down
-    return (h ^ (h >> 29)) & (size - 1)
+    # A multiply moves each bit of k only upwards, so keys that differ only in high bits (multiples of 2**40)
+    # would share their low bits and probe one long run: fold the product's high half down, mix again, fold.
+    h = k * -7046029254386353131
+    h = (h ^ (h >> 32)) * -7046029254386353131
+    return (h ^ (h >> 32)) & (size - 1)
 
 
 @njit(**OPTS)
