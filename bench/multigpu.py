@@ -112,6 +112,73 @@ def _split_fill(start, count):
     return ((np.arange(start, start + count, dtype=np.int64) % 1000 - 500) / 256).astype(np.float32)
 
 
+def _noop(rank):
+    return None
+
+
+def _clocked(rank, fn, *args):
+    """(start, end) of fn(rank, *args) on this host's monotonic clock, which the processes share; fn
+    ends by reading its result back, so the device's work is inside."""
+    t0 = time.perf_counter()
+    fn(rank, *args)
+    return t0, time.perf_counter()
+
+
+def _profiled(rank, fn, args, calls):
+    """Rank 0's profiles of `calls` runs of fn(rank, *args): cProfile's host functions by own time, and
+    on a GPU torch.profiler's kernels and copies by device time (every rank runs them: collectives)."""
+    import cProfile
+    import io
+    import pstats
+
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(calls):
+        fn(rank, *args)
+    pr.disable()
+    text = io.StringIO()
+    pstats.Stats(pr, stream=text).sort_stats("tottime").print_stats(22)
+    host = "\n".join(line for line in text.getvalue().splitlines() if line.strip())
+    device = ""
+    if rank.device == "gpu":
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn(rank, *args)
+        avg = prof.key_averages()
+        for key in ("device_time_total", "cuda_time_total", "self_cpu_time_total"):
+            try:
+                device = avg.table(sort_by=key, row_limit=14, max_name_column_width=60)
+                break
+            except (AttributeError, KeyError, ValueError):
+                continue
+        torch.cuda.synchronize()
+    return (host, device) if rank.rank == 0 else None
+
+
+def timeline(ranks, fn, args, samples, warm=2):
+    """Where a call's time goes, medians over samples, ms: the driver's whole call; until the first rank
+    starts fn (the message out); between the first and the last rank starting (the skew the collective
+    waits for); each rank's fn (its work, device included); from the last rank's end to the driver
+    having every answer (the messages back)."""
+    rows = []
+    for i in range(warm + samples):
+        t0 = time.perf_counter()
+        got = ranks.run(_clocked, fn, *args)
+        t1 = time.perf_counter()
+        if i >= warm:
+            starts, ends = [g[0] for g in got], [g[1] for g in got]
+            rows.append((t1 - t0, min(starts) - t0, max(starts) - min(starts),
+                         [e - b for b, e in got], t1 - max(ends)))
+    med = statistics.median
+    return {"call": med(r[0] for r in rows) * 1e3, "out": med(r[1] for r in rows) * 1e3,
+            "skew": med(r[2] for r in rows) * 1e3,
+            "work": [round(med(r[3][k] for r in rows) * 1e3, 3) for k in range(ranks.size)],
+            "back": med(r[4] for r in rows) * 1e3}
+
+
 def torch_baselines(n, m, k, nn, samples, gpu):
     """One GPU through torch: the map+sum and the bf16 GEMM (cuBLAS)."""
     import torch
@@ -192,11 +259,31 @@ def run_ranks(size, backend, args, sizes, n, m, k, nn):
                 return [c, c.gather().realize()]
             out["gemm_gather"] = timed(gathered, args.samples)
 
-        if size > 1:
-            section("all-reduce", all_reduce)
-        section("Split map+sum", split_map_sum)
-        section("tensor map+sum", tensor_map_sum)
-        section("GEMM", gemm)
+        def breakdown():
+            from eidos.isa import ReduceOperation
+            from eidos.isa.distributed import executor as E
+            from eidos.tensor import sharded as S
+
+            out["round_trip_noop"] = timed(lambda: ranks.run(_noop) and None, 50)
+            split = Split.generate(ranks, n, Type.F32, _split_fill)
+            x = make(ranks, (n,), "float32", 0, _fill_f32)
+            forms = {"split": (E._program, (split.key, None, E._steps((M.Abs, (B.Mul, 2.0))),
+                                            ReduceOperation.Sum, "F32")),
+                     "chain": (S._then, ([("bd-y", "mul", [("s", x.key), ("v", 2.0)]),
+                                          ("bd-z", "abs", [("s", "bd-y")])], S._reduce, ("bd-z", "sum", False)))}
+            for name, (fn, a) in forms.items():
+                out[f"timeline_{name}"] = timeline(ranks, fn, a, args.samples)
+                host, device = ranks.run(_profiled, fn, a, 5)[0]
+                print(f"  [{size} rank(s)] {name}: rank 0's host profile, 5 calls\n{host}\n{device}", flush=True)
+            ranks.run(S._free, "bd-y")
+            ranks.run(S._free, "bd-z")
+            split.free()
+            x.free()
+
+        for name, f in (("all-reduce", all_reduce), ("Split map+sum", split_map_sum),
+                        ("tensor map+sum", tensor_map_sum), ("GEMM", gemm), ("breakdown", breakdown)):
+            if name.split()[0].lower() in args.sections and (size > 1 or name != "all-reduce"):
+                section(name, f)
     return out
 
 
@@ -209,7 +296,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="gloo between CPU processes, tiny sizes")
     ap.add_argument("--samples", type=int, default=None)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also where a map+sum call's time goes: the round trip, each rank's work, profiles")
+    ap.add_argument("--sections", default="all-reduce,split,tensor,gemm",
+                    help="which to run, comma-separated: all-reduce, split, tensor, gemm (default: all)")
     args = ap.parse_args(argv)
+    args.sections = set(args.sections.split(",")) | ({"breakdown"} if args.breakdown else set())
     gpu = not args.quick
     if gpu:
         import torch
@@ -262,8 +354,23 @@ def main(argv=None) -> int:
     for name, key in (("result kept sharded", "gemm"), ("then AllGather", "gemm_gather")):
         scaling(name, one[key], two[key], f"{flop / two[key][0]:.0f} TFLOP/s on 2")
     print(f"  {'torch.matmul, one':<22} {tgemm[0] * 1e3:8.2f} ({tgemm[1] * 1e3:8.2f})  ({flop / tgemm[0]:.0f} TFLOP/s)")
+    if args.breakdown:
+        print("\nwhere a map+sum call goes, ms (medians): the call; out = until the first rank starts; skew = "
+              "first to last rank starting; work = each rank's, device included; back = last rank's end to the answer")
+        for d, label in ((one, "1 rank"), (two, "2 ranks")):
+            rt = d.get("round_trip_noop")
+            if rt:
+                print(f"  {label}: round trip of a function doing nothing {rt[0] * 1e3:.3f} ({rt[1] * 1e3:.3f})")
+            for form in ("split", "chain"):
+                tl = d.get(f"timeline_{form}")
+                if tl:
+                    print(f"  {label}, {form}: call {tl['call']:.3f}  out {tl['out']:.3f}  skew {tl['skew']:.3f}  "
+                          f"work {tl['work']}  back {tl['back']:.3f}")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":   # run as the module `multigpu`, so its functions reach the ranks by name, not by value
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import importlib
+
+    sys.exit(importlib.import_module("multigpu").main())

@@ -230,27 +230,39 @@ def _realize(rank, key) -> None:
         torch.cuda.synchronize()
 
 
-def _combine(rank, value, op_name: str):
-    """value combined over the ranks by an AllReduce program on the rank's target."""
+def _combine(rank, value, dtype: np.dtype, op_name: str):
+    """value (the rank's partial: NumPy, or a tensor on the rank's GPU, which stays there) combined over
+    the ranks by an AllReduce program on the rank's target. Its one-element buffer and program are kept
+    per (type, operation) on the rank, so a repeated reduction allocates and plans nothing and waits for
+    the device once (the read-back)."""
     from eidos.isa import Address, LaunchConfig, ProgramBuilder, ReduceOperation
     from eidos.isa import instructions as I
 
-    value = np.asarray(value).reshape(1)
-    ty = D.isa_type(value.dtype)
-    t = rank.target
-    h = t.allocate_typed(1, ty)
-    t.copy_to_buffer(h, value.astype(ty.np_dtype))
-    t.execute_program(ProgramBuilder().add(I.AllReduce(Address.buffer(h), 1, ReduceOperation[op_name], ty=ty))
-                      .build(), LaunchConfig.linear(1))
-    t.copy_from_buffer(h, value)
-    t.free_buffer(h)
-    return value[0]
+    ty, t = D.isa_type(dtype), rank.target
+    hit = rank.store.get(("combine", ty, op_name))
+    if hit is None:
+        h = t.allocate_typed(1, ty)
+        program = ProgramBuilder().add(I.AllReduce(Address.buffer(h), 1, ReduceOperation[op_name], ty=ty)).build()
+        hit = rank.store["combine", ty, op_name] = (h, program)
+    h, program = hit
+    host = isinstance(value, (np.ndarray, np.generic))
+    t.copy_to_buffer(h, np.asarray(value, ty.np_dtype).reshape(1) if host else value.reshape(1))
+    t.execute_program(program, LaunchConfig.linear(1))
+    out = np.empty(1, ty.np_dtype)
+    t.copy_from_buffer(h, out)
+    return out[0]
 
 
 def _reduce(rank, key, name, replicated):
     t = rank.store[key]
-    part = getattr(t, name)().numpy() if t.size else _identity(name, t.dtype)
-    return part if replicated else _combine(rank, part, _REDUCE[name])
+    if not t.size:
+        part = _identity(name, t.dtype)
+        return part if replicated else _combine(rank, part, part.dtype, _REDUCE[name])
+    part = getattr(t, name)()
+    if replicated:
+        return part.numpy()
+    dtype = np.dtype(str(part.dtype))
+    return _combine(rank, part.numpy() if part.device == "cpu" else _raw(part), dtype, _REDUCE[name])
 
 
 def _identity(name, dtype):
