@@ -210,7 +210,7 @@ def run_ranks(size, backend, args, sizes, n, m, k, nn):
 
     out = {}
     t0 = time.perf_counter()
-    with Ranks(size, backend) as ranks:
+    with Ranks(size, backend, spin_s=args.spin) as ranks:
         out["start_s"] = time.perf_counter() - t0
 
         def section(name, f):   # one failing section is reported, and the others still run
@@ -300,6 +300,8 @@ def main(argv=None) -> int:
                     help="also where a map+sum call's time goes: the round trip, each rank's work, profiles")
     ap.add_argument("--sections", default="all-reduce,split,tensor,gemm",
                     help="which to run, comma-separated: all-reduce, split, tensor, gemm (default: all)")
+    ap.add_argument("--spin", type=float, default=None,
+                    help="seconds the ranks and the driver poll for a message before sleeping (Ranks' spin_s)")
     args = ap.parse_args(argv)
     args.sections = set(args.sections.split(",")) | ({"breakdown"} if args.breakdown else set())
     gpu = not args.quick
@@ -317,7 +319,9 @@ def main(argv=None) -> int:
         args.samples = args.samples or 3
         sizes, n, (m, k, nn) = (MiB,), 1 << 20, (256, 256, 256)
     backend = "nccl" if gpu else "gloo"
-    print(f"card: {card}; backend {backend}; samples {args.samples}")
+    import eidos
+
+    print(f"card: {card}; backend {backend}; samples {args.samples}; eidos from {os.path.dirname(eidos.__file__)}")
     two = run_ranks(2, backend, args, sizes, n, m, k, nn)
     one = run_ranks(1, backend, args, sizes, n, m, k, nn)
     try:

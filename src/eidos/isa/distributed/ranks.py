@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import traceback
 import weakref
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from eidos.errors import BackendError, ExecutionError
 from . import group as G
 
 TIMEOUT_S = 300.0   # a collective some rank never reaches fails after this, rather than hanging
+SPIN_S = 0.005      # how long an NCCL rank (and the driver) polls its pipe before sleeping on it
 
 
 @dataclass
@@ -59,6 +61,16 @@ def _dumps(obj) -> bytes:
     except ImportError:   # functions then travel by reference (module-level ones only)
         return pickle.dumps(obj, protocol=5)
     return cloudpickle.dumps(obj, protocol=5)
+
+
+def _wait(conn, spin_s: float) -> None:
+    """Poll conn for up to spin_s before the caller blocks on it: a process woken by a pipe starts tens
+    of microseconds late, a polling one at once. By default only NCCL ranks poll (GPU hosts have cores
+    to spare); gloo ranks on a small CPU host would take the cores the others work on."""
+    if spin_s:
+        end = time.perf_counter() + spin_s
+        while not conn.poll(0) and time.perf_counter() < end:
+            pass
 
 
 def _call(rank: Rank, fn, args):
@@ -157,7 +169,7 @@ def setup(rank: int, size: int, backend: str, init_method: str, target: str | No
     return Rank(rank, size, g, t, device)
 
 
-def _serve(rank: int, size: int, backend: str, init_method: str, target, conn) -> None:
+def _serve(rank: int, size: int, backend: str, init_method: str, target, conn, spin: float) -> None:
     """A rank's process: set up, then run what the driver sends until it sends None."""
     try:
         r = setup(rank, size, backend, init_method, target, gpu=rank)
@@ -169,6 +181,7 @@ def _serve(rank: int, size: int, backend: str, init_method: str, target, conn) -
 
     try:
         while True:
+            _wait(conn, spin)
             msg = conn.recv_bytes()
             job = pickle.loads(msg)
             if job is None:
@@ -187,14 +200,18 @@ def _serve(rank: int, size: int, backend: str, init_method: str, target, conn) -
 class Ranks:
     """`size` processes on this host, one per rank, joined by torch.distributed ('gloo' or 'nccl'; 'nccl'
     gives rank r the r-th visible GPU as its current device). `target` names each rank's kernel target (default:
-    triton on a GPU, the reference interpreter on the CPU). Close them (or use `with`) to end the processes."""
+    triton on a GPU, the reference interpreter on the CPU). `spin_s`: how long the ranks and the driver poll
+    for the next message before sleeping on the pipe (default SPIN_S with NCCL, 0 with gloo). Close them (or
+    use `with`) to end the processes."""
 
-    def __init__(self, size: int, backend: str = "gloo", target: str | None = None) -> None:
+    def __init__(self, size: int, backend: str = "gloo", target: str | None = None,
+                 spin_s: float | None = None) -> None:
         import multiprocessing as mp
 
         if backend not in ("gloo", "nccl"):
             raise BackendError(f"Ranks: backend must be 'gloo' (CPU) or 'nccl' (GPU), got {backend!r}")
         self.size, self.backend, self.kind = int(size), backend, backend
+        self._spin = float(spin_s) if spin_s is not None else SPIN_S if backend == "nccl" else 0.0
         if backend == "nccl":
             import torch
 
@@ -207,7 +224,7 @@ class Ranks:
         self._conns, self._procs = [], []
         for r in range(self.size):
             here, there = ctx.Pipe()
-            p = ctx.Process(target=_serve, args=(r, self.size, backend, init, target, there),
+            p = ctx.Process(target=_serve, args=(r, self.size, backend, init, target, there, self._spin),
                             name=f"eidos-rank-{r}", daemon=True)
             p.start()
             there.close()
@@ -229,6 +246,7 @@ class Ranks:
         import pickle
 
         try:
+            _wait(self._conns[r], self._spin)
             return pickle.loads(self._conns[r].recv_bytes())
         except (EOFError, OSError):
             code = self._procs[r].exitcode

@@ -15,6 +15,7 @@ How a program runs (decided once per program; explain() prints it with the gener
 
 from __future__ import annotations
 
+import functools
 import inspect
 import struct
 from dataclasses import dataclass, field, fields, replace
@@ -181,8 +182,9 @@ class ExtensionStep:
 
     def __call__(self, backend, run) -> None:
         ins = self.ins
-        if run is not None and run.pending:
-            run.settle()
+        if run is not None and run.pending:   # only the registers it reads: a reduction's result it does not
+            # read stays on the device, so a collective after map+sum+STG is queued without waiting for the GPU
+            run.settle(r.index for r in ins.registers_read() if isinstance(r, Register))
         if run is not None and any(a.space is Space.REGISTER for _, a in ins.addresses()):
             ins = resolve(ins, self.index, backend.memory, [ThreadView(run.R)])
         if _takes_index(self.module.run):
@@ -195,6 +197,7 @@ class ExtensionStep:
         return "extensions.py", (src(self.ins) if src is not None else None)
 
 
+@functools.cache
 def _takes_index(fn) -> bool:
     try:
         return "index" in inspect.signature(fn).parameters
