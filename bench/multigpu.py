@@ -300,6 +300,9 @@ def main(argv=None) -> int:
                     help="also where a map+sum call's time goes: the round trip, each rank's work, profiles")
     ap.add_argument("--sections", default="all-reduce,split,tensor,gemm",
                     help="which to run, comma-separated: all-reduce, split, tensor, gemm (default: all)")
+    ap.add_argument("--map-log2", type=int, default=30,
+                    help="the map+sum's length as a power of two (default 30: 2^30 float32, 4.3 GB); each call's "
+                         "fixed host cost weighs less on more elements")
     ap.add_argument("--spin", type=float, default=None,
                     help="seconds the ranks and the driver poll for a message before sleeping (Ranks' spin_s)")
     args = ap.parse_args(argv)
@@ -313,7 +316,7 @@ def main(argv=None) -> int:
             return 2
         card = torch.cuda.get_device_name(0)
         args.samples = args.samples or 10
-        sizes, n, (m, k, nn) = (MiB, 64 * MiB, 1024 * MiB), 1 << 30, (16384, 16384, 16384)
+        sizes, n, (m, k, nn) = (MiB, 64 * MiB, 1024 * MiB), 1 << args.map_log2, (16384, 16384, 16384)
     else:
         card = "CPU (gloo)"
         args.samples = args.samples or 3
