@@ -39,14 +39,14 @@ def prepared(plan: N.Node) -> Iterator[tuple[pl.LazyFrame, Ctx]]:
     facts = nulls.facts(plan)
     if not once(plan, "polars.files only", lambda: all(isinstance(n.source, FileSource) for n in plan.walk()
                                                        if isinstance(n, N.Scan))):
-        ctx = Ctx(facts=facts)
+        ctx = Ctx(facts=nulls.known(plan, facts))
         yield to_lazyframe(plan, ctx), ctx
         return
     free = once(plan, "polars.lazyframes", dict).setdefault(facts, [])   # files may change between runs
     try:
         lf, ctx = free.pop()
     except IndexError:
-        ctx = Ctx(facts=facts)
+        ctx = Ctx(facts=nulls.known(plan, facts))
         lf = to_lazyframe(plan, ctx)
     ctx.failures.clear()
     try:

@@ -78,7 +78,7 @@ class Ctx:
     csv: list[S.CsvSource] = field(default_factory=list)   # read natively: execute names their bad values
     keys: dict[int, int] = field(default_factory=dict)     # while translating: share.keys of the plan's nodes
     done: dict[int, pl.LazyFrame] = field(default_factory=dict)   # and each key's LazyFrame
-    facts: nulls.Facts = frozenset()   # the columns its sources say hold no null, when translated
+    facts: dict = field(default_factory=dict)   # source -> its columns that hold no null, when translated
 
     def temp(self, what: str) -> str:
         return f"__eidos_{what}{next(self.names)}"
