@@ -221,7 +221,7 @@ def by_opaque(plan: N.Node, cuts: Cuts, reads: Callable[[N.Scan], bool]) -> N.No
                 node = N.Project(node, _keep(node.schema.names) + tuple(extra))
             node = below(node)
             node = cuts.cut(N.Project(node, _keep(node.schema.names) + tuple(calls)), OPAQUE, "free")
-            exprs = {n: E.transform(e, lambda x, done=done: done.get(x, x)) for n, e in exprs.items()}
+            exprs = {n: _swap(e, done) for n, e in exprs.items()}
         return node, exprs
 
     def picked(inner: N.Node, exprs: dict[str, E.Expr]) -> N.Node:
@@ -314,26 +314,42 @@ def _ready(exprs) -> dict[E.Udf, E.Expr | None]:
     found: dict[E.Udf, E.Expr | None] = {}
 
     def visit(e: E.Expr, guard: E.Expr | None) -> None:
-        if isinstance(e, E.Udf) and not any(map(_calls_udf, e.args)) and not (guard and _calls_udf(guard)):
+        if isinstance(e, E.Udf) and not any(map(_calls_udf, e.args)):
+            if guard is not None and _calls_udf(guard):
+                return   # this place waits for a later round (_swap leaves it)
             if e in found:
                 had = found[e]
                 found[e] = None if had is None or guard is None else E.Call("or", (had, guard))
             else:
                 found[e] = guard
             return
-        if isinstance(e, E.Case):
-            conds = [c for c, _ in e.branches]
-            for i, (cond, value) in enumerate(e.branches):
-                visit(cond, _within(guard, _taken(conds[:i])))
-                visit(value, _within(guard, _taken(conds[:i], cond)))
-            visit(e.otherwise, _within(guard, _taken(conds)))
-            return
-        for child in e.children():
-            visit(child, guard)
+        for child, reached in _reached(e, guard):
+            visit(child, reached)
 
     for e in exprs:
         visit(e, None)
     return found
+
+
+def _swap(e: E.Expr, done: dict[E.Udf, E.Expr], guard: E.Expr | None = None) -> E.Expr:
+    """`e` with each call `done` holds replaced by its column at the places _ready found it: an equal
+    call under a guard that calls a udf stays, to be cut in a later round under its own guard."""
+    if isinstance(e, E.Udf) and e in done and not (guard is not None and _calls_udf(guard)):
+        return done[e]
+    pairs = _reached(e, guard)
+    return E.replace_children(e, tuple(_swap(child, done, reached) for child, reached in pairs)) if pairs else e
+
+
+def _reached(e: E.Expr, guard: E.Expr | None) -> list[tuple[E.Expr, E.Expr | None]]:
+    """Each child of `e` with the condition under which the reference lane computes it, `e` being
+    computed where `guard` is true (None: everywhere): a when/then's branches only where taken."""
+    if not isinstance(e, E.Case):
+        return [(child, guard) for child in e.children()]
+    conds = [c for c, _ in e.branches]
+    out: list[tuple[E.Expr, E.Expr | None]] = []
+    for i, (cond, value) in enumerate(e.branches):
+        out += [(cond, _within(guard, _taken(conds[:i]))), (value, _within(guard, _taken(conds[:i], cond)))]
+    return out + [(e.otherwise, _within(guard, _taken(conds)))]
 
 
 def _taken(before: list[E.Expr], cond: E.Expr | None = None) -> E.Expr | None:

@@ -43,6 +43,13 @@ PLANS = {
         q=when(col("a").abs() > 1).then(0).when(udf(identity)(col("a") * 2**62) == 0).then(1).otherwise(2)),
     "condition_not_reached_before_a_call": lambda: flow().select(
         q=when(col("a").abs() > 1).then(0).when(col("a") * 2**62 == 0).then(udf(double)(col("a"))).otherwise(2)),
+    # one call in three branches, the later ones behind a condition that calls a udf: each place gets its rows
+    "one_call_in_branches_behind_a_udf_condition": lambda: flow().select(
+        q=when(col("a").is_null()).then(udf(double)(col("a"))).when(udf(identity)(col("b")) == 0)
+        .then(udf(double)(col("a"))).otherwise(udf(double)(col("a")))),
+    "a_condition_call_again_in_a_later_branch": lambda: flow().select(
+        q=when(udf(identity)(col("b")) == 0).then(0).when(udf(double)(col("b")) > 2)
+        .then(udf(identity)(col("b"))).otherwise(-1)),
     "nested": lambda: flow().select(n=udf(double)(udf(double)(col("a")) + col("b"))),
     "condition_is_a_udf": lambda: flow().select(q=when(udf(identity)(col("b")) != 0).then(udf(divide)(col("a"), col("b")))),
     "sort": lambda: flow().sort(udf(identity)(col("a")), "s", nulls_last=True),
