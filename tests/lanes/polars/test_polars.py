@@ -644,3 +644,25 @@ def test_float32_math_rounds_from_float64():
                  ordered=True)
     assert got.schema.field("a").type == pa.float32()
     assert math.isnan(got.column("a").to_pylist()[3])
+
+
+def test_exact_sums_over_an_arrow_table_are_computed_where_the_columns_lie(monkeypatch):
+    """An Aggregate of float sums over columns of an in-memory table never reaches Polars (which would copy
+    the strings into its own layout first): eidos.hal.fsum reads the Arrow buffers, as on the duckdb lane."""
+    from eidos.lanes.polars import execute
+
+    table = pa.table({"k": pa.array(["b", "a", None, "b", "a"], pa.large_string()), "g": [1, 1, 2, 2, 1],
+                      "x": [1e308, 0.1, 2.5, 1e308, -0.1], "y": [1.0, 2.0, None, 4.0, 5.0]})
+    flows = [ei.from_arrow(table).group_by("k").agg(s=col("x").sum(), m=col("y").mean(), v=col("x").var()),
+             ei.from_arrow(table).group_by("k", "g").agg(s=col("y").sum()),
+             ei.from_arrow(table).agg(s=col("x").sum(), d=col("y").std())]
+    expected = [f.run(engine="reference") for f in flows]
+
+    def no_polars(*args, **kwargs):
+        raise AssertionError("the in-place exact route reached Polars")
+
+    monkeypatch.setattr(execute, "to_lazyframe", no_polars)
+    for flow, want in zip(flows, expected):
+        assert_tables_equal(flow.run(engine="polars"), want, ordered=False)
+    with pytest.raises(ExecutionError, match="reached Polars"):   # a computed key is not read in place
+        ei.from_arrow(table).group_by(col("g") + 1).agg(s=col("x").sum()).run(engine="polars")

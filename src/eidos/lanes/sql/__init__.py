@@ -81,17 +81,18 @@ class SqlLane(Lane):
         """The SQL this lane sends for `plan` (explain shows it), and where the exact route takes an Aggregate."""
         if not self.exact_route:
             return self._sql_lines(plan)
+        from eidos.hal.exact_aggregate import in_place, route
         from eidos.lanes.sql import exact
 
         lines: list[str] = []
 
         def note(agg: N.Aggregate):
-            rows = exact.route(agg)
-            lines.extend([exact.IN_PLACE] if exact.in_place(rows) is not None
+            rows = route(agg)
+            lines.extend([exact.IN_PLACE] if in_place(rows) is not None
                          else [exact.ROUTE.format(engine=self.name)] + self._sql_lines(rows))
             return agg.schema.to_arrow().empty_table()
 
-        if exact.route(plan) is not None:
+        if route(plan) is not None:
             note(plan)
             return lines
         if not self._reads_arrow:
@@ -127,13 +128,14 @@ class SqlLane(Lane):
 
     def _run(self, plan: N.Node, profile: list[str] | None = None):
         if self.exact_route:
+            from eidos.hal.exact_aggregate import finish, in_place, route
             from eidos.lanes.sql import exact
             from eidos.lanes.sql.execute import conform
 
-            rows = exact.route(plan)   # exact float aggregation: the engine runs its input, eidos.hal.fsum the rest
+            rows = route(plan)   # exact float aggregation: the engine runs its input, eidos.hal.fsum the rest
             if rows is not None:
-                table = exact.in_place(rows)
-                return conform(exact.finish(plan, self._run(rows, profile) if table is None else table), plan.schema)
+                table = in_place(rows)
+                return conform(finish(plan, self._run(rows, profile) if table is None else table), plan.schema)
             if self._reads_arrow:
                 plan = exact.below(plan, lambda agg: self._run(agg, profile))
         return self._send(plan, profile)

@@ -52,7 +52,7 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
     def exact(node: N.Node, rows: float, groups: float) -> float:
         if not isinstance(node, N.Aggregate):
             return 0.0
-        from eidos.lanes.sql import exact as route
+        from eidos.hal import exact_aggregate as route
 
         floats = exact_aggregations(node)[0]
         rows_in = route.route(node)
@@ -66,7 +66,7 @@ def estimate(plan: N.Node, values: Mapping[str, float] | None = None) -> Estimat
 
     model = row_flow_model(MODEL, values, label)
     if isinstance(plan, N.Aggregate):
-        from eidos.lanes.sql import exact as route
+        from eidos.hal import exact_aggregate as route
 
         rows_in = route.route(plan)
         if rows_in is not None and route.in_place(rows_in) is not None:
