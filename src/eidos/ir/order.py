@@ -48,9 +48,12 @@ def require_row_order(node: N.Node, what: str) -> None:
             f"(.sort(...)) or give an order (over(..., order_by=...))")
 
 
+def reads_order(w: Window) -> bool:
+    """Whether window function `w`'s result depends on the order of a partition's rows (rank only as
+    "ordinal", which breaks ties by it)."""
+    return w.fn in F.ORDERED_WINDOWS + F.ORDERED_AGGREGATES or (w.fn == "rank" and w.options[:1] == ("ordinal",))
+
+
 def reads_row_order(w: Window) -> bool:
-    """Whether window function `w` reads its input's row order: one whose result depends on the order of
-    a partition's rows (rank only as "ordinal", which breaks ties by it), given no `order_by`."""
-    ordered = (w.fn in F.ORDERED_WINDOWS + F.ORDERED_AGGREGATES
-               or (w.fn == "rank" and w.options[:1] == ("ordinal",)))
-    return ordered and not w.order_by
+    """Whether window function `w` reads its input's row order: it reads an order and has no `order_by`."""
+    return reads_order(w) and not w.order_by

@@ -481,6 +481,25 @@ def test_decimal_products_keep_full_scale():
         t=col("x").sum(), m=col("x").mean(), mx=col("x").max()))
 
 
+def test_window_over_no_rows_gives_no_rows():
+    flow = ei.from_arrow(pa.table({"a": pa.array([], pa.int64())}))
+    assert agrees(flow.select(s=col("a").sum().over(), n=col("a").count().over())).num_rows == 0
+    assert agrees(flow.filter(col("a").sum().over() >= 0)).num_rows == 0
+
+
+def test_window_aggregation_ordered_by_a_key_with_nulls():
+    """An aggregation over an order is the partition's, whatever the order: Polars 2.1's lazy min/max
+    over(order_by=...) of two rows gave another row's value."""
+    flow = ei.from_arrow(pa.table({"a": [-1, None], "X": [0, -1], "g": [1, 1]}))
+    got = agrees(flow.select(m=col("X").min().over(order_by="a"), x=col("X").max().over(order_by="a"),
+                             gm=col("X").min().over("g", order_by="a", descending=True),
+                             r=col("X").rank("min").over(order_by="a"),
+                             c=col("X").cum_min().over(order_by="a"),
+                             cl=col("X").cum_min().over(order_by="a", nulls_last=True)), ordered=True)
+    assert got.column("m").to_pylist() == [-1, -1] and got.column("x").to_pylist() == [0, 0]
+    assert got.column("c").to_pylist() == [-1, -1] and got.column("cl").to_pylist() == [0, -1]
+
+
 def test_strings():
     flow = ei.from_pydict({"s": ["héllo", "a_b", "A%B", "", None, "line\nbreak", "日本語テキスト"]})
     agrees(flow.select(

@@ -34,6 +34,7 @@ from eidos.ir import sources as S
 from eidos.ir import timeformat
 from eidos.ir.dtypes import DType
 from eidos.ir.evaluate import caster, kernel, udf_value, window
+from eidos.ir.order import reads_order
 from eidos.ir.schema import Schema
 from eidos.ir.typing import adapt, infer, literal_dtype, promote
 from eidos.lanes.polars import exact, nulls, share
@@ -1423,9 +1424,12 @@ def _(e: E.Window, scope: Scope) -> pl.Expr:
     types = [res if e.fn == "shift" else scope.dtype(a) for a in e.args]
     native = rule(e, args, types, res) if rule else None
     x = native if native is not None else _window_in_python(e, args, types, res)
-    if e.partition_by or e.order_by:
-        x = x.over([expr(p, scope) for p in e.partition_by] or None,
-                   order_by=[expr(o, scope) for o in e.order_by] or None,
+    # An order only where the result reads it: Polars 2.1's lazy min/max over(order_by=...) of two rows
+    # can give another row's value ([0, -1] ordered by [-1, None] gave min 0). With neither partition nor
+    # order the value is one scalar, which Project's with_columns spreads over every row (none over none).
+    order_by = [expr(o, scope) for o in e.order_by] if reads_order(e) else []
+    if e.partition_by or order_by:
+        x = x.over([expr(p, scope) for p in e.partition_by] or None, order_by=order_by or None,
                    descending=e.descending, nulls_last=e.nulls_last)
     return x.cast(pl_dtype(res), strict=True) if native is not None else x
 
