@@ -481,6 +481,18 @@ def test_decimal_products_keep_full_scale():
         t=col("x").sum(), m=col("x").mean(), mx=col("x").max()))
 
 
+def test_decimal_ceil_floor_and_round_at_the_top_of_38_digits():
+    """Polars' Decimal ceil, floor and round keep the scale, so 10**28 - 1e-10 as Decimal(38, 10) overflowed."""
+    top = "9999999999999999999999999999.9999999999"   # -D(top) would round to the context's 28 digits
+    flow = ei.from_arrow(pa.table({"kb": pa.array([D(top), D("-" + top), D("1.5"), D("-1.5"), D("-2"), D("1e-10"), None],
+                                                  pa.decimal128(38, 10))}))
+    got = agrees(flow.select(c=col("kb").ceil(), f=col("kb").floor(), r=col("kb").round(2),
+                             k=col("kb").cast(ei.Decimal(38, 0))), ordered=True)
+    assert got.column("c").to_pylist()[:2] == [D(10**28), D(1 - 10**28)]
+    assert got.column("f").to_pylist()[:2] == [D(10**28 - 1), D(-10**28)]
+    assert got.column("k").to_pylist()[:4] == [D(10**28), D(-10**28), D(2), D(-2)]
+
+
 def test_window_over_no_rows_gives_no_rows():
     flow = ei.from_arrow(pa.table({"a": pa.array([], pa.int64())}))
     assert agrees(flow.select(s=col("a").sum().over(), n=col("a").count().over())).num_rows == 0

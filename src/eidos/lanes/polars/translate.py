@@ -606,8 +606,7 @@ def _(e: E.Cast, scope: Scope) -> pl.Expr:
     if src == T.Boolean and dst.is_numeric:
         x = x.cast(pl.Int8)  # Polars casts no Boolean to Decimal; 1 / 0 first
     if src.is_decimal and dst.is_decimal and dst.scale < src.scale:
-        # eidos: to fewer places half away from zero; Polars' cast would truncate.
-        x = x.round(dst.scale, mode="half_away_from_zero")
+        x = _round_decimal(x, src, dst.scale)   # eidos: half away from zero; Polars' cast would truncate
     # decimal -> int truncates towards zero (Polars too); strict raises out of range.
     # eidos: float -> int truncates and raises out of range (Polars' strict cast does both).
     return scope.strict(x, pl_dtype(dst))
@@ -990,9 +989,21 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
         if decimals < 0:  # Polars rounds decimals to places after the point only
             f = kernel("round", e.options, (t,), res)
             return _in_python(f, [x], [t], res, scope, f"round({decimals})")
-        # eidos: half away from zero (Polars' mode of that name rounds decimals exactly).
-        return scope.strict(x.round(decimals, mode="half_away_from_zero"), pl_dtype(res))
+        return scope.strict(_round_decimal(x, t, decimals) if decimals < t.scale else x, pl_dtype(res))
     return _to_result(_round_float(x.cast(pl.Float64), decimals), res)
+
+
+def _round_decimal(x: pl.Expr, t: DType, places: int) -> pl.Expr:
+    """Decimal `x` of type `t` rounded half away from zero to `places` < t.scale places. Polars' round
+    keeps t's scale and one more digit, at most 38, so near the top of 38 digits (10**28 - 1e-10 as
+    Decimal(38, 10)) it overflowed: there the integer part (the cast truncates toward zero) and the
+    fraction are rounded apart (twice the time)."""
+    if t.precision < 38:
+        return x.round(places, mode="half_away_from_zero")
+    whole = x.cast(pl.Int128)
+    frac = (x - whole.cast(pl_dtype(t))).round(places, mode="half_away_from_zero")
+    out = pl.Decimal(38, places)
+    return whole.cast(out) + frac.cast(out)
 
 
 def _round_float(x: pl.Expr, decimals: int) -> pl.Expr:
@@ -1027,6 +1038,10 @@ def _(e: E.Call, scope: Scope) -> pl.Expr:
     x = operand(e.args[0], t, scope)
     if t.is_integer:
         return x
+    if t.is_decimal and t.precision == 38:   # Polars' keeps the scale: it overflows near 38 digits' top
+        whole = x.cast(pl.Int128)   # truncated toward zero
+        step = (x > whole.cast(pl_dtype(t)) if e.fn == "ceil" else x < whole.cast(pl_dtype(t))).cast(pl.Int128)
+        return scope.strict(whole + step if e.fn == "ceil" else whole - step, pl_dtype(res))
     y = x.floor() if e.fn == "floor" else x.ceil()
     return scope.strict(y, pl_dtype(res))
 
