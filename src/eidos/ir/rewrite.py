@@ -182,7 +182,7 @@ def _push(child: N.Node, preds: list[E.Expr]) -> N.Node:
 
 def _push_join(join: N.Join, preds: list[E.Expr]) -> N.Node:
     left_names = set(join.left.schema.names)
-    right_out = _right_output_names(join)  # output name -> right input name
+    right_out = right_output_names(join)  # output name -> right input name
     to_left, to_right, stay = [], [], []
     for p in preds:
         cols = p.columns()
@@ -199,7 +199,7 @@ def _push_join(join: N.Join, preds: list[E.Expr]) -> N.Node:
     return _filtered(N.Join(left, right, join.how, join.left_on, join.right_on, join.suffix), stay)
 
 
-def _right_output_names(join: N.Join) -> dict[str, str]:
+def right_output_names(join: N.Join) -> dict[str, str]:
     """Output name of each right non-key column -> its name in the right input."""
     if join.how in ("semi", "anti"):
         return {}
@@ -303,7 +303,7 @@ def _is_identity(cols: N.NamedExprs, inner: N.Node) -> bool:
 def _prune_join(join: N.Join, need: set[str] | None) -> N.Node:
     if need is None:
         return N.Join(prune(join.left), prune(join.right), join.how, join.left_on, join.right_on, join.suffix)
-    right_out = _right_output_names(join)
+    right_out = right_output_names(join)
     right_kept = {right_out[n] for n in need if n in right_out}
     left_names = set(join.left.schema.names)
     # A left column that clashes with a kept right column stays, so the suffix (and names) do not change.

@@ -13,6 +13,7 @@ from eidos.hal.files import footer
 from eidos.hal.memo import once
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.rewrite import right_output_names
 from eidos.ir.sources import ArrowSource, ParquetSource, Source
 
 Facts = tuple[frozenset[str], ...]   # per source the plan reads (`_read`'s order): its columns that hold no null
@@ -88,12 +89,6 @@ def never_null(node: N.Node, name: str, known: dict[Source, frozenset[str]]) -> 
             return node.how in ("inner", "left", "semi", "anti", "cross") and never_null(node.left, name, known)
         if node.how not in ("inner", "right", "cross"):
             return False
-        taken = set(node.left.schema.names)
-        for n in node.right.schema.names:
-            if n in node.right_on:
-                continue
-            out = n + node.suffix if n in taken else n
-            taken.add(out)
-            if out == name:
-                return never_null(node.right, n, known)
+        right = right_output_names(node).get(name)
+        return right is not None and never_null(node.right, right, known)
     return False
