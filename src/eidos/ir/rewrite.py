@@ -200,7 +200,8 @@ def _push_join(join: N.Join, preds: list[E.Expr]) -> N.Node:
 
 
 def right_output_names(join: N.Join) -> dict[str, str]:
-    """Output name of each right non-key column -> its name in the right input."""
+    """Output name of each right non-key column -> its name in the right input, in order (the suffix
+    goes on a name taken by the left or by an earlier right column, as the join's schema names them)."""
     if join.how in ("semi", "anti"):
         return {}
     taken = set(join.left.schema.names)
@@ -208,7 +209,9 @@ def right_output_names(join: N.Join) -> dict[str, str]:
     for n in join.right.schema.names:
         if n in join.right_on:
             continue
-        out[n + join.suffix if n in taken else n] = n
+        name = n + join.suffix if n in taken else n
+        taken.add(name)
+        out[name] = n
     return out
 
 

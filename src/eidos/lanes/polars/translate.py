@@ -25,6 +25,7 @@ from eidos.hal import fsum
 from eidos.hal.arrow import batch_result, read_local
 from eidos.hal.cost import in_place
 from eidos.hal.coverage import Coverage
+from eidos.hal.memo import once
 from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import functions as F
@@ -35,6 +36,7 @@ from eidos.ir import timeformat
 from eidos.ir.dtypes import DType
 from eidos.ir.evaluate import caster, kernel, udf_value, window
 from eidos.ir.order import reads_order
+from eidos.ir.rewrite import right_output_names
 from eidos.ir.schema import Schema
 from eidos.ir.typing import adapt, infer, literal_dtype, promote
 from eidos.lanes.polars import exact, nulls, share
@@ -88,11 +90,15 @@ class Ctx:
 _CTX: contextvars.ContextVar[Ctx] = contextvars.ContextVar("eidos_polars_translation")
 
 
+def _shared(widened: N.Node) -> tuple[N.Node, dict[int, int]]:
+    """The widened plan and its nodes' keys, kept together: the keys are by id() of its nodes (only read)."""
+    return widened, share.keys(widened)
+
+
 def to_lazyframe(plan: N.Node, ctx: Ctx | None = None) -> pl.LazyFrame:
     """The whole plan as one LazyFrame whose columns are the plan's, in order."""
     ctx = ctx or Ctx()
-    plan = share.widened(plan)
-    ctx.keys = share.keys(plan)
+    plan, ctx.keys = once(plan, "polars.shared", lambda: _shared(share.widened(plan)))   # plans are immutable
     token = _CTX.set(ctx)
     try:
         return translate(plan, ctx)
@@ -337,15 +343,7 @@ def _(node: N.Join, ctx: Ctx) -> pl.LazyFrame:
 
 
 def _right_outputs(node: N.Join, rnames: dict[str, str]) -> list[pl.Expr]:
-    taken = set(node.left.schema.names)
-    out = []
-    for n in node.right.schema.names:
-        if n in node.right_on:
-            continue
-        name = n + node.suffix if n in taken else n
-        taken.add(name)
-        out.append(pl.col(rnames[n]).alias(name))
-    return out
+    return [pl.col(rnames[n]).alias(name) for name, n in right_output_names(node).items()]
 
 
 @node_frame.register
