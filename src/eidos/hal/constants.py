@@ -154,14 +154,20 @@ _in_use: dict[tuple, Constants] = {}
 
 def in_use(defaults: Constants) -> Constants:
     """The constants the planner uses for `defaults.lane` here (the module's docstring says which)."""
-    from eidos.hal.devices import detect_devices
-
     cal = current()
-    key = (id(defaults), cal.stamp, detect_devices())   # the machine too: the defaults are scaled to it
+    key = (id(defaults), *_stamp(cal))
     hit = _in_use.get(key)
     if hit is None:
         hit = _in_use[key] = _resolve(defaults, cal)
     return hit
+
+
+def _stamp(cal: Calibration) -> tuple:
+    """What in_use's answer depends on besides the lane: the calibration file and the machine (the
+    defaults are scaled to it)."""
+    from eidos.hal.devices import detect_devices
+
+    return cal.stamp, detect_devices()
 
 
 def values_for(defaults: Constants, values: Mapping[str, float] | None) -> tuple[Mapping[str, float], str]:
@@ -204,4 +210,4 @@ def save(lanes: Mapping[str, Mapping[str, float]], machine: Machine, skipped: Ma
 
 def key(defaults: Constants) -> str:
     """Changes whenever in_use(defaults) may: for memoized estimates."""
-    return f"{defaults.lane} {current().stamp}"
+    return f"{defaults.lane} {_stamp(current())}"
