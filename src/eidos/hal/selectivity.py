@@ -23,6 +23,7 @@ from decimal import Decimal
 from eidos.hal.memo import once
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.rewrite import conjuncts
 from eidos.ir.sources import ArrowSource, ParquetSource, Source
 
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
@@ -37,7 +38,7 @@ def keeps(node: N.Filter, unknown: float) -> float:
 def _fraction(e: E.Expr, below: N.Node) -> tuple[float, bool]:
     """(fraction the parts statistics tell keep, whether they told all of `e`)."""
     if isinstance(e, E.Call) and e.fn == "and":
-        return _conjunction(e, below)
+        return _conjunction(conjuncts(e), below)
     if isinstance(e, E.Call) and e.fn == "or":
         parts = [_fraction(a, below) for a in e.args]
         if all(told for _, told in parts):
@@ -54,15 +55,15 @@ def _fraction(e: E.Expr, below: N.Node) -> tuple[float, bool]:
         values = 1 if e.fn == "eq" else len(e.options[0]) if e.options else 1
         return min(1.0, values / ndv), True
     if _bound(e) is not None:
-        return _conjunction(E.Call("and", (e,)), below)
+        return _conjunction([e], below)
     return 1.0, False
 
 
-def _conjunction(e: E.Call, below: N.Node) -> tuple[float, bool]:
-    """An `and`: bounds on one column make one interval; the rest multiply."""
+def _conjunction(terms: list[E.Expr], below: N.Node) -> tuple[float, bool]:
+    """The terms of an `and`: bounds on one column make one interval; the rest multiply."""
     bounds: dict[str, list[tuple[str, float]]] = {}
     known, told = 1.0, True
-    for t in _flatten(e):
+    for t in terms:
         b = _bound(t)
         if b is None:
             f, ok = _fraction(t, below)
@@ -91,14 +92,6 @@ def _share(ops: list[tuple[str, float]], low: float, high: float, discrete: bool
     if high <= low:
         return 1.0 if lo <= low <= hi else 0.0
     return max(0.0, min(hi, high) - max(lo, low)) / (high - low)
-
-
-def _flatten(e: E.Expr):
-    if isinstance(e, E.Call) and e.fn == "and":
-        for a in e.args:
-            yield from _flatten(a)
-    else:
-        yield e
 
 
 def _bound(e: E.Expr) -> tuple[str, str, float] | None:
