@@ -346,7 +346,7 @@ def _big_totals(g: np.ndarray, x: np.ndarray, big: np.ndarray) -> pa.Array:
     low, span = int(k0.min()), int(k0.max() - k0.min()) + 4
     acc = _accumulate(u, rank[g[keep]] * span - low, k0, len(which) * span).reshape(len(which), span)
     for i, group in enumerate(which):
-        total = sum(int(d) << (BITS * (low + j)) for j, d in enumerate(acc[i]) if d)
+        total = _exact(acc, i) << (BITS * low)
         out[group] = total.to_bytes(total.bit_length() // 8 + 1, "little", signed=True)
     return pa.array(out, pa.binary())
 
