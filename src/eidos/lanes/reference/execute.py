@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 
 from eidos.errors import EidosError, ExecutionError
@@ -42,6 +44,7 @@ def from_arrow(data: pa.Table | pa.RecordBatch) -> Rows:
 
 # Timestamps in nanoseconds or in a zone travel as their Arrow counts: Python's datetime holds neither
 # nanoseconds nor (through pyarrow) one instant of a repeated hour, so the counts are turned into values here.
+@functools.cache   # asked per value; a type's kinds are a walk of it
 def _counted(t: T.DType) -> bool:
     return not _COUNTED.isdisjoint(t.kinds)
 
