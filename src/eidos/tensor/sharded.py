@@ -262,7 +262,7 @@ def _reduce(rank, key, name, replicated):
     if replicated:
         return part.numpy()
     dtype = np.dtype(str(part.dtype))
-    return _combine(rank, part.numpy() if part.device == "cpu" else _raw(part), dtype, _REDUCE[name])
+    return _combine(rank, _raw(part), dtype, _REDUCE[name])
 
 
 def _identity(name, dtype):
