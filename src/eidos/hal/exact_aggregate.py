@@ -11,19 +11,14 @@ import pyarrow as pa
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.sources import ArrowSource
-from eidos.ir.typing import infer
 
 
 def route(plan: N.Node) -> N.Project | None:
-    """The projection DuckDB runs for `plan` on the exact route, or None where it does not apply."""
-    from eidos.hal.cost import exact_in_place, groups_by
+    """The projection the engine runs for `plan` on the exact route (each aggregation a bare one that
+    eidos.hal.cost.in_place takes), or None where it does not apply."""
+    from eidos.hal.cost import in_place as takes
 
-    if not isinstance(plan, N.Aggregate) or not plan.aggs:
-        return None
-    schema = plan.input.schema
-    if not all(groups_by(infer(e, schema)) for _, e in plan.keys):
-        return None
-    if not all(isinstance(a, E.Agg) and exact_in_place(a, schema) for _, a in plan.aggs):
+    if not (isinstance(plan, N.Aggregate) and all(isinstance(a, E.Agg) for _, a in plan.aggs) and takes(plan)):
         return None
     return N.Project(plan.input, tuple(plan.keys) + tuple((f"__eidos_x{i}", a.arg) for i, (_, a) in enumerate(plan.aggs)))
 
