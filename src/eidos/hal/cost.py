@@ -267,6 +267,13 @@ def _node_rows(node: N.Node, rows: float, ins: list[float], m: RowFlow, acc: dic
     return rows
 
 
+# What eidos.hal.fsum's kernels cost on either host lane's exact route (bench/RESULTS.md, exact sums); each
+# lane's DEFAULTS carries them, so `eidos calibrate` measures them per lane.
+EXACT_ROW_S = 3e-9              # a float sum/mean/std/var by keys, per value, over the key and value buffers
+EXACT_GLOBAL_ROW_S = 0.5e-9     # the same without keys, per value: the kernel alone, every core
+EXACT_GROUP_S = 0.4e-6          # the same, per group (1M keys over 10M rows: the counting sort's misses)
+
+
 def summed(node: N.Aggregate) -> Iterator[tuple[str, DType]]:
     """(function, argument type) of each sum, mean, std and var `node` computes, inside any expression: what
     the cost models price as exact summation. An argument typed only in context (a key read by name inside an

@@ -24,7 +24,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from eidos.hal.constants import DEV_VM, Constants, values_for
-from eidos.hal.cost import RowFlow, exact_aggregations, flat, in_place, row_flow_model
+from eidos.hal.cost import (
+    EXACT_GLOBAL_ROW_S,
+    EXACT_GROUP_S,
+    EXACT_ROW_S,
+    RowFlow,
+    exact_aggregations,
+    flat,
+    in_place,
+    row_flow_model,
+)
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
 from eidos.ir import nodes as N
@@ -42,10 +51,6 @@ MODEL = RowFlow(
     group_s=0.08e-6,             # one group of a keyed aggregation (`eidos calibrate` on the quiet VM: 8.09e-8)
     columnar=frozenset({"parquet"}),
 )
-EXACT_ROW_S = 3e-9              # a float sum/mean/std/var in a group_by, per value: eidos.hal.fsum.group_by
-                                # over the key and value buffers (bench/RESULTS.md, exact sums: 16 keys)
-EXACT_GLOBAL_ROW_S = 0.5e-9     # the same without keys, per value: the kernel alone, every core
-EXACT_GROUP_S = 0.4e-6          # the same, per group (1M keys over 10M rows: the counting sort's misses)
 EXACT_LIST_ROW_S = 60e-9        # an Aggregate the in-place route does not take (a float key, count()
                                 # beside the sums): Polars gathers each group's values into a list first
 PYTHON_ROW_S = 300e-9           # an integer or decimal std/var, per value (Python's exact integers)

@@ -16,7 +16,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from eidos.hal.constants import DEV_VM, Constants, values_for
-from eidos.hal.cost import RowFlow, exact_aggregations, flat, row_flow_model
+from eidos.hal.cost import (
+    EXACT_GLOBAL_ROW_S,
+    EXACT_GROUP_S,
+    EXACT_ROW_S,
+    RowFlow,
+    exact_aggregations,
+    flat,
+    row_flow_model,
+)
 from eidos.hal.cost import estimate as row_flow
 from eidos.hal.lane import Estimate
 from eidos.ir import nodes as N
@@ -34,12 +42,8 @@ MODEL = RowFlow(
 )
 
 
-EXACT_ROW_S = 3e-9              # a float sum/mean/std/var on the lane's exact route, per value:
-                                # eidos.hal.fsum.group_by over the Arrow buffers (bench/RESULTS.md, exact sums)
-EXACT_GROUP_S = 0.4e-6          # the same, per group (1M keys over 10M rows: the counting sort's misses)
 EXACT_FETCH_S = 2e-9            # each key and argument value DuckDB computes and hands over as Arrow (none
                                 # where the Aggregate only picks columns of an in-memory table)
-EXACT_GLOBAL_ROW_S = 0.5e-9     # the same without keys, per value: the kernel alone, every core
 IN_PLACE_SETUP_S = 0.0005       # a run where the Aggregate only picks columns of an in-memory table: DuckDB
                                 # does not run (no setup, no scan), the lane's Python calls the kernel
 EXACT_LIST_ROW_S = 100e-9       # an Aggregate the exact route does not take: DuckDB's list() of the group,
