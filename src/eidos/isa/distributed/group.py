@@ -21,6 +21,7 @@ class Group:
 
     rank: int = 0
     size: int = 1
+    capturable: bool = False   # its collectives may be captured in a CUDA graph (device work alone)
 
     def members(self, devices=()) -> tuple[int, ...]:
         """The ranks an instruction's `devices` names: ascending distinct ranks, or every rank when empty."""

@@ -37,6 +37,7 @@ class TorchGroup(Group):
         self.device = torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl" else \
             torch.device("cpu")
         self._groups: dict[tuple[int, ...], object] = {}
+        self.capturable = self.backend == "nccl"   # NCCL's calls join a CUDA graph; gloo's run on the host
 
     def _group(self, devices):
         """(members, torch group or None for the world): every rank makes a subgroup, in the same order."""

@@ -365,6 +365,14 @@ class Plan:
     routes: list               # per instruction: where it goes
     fast: tuple | None = None  # array plans with no register state: just these kernels
     graphable: bool = False    # a run is device work alone: it may be captured as one CUDA graph
+    communicates: bool = False  # it runs collectives: captured only where the device group allows it
+
+
+def communicating(step) -> bool:
+    """A collective (AllReduce, AllGather, ...) at static addresses: device work for the group's engine
+    (NCCL), which may join a CUDA graph where the group says it can be captured."""
+    return isinstance(step, ExtensionStep) and isinstance(step.ins, I.COMMUNICATING) and \
+        not any(a.space is Space.REGISTER for _, a in step.ins.addresses())
 
 
 def graphable(steps: list) -> bool:
@@ -373,9 +381,12 @@ def graphable(steps: list) -> bool:
     kernel's addresses static; scalar operands read before any reduction leaves a result pending (a
     pending result would be fetched, a sync); pools only scratch that no kernel reads or writes (the
     map+sum's dead chain) and freed in the run; uniform code only register arithmetic and stores of
-    reduction results to static addresses (device copies)."""
+    reduction results to static addresses (device copies); collectives at static addresses (they read
+    no register, so a pending result stays on the device)."""
     reduced = set()
     for step in steps:
+        if communicating(step):
+            continue
         if isinstance(step, KernelStep):
             if step.dynamic or (step.scalars and reduced):
                 return False
@@ -395,7 +406,7 @@ def graphable(steps: list) -> bool:
                     return False
         else:
             return False
-    return any(isinstance(s, KernelStep) for s in steps)
+    return any(isinstance(s, KernelStep) or communicating(s) for s in steps)
 
 
 @dataclass
@@ -493,7 +504,8 @@ class TritonBackend(Target):
         fast = tuple(steps) if all(isinstance(s, KernelStep) and not s.dynamic and not s.scalars and s.dst is None
                                    for s in steps) else None
         return Plan(program, "array", "collectives, and register code that is the same in every thread",
-                    steps, routes, fast=fast, graphable=graphable(steps))
+                    steps, routes, fast=fast, graphable=graphable(steps),
+                    communicates=any(isinstance(x, I.COMMUNICATING) for x in ins))
 
     def collective_route(self, i: int, x) -> str:
         """Where collective instruction i goes; UnsupportedError naming it where it has no Triton form."""
@@ -603,9 +615,12 @@ class TritonBackend(Target):
     def _graphed(self, program, config: LaunchConfig) -> bool:
         """A cached program's third run in a row with one config and unchanged memory is captured as a
         CUDA graph and replayed (True); its later runs replay it: one launch, no host work per kernel.
-        Inputs are read where they are at each replay, so new data in the same buffers is seen."""
+        Inputs are read where they are at each replay, so new data in the same buffers is seen. Its
+        collectives are captured too where the device group can be (NCCL): every rank runs the same
+        programs in the same order, so each captures at the same run, after two plain runs have made
+        the group's communicators."""
         plan = self.plan(program)
-        if not plan.graphable:
+        if not plan.graphable or (plan.communicates and not getattr(self.memory.group, "capturable", False)):
             return False
         g = self._graphs.get(id(program))
         if g is None or g.program is not program or g.config != config or g.generation != self.memory.generation:
