@@ -89,3 +89,40 @@ def _own_gpu(rank):
 
 def test_each_rank_names_its_gpu(nccl):
     assert nccl.run(_own_gpu) == [("gpu", True), ("gpu", True)]
+
+
+def _chains_both_ways(rank, key, chains):
+    """Each chain reduced on this rank as one executor program (sharded._chain) and by the tensor layer
+    (sharded._reduce), the partials combined over the ranks either way; five runs each, so the program's
+    CUDA graph (captured at its third run, its AllReduce in it) is replayed."""
+    from eidos.tensor import sharded as S
+
+    out = []
+    for c, (ops, name) in enumerate(chains):
+        steps, prev = [], key
+        for j, (op, *scalar) in enumerate(ops):
+            steps.append((f"{key}-{c}-{j}", op, [("s", prev)] + [("v", v) for v in scalar]))
+            prev = steps[-1][0]
+        for _ in range(5):
+            fast = S._then(rank, steps, S._reduce, (prev, name, False))[1]
+            slow = S._reduce(rank, prev, name, False)
+            out.append((c, float(fast), float(slow)))
+    graphs = [g for g in rank.target._graphs.values() if g.graph is not None and g.program.metadata.get("eidos.tensor")
+              is None]
+    return out, len(graphs)
+
+
+def test_a_sharded_chain_runs_as_one_graphed_program_with_the_tensor_layers_answer(nccl):
+    from eidos.tensor.sharded import shard
+
+    rng = np.random.default_rng(11)
+    chains = [((("mul", 2.0), ("abs",)), "sum"), ((("add", 0.5), ("exp",), ("truediv", 3.0)), "sum"),
+              ((("neg",), ("sub", 1)), "max"), ((("tanh",),), "min"), ((("mul", 1.001),), "prod")]
+    for dtype in (np.float32, np.float64):
+        x = shard(nccl, rng.standard_normal(200_003).astype(dtype), 0)
+        got, graphs = zip(*nccl.run(_chains_both_ways, x.key, chains))
+        for (c, fast, slow) in got[0]:
+            assert fast == slow or (np.isnan(fast) and np.isnan(slow)), (dtype, chains[c], fast, slow)
+        assert got[0] == got[1]   # every rank holds the combined value
+        assert min(graphs) >= len(chains), graphs   # each chain's program replayed as a graph, AllReduce in it
+        x.free()

@@ -17,12 +17,17 @@ import operator
 import numpy as np
 
 from eidos.errors import ShapeError
+from eidos.isa import instructions as I
 
 from . import dtypes as D
 
 _keys = itertools.count(1)
 _UNARY = ("abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "floor", "ceil")
 _REDUCE = {"sum": "Sum", "prod": "Product", "min": "Min", "max": "Max"}
+# element-wise steps with an ISA map of their own: what a GPU rank's chain may hold to run as one program
+_MAPS = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "sin": "Sin", "cos": "Cos",
+         "tanh": "Tanh"}
+_SCALAR_MAPS = {"add": "Add", "sub": "Sub", "mul": "Mul", "truediv": "Div"}
 
 
 def _sizes(n: int, size: int) -> list[int]:
@@ -218,7 +223,72 @@ def _then(rank, steps, fn, args):
         f = getattr(operator, name, None)
         rank.store[out] = r = f(*vals) if f is not None else getattr(vals[0], name)()
         dtypes.append(str(r.dtype))
+    if fn is _reduce:
+        chain = _chain(rank, steps, *args)
+        if chain is not None:
+            return dtypes, chain()
     return dtypes, (fn(rank, *args) if fn is not None else None)
+
+
+def _chain(rank, steps, key, name, replicated):
+    """On a GPU rank, a chain of one shard's element-wise steps (maps, and arithmetic with a scalar) whose
+    last result is reduced runs as the data-parallel executor's program: one fused pass, the reduction and
+    the AllReduce, kept per (shard, chain) so its repeats replay one CUDA graph with no tensor-layer work
+    per call. The ISA operations are those the tensor layer lowers the same steps to. A function that runs
+    it, or None where the chain has another shape (the tensor layer then runs it)."""
+    if rank.device != "gpu" or replicated or not steps or steps[-1][0] != key:
+        return None
+    kind, source = steps[0][2][0]
+    if kind != "s":
+        return None
+    ops, prev = [], source
+    for out, op, operands in steps:
+        if tuple(operands[0]) != ("s", prev):
+            return None
+        if op in _MAPS and len(operands) == 1:
+            ops.append((I.MapOperation[_MAPS[op]], None))
+        elif op in _SCALAR_MAPS and len(operands) == 2 and operands[1][0] == "v" and _plain(operands[1][1]):
+            ops.append((I.BinaryMapOperation[_SCALAR_MAPS[op]], operands[1][1]))
+        else:
+            return None
+        prev = out
+    t = rank.store[source]
+    dtype = str(t.dtype)
+    if dtype not in ("float32", "float64") or str(rank.store[key].dtype) != dtype or not t.size:
+        return None
+    from eidos.isa import Address
+    from eidos.isa.distributed.executor import fused_reduce
+
+    h = _adopted(rank, source)
+    return lambda: fused_reduce(rank, source, Address.buffer(h), t.size, tuple(ops),
+                                I.ReduceOperation[_REDUCE[name]], D.isa_type(np.dtype(dtype)))
+
+
+def _plain(v) -> bool:
+    """A Python number the ISA's immediate takes as the tensor layer takes a scalar operand."""
+    return type(v) is float or (type(v) is int and abs(v) <= 2 ** 53)
+
+
+def _adopted(rank, key) -> int:
+    """The shard under key as a buffer of the rank's target, sharing its device memory: made once per
+    shard (a new tensor under the key gets a new one)."""
+    t = rank.store[key]
+    hit = rank.store.get(("adopted", key))
+    if hit is None or hit[0] is not t:
+        _release(rank, key)
+        raw = _raw(t)
+        hit = rank.store["adopted", key] = (t, rank.target.adopt(raw))
+    return hit[1]
+
+
+def _release(rank, key) -> None:
+    """Drop the buffer _adopted made for the shard under key, and the programs kept for it."""
+    hit = rank.store.pop(("adopted", key), None)
+    if hit is not None:
+        from eidos.isa.distributed.executor import forget
+
+        forget(rank, key)
+        rank.target.free_buffer(hit[1])
 
 
 def _realize(rank, key) -> None:
@@ -318,4 +388,5 @@ def _fetch(rank, key, replicated):
 
 
 def _free(rank, key) -> None:
+    _release(rank, key)
     rank.store.pop(key, None)

@@ -136,7 +136,7 @@ def _program(rank, key, out_key, steps, operation, ty_name):
     h, count = rank.store[key]
     src = Address.buffer(h)
     if steps and out_key is None and operation is not None:
-        return _fused_reduce(rank, key, src, count, steps, operation, ty)
+        return fused_reduce(rank, key, src, count, steps, operation, ty)
     width = t.buffer_length(h)
     b = ProgramBuilder()
     dst = Address.buffer(_alloc(rank, out_key, ty, width, count) if out_key else _scratch(rank, ty, width)) \
@@ -155,7 +155,7 @@ def _program(rank, key, out_key, steps, operation, ty_name):
     return _combine(rank, b, operation, ty)
 
 
-def _fused_reduce(rank, key, src: Address, count: int, steps, operation, ty: Type):
+def fused_reduce(rank, key, src: Address, count: int, steps, operation, ty: Type):
     """Mapped values nobody keeps: one FusedMap into a pool freed after the reduction, which the
     backends run as one pass that stores nothing (the tensor layer's map+sum), not a pass per step.
     The program and its partial's buffer are kept per (part, steps, operation) until the part is
@@ -223,5 +223,10 @@ def _gather(rank, key, ty_name, width):
 def _free(rank, key) -> None:
     h, _ = rank.store.pop(key)
     rank.target.free_buffer(h)
+    forget(rank, key)
+
+
+def forget(rank, key) -> None:
+    """Free the programs and partial buffers fused_reduce kept for the part under key."""
     for memo in [m for m in rank.store if isinstance(m, tuple) and m[:2] == ("fused", key)]:
         rank.target.free_buffer(rank.store.pop(memo)[1])
