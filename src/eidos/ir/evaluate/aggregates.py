@@ -27,11 +27,16 @@ def float_sum(xs: list[float]) -> float:
         specials = [x for x in xs if not math.isfinite(x)]
         if specials:
             return sum(specials)
-        total = sum(map(Fraction, xs))
-        try:
-            return float(total)   # int / int: correctly rounded
-        except OverflowError:
-            return math.inf if total > 0 else -math.inf
+        return rounded(sum(map(Fraction, xs)))
+
+
+def rounded(total: Fraction) -> float:
+    """An exact total rounded once to a float (int / int rounds correctly); past the float range, an
+    infinity of its sign."""
+    try:
+        return float(total)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
 
 
 def _sum(dtype: DType, rt: DType) -> Callable[[list], Any]:

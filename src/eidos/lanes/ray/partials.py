@@ -30,7 +30,6 @@ group, m = fsum(x)/n then fsum((x - m)**2), each term rounded with that m) and n
 from __future__ import annotations
 
 import decimal
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -43,6 +42,7 @@ from eidos.ir import dtypes as T
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.dtypes import DType
+from eidos.ir.evaluate.aggregates import rounded
 from eidos.ir.evaluate.values import CTX
 from eidos.ir.render import node_label
 from eidos.ir.schema import Schema
@@ -395,13 +395,7 @@ def _big_sums(stored: pa.Array, g: np.ndarray, big: np.ndarray, lengths: np.ndar
             totals[int(g[row])] += int.from_bytes(kept, "little", signed=True)
         else:
             totals[int(g[row])] += sum(int(Fraction(c) * (1 << TINY)) for c in comps[starts[row]:starts[row + 1]])
-    out = []
-    for total in totals.values():
-        try:
-            out.append(total / (1 << TINY))   # int / int: correctly rounded
-        except OverflowError:
-            out.append(math.inf if total > 0 else -math.inf)
-    return np.array(out)
+    return np.array([rounded(Fraction(total, 1 << TINY)) for total in totals.values()])
 
 
 # ---------------------------------------------------------------- exact float totals
