@@ -108,3 +108,23 @@ def test_without_a_service_the_target_is_unavailable_with_the_reason(monkeypatch
     monkeypatch.delenv("EIDOS_REMOTE", raising=False)
     with pytest.raises(BackendUnavailable, match="ei.connect"):
         registry.create("remote")               # registered by its entry point, as every target
+
+
+def test_a_checked_program_is_checked_again_once_typed_buffers_change(target):
+    """The target checks a program against its typed buffers before sending it, once per memory generation:
+    allocating or freeing a buffer moves the generation, so a check made before cannot go stale."""
+    from eidos.errors import IsaError
+
+    one = isa.LaunchConfig.linear(1)
+    first = target.allocate_typed(4, Type.F32)
+    later = first + 1                                 # the handle the next allocation gets
+    program = isa.ProgramBuilder().add(isa.ParallelMap(isa.Address.buffer(first), isa.Address.buffer(later), 4,
+                                                       isa.MapOperation.Abs, Type.F32)).build()
+    target.check_params(isa.ExecutionParams(one), program)   # `later` is not yet a typed buffer
+    assert target.allocate_typed(4, Type.I32) == later
+    with pytest.raises(IsaError, match=f"buffer {later} holds I32"):
+        target.check_params(isa.ExecutionParams(one), program)
+    with pytest.raises(IsaError, match=f"buffer {later} holds I32"):
+        target.execute_program(program, one)
+    target.free_buffer(later)
+    target.check_params(isa.ExecutionParams(one), program)   # its type went with it

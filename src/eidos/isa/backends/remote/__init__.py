@@ -100,7 +100,7 @@ class RemoteBackend(Target):
     def execute_program_with_params(self, program: Program, params: ExecutionParams) -> None:
         if not isinstance(program, Program):
             raise BackendError(f"execute: expected a Program, got {type(program).__name__}")
-        self.check_params(params)
+        self.check_params(params, program)   # against the typed buffers here, before anything is sent
         program.validate()
         from ...serialize import to_dict
 
@@ -132,6 +132,7 @@ class RemoteBackend(Target):
         handle = int(_meta(h)["target_buffer"])
         if ty is not None:
             self.memory.types[handle] = ty       # for Memory.check_host_array, as every target checks arrays
+        self.memory.generation += 1              # a program's type check (Memory.check_types) is made again
         return handle
 
     def allocate_typed(self, count: int, ty: Type) -> int:
@@ -156,6 +157,7 @@ class RemoteBackend(Target):
     def free_buffer(self, handle: int) -> None:
         self._run({"op": "free", "buffer": _handle(handle, "buffer", "free_buffer")})
         self.memory.types.pop(handle, None)
+        self.memory.generation += 1
 
     def copy_to_buffer(self, handle: int, data, offset: int = 0) -> None:
         what = f"copy_to_buffer({handle})"
