@@ -5,6 +5,9 @@ filters (what makes it the faster lane on Q20 and Q21)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,10 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import eidos as ei
 from eidos import col
 from eidos.hal import cost as C
+from eidos.hal import distinct as distinct_module
 from eidos.ir import nodes as N
 from eidos.lanes.polars import cost as polars_cost
 from eidos.lanes.sql import cost as duckdb_cost
@@ -125,3 +131,24 @@ def test_a_join_on_a_filtered_key_side_keeps_its_share():
     assert rows(facts.join(keys, on="k")) == pytest.approx(10_000)         # every key kept: every fact row
     keeps = polars_cost.MODEL.filter_keeps                                 # an anti join: what a filter keeps,
     assert rows(facts.join(chosen, on="k", how="anti")) == pytest.approx(10_000 * keeps)   # of the left's rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "", None]), st.one_of(st.none(), st.integers(-3, 3)),
+                          st.integers(-2, 2).map(float)), min_size=1, max_size=60))
+def test_the_sample_counts_each_key_tuple_as_arrows_group_by_does(rows):
+    t = pa.table({"s": [r[0] for r in rows], "i": pa.array([r[1] for r in rows], pa.int64()),
+                  "f": pa.array([r[2] for r in rows], pa.float64())})
+    for columns in (("s",), ("i",), ("f",), ("s", "i"), ("i", "s", "f")):
+        want = t.group_by(list(columns)).aggregate([([], "count_all")]).column("count_all").to_pylist()
+        assert sorted(distinct_module._counts(t, columns).tolist()) == sorted(want)
+
+
+def test_a_first_estimate_over_parquet_imports_no_pandas():
+    # pyarrow's to_numpy and group_by import pandas (0.4 s once per process) where a first plan samples a column
+    script = ("import sys; from eidos.lanes.polars import cost; from examples.tpch.queries import QUERIES; "
+              f"cost.estimate(QUERIES['q2']({str(DATA)!r}).plan.optimized); print('pandas' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
