@@ -160,7 +160,7 @@ def _parquet(files: tuple[str, ...], columns: tuple[str, ...]) -> float | None:
         rows = sum(m.num_rows for m in metas)
         if rows == 0:
             return 1.0
-        low, high, apart = _bounds(groups, columns, rows)
+        low, high, apart = _bounds(files, columns, rows)
         k = min(len(groups), math.ceil(SAMPLE * len(groups) / rows))
         picked = [groups[j] for j in sorted({round(x) for x in np.linspace(0, len(groups) - 1, k)})]
         sample = pa.concat_tables([pq.ParquetFile(f).read_row_group(i, columns=list(columns)) for f, _, i in picked])
@@ -174,15 +174,14 @@ def _parquet(files: tuple[str, ...], columns: tuple[str, ...]) -> float | None:
     return max(1.0, d, low, min(estimate, high))
 
 
-def _bounds(groups, columns: tuple[str, ...], rows: int) -> tuple[float, float, bool]:
+def _bounds(files: tuple[str, ...], columns: tuple[str, ...], rows: int) -> tuple[float, float, bool]:
     """(at least, at most) distinct tuples from the row groups' statistics (the module's docstring), and
     whether the row groups' ranges of a single key are apart (sorted or clustered data)."""
     high, low, apart = float(rows), 1.0, False
     product, known = 1.0, True
-    index = {id(m): [m.schema.column(j).name for j in range(m.num_columns)] for _, m, _ in groups}
     for c in columns:
-        stats = [m.row_group(i).column(index[id(m)].index(c)).statistics for _, m, i in groups]
-        if any(s is None or not s.has_min_max for s in stats):
+        stats = statistics(files, c)
+        if stats is None:
             known = False
             continue
         low = max(low, len({s.min for s in stats} | {s.max for s in stats}))
@@ -196,6 +195,24 @@ def _bounds(groups, columns: tuple[str, ...], rows: int) -> tuple[float, float, 
         else:
             known = False
     return low, min(high, product) if known else high, apart
+
+
+def statistics(files: tuple[str, ...], name: str) -> list | None:
+    """The statistics of column `name` in each row group of the local parquet `files` (from their footers),
+    or None where a row group has no min and max. Raises OSError, pyarrow's ArrowException or ValueError (no
+    such column) for the caller: this module's estimates and eidos.hal.selectivity's ranges read them here."""
+    from eidos.hal.files import footer
+
+    out = []
+    for f in files:
+        meta = footer(f)[0]
+        j = [meta.schema.column(k).name for k in range(meta.num_columns)].index(name)
+        for i in range(meta.num_row_groups):
+            s = meta.row_group(i).column(j).statistics
+            if s is None or not s.has_min_max:
+                return None
+            out.append(s)
+    return out
 
 
 def _width(ranges: list[tuple[int, int]]) -> int:

@@ -164,17 +164,12 @@ def _min_max(source: Source, name: str) -> tuple[float, float, bool] | None:
             pairs = [(m["min"].as_py(), m["max"].as_py())]
         elif isinstance(source, ParquetSource) and source.files and name not in source.partitions \
                 and not any("://" in f for f in source.files):
-            from eidos.hal.files import footer
+            from eidos.hal.distinct import statistics
 
-            pairs = []
-            for f in source.files:
-                meta = footer(f)[0]
-                j = [meta.schema.column(k).name for k in range(meta.num_columns)].index(name)
-                for i in range(meta.num_row_groups):
-                    s = meta.row_group(i).column(j).statistics
-                    if s is None or not s.has_min_max:
-                        return None
-                    pairs.append((s.min, s.max))
+            stats = statistics(source.files, name)
+            if stats is None:
+                return None
+            pairs = [(s.min, s.max) for s in stats]
         else:
             return None
     except (OSError, pa.ArrowException, KeyError, ValueError, IndexError):
