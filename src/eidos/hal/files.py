@@ -29,7 +29,7 @@ from eidos.ir.schema import Schema
 from eidos.ir.sources import CsvSource, FileSource, IpcSource, ParquetSource, PartSource, Source
 
 CACHE_FILES = 8192
-_footers: OrderedDict[str, tuple[tuple, object, Schema]] = OrderedDict()
+_footers: OrderedDict[str, tuple[tuple, object, Schema, frozenset[str]]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -61,6 +61,16 @@ def regular_file(path: str) -> None:
 def footer(path: str, storage: tuple = ()) -> tuple[object, Schema]:
     """(pyarrow FileMetaData, eidos Schema) of one parquet file; read again only when the file changed.
     Raises OSError, pyarrow's ArrowInvalid or PlanError (a type eidos lacks) for the caller to name."""
+    return _footer(path, storage)[1:3]
+
+
+def required(path: str, storage: tuple = ()) -> frozenset[str]:
+    """The columns parquet file `path` declares required (holding no null), kept with its footer; raises
+    as footer does."""
+    return _footer(path, storage)[3]
+
+
+def _footer(path: str, storage: tuple) -> tuple[tuple, object, Schema, frozenset[str]]:
     import pyarrow.parquet as pq
 
     from eidos.hal import stores
@@ -68,8 +78,7 @@ def footer(path: str, storage: tuple = ()) -> tuple[object, Schema]:
     if stores.is_remote(path):
         key = stores.info(path, storage)
         if key == (0, 0):   # http(s): read whole each time, never cached
-            meta = pq.read_metadata(stores.open_input(path, storage))
-            return meta, Schema.from_arrow(meta.schema.to_arrow_schema())
+            return _entry(key, pq.read_metadata(stores.open_input(path, storage)))
         opened = stores.open_input(path, storage)
     else:
         st = os.stat(path)
@@ -77,15 +86,19 @@ def footer(path: str, storage: tuple = ()) -> tuple[object, Schema]:
     with _lock:
         hit = _footers.get(path)
     if hit is not None and hit[0] == key:
-        return hit[1], hit[2]
-    meta = pq.read_metadata(opened)
-    schema = Schema.from_arrow(meta.schema.to_arrow_schema())
+        return hit
+    entry = _entry(key, pq.read_metadata(opened))
     with _lock:
-        _footers[path] = (key, meta, schema)
+        _footers[path] = entry
         _footers.move_to_end(path)
         while len(_footers) > CACHE_FILES:
             _footers.popitem(last=False)
-    return meta, schema
+    return entry
+
+
+def _entry(key: tuple, meta) -> tuple[tuple, object, Schema, frozenset[str]]:
+    arrow = meta.schema.to_arrow_schema()   # converted once a footer: it costs more than the rest of a lookup
+    return key, meta, Schema.from_arrow(arrow), frozenset(f.name for f in arrow if not f.nullable)
 
 
 def mismatch(expected: Schema, where: str, got: Schema, file: str) -> str | None:
