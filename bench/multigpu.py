@@ -1,6 +1,7 @@
 """ISA programs and sharded tensors across GPUs, beside torch.distributed and one GPU, in one run.
 
     python bench/multigpu.py                 # on a host with 2 GPUs (after bench/gpu_setup.sh)
+    python bench/multigpu.py --ranks 4       # 1 GPU against 4 (any N the host has)
     python bench/multigpu.py --quick         # gloo between 2 CPU processes, tiny sizes: a smoke check
 
 Measures, with one process per GPU (eidos.isa.distributed.Ranks over NCCL):
@@ -8,9 +9,9 @@ Measures, with one process per GPU (eidos.isa.distributed.Ranks over NCCL):
   each rank's triton target, beside torch.distributed.all_reduce on a tensor of the same size, in the same
   processes, rounds interleaved; bus bandwidth = bytes * 2 (N - 1) / N / time, as nccl-tests counts it;
 - a data-parallel map+sum of n float32 (sum(abs(2 x))): a Split (one ISA program per rank, the partials
-  combined by AllReduce) and a sharded tensor chain, on 1 and on 2 GPUs, beside torch on one GPU;
+  combined by AllReduce) and a sharded tensor chain, on 1 and on N GPUs (2 unless --ranks), beside torch on one GPU;
 - a model-parallel bf16 GEMM, A (rows sharded) @ B (replicated), the result kept sharded, and then gathered
-  by AllGather, on 1 and on 2 GPUs, beside torch.matmul (cuBLAS) on one GPU.
+  by AllGather, on 1 and on N GPUs, beside torch.matmul (cuBLAS) on one GPU.
 Times are taken in the driver (what a caller waits for) except the all-reduce, timed inside each rank
 (the slowest rank's time per sample); min and median of the samples. The limits: NVLink between the two
 GPUs (KINDS.md: NCCL's all-reduce of 1 GiB at about 329 GB/s on 2 H100s), HBM bandwidth for the map+sum
@@ -287,8 +288,8 @@ def run_ranks(size, backend, args, sizes, n, m, k, nn):
     return out
 
 
-def scaling(name, o, w, rate) -> None:
-    print(f"  {name:<22} 1 rank {o[0] * 1e3:8.2f} ({o[1] * 1e3:8.2f})  2 ranks {w[0] * 1e3:8.2f} "
+def scaling(name, o, w, size, rate) -> None:
+    print(f"  {name:<22} 1 rank {o[0] * 1e3:8.2f} ({o[1] * 1e3:8.2f})  {size} ranks {w[0] * 1e3:8.2f} "
           f"({w[1] * 1e3:8.2f})  speed-up {o[0] / w[0]:.2f}x  ({rate})")
 
 
@@ -303,6 +304,7 @@ def main(argv=None) -> int:
     ap.add_argument("--map-log2", type=int, default=30,
                     help="the map+sum's length as a power of two (default 30: 2^30 float32, 4.3 GB); each call's "
                          "fixed host cost weighs less on more elements")
+    ap.add_argument("--ranks", type=int, default=2, help="the GPUs set against one (default 2)")
     ap.add_argument("--spin", type=float, default=None,
                     help="seconds the ranks and the driver poll for a message before sleeping (Ranks' spin_s)")
     args = ap.parse_args(argv)
@@ -311,8 +313,9 @@ def main(argv=None) -> int:
     if gpu:
         import torch
 
-        if torch.cuda.device_count() < 2:
-            print(f"needs 2 GPUs; this host has {torch.cuda.device_count()} (use --quick for the CPU smoke check)")
+        if torch.cuda.device_count() < max(args.ranks, 2):
+            print(f"needs {max(args.ranks, 2)} GPUs; this host has {torch.cuda.device_count()} (use --quick for the "
+                  "CPU smoke check)")
             return 2
         card = torch.cuda.get_device_name(0)
         args.samples = args.samples or 10
@@ -325,7 +328,8 @@ def main(argv=None) -> int:
     import eidos
 
     print(f"card: {card}; backend {backend}; samples {args.samples}; eidos from {os.path.dirname(eidos.__file__)}")
-    two = run_ranks(2, backend, args, sizes, n, m, k, nn)
+    N = args.ranks
+    two = run_ranks(N, backend, args, sizes, n, m, k, nn)
     one = run_ranks(1, backend, args, sizes, n, m, k, nn)
     try:
         tmap, tgemm = torch_baselines(n, m, k, nn, args.samples, gpu)
@@ -333,7 +337,7 @@ def main(argv=None) -> int:
         print(f"FAILED: torch baselines: {type(e).__name__}: {e}")
         tmap = tgemm = (float("nan"), float("nan"))
 
-    print(f"\nrank start-up: 2 ranks {two['start_s']:.1f} s, 1 rank {one['start_s']:.1f} s")
+    print(f"\nrank start-up: {N} ranks {two['start_s']:.1f} s, 1 rank {one['start_s']:.1f} s")
     for e in two.get("errors", []) + one.get("errors", []):
         print("FAILED:", e)
     nan = (float("nan"), float("nan"))
@@ -342,29 +346,29 @@ def main(argv=None) -> int:
                     *[("allreduce", b, w) for b in sizes for w in ("eidos", "torch")]):
             d.setdefault(key, nan)
         d.setdefault("split_value", None)
-    print("\nall-reduce, float32 Sum, 2 ranks: bus bandwidth GB/s (max over ranks per sample; min time, median)")
+    print(f"\nall-reduce, float32 Sum, {N} ranks: bus bandwidth GB/s (max over ranks per sample; min time, median)")
     print(f"{'size':>8} {'eidos AllReduce':>22} {'torch all_reduce':>22} {'eidos/torch':>12}")
     for nbytes in sizes:
         e, t = two[("allreduce", nbytes, "eidos")], two[("allreduce", nbytes, "torch")]
-        bw = [nbytes / s / 1e9 for s in (e[0], e[1], t[0], t[1])]   # 2 (N-1)/N = 1 for N = 2
+        bw = [nbytes * 2 * (N - 1) / N / s / 1e9 for s in (e[0], e[1], t[0], t[1])]
         label = f"{nbytes // MiB} MiB" if nbytes < 1024 * MiB else f"{nbytes // (1024 * MiB)} GiB"
         print(f"{label:>8} {bw[0]:>10.1f} ({bw[1]:>7.1f}) {bw[2]:>12.1f} ({bw[3]:>7.1f}) {bw[0] / bw[2]:>12.2f}")
     gb = n * 4 / 1e9
     print(f"\nmap+sum sum(abs(2 x)) over {n:,} float32 ({gb:.1f} GB): ms, min (median); GB/s of x read")
     for name, key in (("Split (ISA programs)", "split_map_sum"), ("sharded tensor chain", "tensor_map_sum")):
-        scaling(name, one[key], two[key], f"{gb / two[key][0]:.0f} GB/s on 2")
+        scaling(name, one[key], two[key], N, f"{gb / two[key][0]:.0f} GB/s on {N}")
     print(f"  {'torch, one device':<22} {tmap[0] * 1e3:8.2f} ({tmap[1] * 1e3:8.2f})")
-    print(f"  Split sum values: 1 rank {one['split_value']!r}, 2 ranks {two['split_value']!r}")
+    print(f"  Split sum values: 1 rank {one['split_value']!r}, {N} ranks {two['split_value']!r}")
     flop = 2 * m * k * nn / 1e12
     dt = "bf16" if gpu else "float32"
     print(f"\nGEMM {m}x{k} @ {k}x{nn} {dt}, A rows sharded, B replicated: ms, min (median); TFLOP/s")
     for name, key in (("result kept sharded", "gemm"), ("then AllGather", "gemm_gather")):
-        scaling(name, one[key], two[key], f"{flop / two[key][0]:.0f} TFLOP/s on 2")
+        scaling(name, one[key], two[key], N, f"{flop / two[key][0]:.0f} TFLOP/s on {N}")
     print(f"  {'torch.matmul, one':<22} {tgemm[0] * 1e3:8.2f} ({tgemm[1] * 1e3:8.2f})  ({flop / tgemm[0]:.0f} TFLOP/s)")
     if args.breakdown:
         print("\nwhere a map+sum call goes, ms (medians): the call; out = until the first rank starts; skew = "
               "first to last rank starting; work = each rank's, device included; back = last rank's end to the answer")
-        for d, label in ((one, "1 rank"), (two, "2 ranks")):
+        for d, label in ((one, "1 rank"), (two, f"{N} ranks")):
             rt = d.get("round_trip_noop")
             if rt:
                 print(f"  {label}: round trip of a function doing nothing {rt[0] * 1e3:.3f} ({rt[1] * 1e3:.3f})")
