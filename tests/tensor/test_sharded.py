@@ -76,3 +76,50 @@ def test_a_chain_and_its_reduction_are_one_message_to_the_ranks():
     y = ((a * 2.0) + 1.0).abs()
     assert sent == [] and y.sum() == 36.0 and sent == ["_then"]
     assert y.dtype == np.float32 and sent == ["_then"]
+
+
+def test_a_gpu_ranks_chain_runs_as_the_executors_program_with_the_tensor_layers_answer():
+    """sharded._chain on a GPU rank (here Triton's interpreter where there is no GPU), one rank in its
+    group: the chains it takes give the tensor layer's bytes and keep one program per (shard, chain);
+    the shapes it leaves (a second shard, a map with no ISA form, an integer shard) go to the tensor layer."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from tests.isa.conftest import use_triton_interpreter_without_cuda
+
+    use_triton_interpreter_without_cuda()
+    from eidos.isa.backends.triton import TritonBackend
+    from eidos.isa.distributed.group import Group
+    from eidos.isa.distributed.ranks import Rank
+    from eidos.tensor import sharded as S
+
+    class Alone(Group):   # one rank: every collective leaves the buffer as it is
+        def all_reduce(self, array, op, ty, devices=()) -> None:
+            pass
+
+    target = TritonBackend()
+    target.join(Alone())
+    rank = Rank(0, 1, target.memory.group, target, "gpu")
+    rng = np.random.default_rng(5)
+    rank.store["x"] = ei.tensor(rng.standard_normal(999).astype(np.float32), device="gpu")
+    rank.store["w"] = ei.tensor(rng.integers(-9, 9, 999).astype(np.int32), device="gpu")
+
+    def chain(source, *ops):
+        steps, prev = [], source
+        for j, (op, *v) in enumerate(ops):
+            steps.append((f"{source}{j}", op, [("s", prev)] + [("v", x) for x in v]))
+            prev = steps[-1][0]
+        return steps, prev
+
+    for ops, name in (((("mul", 2.0), ("abs",)), "sum"), ((("sub", 1), ("neg",)), "max")):
+        steps, last = chain("x", *ops)
+        for _ in range(2):
+            fast = S._then(rank, steps, S._reduce, (last, name, False))[1]
+            assert S._chain(rank, steps, last, name, False) is not None
+            assert fast.tobytes() == S._reduce(rank, last, name, False).tobytes()
+    assert len([m for m in rank.store if m[0] == "fused"]) == 2   # one program per chain, kept
+    for steps, last in (chain("x", ("floor",)), chain("w", ("mul", 2)),
+                        ([("y", "add", [("s", "x"), ("s", "x")])], "y")):
+        S._then(rank, steps, None, ())
+        assert S._chain(rank, steps, last, "sum", False) is None
+    S._free(rank, "x")
+    assert not [m for m in rank.store if m[0] in ("fused", "adopted")]   # its buffer and programs went with it
