@@ -32,9 +32,6 @@ def tpchgen() -> str:
 
 def generate(scale: float, out_dir: str | os.PathLike, *, threads: int | None = None, level: int = 9) -> Path:
     """Write the eight TPC-H tables at `scale` as <out_dir>/<table>.parquet; returns out_dir."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     exe = tpchgen()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -44,14 +41,31 @@ def generate(scale: float, out_dir: str | os.PathLike, *, threads: int | None = 
             cmd += ["-n", str(threads)]
         subprocess.run(cmd, check=True)
         for name in TABLES:
-            table = pq.read_table(os.path.join(raw, f"{name}.parquet"))
-            schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type,
-                                         nullable=False) for f in table.schema])
-            tmp = out / f".{name}.parquet.tmp"
-            pq.write_table(table.cast(schema), tmp, compression="zstd", compression_level=level,
-                           row_group_size=1 << 20)
-            os.replace(tmp, out / f"{name}.parquet")
+            recode(os.path.join(raw, f"{name}.parquet"), out / f"{name}.parquet", level)
     return out
+
+
+def recode(raw: str | os.PathLike, path: Path, level: int) -> None:
+    """tpchgen-cli's file at `raw` as `path`: zstd at `level`, plain strings, no nulls declared, row groups of
+    2**20 rows; a row group at a time (SF10's lineitem whole would take 18 GB)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = pq.ParquetFile(raw)
+    schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type,
+                                 nullable=False) for f in source.schema_arrow])
+    tmp = path.with_name(f".{path.name}.tmp")
+    group = 1 << 20
+    with pq.ParquetWriter(tmp, schema, compression="zstd", compression_level=level) as writer:
+        pending = schema.empty_table()
+        for batch in source.iter_batches(batch_size=group):   # batches end at the source's row groups
+            pending = pa.concat_tables([pending, pa.Table.from_batches([batch]).cast(schema)])
+            while pending.num_rows >= group:
+                writer.write_table(pending.slice(0, group))
+                pending = pending.slice(group)
+        if pending.num_rows or not source.metadata.num_rows:
+            writer.write_table(pending)
+    os.replace(tmp, path)
 
 
 def ensure(scale: float, out_dir: str | os.PathLike, *, level: int = 9) -> Path:
