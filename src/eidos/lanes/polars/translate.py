@@ -1285,7 +1285,7 @@ def leaf(e: E.Agg, rows: Scope, ctx: Ctx, *, grouped: bool, full: frozenset[str]
     x = expr(e.arg, rows)
     if isinstance(e.arg, E.Column) and e.arg.name in full:
         if e.fn == "sum" and grouped and not t.is_float:
-            total, finish = _total(x, res)
+            total, finish = _total(x, t, res)
             return Leaf([(name, total)], lambda g: finish(g, pl.col(name)))
         if e.fn == "n_unique":   # no null to drop (drop_nulls made Polars gather each group's values)
             return Leaf([(name, x.n_unique())], lambda g: pl.col(name).cast(pl.Int64))
@@ -1400,13 +1400,15 @@ def _quantile(fn, x, t, res, name, grouped, q, method) -> Leaf:
         exact.between, return_dtype=pl.Float64))
 
 
-def _total(x: pl.Expr, res: DType):
-    """An exact integer or decimal sum and what finishes it, given its column."""
+def _total(x: pl.Expr, t: DType, res: DType):
+    """An exact integer or decimal sum and what finishes it, given its column of type t."""
     if res.is_integer:
         # eidos: overflow raises; sum in 128 bits, checked when finished (only where computed).
         return x.cast(pl.Int128).sum(), lambda g, c: g.strict(c, pl_dtype(res))
-    # decimals: Polars raises past 38 digits, as eidos does
-    return x.cast(pl_dtype(res)).sum(), lambda g, c: c
+    # decimals: Polars raises past 38 digits, as eidos does; its sum of a decimal is Decimal(38, its scale)
+    # already, so a cast to that first would only copy every value (Q18's two sums over lineitem)
+    wide = t.is_decimal and pl_dtype(res) == pl.Decimal(38, t.scale)
+    return (x if wide else x.cast(pl_dtype(res))).sum(), lambda g, c: c
 
 
 @aggregation("sum", "mean")
@@ -1415,7 +1417,7 @@ def _(fn, x, t, res, name, grouped) -> Leaf:
         return _exact(fn, x, t, res, name, grouped)
     n = name + "n"
     if fn == "sum":   # the sum of no values is null
-        total, finish = _total(x, res)
+        total, finish = _total(x, t, res)
         return Leaf([(name, total), (n, x.count())], lambda g: pl.when(pl.col(n) > 0).then(finish(g, pl.col(name))))
     if t.is_integer:
         # the exact 128-bit total, then one division (Polars' mean adds in floats)
