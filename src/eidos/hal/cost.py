@@ -237,7 +237,7 @@ def _node_rows(node: N.Node, rows: float, ins: list[float], m: RowFlow, acc: dic
             return 1.0
         from eidos.hal.distinct import groups
 
-        known = groups(node)
+        known = groups(node, _keep(node.input, rows, acc))
         out = max(1.0, min(rows, known if known is not None else rows * m.groups_per_row))
         acc["s"] += out * m.group_s
         return out

@@ -31,6 +31,7 @@ from collections import OrderedDict
 from eidos.hal.memo import once
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
+from eidos.ir.rewrite import right_output_names
 from eidos.ir.sources import ArrowSource, ParquetSource, Source
 
 SAMPLE = 100_000
@@ -38,18 +39,25 @@ _cache: OrderedDict[tuple, float | None] = OrderedDict()
 _lock = threading.Lock()
 
 
-def groups(node: N.Aggregate) -> float | None:
-    """Estimated groups of `node`, or None when its keys are not columns of one source."""
+def groups(node: N.Aggregate, share: float = 1.0) -> float | None:
+    """Estimated groups of `node`, or None when its keys are not columns of one source. `share`: the share of
+    the rows below that reach `node` (what filters and joins keep, at most 1); rows kept at random from a
+    source of N rows and D key tuples hold D (1 - (1 - share)^(N / D)) of them (Cardenas, CACM 1975)."""
     names = [e.name if isinstance(e, E.Column) else None for _, e in node.keys]
     found = origin(node.input, names)
     if found is None:
         return None
     scan, columns = found
-    return distinct(scan.source, tuple(dict.fromkeys(columns)))   # a key read twice (a=A, A) counts once
+    d = distinct(scan.source, tuple(dict.fromkeys(columns)))   # a key read twice (a=A, A) counts once
+    rows = scan.source.estimated_rows
+    if d is None or share >= 1.0 or not rows:
+        return d
+    return d * -math.expm1(rows / d * math.log1p(-max(share, 0.0))) if share > 0 else 0.0
 
 
 def origin(node: N.Node, names: list[str | None]) -> tuple[N.Scan, list[str]] | None:
-    """The scan the columns `names` are read from, with their names there; None if any is computed."""
+    """The scan the columns `names` are read from, with their names there; None if any is computed or they
+    come from both sides of a join."""
     while True:
         if None in names:
             return None
@@ -61,6 +69,12 @@ def origin(node: N.Node, names: list[str | None]) -> tuple[N.Scan, list[str]] | 
             exprs = dict(node.columns)
             names = [e.name if isinstance(e := exprs.get(n), E.Column) else None for n in names]
             node = node.input
+        elif isinstance(node, N.Join) and node.how != "cross":
+            if all(n in node.left.schema.names for n in names):
+                node = node.left
+            else:
+                right = right_output_names(node)
+                names, node = [right.get(n) for n in names], node.right
         else:
             return None
 
