@@ -26,8 +26,10 @@ ROW_WIDTH bytes per value of a non-numeric column.
 
 A lane whose engine orders joins and filters each join's inputs by the keys the other keeps (`join_filters`:
 DuckDB's join filter pushdown) pays for the work below a join (filters, projections, aggregations; not the
-scans' bytes, not the joins, whose filters check every row scanned) only on the share of its rows the join
-keeps: Q21 at SF1 aggregates 357k lineitem rows there, not 6M.
+scans' bytes) only on the share of its rows the join keeps: Q21 at SF1 aggregates 357k lineitem rows there, not
+6M. The filter checks every row where its keys are read, at a probe's cost: the lowest join on the way up from
+there is paid in full, the joins above it probe only the rows kept (Q2 at SF10: the parts' keys reach partsupp's
+scan through the cheapest offer's aggregation and two joins, which see 6k of its 8M rows).
 Lanes compared by the planner use the same flow, so their estimates compare like with like.
 """
 
@@ -118,7 +120,7 @@ def _acc(setup_s: float) -> dict:
     """The row flow's running totals: seconds (of which scans, joins, fixed), rows and bytes scanned, joins,
     and each node's base (_rows_out) by id."""
     return {"s": setup_s, "scan": 0.0, "join": 0.0, "fixed": setup_s, "rows": 0.0, "bytes": 0.0, "joins": 0,
-            "base": {}}
+            "base": {}, "sides": {}}
 
 
 def row_bytes(schema) -> float:
@@ -185,7 +187,9 @@ def _walk(node: N.Node, m: RowFlow, extra: Extra | None, acc: dict, fixed: Fixed
     out = _rows_out(node, rows, ins, m, acc)
     if pushed:   # the engine's join filters: each input's work below the join (_work) shrinks to the share
         for i, w in enumerate(work):   # of its keys the other input keeps
-            acc["s"] -= w * (1.0 - _keep(node.inputs[1 - i], ins[1 - i], acc))
+            drop = 1.0 - _keep(node.inputs[1 - i], ins[1 - i], acc)
+            acc["s"] -= w * drop
+            _skipped_probes(node.inputs[i], node.right_on if i else node.left_on, drop, acc)
     if extra is not None:
         acc["s"] += extra(node, rows, out)
     if fixed is not None:
@@ -195,9 +199,23 @@ def _walk(node: N.Node, m: RowFlow, extra: Extra | None, acc: dict, fixed: Fixed
     return out
 
 
+def _skipped_probes(node: N.Node, keys, drop: float, acc: dict) -> None:
+    """A join filter drops a row where its keys are read (eidos.hal.distinct.trace: a scan, through joins
+    and aggregations), checking it at a probe's cost (the lowest join on the way, kept in full); no join
+    above that probes it, so their probes of that side shrink by `drop`."""
+    from eidos.hal.distinct import trace
+
+    joins = [(below, side) for below, side in trace(node, list(keys))[0] if side is not None]
+    for below, side in joins[:-1]:
+        cut = acc["sides"][id(below)][side] * drop
+        acc["sides"][id(below)][side] -= cut
+        acc["s"] -= cut
+        acc["join"] -= cut
+
+
 def _work(acc: dict) -> float:
     """Seconds so far that a join filter saves where it drops rows: not the scans' bytes, the fixed costs or
-    the joins (their filters check every scanned row, at a probe's cost)."""
+    the joins (_skipped_probes says which of their probes it saves)."""
     return acc["s"] - acc["scan"] - acc["fixed"] - acc["join"]
 
 
@@ -244,6 +262,7 @@ def _node_rows(node: N.Node, rows: float, ins: list[float], m: RowFlow, acc: dic
     if isinstance(node, N.Join):
         acc["s"] += (ins[0] + ins[1]) * m.join_row_s
         acc["join"] += (ins[0] + ins[1]) * m.join_row_s
+        acc["sides"][id(node)] = [ins[0] * m.join_row_s, ins[1] * m.join_row_s]
         acc["joins"] += 1
         if node.how == "cross":
             return ins[0] * ins[1]

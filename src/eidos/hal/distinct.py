@@ -58,25 +58,32 @@ def groups(node: N.Aggregate, share: float = 1.0) -> float | None:
 def origin(node: N.Node, names: list[str | None]) -> tuple[N.Scan, list[str]] | None:
     """The scan the columns `names` are read from, with their names there; None if any is computed or they
     come from both sides of a join."""
-    while True:
-        if None in names:
-            return None
+    _, scan, names = trace(node, names)
+    return None if scan is None else (scan, names)
+
+
+def trace(node: N.Node, names: list[str | None]) -> tuple[list[tuple[N.Node, int | None]], N.Scan | None, list]:
+    """The way down from `node` that the columns `names` take unchanged (renamed, filtered, sorted, limited,
+    joined, grouped by): each node passed, with the input they come from where it has two; then the scan they
+    are read from, or None where one is computed there or they come from both sides of a join."""
+    passed: list[tuple[N.Node, int | None]] = []
+    while None not in names:
         if isinstance(node, N.Scan):
-            return node, names
+            return passed, node, names
+        side = None
         if isinstance(node, (N.Filter, N.Sort, N.Limit, N.Distinct)):
-            node = node.input
-        elif isinstance(node, N.Project):
-            exprs = dict(node.columns)
-            names = [e.name if isinstance(e := exprs.get(n), E.Column) else None for n in names]
-            node = node.input
+            below = names
+        elif isinstance(node, (N.Project, N.Aggregate)):
+            exprs = dict(node.columns if isinstance(node, N.Project) else node.keys)
+            below = [e.name if isinstance(e := exprs.get(n), E.Column) else None for n in names]
         elif isinstance(node, N.Join) and node.how != "cross":
-            if all(n in node.left.schema.names for n in names):
-                node = node.left
-            else:
-                right = right_output_names(node)
-                names, node = [right.get(n) for n in names], node.right
+            side = 0 if all(n in node.left.schema.names for n in names) else 1
+            below = names if side == 0 else [right_output_names(node).get(n) for n in names]
         else:
-            return None
+            break
+        passed.append((node, side))
+        node, names = node.inputs[side or 0], below
+    return passed, None, names
 
 
 def distinct(source: Source, columns: tuple[str, ...]) -> float | None:
