@@ -464,6 +464,7 @@ def test_hand_written(lane_name, case, load_into):
     assert_tables_equal(_run_lane(there, lane_name), expected, ordered=case.ordered, **_tolerance(flow))
 
 
+_NULL_A = ei.from_arrow(pa.table({"a": pa.array([None, None, None], pa.int64()), "x": [3, 4, -(2**63)]}))
 ERRORS = [
     ("int_overflow", lambda: ei.from_arrow(pa.table({"a": pa.array([127, 1], pa.int8())})).select(b=col("a") + 1)),
     ("sum_overflow", lambda: ei.from_pydict({"a": [2**62, 2**62]}).agg(s=col("a").sum())),
@@ -492,6 +493,15 @@ ERRORS = [
     ("date_before_1", lambda: ei.from_pydict({"d": [date(1, 1, 2)]}).select(e=col("d") - 5)),
     ("in_a_filter_after_a_join", lambda: ei.from_pydict({"k": [1, 2], "s": ["7", "x"]})
      .join(ei.from_pydict({"k": [1, 2], "w": [10, 20]}), on="k").filter(col("s").cast(ei.Int64) > col("w"))),
+    # a predicate is computed whole on every row (semantics section 9): a conjunct that drops the row, or a
+    # null on the other side of the comparison, does not keep the other conjunct's error from it
+    ("in_a_conjunct_beside_one_that_drops", lambda: _NULL_A.filter((col("a") == col("x").abs()) & (col("x") > 0))),
+    ("in_a_conjunct_after_one_that_drops", lambda: _NULL_A.filter((col("x") > 0) & (col("a") == col("x").abs()))),
+    ("in_a_filter_after_one_that_drops", lambda: _NULL_A.filter(col("x") > 0).filter(col("x").abs() > 3)),
+    ("in_an_or_beside_one_that_holds", lambda: _NULL_A.filter((col("x") < 0) | (col("x").abs() > 3))),
+    ("in_a_selected_and", lambda: _NULL_A.select(b=(col("x") > 0) & (col("x").abs() > 3))),
+    ("in_a_selected_or", lambda: _NULL_A.select(b=(col("x") < 0) | ((col("x") - 1).cast(ei.Float64) > 3))),
+    ("in_a_filtered_or", lambda: _NULL_A.filter((col("x") < 0) | ((col("x") - 1).cast(ei.Float64) > 3))),
 ]
 
 

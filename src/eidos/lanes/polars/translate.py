@@ -34,7 +34,7 @@ from eidos.ir import nodes as N
 from eidos.ir import sources as S
 from eidos.ir import timeformat
 from eidos.ir.dtypes import DType
-from eidos.ir.evaluate import caster, kernel, udf_value, window
+from eidos.ir.evaluate import can_fail, caster, kernel, udf_value, window
 from eidos.ir.order import reads_order
 from eidos.ir.rewrite import right_output_names
 from eidos.ir.schema import Schema
@@ -228,7 +228,12 @@ def _(source: S.ArrowSource) -> pl.LazyFrame:
 def _(node: N.Filter, ctx: Ctx) -> pl.LazyFrame:
     lf = translate(node.input, ctx)
     # eidos: a null predicate drops the row, as Polars' filter does.
-    return lf.filter(expr(node.predicate, Scope(node.input.schema)))
+    predicate = expr(node.predicate, Scope(node.input.schema))
+    if can_fail(node.predicate, node.input.schema):
+        # eidos: computed whole on every row (semantics 9); Polars would split `a & b` and compute the part
+        # that can fail only on the rows the other kept. fill_null(False) keeps it one predicate.
+        predicate = predicate.fill_null(False)
+    return lf.filter(predicate)
 
 
 @node_frame.register

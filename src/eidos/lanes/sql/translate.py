@@ -41,6 +41,7 @@ from eidos.ir import nodes as N
 from eidos.ir import typing as TY
 from eidos.ir.dtypes import DType
 from eidos.ir.durations import parse_duration
+from eidos.ir.evaluate import can_fail
 from eidos.ir.schema import Schema
 from eidos.ir.typing import infer, promote
 
@@ -223,6 +224,10 @@ def _(n: N.Filter, ctx: Ctx) -> Rel:
     rel = node(n.input, ctx)
     x = Exprs(ctx, n.input.schema, rel.refs(n.input.schema))
     predicate = x(n.predicate)
+    if can_fail(n.predicate, n.input.schema):
+        # eidos: computed whole on every row (semantics 9); an engine splits `a AND b` and computes the part
+        # that can fail only on the rows the other kept: IS TRUE keeps it one predicate.
+        predicate = exp.Is(this=paren(predicate), expression=exp.true())
     sel = _select(x.layered(rel), [column(c) for c in rel.columns]).where(predicate)
     return ctx.add(sel, len(rel.columns), rel.order)
 
@@ -830,6 +835,10 @@ def _(e: E.Call, x: Exprs) -> exp.Expression:
     t = x.dtype(e)
     ts = x.operand_types(e)
     args = [x.typed(a, at) for a, at in zip(e.args, ts)]
+    if e.fn in ("and", "or"):
+        # eidos: both sides on every row (semantics 9); an engine's AND and OR compute the second only where
+        # the first leaves the answer open, so a side that can fail is bound: a column of the layer below.
+        args = [x.bind(a) if can_fail(ir, x.schema) else a for a, ir in zip(args, e.args)]
     return x.apply(lambda a: x.d.call(e.fn, a, ts, t, e.options), args)
 
 
