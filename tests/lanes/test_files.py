@@ -83,6 +83,17 @@ def test_column_order_may_differ_between_files(tmp_path, lane_name):
     assert run_or_skip(total, lane_name).to_pydict() == {"x": [6], "y": [60]}
 
 
+@pytest.mark.parametrize("lane_name", READERS)
+def test_a_partition_a_filter_drops_still_raises_its_predicates_error(tmp_path, lane_name):
+    """Partition pruning skips the files a filter drops whole, unless the filter can fail there (semantics 15)."""
+    write(tmp_path / "d" / "k=1" / "a.parquet", x=pa.array([3, 4]))
+    write(tmp_path / "d" / "k=2" / "a.parquet", x=pa.array([-(2**63)]))
+    flow = ei.read_parquet(tmp_path / "d")
+    assert run_or_skip(flow.filter((col("k") == 1) & (col("x") > 3)), lane_name).to_pydict() == {"x": [4], "k": [1]}
+    with pytest.raises(ExecutionError, match="integer overflow"):
+        run_or_skip(flow.filter((col("k") == 1) & (col("x").abs() > 3)), lane_name)
+
+
 # ---------------------------------------------------------------- columns that differ only in case
 
 @pytest.mark.parametrize("lane_name", READERS)

@@ -220,10 +220,14 @@ def right_output_names(join: N.Join) -> dict[str, str]:
 def prune_files(plan: N.Node) -> N.Node:
     """A filter right over a partitioned parquet scan drops the files whose partition values make one of
     its conjuncts false or null (their rows would all go); the filter stays, so the answer is the same."""
+    from eidos.ir.evaluate import can_fail
+
     plan = map_inputs(plan, prune_files)
     if not (isinstance(plan, N.Filter) and isinstance(plan.input, N.Scan)
             and isinstance(plan.input.source, ParquetSource) and plan.input.source.partitions):
         return plan
+    if can_fail(plan.predicate, plan.input.schema):
+        return plan   # its errors count on every row, a pruned file's too (semantics 15)
     source = plan.input.source
     preds = [p for p in conjuncts(plan.predicate) if p.columns() and p.columns() <= set(source.partitions)]
     verdicts: dict[tuple, bool] = {}
