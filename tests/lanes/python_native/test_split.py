@@ -128,6 +128,11 @@ def test_forced_python_without_a_function_is_unsupported(free):
     free()
     with pytest.raises(UnsupportedError, match="lane 'python' .* a Python function to run"):
         flow().select("a").run(engine="python")
+    unread = PLANS["project"]().select("k")   # its udf's column is read by nothing: the optimizer drops it
+    with pytest.raises(UnsupportedError, match="calls none once optimized .a udf whose result nothing reads is "
+                                               "dropped with its column.; run with engine=None"):
+        unread.run(engine="python")
+    assert unread.run().column("k") == flow().run().column("k")
 
 
 def test_hidden_columns_never_reach_the_result(free):

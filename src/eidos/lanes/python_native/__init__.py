@@ -51,7 +51,8 @@ class FreeLane(Lane):
     def supports(self, plan: N.Node) -> list[str]:
         gaps = super().supports(plan)
         if not opaque(plan):
-            gaps.append("a Python function to run (it runs only udf calls and map_batches steps)")
+            gaps.append("a Python function to run: it runs only udf calls and map_batches steps, and this plan "
+                        "calls none once optimized (a udf whose result nothing reads is dropped with its column)")
         return gaps
 
     def describe(self, plan: N.Node) -> list[str]:
