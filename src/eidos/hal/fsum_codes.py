@@ -46,7 +46,7 @@ def _word(data, a, n):
 @njit(**OPTS)
 def _hash(data, a, n, w):
     """A hash of n bytes at data[a:] whose first word is w: its high bits are mixed from every bit
-    (they pick the slot: _slot)."""
+    (they pick the slot: its top bits, shifted down by 64 - log2 of the table's size)."""
     h = (w ^ n) * MIX
     return h if n <= 8 else _rest(data, a, n, h)
 
@@ -57,12 +57,6 @@ def _rest(data, a, n, h):
     for j in range(8, n, 8):
         h = (h ^ _word(data, a + j, n - j)) * MIX
     return h
-
-
-@njit(**OPTS)
-def _slot(h, size):
-    """The slot of hash h in a table of size slots (a power of two): h's top bits."""
-    return (h >> (64 - _log2(size))) & (size - 1)
 
 
 @njit(**OPTS)
@@ -111,8 +105,9 @@ def codes(offsets, data, bitmap, boff, a, b, ids, table, words, lengths, starts,
         if 2 * (count[0] + 1) > len(table):   # double: every group again into a table twice the size
             size = 2 * len(table)
             table = np.full(size, -1, np.int64)
+            shift = 64 - _log2(size)
             for r in range(count[0]):
-                t = _slot(_hash(heap, starts[r], lengths[r], words[r]), size)
+                t = (_hash(heap, starts[r], lengths[r], words[r]) >> shift) & (size - 1)
                 while table[t] >= 0:
                     t = (t + 1) & (size - 1)
                 table[t] = r
