@@ -334,3 +334,52 @@ def test_hash_slots_spread_keys_that_differ_only_in_high_bits(shift):
 
     slots = {_slot(np.int64(m << shift), 8192) for m in range(1, 4097)}
     assert len(slots) > 2800, len(slots)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.integers(-40, 40), st.integers(-2**63, 2**63 - 1), st.none()),
+                          st.one_of(values, st.floats(-1e6, 1e6), st.none())), max_size=80),
+       st.sampled_from(["sum", "mean"]), st.booleans())
+def test_group_by_many_groups_per_thread_tables(rows, fn, threads):
+    """Many groups (_spread: each thread a table of its own, added exactly after): narrow keys read as
+    slots, wide ones as group ids, nulls; specials and values too far apart for one pair of levels
+    take the sorting way, which must agree."""
+    ks = pa.array([k for k, _ in rows], pa.int64())
+    with patch.object(fsum, "SLOTS", 1), patch.object(fsum, "SPREAD", 4), \
+            patch.object(fsum, "SPLIT", 1 if threads else fsum.SPLIT):
+        first, (got,) = fsum.group_by([ks], [(fn, pa.array([x for _, x in rows], pa.float64()))])
+    want_of: dict = {}
+    for k, x in rows:
+        want_of.setdefault(k, [])
+        if x is not None:
+            want_of[k].append(x)
+    got_of = dict(zip(ks.take(first).to_pylist(), got.to_pylist()))
+    assert got_of.keys() == want_of.keys() and len(got) == len(want_of)
+    for k, xs in want_of.items():
+        ref = aggregate(fn, xs, T.Float64, T.Float64)
+        assert (got_of[k] is None and ref is None) or same(got_of[k], ref), (k, xs, got_of[k], ref)
+
+
+@pytest.mark.parametrize("span", [3000, 2**62])
+def test_spread_tables_carry_and_agree_with_the_sorting_way(span):
+    """_spread over threads, with a hot group past 2048 values a thread (its sums carried), nulls in
+    keys and values, huge and tiny magnitudes within one pair of levels and cancellation: the same
+    groups, first rows and sums as the sorting way, and each group's math.fsum."""
+    rng = np.random.default_rng(13)
+    n = 3 * fsum.SPLIT
+    k = rng.integers(0, 2000, n) * (span // 2000)
+    k[::3] = 7 * (span // 2000)
+    x = np.round(rng.standard_normal(n) * 2.0 ** 30) * np.exp2(rng.integers(-50, 10, n).astype(float))
+    x[1::4] = -x[::4][:len(x[1::4])]
+    knull, xnull = rng.random(n) < 0.01, rng.random(n) < 0.01
+    keys, values = pa.array(k, mask=knull), pa.array(x, mask=xnull)
+    real, returned = fsum._spread, []
+    with patch.object(fsum, "_spread", lambda *a: returned.append(real(*a)) or returned[-1]):
+        first, (got,) = fsum.group_by([keys], [("sum", values)])
+    assert len(returned) == 1 and returned[0] is not None
+    with patch.object(fsum, "_spread", lambda *a: None):
+        first_sorted, (got_sorted,) = fsum.group_by([keys], [("sum", values)])
+    assert np.array_equal(first, first_sorted) and got.equals(got_sorted)
+    for f, s in zip(first[:40].tolist(), got.to_pylist()[:40]):
+        rows = (knull if knull[f] else (k == k[f]) & ~knull) & ~xnull
+        assert s == (math.fsum(x[rows]) if rows.any() else None), f

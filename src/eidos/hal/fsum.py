@@ -22,6 +22,8 @@ from eidos.ir.evaluate.aggregates import float_sum
 
 SPLIT = 1 << 20  # values per thread worth starting one for
 SLOTS = 1024     # keys within this range: group_by's keyed way
+SPREAD = 1       # keys within this range per row: sums and means by _spread (else sorted into segments)
+TABLES = 1 << 26  # bytes of _spread's tables past which one thread does better than several (bench/RESULTS.md)
 SLICE = 1 << 16  # rows a thread takes at a time in a pass that stays in cache (_across)
 SAMPLE, MANY = 1 << 17, 16   # string keys: more than SAMPLE / MANY distinct in the first SAMPLE rows: _many
 
@@ -96,9 +98,10 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     in place over the cores: _strings; decimals by value through pyarrow's dictionary_encode); several keys
     are one integer per row (mixed by their ranges, or by their groups where those are too wide).
     Within a range of SLOTS and only sums and means: each value goes straight into its key's
-    digits (keyed), over every core. Otherwise each column's valid values are counted into their
-    groups' order (a stable counting sort) and summed as segments, a group being the key itself
-    where the range is up to a few times the rows, else a group id from a hash table."""
+    digits (keyed), over every core. Otherwise a group is the key itself where the range is up to
+    a few times the rows, else a group id from a hash table; sums and means over up to SPREAD
+    groups a row go into per-thread tables (_spread), and the rest (var, std, values too far apart)
+    are counted into their groups' order (a stable counting sort) and summed as segments."""
     k = _kernels()
     fns = [fn for fn, _ in columns]
     sums = all(fn in ("sum", "mean") for fn in fns)
@@ -115,11 +118,15 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
         coded = _codes(k, keys[0])
         if len(keys) > 1:
             coded = _mixed(k, [coded] + [_codes(k, a) for a in keys[1:]]), _EMPTY, 0
+        lo, hi = _minmax(k, *coded)
+    else:   # joined: a null is hi + 1 or lo - 1
+        lo, hi = (lo, hi + 1) if hi < 2 ** 63 - 1 else (lo - 1, hi)
     raw, kmap, koff = coded
-    lo, hi = (int(b) for b in k.minmax(raw, kmap, koff))
     values = [_buffers(_one_chunk(c).cast(pa.float64())) for _, c in columns]
     if hi - lo < SLOTS and sums:
         first, out = _keyed(k, [((raw, kmap, koff), values)], lo, hi - lo + 2, fns)
+    elif sums and hi - lo < SPREAD * len(raw) and (got := _spread(k, raw, kmap, koff, lo, hi - lo + 2, values, fns)) is not None:
+        first, out = got
     elif hi - lo < max(4 * len(raw), 1 << 16):   # the key is its own group id
         out = []
         for fn, buffers in zip(fns, values):
@@ -129,6 +136,8 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
         first = first[present]
     else:
         ids, groups, first = _dense(k, raw, kmap, koff, lo, hi)
+        if sums and (got := _spread(k, ids, _EMPTY, 0, 0, groups + 1, values, fns)) is not None:
+            return got
         out = []
         for fn, buffers in zip(fns, values):   # ids have no nulls: slot `groups` stays empty
             v, offsets, _ = k.scatter_keys(ids, _EMPTY, 0, 0, groups, *buffers)
@@ -332,6 +341,15 @@ def _across(n: int, fn) -> None:
     _each(lambda t: [fn(a, b) for a, b in zip(cuts[t:-1:threads], cuts[t + 1::threads])], threads)
 
 
+def _minmax(k, raw, kmap, koff) -> tuple[int, int]:
+    """k.minmax over the cores (slices of rows), as Python ints."""
+    n = len(raw)
+    threads = min(os.cpu_count() or 1, max(1, n // SPLIT))
+    spans = [(int(a), int(b)) for a, b in _each(lambda t: k.minmax(raw[n * t // threads:n * (t + 1) // threads], kmap,
+                                                                    koff + n * t // threads), threads) if a <= b]
+    return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, -1)
+
+
 def _dense(k, raw, kmap, koff, lo, hi) -> tuple[np.ndarray, int, np.ndarray]:
     """Each row's group id (0 .. groups - 1 in order of first appearance, a null key a group of its
     own), the number of groups and each group's first row."""
@@ -366,6 +384,57 @@ def _keyed(k, parts, lo, slots, fns) -> tuple[np.ndarray, list[pa.Array]]:
         at += len(key[0])
     present = np.flatnonzero(seen)
     return first[present], [pa.array(s[present], mask=empty[present]) for s, empty in out]
+
+
+def _spread(k, raw, kmap, koff, lo, slots, columns, fns) -> tuple[np.ndarray, list[pa.Array]] | None:
+    """group_by's way for many slots and only sums and means (slot keys[i] - lo, a null key the last):
+    the rows split among the cores, each thread adding its rows into a table of its own (spread:
+    one pair of levels for the column, its largest value's), the tables then added exactly slot by
+    slot, slots split among the cores. None where a column does not fit one pair of levels (NaN,
+    inf, exponents over about 100 bits apart, DANGER) or a sum needs Python's way."""
+    threads = min(os.cpu_count() or 1, max(1, len(raw) // SPLIT), max(1, TABLES // (32 * slots)))
+    tables, overs = _lines((threads, slots, 4)), np.zeros((threads, slots, 2), np.int64)
+    first, out = None, []
+    for fn, column in zip(fns, columns):
+        if out:
+            overs[:] = 0
+        got = _spread_one(k, (raw, kmap, koff), lo, column, tables, overs)
+        if got is None:
+            return None
+        sums, counts, first = got
+        with np.errstate(all="ignore"):
+            out.append((sums if fn == "sum" else sums / np.maximum(counts, 1), counts == 0))
+    present = np.flatnonzero(first >= 0)
+    return first[present], [pa.array(s[present], mask=empty[present]) for s, empty in out]
+
+
+def _spread_one(k, key, lo, column, tables, overs) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """_spread of one column: each slot's sum, number of values and first row (-1: none)."""
+    (v, vmap, voff), n, (threads, slots, _) = column, len(key[0]), tables.shape
+    cuts = [n * t // threads for t in range(threads + 1)]
+    k1 = max((max(_each(lambda t: k.top(v, vmap, voff, cuts[t], cuts[t + 1]), threads)) >> 52) - 1021, -1022)
+    if k1 > 1023 or n * 2.0 ** (k1 - 1) >= k.DANGER:
+        return None
+
+    def run(t: int) -> bool:
+        tables[t] = 0
+        return k.spread(*key, lo, v, vmap, voff, cuts[t], cuts[t + 1], k1, tables[t], overs[t])
+
+    sums, counts, first = np.empty(slots), np.empty(slots, np.int64), np.empty(slots, np.int64)
+    parts = [slots * t // threads for t in range(threads + 1)]
+    done = all(_each(run, threads)) and all(_each(lambda t: k.finish_spread(
+        tables, overs, k1, NEG_ZERO, parts[t], parts[t + 1], sums, counts, first), threads))
+    return (sums, counts, first) if done else None
+
+
+def _lines(shape: tuple[int, ...]) -> np.ndarray:
+    """An int64 array (C order, uninitialised) that starts on a 64-byte cache line, from np.empty:
+    NumPy asks the kernel for huge pages for a large one (np.zeros does not), which spread's
+    prefetches need (a prefetch that misses the TLB is dropped)."""
+    size = math.prod(shape)
+    flat = np.empty(size + 8, np.int64)
+    at = (-flat.ctypes.data % 64) // 8
+    return flat[at:at + size].reshape(shape)
 
 
 def _slot_sums(k, pieces, lo, slots) -> tuple[np.ndarray, np.ndarray]:
