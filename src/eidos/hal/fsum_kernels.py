@@ -342,6 +342,16 @@ def _pieces(w, k1, p1, p2):
 
 
 @njit(**OPTS)
+def _block(v, vmap, voff, i, e, held):
+    """Rows i..e's values: a view, or with a validity bitmap, copied into held with nulls as 0.0."""
+    if len(vmap) == 0:
+        return v[i:e]
+    for j in range(e - i):
+        held[j] = v[i + j] if _valid(vmap, voff, i + j) else 0.0
+    return held[:e - i]
+
+
+@njit(**OPTS)
 def keyed(keys, kmap, koff, lo, v, vmap, voff, a, b, digits, st, counts):
     """Rows a..b added into their key's digits, st and counts (row i into slot keys[i] - lo; a
     null key into the last slot), with no group ids or reordered copy: for few distinct keys.
@@ -358,12 +368,7 @@ def keyed(keys, kmap, koff, lo, v, vmap, voff, a, b, digits, st, counts):
     for i in range(a, b, BLOCK):
         e = min(i + BLOCK, b)
         m = e - i
-        if len(vmap) == 0:
-            w = v[i:e]
-        else:
-            for j in range(m):
-                held[j] = v[i + j] if _valid(vmap, voff, i + j) else 0.0
-            w = held[:m]
+        w = _block(v, vmap, voff, i, e, held)
         ok = k1 <= 1023 and _pieces(w, k1, p1, p2)
         if not ok:
             k1 = _level(w)
@@ -512,13 +517,7 @@ def spread(keys, kmap, koff, lo, v, vmap, voff, a, b, k1, table, over):
     held = np.empty(BLOCK)
     for i in range(a, b, BLOCK):
         e = min(i + BLOCK, b)
-        m = e - i
-        if len(vmap) == 0:
-            w = v[i:e]
-        else:
-            for j in range(m):
-                held[j] = v[i + j] if _valid(vmap, voff, i + j) else 0.0
-            w = held[:m]
+        w = _block(v, vmap, voff, i, e, held)
         if not _pieces(w, k1, p1, p2):
             return False
         for r in range(i, e):
