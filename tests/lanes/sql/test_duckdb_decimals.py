@@ -5,6 +5,7 @@ nulls, empty groups, division by zero, every way DuckDB reads data."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal as D
 
 import pyarrow as pa
@@ -94,7 +95,7 @@ def test_fast_sql_sums_64_bit_products_and_the_exact_form_widens_them():
     t = pa.table({"g": [1, 2], "price": money(["1.00", "2.00"], 15, 2), "rate": money(["0.05", "0.1"], 15, 2)})
     flow = ei.from_arrow(t).group_by("g").agg(r=(col("price") * (1 - col("rate"))).sum())   # TPC-H's revenue
     query = X.prepare("duckdb", flow.plan)
-    assert "DECIMAL(19, 2)" not in query.sql and 'SUM(("c' in query.sql   # DuckDB's own 64-bit product
+    assert "DECIMAL(19, 2)" not in query.sql and re.search(r'SUM\(\(("\w+"\.)?"c1" \*', query.sql)   # 64-bit product
     assert "DECIMAL(19, 2)" in query.exact()                                  # widened: 128 bits
 
 

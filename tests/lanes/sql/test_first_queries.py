@@ -16,17 +16,35 @@ import eidos as ei
 from eidos import col
 from eidos.lanes.sql.execute import dialect
 from eidos.lanes.sql.translate import to_sql
+from eidos.testing.compare import assert_tables_equal
 from eidos.testing.strategies import examples
 
 SQL_LANES = ["duckdb", "sqlite", "postgresql"]
 
 
 def test_a_limit_of_a_sort_is_one_order_by_limit():
-    plan = ei.from_pydict({"x": [3, 1, 2]}).sort("x", descending=True).head(2).plan
-    sql = to_sql(plan, dialect("duckdb")).sql
-    top = sql[:sql.index("LIMIT 2")]
-    assert "ROW_NUMBER" not in top and "ORDER BY" in top      # no window over every row before the limit
+    top = ei.from_pydict({"x": [3, 1, 2]}).sort("x", descending=True).head(2)
+    sql = to_sql(top.select(y=col("x") + 1).plan, dialect("duckdb")).sql
+    assert "ROW_NUMBER" not in sql[:sql.index("LIMIT 2")] and "ORDER BY" in sql  # no window over every row before it
     assert sql.count("ROW_NUMBER") == 1
+    sql = to_sql(top.plan, dialect("duckdb")).sql   # the plan's last step: the final SELECT's own ORDER BY ... LIMIT
+    assert "ROW_NUMBER" not in sql and sql.index("ORDER BY") < sql.index("LIMIT 2")
+
+
+def test_duckdb_binds_scans_filters_and_inner_joins_as_the_one_select_that_reads_them():
+    """DuckDB binds each CTE of a chain (a plan's node each): merged, the statement costs what the engine's own
+    text costs to plan. A filter does not move past an outer join, so a left join keeps its sides apart."""
+    a = ei.from_pydict({"k": [1, 2, 3, 3, None], "x": [1, 5, 7, 9, 4]})
+    b = ei.from_pydict({"k": [1, 3, 4, None], "y": [10, 20, 30, 40]})
+    joined = a.filter(col("x") > 1).join(b.filter(col("y") < 30), on="k").select("k", z=col("x") * col("y") + 1)
+    flow = joined.group_by("k").agg(s=col("z").sum(), n=col("z").count()).sort("s", descending=True).head(5)
+    sql = to_sql(flow.plan, dialect("duckdb")).sql
+    # the join's rows (z, read twice, is computed once there) and their aggregation, ordered in the last SELECT
+    assert sql.count("AS (SELECT") == 2 and sql.count(" JOIN ") == 1 and "ROW_NUMBER" not in sql
+    left = a.join(b.filter(col("y") < 30), on="k", how="left").sort("k", "x")
+    assert to_sql(left.plan, dialect("duckdb")).sql.count("AS (SELECT") == 3   # a, b filtered, the join
+    for f in (flow, left, joined.filter(col("z") > 50).select(w=col("z") - col("k"))):
+        assert_tables_equal(f.run(engine="duckdb", strict=True), f.run(engine="reference", strict=True), ordered=True)
 
 
 values = st.lists(st.one_of(st.none(), st.integers(-3, 3)), max_size=12)

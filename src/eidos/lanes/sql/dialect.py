@@ -84,6 +84,8 @@ class Dialect:
     inexact_decimal_mean = False
     # True where a semi/anti join is faster as an uncorrelated IN than as a correlated EXISTS.
     semi_join_in = False
+    # True where each CTE that only projects, filters and joins is merged into its reader (translate._flatten).
+    flat = False
 
     # ------------------------------------------------------------ types and literals
     def sql_type(self, t: DType) -> exp.DataType:
