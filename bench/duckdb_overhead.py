@@ -2,7 +2,8 @@
 
     python bench/duckdb_overhead.py [--scale 1] [--runs 9] [--queries q1 q6] [--dump-sql DIR] [--before DIR]
 
-Per query, in rounds in which each variant runs once in turn (a shared machine loads all alike):
+Per query, in rounds in which each variant runs once in turn, each round starting at the next variant (a
+shared machine loads all alike):
 native DuckDB SQL (the TPC-H text), the lane's own SQL run natively on the same connection, and the
 lane end to end (flow.run(engine="duckdb"): planning, the lane's session, registration, Arrow
 result, its cast to the plan's types). lane SQL / native is what eidos semantics cost in SQL; end to
@@ -44,12 +45,15 @@ def lane_sql(flow: ei.Flow) -> str:
 
 
 def rounds(variants: dict, runs: int) -> dict[str, tuple[list[float], list[float]]]:
-    """(wall seconds, CPU seconds) per variant: one warm-up each, then `runs` rounds."""
+    """(wall seconds, CPU seconds) per variant: one warm-up each, then `runs` rounds, each starting at the next
+    variant (none always runs first, or right after the same one)."""
     for fn in variants.values():
         fn()
     out = {k: ([], []) for k in variants}
-    for _ in range(runs):
-        for k, fn in variants.items():
+    names = list(variants)
+    for r in range(runs):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            fn = variants[k]
             w, c = time.perf_counter(), time.process_time()
             fn()
             out[k][1].append(time.process_time() - c)
