@@ -170,3 +170,14 @@ def test_a_first_estimate_over_parquet_imports_no_pandas():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_columns_trace_down_one_side_of_a_join_and_through_an_aggregations_keys():
+    facts = ei.from_arrow(pa.table({"k": np.arange(100) % 10, "v": np.arange(100)}))
+    keys = ei.from_arrow(pa.table({"k": np.arange(10), "name": [f"n{i}" for i in range(10)]}))
+    joined = facts.join(keys, on="k").plan.optimized
+    passed, scan, names = distinct_module.trace(joined, ["name"])
+    assert [side for _, side in passed] == [1] and names == ["name"] and scan is not None
+    assert distinct_module.trace(joined, ["v", "name"])[0:2] == ([], None)   # both sides: no one scan
+    grouped = facts.group_by("k").agg(s=col("v").sum()).plan.optimized
+    assert distinct_module.trace(grouped, ["k"])[1] is not None and distinct_module.trace(grouped, ["s"])[1] is None

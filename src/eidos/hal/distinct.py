@@ -67,7 +67,7 @@ def trace(node: N.Node, names: list[str | None]) -> tuple[list[tuple[N.Node, int
     joined, grouped by): each node passed, with the input they come from where it has two; then the scan they
     are read from, or None where one is computed there or they come from both sides of a join."""
     passed: list[tuple[N.Node, int | None]] = []
-    while None not in names:
+    while None not in names:   # names given as None: computed where they are asked for
         if isinstance(node, N.Scan):
             return passed, node, names
         side = None
@@ -80,6 +80,8 @@ def trace(node: N.Node, names: list[str | None]) -> tuple[list[tuple[N.Node, int
             side = 0 if all(n in node.left.schema.names for n in names) else 1
             below = names if side == 0 else [right_output_names(node).get(n) for n in names]
         else:
+            break
+        if None in below:
             break
         passed.append((node, side))
         node, names = node.inputs[side or 0], below
