@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from eidos.hal.memo import once
 from eidos.ir import expr as E
 from eidos.ir import nodes as N
 from eidos.ir.sources import ArrowSource
@@ -15,7 +16,12 @@ from eidos.ir.sources import ArrowSource
 
 def route(plan: N.Node) -> N.Project | None:
     """The projection the engine runs for `plan` on the exact route (each aggregation a bare one that
-    eidos.hal.cost.in_place takes), or None where it does not apply."""
+    eidos.hal.cost.in_place takes), or None where it does not apply; asked once per plan object (a
+    lane asks it on every run)."""
+    return once(plan, "exact route", lambda: _route(plan))
+
+
+def _route(plan: N.Node) -> N.Project | None:
     from eidos.hal.cost import in_place as takes
 
     if not (isinstance(plan, N.Aggregate) and all(isinstance(a, E.Agg) for _, a in plan.aggs) and takes(plan)):
