@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from eidos.ir.evaluate.aggregates import float_sum
 
 SPLIT = 1 << 20  # values per thread worth starting one for
+CORES = os.cpu_count() or 1   # asked once: os.cpu_count reads /sys on every call (9 us here)
 SLOTS = 1024     # keys within this range: group_by's keyed way
 SPREAD = 1       # keys within this range per row: sums and means by _spread (else sorted into segments)
 TABLES = 1 << 26  # bytes of _spread's tables past which one thread does better than several (bench/RESULTS.md)
@@ -39,7 +40,7 @@ def sums(values: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     groups = len(offsets) - 1
     out, python = np.empty(groups), np.zeros(groups, dtype=np.bool_)
-    parts = min(os.cpu_count() or 1, max(1, (int(offsets[-1]) - int(offsets[0])) // SPLIT))
+    parts = min(CORES, max(1, (int(offsets[-1]) - int(offsets[0])) // SPLIT))
     if groups == 1 and parts > 1:
         out[0], python[0] = _one(k, [v[offsets[0]:offsets[-1]]], parts)
     elif parts > 1:
@@ -122,7 +123,7 @@ def group_by(keys: list[pa.Array | pa.ChunkedArray], columns: list[tuple[str, pa
     else:   # joined: a null is hi + 1 or lo - 1
         lo, hi = (lo, hi + 1) if hi < 2 ** 63 - 1 else (lo - 1, hi)
     raw, kmap, koff = coded
-    values = [_buffers(_one_chunk(c).cast(pa.float64())) for _, c in columns]
+    values = [_buffers(_float64(_one_chunk(c))) for _, c in columns]
     if hi - lo < SLOTS and sums:
         first, out = _keyed(k, [((raw, kmap, koff), values)], lo, hi - lo + 2, fns)
     elif sums and hi - lo < SPREAD * len(raw) and (got := _spread(k, raw, kmap, koff, lo, hi - lo + 2, values, fns)) is not None:
@@ -167,7 +168,7 @@ def _chunks(k, keys, columns) -> list | None:
         if math.prod(widths) >= 1 << 62:
             return None
         parts = [(_mix_all(k, [key[i] for key in coded], spans, widths), _EMPTY, 0) for i in range(len(lengths))]
-    return [(parts[i], [_buffers(c.chunk(i).cast(pa.float64())) for _, c in columns]) for i in range(len(lengths))]
+    return [(parts[i], [_buffers(_float64(c.chunk(i))) for _, c in columns]) for i in range(len(lengths))]
 
 
 def _strings(chunks: list[pa.Array]) -> list[tuple[np.ndarray, np.ndarray, int]] | None:
@@ -201,7 +202,7 @@ def _strings(chunks: list[pa.Array]) -> list[tuple[np.ndarray, np.ndarray, int]]
     total = sum(len(p[4]) for p in parts)
     if _many(c, parts[0]):
         return None
-    threads = min(os.cpu_count() or 1, max(1, total // SPLIT))
+    threads = min(CORES, max(1, total // SPLIT))
     cuts = [total * t // threads for t in range(threads + 1)]
     work: list[list] = [[] for _ in range(threads)]   # each thread's (part, first row, last row)
     at = 0
@@ -335,7 +336,7 @@ def _mix_all(k, parts, spans, widths) -> np.ndarray:
 def _across(n: int, fn) -> None:
     """fn(a, b) for slices a..b of rows 0..n (SLICE rows each), shared among the cores."""
     cuts = list(range(0, n, SLICE)) + [n]
-    threads = min(os.cpu_count() or 1, len(cuts) - 1)
+    threads = min(CORES, len(cuts) - 1)
     if threads <= 1:
         return fn(0, n)
     _each(lambda t: [fn(a, b) for a, b in zip(cuts[t:-1:threads], cuts[t + 1::threads])], threads)
@@ -344,7 +345,7 @@ def _across(n: int, fn) -> None:
 def _minmax(k, raw, kmap, koff) -> tuple[int, int]:
     """k.minmax over the cores (slices of rows), as Python ints."""
     n = len(raw)
-    threads = min(os.cpu_count() or 1, max(1, n // SPLIT))
+    threads = min(CORES, max(1, n // SPLIT))
     spans = [(int(a), int(b)) for a, b in _each(lambda t: k.minmax(raw[n * t // threads:n * (t + 1) // threads], kmap,
                                                                     koff + n * t // threads), threads) if a <= b]
     return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, -1)
@@ -392,7 +393,7 @@ def _spread(k, raw, kmap, koff, lo, slots, columns, fns) -> tuple[np.ndarray, li
     one pair of levels for the column, its largest value's), the tables then added exactly slot by
     slot, slots split among the cores. None where a column does not fit one pair of levels (NaN,
     inf, exponents over about 100 bits apart, DANGER) or a sum needs Python's way."""
-    threads = min(os.cpu_count() or 1, max(1, len(raw) // SPLIT), max(1, TABLES // (32 * slots)))
+    threads = min(CORES, max(1, len(raw) // SPLIT), max(1, TABLES // (32 * slots)))
     tables, overs = _lines((threads, slots, 4)), np.zeros((threads, slots, 2), np.int64)
     first, out = None, []
     for fn, column in zip(fns, columns):
@@ -442,7 +443,7 @@ def _slot_sums(k, pieces, lo, slots) -> tuple[np.ndarray, np.ndarray]:
     slices of at most SPLIT rows shared among the cores, each thread adding into digits of its
     own; their digits and counts add exactly."""
     work = [(key, values, a, min(a + SPLIT, len(key[0]))) for key, values in pieces for a in range(0, len(key[0]), SPLIT)]
-    threads = min(os.cpu_count() or 1, max(1, sum(len(key[0]) for key, _ in pieces) // SPLIT), max(len(work), 1))
+    threads = min(CORES, max(1, sum(len(key[0]) for key, _ in pieces) // SPLIT), max(len(work), 1))
     digits = np.zeros((threads, slots, k.CHUNKS), np.int64)
     st = np.zeros((threads, slots, 6))
     st[:, :, 4] = k.CHUNKS
@@ -497,7 +498,7 @@ def single(fn: str, column: pa.Array | pa.ChunkedArray | list[np.ndarray]) -> fl
         values = [v for v in column if len(v)]
     else:
         chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        values = [_buffers((c.drop_null() if c.null_count else c).cast(pa.float64()))[0] for c in chunks]
+        values = [_buffers(_float64(c.drop_null() if c.null_count else c))[0] for c in chunks]
         values = [v for v in values if len(v)]
     n = sum(map(len, values))
     if fn in ("sum", "mean"):
@@ -505,12 +506,17 @@ def single(fn: str, column: pa.Array | pa.ChunkedArray | list[np.ndarray]) -> fl
     return aggregate(fn, np.concatenate(values) if values else np.empty(0), np.array([0, n]))[0].as_py()
 
 
+def _float64(a: pa.Array) -> pa.Array:
+    """a as float64 (a cast goes through pyarrow's compute functions even where a already is)."""
+    return a if a.type == pa.float64() else a.cast(pa.float64())
+
+
 def total(parts: list[np.ndarray]) -> float:
     """The correctly rounded sum of the values of every array in parts (no nulls), read where they
     lie (an engine's chunks): nothing is copied into one array."""
     k = _kernels()
     parts = [np.ascontiguousarray(p, dtype=np.float64) for p in parts if len(p)]
-    threads = min(os.cpu_count() or 1, max(1, sum(map(len, parts)) // SPLIT))
+    threads = min(CORES, max(1, sum(map(len, parts)) // SPLIT))
     s, python = _one(k, parts, threads)
     return float_sum(np.concatenate(parts).tolist()) if python else s
 
@@ -556,7 +562,7 @@ def _each(fn, n: int) -> list:
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="eidos-fsum")
+    return ThreadPoolExecutor(CORES, thread_name_prefix="eidos-fsum")
 
 
 # Whether this Python's math.fsum gives -0.0 for negative zeros (3.11 gives 0.0): zero sums then
