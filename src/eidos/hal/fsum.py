@@ -522,15 +522,17 @@ def total(parts: list[np.ndarray]) -> float:
 
 
 def _one(k, parts: list[np.ndarray], threads: int) -> tuple[float, bool]:
-    """One segment made of parts, in slices of at most SPLIT values shared among threads; each
-    thread adds its slices into digits of its own, and their digits and counts add exactly."""
-    work = [(p, a, min(a + SPLIT, len(p))) for p in parts for a in range(0, len(p), SPLIT)]
+    """One segment made of parts, in slices of at most SPLIT / 2 values that the threads take in turn
+    as each is free (a thread that starts late, or that the machine's load holds back, takes fewer);
+    each thread adds its slices into digits of its own, and their digits and counts add exactly."""
+    step = max(SPLIT // 2, 1)
+    todo = iter([(p, a, min(a + step, len(p))) for p in parts for a in range(0, len(p), step)])
     digits = np.zeros((threads, k.CHUNKS), dtype=np.int64)
     st = np.zeros((threads, 6))
     st[:, 4] = k.CHUNKS
 
     def run(i: int) -> None:
-        for p, a, b in work[i::threads]:
+        for p, a, b in todo:   # one iterator: each slice goes to one thread (next() holds the GIL)
             k.accumulate(p, a, b, digits[i], st[i])
             st[i, 5] = k.carry(digits[i], int(st[i, 4]), int(st[i, 5]))
 
