@@ -21,7 +21,8 @@ def once(plan: object, key: str, compute: Callable[[], R]) -> R:
     held = _MEMO.get(id(plan))
     if held is None or held[0]() is not plan:
         ident = id(plan)
-        held = _MEMO[ident] = (weakref.ref(plan, lambda _, ident=ident: _MEMO.pop(ident, None)), {})
+        # the dict's own pop, bound now: at interpreter exit a plan may outlive this module's globals
+        held = _MEMO[ident] = (weakref.ref(plan, lambda _, ident=ident, pop=_MEMO.pop: pop(ident, None)), {})
     results = held[1]
     if key not in results:
         results[key] = compute()
