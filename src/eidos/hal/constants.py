@@ -82,8 +82,7 @@ class Constants:
 def here(bandwidth: float | None = None) -> Machine:
     """This machine (detect_devices' cores and memory, the CPU model); `bandwidth` as measured, else the
     defaults' machine's."""
-    from eidos.hal.devices import detect_devices
-    from eidos.isa.cache import cpu_model
+    from eidos.hal.devices import cpu_model, detect_devices
 
     d = detect_devices()
     return Machine(d.cpu_cores, d.memory_limit_bytes, cpu_model(), bandwidth or DEV_VM.bandwidth)
@@ -91,7 +90,7 @@ def here(bandwidth: float | None = None) -> Machine:
 
 def path() -> Path:
     """costs.json in the user's cache folder ($EIDOS_CACHE_DIR, else $XDG_CACHE_HOME/eidos, else ~/.cache/eidos)."""
-    from eidos.isa.cache import cache_root
+    from eidos.hal.devices import cache_root
 
     return cache_root() / FILE
 

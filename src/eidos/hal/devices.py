@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from eidos.errors import PlanError
 
@@ -96,11 +97,44 @@ def _memory_limit() -> int:
     return min(limits) if limits else 8 * 2**30
 
 
+@functools.cache
+def cpu_features() -> str:
+    """The CPU's model and feature flags (Linux: /proc/cpuinfo), "model|flags", as numba compiles for the host CPU."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read(16384)
+    except OSError:
+        return platform.processor()
+    model = flags = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and not model:
+            model = value.strip()
+        elif key in ("flags", "Features") and not flags:
+            flags = " ".join(sorted(value.split()))
+        if model and flags:
+            break
+    return f"{model}|{flags}"
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo; elsewhere platform.processor())."""
+    return cpu_features().partition("|")[0] or platform.processor() or platform.machine()
+
+
+def cache_root() -> Path:
+    """Where eidos keeps what it learns of this machine: $EIDOS_CACHE_DIR, else $XDG_CACHE_HOME/eidos, else
+    ~/.cache/eidos."""
+    return Path(os.environ.get("EIDOS_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "eidos"))
+
+
 def _cpu_flags() -> set[str]:
-    text = _read("/proc/cpuinfo") or ""
-    match = re.search(r"^(flags|Features)\s*:\s*(.*)$", text, re.MULTILINE)
-    if match:
-        return set(match.group(2).split())
+    flags = cpu_features().partition("|")[2]
+    if flags:
+        return set(flags.split())
     if platform.system() == "Darwin" and shutil.which("sysctl"):
         out = subprocess.run(["sysctl", "-a"], capture_output=True, text=True, timeout=5).stdout.lower()
         return {f for f in ("avx2", "avx512f", "neon") if f in out}

@@ -30,12 +30,7 @@ from pathlib import Path
 import blake3
 
 from eidos.errors import BackendError
-
-
-def cache_root() -> Path:
-    """$EIDOS_CACHE_DIR, else $XDG_CACHE_HOME/eidos, else ~/.cache/eidos."""
-    return Path(os.environ.get("EIDOS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "eidos"))
+from eidos.hal.devices import cache_root, cpu_features, cpu_model  # noqa: F401  (this module's names, kept)
 
 
 def library_versions(libraries: Iterable[str] = ()) -> dict[str, str]:
@@ -213,32 +208,6 @@ def _listdir(path: str) -> tuple[str, ...]:
         return ()
 
 
-def _cpu_features() -> str:
-    """The CPU's model and feature flags (Linux: /proc/cpuinfo), as numba compiles for the host CPU."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            text = f.read(16384)
-    except OSError:
-        return platform.processor()
-    model = flags = ""
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key == "model name" and not model:
-            model = value.strip()
-        elif key in ("flags", "Features") and not flags:
-            flags = " ".join(sorted(value.split()))
-        if model and flags:
-            break
-    return f"{model}|{flags}"
-
-
-@functools.cache
-def cpu_model() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo; elsewhere platform.processor())."""
-    return _cpu_features().partition("|")[0] or platform.processor() or platform.machine()
-
-
 @functools.cache
 def build_versions() -> dict[str, str]:
     """What compiled code depends on besides its source: Python, eidos, NumPy, numba, llvmlite, the machine and
@@ -249,7 +218,7 @@ def build_versions() -> dict[str, str]:
 
     return {"python": f"{platform.python_version()} {sys.implementation.cache_tag}", "eidos": eidos.__version__,
             "numpy": numpy.__version__, "numba": _dist_version("numba"), "llvmlite": _dist_version("llvmlite"),
-            "machine": platform.machine(), "cpu": blake3.blake3(_cpu_features().encode()).hexdigest()[:16]}
+            "machine": platform.machine(), "cpu": blake3.blake3(cpu_features().encode()).hexdigest()[:16]}
 
 
 def build_tag(versions: dict[str, str] | None = None) -> str:
