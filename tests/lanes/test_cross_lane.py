@@ -501,6 +501,8 @@ ERRORS = [
     ("in_an_or_beside_one_that_holds", lambda: _NULL_A.filter((col("x") < 0) | (col("x").abs() > 3))),
     ("in_a_selected_and", lambda: _NULL_A.select(b=(col("x") > 0) & (col("x").abs() > 3))),
     ("in_a_selected_or", lambda: _NULL_A.select(b=(col("x") < 0) | ((col("x") - 1).cast(ei.Float64) > 3))),
+    ("in_a_bound_of_between", lambda: _NULL_A.select(b=col("x").is_between(0, col("x").abs()))),
+    ("in_the_value_of_fill_null", lambda: _NULL_A.select(b=col("x").fill_null(col("x").abs()))),
     ("in_a_filtered_or", lambda: _NULL_A.filter((col("x") < 0) | ((col("x") - 1).cast(ei.Float64) > 3))),
 ]
 

@@ -771,6 +771,16 @@ def small(e: exp.Expression) -> bool:
     return all(i < SMALL for i, _ in enumerate(e.walk()))
 
 
+def _skippable(node: exp.Expression) -> bool:
+    """Whether an engine may leave `node` uncomputed on some rows: it lies under AND, OR, CASE or COALESCE."""
+    p = node.parent
+    while p is not None:
+        if isinstance(p, (exp.And, exp.Or, exp.Case, exp.If, exp.Coalesce)):
+            return True
+        p = p.parent
+    return False
+
+
 def _fit(value: exp.Expression, parent: exp.Expression | None) -> exp.Expression:
     """`value` put where a column was: parenthesized unless the place is a function's argument."""
     if parent is None or (isinstance(parent, exp.Func) and not isinstance(parent, exp.Binary)):
@@ -820,13 +830,15 @@ class Exprs:
         return self.d.cast(self(e), self.dtype(e), t)
 
     # ------------------------------------------------------------ binding repeated values
-    def apply(self, render, args: list[exp.Expression]) -> exp.Expression:
+    def apply(self, render, args: list[exp.Expression], fails=()) -> exp.Expression:
         """`render(args)`, with each argument that is not small and that the rendering reads more than
         once bound (a column read at each use); one read once stays in place. The rendering sees a
-        stand-in column for each such argument, so whatever it does with it costs no more text."""
+        stand-in column for each such argument, so whatever it does with it costs no more text. An
+        argument that can fail (`fails`) is bound too where the rendering reads it under AND, OR, CASE or
+        COALESCE, which the engine may skip: eidos computes it on every row (semantics 9)."""
         stand, values = [], {}
         for i, a in enumerate(args):
-            if small(a):
+            if small(a) and not (fails and fails[i]):
                 stand.append(a)
             else:
                 name = f"__eidos_arg{i}"
@@ -837,6 +849,9 @@ class Exprs:
             return out
         out = out.copy()  # a tree of its own (a rendering may put one node in several places)
         reads = Counter(c.name for c in out.find_all(exp.Column) if c.name in values)
+        for c in out.find_all(exp.Column):
+            if c.name in values and fails and fails[int(c.name.removeprefix("__eidos_arg"))] and _skippable(c):
+                reads[c.name] += 1   # so it is bound
         put = {name: (values[name] if k == 1 else self.bind(values[name])) for name, k in reads.items()}
         if isinstance(out, exp.Column) and out.name in put:
             return put[out.name]
@@ -989,11 +1004,8 @@ def _(e: E.Call, x: Exprs) -> exp.Expression:
     t = x.dtype(e)
     ts = x.operand_types(e)
     args = [x.typed(a, at) for a, at in zip(e.args, ts)]
-    if e.fn in ("and", "or"):
-        # eidos: both sides on every row (semantics 9); an engine's AND and OR compute the second only where
-        # the first leaves the answer open, so a side that can fail is bound: a column of the layer below.
-        args = [x.bind(a) if can_fail(ir, x.schema) else a for a, ir in zip(args, e.args)]
-    return x.apply(lambda a: x.d.call(e.fn, a, ts, t, e.options), args)
+    fails = [can_fail(a, x.schema) for a in e.args]
+    return x.apply(lambda a: x.d.call(e.fn, a, ts, t, e.options), args, fails)
 
 
 # ---------------------------------------------------------------- windows
