@@ -5,6 +5,7 @@ data, a lock on a database file)."""
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -172,3 +173,25 @@ def test_each_connection_sets_its_time_zone_once(tmp_path, monkeypatch):
     assert ei.read_sql(f"duckdb:///{tmp_path / 'z.duckdb'}", table="t").schema.names == ("a",)   # described
     assert t.filter(col("a") > 1).run(engine="duckdb").num_rows == 2
     assert calls and len(calls) == len({id(con) for con in calls}), calls
+
+
+def test_a_plan_run_again_reuses_its_relation_and_reads_its_files_again(tmp_path):
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"k": [1, 2, 1], "a": [1, 2, 3]}), path)
+    flow = ei.read_parquet(str(path)).group_by("k").agg(s=col("a").sum()).sort("k")
+    assert flow.run(engine="duckdb").to_pylist() == [{"k": 1, "s": 4}, {"k": 2, "s": 2}]
+    kept = D._local.__dict__[(os.getpid(), "relations")]
+    sql = X.prepare("duckdb", flow.plan).sql
+    relation = kept[sql]
+    pq.write_table(pa.table({"k": [1, 2, 1], "a": [10, 20, 30]}), path)   # the same schema, new values
+    again = ei.read_parquet(str(path)).group_by("k").agg(s=col("a").sum()).sort("k")
+    assert again.run(engine="duckdb").to_pylist() == [{"k": 1, "s": 40}, {"k": 2, "s": 20}]
+    assert kept[sql] is relation                                      # no new parse and bind
+    for i in range(D.KEPT_RELATIONS + 2):                                 # only the last few are kept
+        ei.read_parquet(str(path)).filter(col("a") > i).run(engine="duckdb")
+    assert len(kept) == D.KEPT_RELATIONS and sql not in kept
+    before = dict(kept)
+    ei.from_arrow(pa.table({"a": [1]})).run(engine="duckdb")             # registered Arrow: not kept
+    assert kept == before

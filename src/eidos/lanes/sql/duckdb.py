@@ -400,11 +400,26 @@ class Session:
 
     def _fetch(self, sql: str):
         try:
-            return self.con.sql(sql).to_arrow_table()
+            return self._relation(sql).to_arrow_table()
         except Exception:
             if self.errors:
                 raise self.errors[0] from None
             raise
+
+    def _relation(self, sql: str):
+        """DuckDB's relation over `sql`, which reads its files again at every read. The shared cursor keeps the
+        last few (a plan run again skips the Python layer's parse and bind of its text, about a millisecond);
+        not where Arrow views are registered for the run, which the relation would outlive."""
+        if not self.shared or self.views:
+            return self.con.sql(sql)
+        kept = _local.__dict__.setdefault((os.getpid(), "relations"), {})
+        rel = kept.pop(sql, None)
+        if rel is None:
+            rel = self.con.sql(sql)
+        kept[sql] = rel   # the most recent last
+        if len(kept) > KEPT_RELATIONS:
+            del kept[next(iter(kept))]
+        return rel
 
     def fetch_profiled(self, sql: str, lines: list[str]):
         """`fetch`, with DuckDB's profile of the run (each operator with its rows and time) added to `lines`."""
@@ -517,6 +532,9 @@ def open_stream(query, settings: dict | None = None) -> Session:
     """A session for one streamed run: the in-memory database through a cursor of its own."""
     return Session(query, settings, private=True)
 
+
+# Relations the shared cursor keeps, by their SQL (Session._relation).
+KEPT_RELATIONS = 16
 
 # Rows per streamed batch: 60 of DuckDB's 2,048-row vectors (its row group), so a batch comes as soon
 # as a row group's worth is ready and a consumer holds little at a time.
