@@ -342,8 +342,8 @@ def test_hash_slots_spread_keys_that_differ_only_in_high_bits(shift):
        st.sampled_from(["sum", "mean"]), st.booleans(), st.booleans())
 def test_group_by_many_groups_per_thread_tables(rows, fn, threads, cancel):
     """Many groups (_spread: each thread a table of its own, added exactly after): narrow keys read as
-    slots, wide ones as group ids, nulls, each value's negation in its group (cancel); specials and
-    values too far apart for one pair of levels take the sorting way, which must agree."""
+    slots, wide ones as group ids, nulls, each value's negation in its group (cancel), NaN and
+    infinities (counted apart); values too far apart for one pair of levels take the sorting way."""
     rows = rows + [(k, -x) for k, x in rows if x is not None] if cancel else rows
     ks = pa.array([k for k, _ in rows], pa.int64())
     with patch.object(fsum, "SLOTS", 1), patch.object(fsum, "SPREAD", 4), \

@@ -391,10 +391,10 @@ def _spread(k, raw, kmap, koff, lo, slots, columns, fns) -> tuple[np.ndarray, li
     """group_by's way for many slots and only sums and means (slot keys[i] - lo, a null key the last):
     the rows split among the cores, each thread adding its rows into a table of its own (spread:
     one pair of levels for the column, its largest value's), the tables then added exactly slot by
-    slot, slots split among the cores. None where a column does not fit one pair of levels (NaN,
-    inf, exponents over about 100 bits apart, DANGER) or a sum needs Python's way."""
+    slot, slots split among the cores. None where a column does not fit one pair of levels (finite
+    values' exponents over about 100 bits apart, DANGER) or a sum needs Python's way."""
     threads = min(CORES, max(1, len(raw) // SPLIT), max(1, TABLES // (32 * slots)))
-    tables, overs = _lines((threads, slots, 4)), np.zeros((threads, slots, 2), np.int64)
+    tables, overs = _lines((threads, slots, 4)), np.zeros((threads, slots, 5), np.int64)   # overs: touched rarely
     first, out = None, []
     for fn, column in zip(fns, columns):
         if out:

@@ -510,16 +510,21 @@ def spread(keys, kmap, koff, lo, v, vmap, voff, a, b, k1, table, over):
     levels (k1 fixed: every value's |x| < 2**(k1 - 1)), vectorized per block as accumulate does, and
     the pieces added into the slot's row (C-contiguous, 32 bytes): level-1 sum, level-2 sum, values,
     first row + 1 (0: none yet); every 2048 values of a slot its sums' bits past 32 move into over
-    (the slot's two carries), so that no sum overflows. False where a value does not fit the levels
-    (NaN, inf, or bits below the second level): the caller takes another way."""
+    (the slot's two carries), so that no sum overflows. A NaN or an infinity counts in over (NaNs,
+    infs, -infs after the carries) and as a zero in the pieces. False where a finite value does not
+    fit the levels (bits below the second): the caller takes another way."""
     slots = len(table)
     p1, p2 = np.empty(BLOCK, np.int64), np.empty(BLOCK, np.int64)
     held = np.empty(BLOCK)
     for i in range(a, b, BLOCK):
         e = min(i + BLOCK, b)
         w = _block(v, vmap, voff, i, e, held)
-        if not _pieces(w, k1, p1, p2):
-            return False
+        special = not _pieces(w, k1, p1, p2)
+        if special:   # the block again with NaN and infinities as zeros: they count apart
+            for j in range(e - i):
+                held[j] = w[j] if bits(w[j]) & EXP != EXP else 0.0
+            if not _pieces(held[:e - i], k1, p1, p2):
+                return False
         for r in range(i, e):
             if r + AHEAD < b:
                 prefetch(table, 4 * (keys[r + AHEAD] - lo if _valid(kmap, koff, r + AHEAD) else slots - 1))
@@ -531,6 +536,8 @@ def spread(keys, kmap, koff, lo, v, vmap, voff, a, b, k1, table, over):
                 table[s, 1] += p2[r - i]
                 n = table[s, 2] + 1
                 table[s, 2] = n
+                if special and bits(v[r]) & EXP == EXP:
+                    over[s, 2 if bits(v[r]) & MANT else (4 if v[r] < 0 else 3)] += 1
                 if n & (BLOCK - 1) == 0:
                     for c in range(2):
                         q = table[s, c] >> 32
@@ -565,7 +572,8 @@ def finish_spread(tables, overs, k1, neg_zero, a, b, out, counts, first):
             _add(digits, tables[t, s, 1], q2)
             _add(digits, overs[t, s, 0], q1 + 32)
             _add(digits, overs[t, s, 1], q2 + 32)
-        st[:3] = 0.0
+        for c in range(3):
+            st[c] = overs[:, s, 2 + c].sum()
         st[3], st[4], st[5] = n * bound, lo, hi
         out[s], python = finish(digits, st, neg_zero, p)
         if python:
@@ -575,13 +583,10 @@ def finish_spread(tables, overs, k1, neg_zero, a, b, out, counts, first):
 
 @njit(**OPTS)
 def top(v, vmap, voff, a, b):
-    """The largest exponent field (bits & EXP) among the valid values of rows a..b."""
+    """The largest exponent field (bits & EXP) among the valid finite values of rows a..b."""
     m = 0
-    if len(vmap) == 0:
-        for i in range(a, b):
-            m = max(m, bits(v[i]) & EXP)
-        return m
     for i in range(a, b):
-        if _valid(vmap, voff, i):
-            m = max(m, bits(v[i]) & EXP)
+        e = bits(v[i]) & EXP
+        if e != EXP and (len(vmap) == 0 or _valid(vmap, voff, i)):
+            m = max(m, e)
     return m
