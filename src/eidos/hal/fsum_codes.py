@@ -133,7 +133,10 @@ def _run(offsets, data, bitmap, boff, a, b, ids, table, words, lengths, starts, 
         else:
             s0, n = offsets[i], offsets[i + 1] - offsets[i]
         w = _word(data, s0, n)
-        s = (_hash(data, s0, n, w) >> shift) & (size - 1)
+        h = (w ^ n) * MIX   # _hash, written out: a call to it here costs more than the hashing
+        if n > 8:
+            h = _rest(data, s0, n, h)
+        s = (h >> shift) & (size - 1)
         while True:
             g = table[s]
             if g < 0 or (words[g] == w and lengths[g] == n and (n <= 8 or _same(data, s0, heap, starts[g], n))):
