@@ -126,9 +126,14 @@ def cpu_model() -> str:
 
 def cache_root() -> Path:
     """Where eidos keeps what it learns of this machine: $EIDOS_CACHE_DIR, else $XDG_CACHE_HOME/eidos, else
-    ~/.cache/eidos."""
-    return Path(os.environ.get("EIDOS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "eidos"))
+    ~/.cache/eidos (asked by every auto plan: the path is built once per value of those variables)."""
+    env = os.environ
+    return _cache_root(env.get("EIDOS_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_root(folder: str | None, xdg: str | None, home: str | None) -> Path:
+    return Path(folder or os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "eidos"))
 
 
 def _cpu_flags() -> set[str]:
