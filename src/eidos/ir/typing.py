@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal as _decimal
+from collections.abc import Callable
 from functools import singledispatch
 
 from eidos.errors import PlanError
@@ -758,6 +759,26 @@ _CALL_RULES["bin_size"] = lambda e, ty: _typed_arg(e, ty, T.Binary, T.Int64)
 def infer(e: Expr, schema: Schema, where: str = "", *, allow_agg: bool = False) -> DType:
     """The dtype of `e` over `schema`; PlanError for missing columns and type errors."""
     return _Typer(schema, where, allow_agg)(e)
+
+
+class _Kept(_Typer):
+    """A _Typer that keeps each node's type (by object, while the caller holds the tree): a walk that asks
+    every node of an expression infers each once, not once per node above it."""
+
+    def __init__(self, schema: Schema) -> None:
+        super().__init__(schema, "", allow_agg=False)
+        self.kept: dict[int, DType] = {}
+
+    def __call__(self, e: Expr) -> DType:
+        t = self.kept.get(id(e))
+        if t is None:
+            t = self.kept[id(e)] = _infer(e, self)
+        return t
+
+
+def typer(schema: Schema) -> Callable[[Expr], DType]:
+    """infer over `schema` for many nodes of one expression tree, each node's type worked out once."""
+    return _Kept(schema)
 
 
 def operand_dtypes(e: Call, schema: Schema) -> tuple[DType, ...]:

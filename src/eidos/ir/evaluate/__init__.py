@@ -66,13 +66,15 @@ _FLOAT_NEVER_FAILS = frozenset(F.ARITHMETIC + F.MATH)
 def can_fail(e: E.Expr, schema: Schema) -> bool:
     """Whether `e` may raise an ExecutionError on some row (False only where it never can), so a lane knows
     which predicates must be computed on every row, whatever order its engine would take (semantics 9)."""
-    from eidos.ir.typing import infer
+    from eidos.ir.typing import typer
+
+    infer = typer(schema)   # each node's type once: asked of every arithmetic node of the tree
 
     def safe(x: E.Expr) -> bool:
         if isinstance(x, E.Call):
-            return x.fn in _NEVER_FAILS or x.fn in _FLOAT_NEVER_FAILS and infer(x, schema).is_float
+            return x.fn in _NEVER_FAILS or x.fn in _FLOAT_NEVER_FAILS and infer(x).is_float
         if isinstance(x, E.Cast):
-            src = infer(x.expr, schema)
+            src = infer(x.expr)
             return src == x.dtype or x.dtype.is_float and (src.is_numeric or src == T.Boolean)
         return isinstance(x, (E.Column, E.Literal, E.Alias, E.Case))
     nodes = list(e.walk())   # an aggregation, window or UDF may fail: asked first, as infer takes none
