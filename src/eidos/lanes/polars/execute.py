@@ -38,7 +38,7 @@ def _in_place(plan: N.Node) -> pa.Table | None:
     for an aggregation Polars does not do; else None."""
     from eidos.hal.exact_aggregate import finish, in_place, route
 
-    rows = once(plan, "polars.exact route", lambda: route(plan))   # the projection; its table is read each run
+    rows = route(plan)   # the projection (kept per plan); its table is read each run
     table = in_place(rows) if rows is not None else None
     return None if table is None else conform(finish(plan, table), plan.schema, "polars")
 
