@@ -30,7 +30,7 @@ from pathlib import Path
 import blake3
 
 from eidos.errors import BackendError
-from eidos.hal.devices import cache_root, cpu_features, cpu_model  # noqa: F401  (this module's names, kept)
+from eidos.hal.devices import cache_root, cpu_features
 
 
 def library_versions(libraries: Iterable[str] = ()) -> dict[str, str]:
