@@ -486,7 +486,6 @@ def scatter_keys(keys, kmap, koff, lo, span, values, vmap, voff):
     return out, offsets, first
 
 
-
 @intrinsic
 def prefetch(typingctx, arr, i):
     """A hint to load the cache line of a C-contiguous array's flat element i for writing (LLVM's
@@ -544,6 +543,7 @@ def spread(keys, kmap, koff, lo, v, vmap, voff, a, b, k1, table, over):
                         table[s, c] -= q << 32
                         over[s, c] += q
     return True
+
 
 @njit(**OPTS)
 def finish_spread(tables, overs, k1, neg_zero, a, b, out, counts, first):
